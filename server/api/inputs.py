@@ -1,0 +1,81 @@
+"""Procedure inputs (API.md). Every field is validated here, at the boundary."""
+from __future__ import annotations
+
+from pydantic import Field
+
+from ..domain.models import (
+    BusyPolicy,
+    FileAttachment,
+    GenerationDefaults,
+    SessionMetadata,
+    StrictInput,
+    ToolDefinition,
+    ToolMode,
+)
+
+Id = Field(min_length=1, max_length=64)
+
+
+class SessionRef(StrictInput):
+    session_id: str = Id
+
+
+class SessionCreate(StrictInput):
+    title: str | None = Field(default=None, max_length=500)
+    provider: str | None = Field(default=None, max_length=32)
+    model: str | None = Field(default=None, max_length=200)
+    system_prompt: str | None = Field(default=None, max_length=100_000)
+    defaults: GenerationDefaults | None = None
+    tools: list[ToolDefinition] | None = Field(default=None, max_length=128)
+    tool_mode: ToolMode | None = None
+    busy_policy: BusyPolicy | None = None
+    disable_streaming: bool | None = None
+    metadata: SessionMetadata | None = None
+
+
+class SessionList(StrictInput):
+    limit: int = Field(default=50, ge=1, le=200)
+    cursor: str | None = Field(default=None, max_length=500)
+    search: str | None = Field(default=None, max_length=200)
+
+
+class SessionUpdate(SessionRef):
+    provider: str | None = Field(default=None, max_length=32)
+    model: str | None = Field(default=None, max_length=200)
+    system_prompt: str | None = Field(default=None, max_length=100_000)
+    defaults: GenerationDefaults | None = None
+    tools: list[ToolDefinition] | None = Field(default=None, max_length=128)
+    tool_mode: ToolMode | None = None
+    busy_policy: BusyPolicy | None = None
+    disable_streaming: bool | None = None
+
+
+class SetTitle(SessionRef):
+    title: str = Field(min_length=1, max_length=500)
+
+
+class SessionEvents(SessionRef):
+    last_event_id: str | None = Field(default=None, max_length=32, pattern=r"^\d+$")
+
+
+class MessageList(SessionRef):
+    before: int | None = Field(default=None, ge=1)
+    limit: int = Field(default=100, ge=1, le=500)
+
+
+class Enqueue(SessionRef):
+    content: str
+    attachments: list[FileAttachment] = Field(default_factory=list, max_length=32)
+
+
+class QueuedRef(SessionRef):
+    message_id: str = Field(min_length=1, max_length=64)
+
+
+class UpdateQueued(QueuedRef):
+    content: str | None = None
+    attachments: list[FileAttachment] | None = Field(default=None, max_length=32)
+
+
+class MoveQueued(QueuedRef):
+    to_index: int = Field(ge=0)

@@ -1,0 +1,76 @@
+"""``session.*`` procedures: thin — validate (done by the registry), authorise, call a service."""
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from ..rpc.registry import Context, Router
+from ..sync.delivery import Delivery
+from . import inputs
+
+FIELDS = ("provider", "model", "system_prompt", "defaults", "tools", "tool_mode", "busy_policy", "disable_streaming")
+
+
+def _wire(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", by_alias=True, exclude_none=True)
+    if isinstance(value, list):
+        return [_wire(v) for v in value]
+    return value
+
+
+def _given(model: BaseModel, names: tuple[str, ...]) -> dict[str, Any]:
+    """The fields the caller actually sent (Python names), nested values as camelCase JSON."""
+    return {name: _wire(getattr(model, name)) for name in names if name in model.model_fields_set}
+
+
+def register(router: Router) -> None:
+    @router.mutation("session.create", inputs.SessionCreate)
+    async def create(ctx: Context, inp: inputs.SessionCreate) -> Any:
+        fields = _given(inp, (*FIELDS, "title", "metadata"))
+        return await ctx.services.sessions.create(ctx.require_user(), fields)
+
+    @router.query("session.list", inputs.SessionList)
+    async def list_(ctx: Context, inp: inputs.SessionList) -> Any:
+        return await ctx.services.sessions.list(ctx.require_user(), inp.limit, inp.cursor, inp.search)
+
+    @router.query("session.get", inputs.SessionRef)
+    async def get(ctx: Context, inp: inputs.SessionRef) -> Any:
+        return await ctx.services.sessions.snapshot(ctx.require_user(), inp.session_id)
+
+    @router.mutation("session.update", inputs.SessionUpdate)
+    async def update(ctx: Context, inp: inputs.SessionUpdate) -> Any:
+        return await ctx.services.sessions.update(ctx.require_user(), inp.session_id, _given(inp, FIELDS))
+
+    @router.mutation("session.delete", inputs.SessionRef)
+    async def delete(ctx: Context, inp: inputs.SessionRef) -> Any:
+        await ctx.services.sessions.delete(ctx.require_user(), inp.session_id)
+        return None
+
+    @router.mutation("session.setTitle", inputs.SetTitle)
+    async def set_title(ctx: Context, inp: inputs.SetTitle) -> Any:
+        return await ctx.services.sessions.set_title(ctx.require_user(), inp.session_id, inp.title, "user")
+
+    @router.mutation("session.clearTitle", inputs.SessionRef)
+    async def clear_title(ctx: Context, inp: inputs.SessionRef) -> Any:
+        return await ctx.services.sessions.set_title(ctx.require_user(), inp.session_id, "", "none")
+
+    @router.subscription("session.events", inputs.SessionEvents)
+    async def events(ctx: Context, inp: inputs.SessionEvents) -> Any:
+        """Every durable event after ``lastEventId`` (default: from now), then live ones, tracked by seq."""
+        user = ctx.require_user()
+        row = await ctx.services.sessions.readable(user, inp.session_id)
+        after = int(inp.last_event_id) if inp.last_event_id is not None else row.last_seq
+        return _EventStream(ctx.services, inp.session_id, after)
+
+
+class _EventStream:
+    def __init__(self, services: Any, session_id: str, after: int) -> None:
+        self.services = services
+        self.session_id = session_id
+        self.after = after
+
+    async def run(self, emit: Any) -> None:
+        delivery = Delivery(self.services.db, self.services.hub, self.session_id, self.after, emit)
+        await delivery.run()

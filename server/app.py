@@ -1,0 +1,161 @@
+"""Application wiring: ``create_app(settings)`` builds the Starlette app; its lifespan opens and closes
+the database, the bus and the hub, in order."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket
+
+from .api import build_router
+from .pubsub import Bus, create_bus
+from .rpc.http import HttpTransport, bearer_token
+from .rpc.ws import WsConnection
+from .services.auth import AuthService
+from .services.queue import QueueService
+from .services.sessions import SessionService
+from .services.uow import UnitOfWork
+from .settings import Settings
+from .store import migrate
+from .store.db import Database
+from .sync.hub import Hub
+
+log = logging.getLogger("chatsync")
+
+SHUTDOWN_DRAIN_SECONDS = 5.0
+
+
+@dataclass
+class Services:
+    """Everything a procedure may use, built once per process and passed explicitly."""
+
+    settings: Settings
+    db: Database
+    bus: Bus
+    hub: Hub
+    uow: UnitOfWork
+    auth: AuthService
+    sessions: SessionService
+    queue: QueueService
+    connections: set[WsConnection] = field(default_factory=set)
+
+
+@asynccontextmanager
+async def open_services(settings: Settings) -> AsyncIterator[Services]:
+    async with AsyncExitStack() as stack:
+        db = await stack.enter_async_context(Database(settings.database_url))
+        if settings.run_migrations_on_start:
+            await migrate.upgrade(db)
+        bus = await stack.enter_async_context(create_bus(settings.bus_url))
+        hub = Hub(bus)
+        uow = UnitOfWork(db, bus, settings.event_retention)
+        yield Services(
+            settings=settings,
+            db=db,
+            bus=bus,
+            hub=hub,
+            uow=uow,
+            auth=AuthService(db),
+            sessions=SessionService(db, uow),
+            queue=QueueService(uow, max_length=settings.max_queue_length,
+                               max_content_chars=settings.max_content_chars),
+        )
+
+
+def origin_allowed(settings: Settings, origin: str | None, host: str | None) -> bool:
+    """Non-browser clients send no Origin; browsers must come from an allowed origin or this host."""
+    if origin is None:
+        return True
+    origin = origin.rstrip("/")
+    if "*" in settings.allowed_origins or origin in settings.allowed_origins:
+        return True
+    return host is not None and urlsplit(origin).netloc == host
+
+
+def create_app(settings: Settings, *, announce_owner_token: bool = True) -> Starlette:
+    router = build_router()
+    state: dict[str, Any] = {}
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with open_services(settings) as services:
+            token = await services.auth.ensure_owner()
+            if token is not None and announce_owner_token:
+                print(f"chatsync: created the local owner; its token (shown once): {token}",
+                      file=sys.stderr, flush=True)
+            state["services"] = services
+            state["http"] = HttpTransport(router, services)
+            try:
+                yield
+            finally:
+                await drain_app(app)
+                state.pop("services", None)
+
+    async def ws_endpoint(websocket: WebSocket) -> None:
+        services: Services = state["services"]
+        if not origin_allowed(settings, websocket.headers.get("origin"), websocket.headers.get("host")):
+            await websocket.close(code=1008)  # before accept: the upgrade is refused with 403
+            return
+        user = None
+        token = bearer_token(websocket)  # type: ignore[arg-type]
+        if token is not None:
+            user = await services.auth.authenticate(token)
+            if user is None:
+                await websocket.close(code=1008)
+                return
+        await WsConnection(websocket, router, services, services.connections).serve(user)
+
+    async def http_endpoint(request: Request) -> Any:
+        return await state["http"](request)
+
+    async def healthz(_request: Request) -> JSONResponse:
+        return JSONResponse({"status": "ok"})
+
+    async def readyz(_request: Request) -> JSONResponse:
+        services: Services | None = state.get("services")
+        if services is None:
+            return JSONResponse({"status": "starting"}, status_code=503)
+        try:
+            async with services.db.read() as s:
+                from sqlalchemy import text
+
+                await s.execute(text("SELECT 1"))
+        except Exception as exc:
+            return JSONResponse({"status": "unavailable", "error": type(exc).__name__}, status_code=503)
+        return JSONResponse({"status": "ready", "connections": len(services.connections)})
+
+    routes = [
+        WebSocketRoute("/trpc", ws_endpoint),
+        Route("/trpc/{path:path}", http_endpoint, methods=["GET", "POST", "HEAD"]),
+        Route("/healthz", healthz),
+        Route("/readyz", readyz),
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.chatsync = state
+    return app
+
+
+async def drain_app(app: Starlette) -> None:
+    """Graceful shutdown, callable before the server closes sockets (see ``cli.serve``); idempotent."""
+    state = app.state.chatsync
+    if "services" in state and not state.get("drained"):
+        state["drained"] = True
+        await _drain(state["services"], state["http"])
+
+
+async def _drain(services: Services, http: HttpTransport) -> None:
+    """Graceful shutdown: tell every client to reconnect, let buffers drain, then close."""
+    http.shutdown()
+    if services.connections:
+        await asyncio.gather(*(c.shutdown(SHUTDOWN_DRAIN_SECONDS) for c in list(services.connections)),
+                             return_exceptions=True)

@@ -1,0 +1,124 @@
+"""The ``chatsync`` command: ``serve``, ``db upgrade``, ``users create``, ``tokens create``."""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from typing import Any
+
+from .settings import Settings, SettingsError, load_settings
+
+
+def _settings_or_exit() -> Settings:
+    try:
+        return load_settings()
+    except SettingsError as exc:
+        print(f"chatsync: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def serve(settings: Settings, host: str | None, port: int | None) -> None:
+    import uvicorn
+
+    from .app import create_app, drain_app
+
+    app = create_app(settings)
+
+    class Server(uvicorn.Server):
+        async def shutdown(self, sockets: Any = None) -> None:
+            # Stop accepting, tell clients to reconnect (tRPC's notification), drain, then let uvicorn
+            # close what is left. uvicorn alone would drop WebSockets with 1012 before our lifespan ran.
+            for server in self.servers:
+                server.close()
+            await drain_app(app)
+            await super().shutdown(sockets)
+
+    config = uvicorn.Config(
+        app,
+        host=host or settings.host,
+        port=settings.port if port is None else port,
+        log_level=settings.log_level,
+        ws_max_size=settings.max_frame_bytes * 4,
+        ws_ping_interval=20.0,
+        ws_ping_timeout=20.0,
+        lifespan="on",
+        timeout_graceful_shutdown=10,
+    )
+    Server(config).run()
+
+
+async def _db_upgrade(settings: Settings) -> None:
+    from .store import migrate
+    from .store.db import Database
+
+    async with Database(settings.database_url) as db:
+        await migrate.upgrade(db)
+
+
+async def _create_user(settings: Settings, name: str, admin: bool) -> str:
+    from .services.auth import AuthService
+    from .store import migrate
+    from .store.db import Database
+
+    async with Database(settings.database_url) as db:
+        await migrate.upgrade(db)
+        _user, token = await AuthService(db).create_user(name, admin=admin)
+        return token
+
+
+async def _create_token(settings: Settings, name: str) -> str:
+    from .services.auth import AuthService
+    from .store.db import Database
+
+    async with Database(settings.database_url) as db:
+        return await AuthService(db).create_token(name)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="chatsync", description="Realtime sync server for LLM chat sessions.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p_serve = sub.add_parser("serve", help="run the server (configuration from CHATSYNC_* variables)")
+    p_serve.add_argument("--host", default=None)
+    p_serve.add_argument("--port", type=int, default=None)
+
+    p_db = sub.add_parser("db", help="database maintenance")
+    db_sub = p_db.add_subparsers(dest="db_command", required=True)
+    db_sub.add_parser("upgrade", help="apply all migrations")
+
+    p_users = sub.add_parser("users", help="manage users")
+    users_sub = p_users.add_subparsers(dest="users_command", required=True)
+    p_create = users_sub.add_parser("create", help="create a user and print its token (only the token)")
+    p_create.add_argument("name")
+    p_create.add_argument("--admin", action="store_true")
+
+    p_tokens = sub.add_parser("tokens", help="manage API tokens")
+    tokens_sub = p_tokens.add_subparsers(dest="tokens_command", required=True)
+    p_tok = tokens_sub.add_parser("create", help="issue another token for a user and print it")
+    p_tok.add_argument("name")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    settings = _settings_or_exit()
+    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    try:
+        if args.command == "serve":
+            serve(settings, args.host, args.port)
+        elif args.command == "db":
+            asyncio.run(_db_upgrade(settings))
+            print("database is at the newest schema", file=sys.stderr)
+        elif args.command == "users":
+            print(asyncio.run(_create_user(settings, args.name, args.admin)))
+        elif args.command == "tokens":
+            print(asyncio.run(_create_token(settings, args.name)))
+    except ValueError as exc:
+        print(f"chatsync: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,84 @@
+"""The session event union (API.md "Events") and the envelope that carries one event through the process.
+
+Durable events have a ``seq`` (their place in the session's event log); ephemeral ones do not.
+An event is serialised to JSON once, when it is created or read from the log, and every transport
+builds its frames around that text — never once per subscriber.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+DURABLE_EVENT_TYPES = frozenset(
+    {
+        "queue-message-added",
+        "queue-message-removed",
+        "queue-cleared",
+        "queue-message-updated",
+        "queue-reordered",
+        "queue-paused",
+        "queue-resumed",
+        "message-created",
+        "message-completed",
+        "run-started",
+        "run-finished",
+        "run-failed",
+        "run-aborted",
+        "tool-call-ready",
+        "tool-approval-requested",
+        "tool-approval-resolved",
+        "tool-call-result",
+        "session-updated",
+        "title-changed",
+        "session-deleted",
+    }
+)
+EPHEMERAL_EVENT_TYPES = frozenset({"text-delta", "tool-call-start", "tool-call-delta", "stream-snapshot"})
+
+
+def dumps(value: Any) -> str:
+    return orjson.dumps(value).decode()
+
+
+@dataclass(slots=True)
+class EventEnvelope:
+    """One event as it travels from the log or the bus to connections."""
+
+    session_id: str
+    seq: int | None
+    type: str
+    json: str  # the event object as clients receive it
+    _ws_tail: str | None = field(default=None, repr=False)
+
+    @classmethod
+    def build(cls, session_id: str, seq: int | None, type_: str, fields: dict[str, Any]) -> "EventEnvelope":
+        if type_ not in DURABLE_EVENT_TYPES and type_ not in EPHEMERAL_EVENT_TYPES:
+            raise ValueError(f"unknown event type {type_!r}")
+        if (seq is None) != (type_ in EPHEMERAL_EVENT_TYPES):
+            raise ValueError(f"{type_} must {'not ' if seq is None else ''}carry a seq")
+        body = {"type": type_, "sessionId": session_id, **fields}
+        return cls(session_id, seq, type_, dumps(body))
+
+    @property
+    def event_id(self) -> str:
+        return str(self.seq)
+
+    def ws_tail(self) -> str:
+        """The part of a tracked tRPC WebSocket data frame after the subscription id, built once per event.
+
+        A full frame is ``{"id":<subscription id>`` + this tail.
+        """
+        tail = self._ws_tail
+        if tail is None:
+            if self.seq is None:
+                tail = ',"result":{"type":"data","data":' + self.json + "}}"
+            else:
+                sid = self.event_id
+                tail = (
+                    ',"result":{"type":"data","data":{"id":"' + sid + '","data":' + self.json
+                    + '},"id":"' + sid + '"}}'
+                )
+            self._ws_tail = tail
+        return tail

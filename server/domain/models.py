@@ -1,0 +1,119 @@
+"""Wire shapes (API.md "Data shapes"): pydantic models, camelCase on the wire, no I/O."""
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+BusyPolicy = Literal["enqueue", "reject", "interrupt", "steer"]
+ToolMode = Literal["parallel", "sequential"]
+TitleSource = Literal["none", "truncate", "model", "user"]
+SessionStatus = Literal["idle", "running", "requires-action", "error"]
+Role = Literal["system", "user", "assistant", "tool"]
+MessageStatus = Literal["complete", "streaming", "interrupted", "error"]
+
+
+class WireModel(BaseModel):
+    """Base for everything on the wire: camelCase aliases, Python names accepted too."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+    def wire(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True)
+
+
+class StrictInput(WireModel):
+    """Base for procedure inputs: unknown fields are an error, so typos do not pass silently."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+
+class FileAttachment(StrictInput):
+    path: str = Field(max_length=4096)
+    relative_path: str | None = Field(default=None, max_length=4096)
+    size: int | None = Field(default=None, ge=0)
+    mime_type: str | None = Field(default=None, max_length=200)
+
+
+class ToolDefinition(StrictInput):
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
+    description: str = Field(default="", max_length=4096)
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    executor: Literal["client", "server"] = "server"
+    requires_approval: bool = False
+
+
+class GenerationDefaults(StrictInput):
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_tokens: int | None = Field(default=None, ge=1)
+    top_p: float | None = Field(default=None, ge=0, le=1)
+
+
+class SessionMetadata(StrictInput):
+    directory: str | None = Field(default=None, max_length=4096)
+    agent: str | None = Field(default=None, max_length=200)
+
+
+class Usage(WireModel):
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class Session(WireModel):
+    id: str
+    title: str
+    title_source: TitleSource
+    provider: str
+    model: str
+    system_prompt: str | None
+    defaults: dict[str, Any]
+    tools: list[dict[str, Any]]
+    tool_mode: ToolMode
+    busy_policy: BusyPolicy
+    disable_streaming: bool
+    metadata: dict[str, Any]
+    status: SessionStatus
+    queue_paused: bool
+    usage: Usage
+    last_seq: int
+    created_at: int
+    updated_at: int
+
+
+class ToolCall(WireModel):
+    id: str
+    name: str
+    arguments: str
+
+
+class Message(WireModel):
+    id: str
+    session_id: str
+    role: Role
+    content: str
+    attachments: list[dict[str, Any]]
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: str | None = None
+    status: MessageStatus
+    finish_reason: str | None = None
+    usage: dict[str, Any] | None = None
+    run_id: str | None = None
+    created_at: int
+
+
+class QueuedMessage(WireModel):
+    """A message waiting to be sent (seed 001's shape)."""
+
+    id: str
+    content: str
+    attachments: list[dict[str, Any]]
+    enqueued_at: int
+
+
+class SessionSnapshot(WireModel):
+    session: Session
+    messages: list[Message]
+    queue: list[QueuedMessage]
+    run: dict[str, Any] | None
+    last_event_id: str

@@ -1,0 +1,111 @@
+"""Canonical history -> Anthropic Messages request (PROVIDERS.md §1.2).
+
+- leading system texts (and the request's system prompt) go to top-level ``system`` [A1]; later system messages
+  become ``<system>`` user text placed after the tool results (the inline ``role: system`` beta is model-gated and
+  not used here [P3]);
+- messages strictly alternate, starting with ``user``: same-role turns are merged into one message with several
+  blocks, and a minimal user anchor is prepended when the history starts with the assistant [I16][I23];
+- tool results are ``tool_result`` blocks at the *start* of the next user message, text after them [A20];
+- ids are sanitised to ``^[a-zA-Z0-9_-]+$`` with the same mapping on ``tool_use`` and ``tool_result`` [I25];
+- ``input`` is always an object (invalid/non-object JSON wrapped) [A3][V2];
+- no empty text blocks, no empty messages; a final assistant prefill loses trailing whitespace [I9][I26][I24].
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..types import ChatRequest, ToolDefinition
+from .encode import arguments_object, map_tool_call_id
+from .history import AssistantTurn, ResultsTurn, SystemTurn, UserTurn, normalize, split_leading_system, wrap_system
+
+DEFAULT_MAX_TOKENS = 4096  # Anthropic requires max_tokens; the canonical options may leave it unset.
+ANCHOR_TEXT = "(conversation continues)"  # a non-empty stand-in where a user turn is mandatory
+EMPTY_RESULT = "(no output)"  # an empty tool_result content is risky ([P2] notes empty lists are rejected)
+
+
+def anthropic_tools(tools: tuple[ToolDefinition, ...]) -> list[dict[str, Any]]:
+    """Tool definitions in the Messages API shape."""
+    return [{"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tools]
+
+
+def _text(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+def to_anthropic_messages(request: ChatRequest) -> tuple[str | None, list[dict[str, Any]]]:
+    """``(system, messages)`` for ``request``."""
+    leading, turns = split_leading_system(normalize(request.messages), request.options.system_prompt)
+    messages: list[dict[str, Any]] = []
+
+    def blocks_for(role: str) -> list[dict[str, Any]]:
+        # Appending to the last message when the role repeats is what keeps the roles alternating.
+        if not messages or messages[-1]["role"] != role:
+            messages.append({"role": role, "content": []})
+        return messages[-1]["content"]
+
+    for turn in turns:
+        if isinstance(turn, (SystemTurn, UserTurn)):
+            text = wrap_system(turn.text) if isinstance(turn, SystemTurn) else turn.text
+            blocks_for("user").append(_text(text))
+        elif isinstance(turn, AssistantTurn):
+            blocks = blocks_for("assistant")
+            if turn.text:
+                blocks.append(_text(turn.text))
+            blocks.extend(
+                {
+                    "type": "tool_use",
+                    "id": map_tool_call_id(c.id, "anthropic"),
+                    "name": c.name,
+                    "input": arguments_object(c.arguments),
+                }
+                for c in turn.calls
+            )
+        elif isinstance(turn, ResultsTurn):
+            # Always a fresh user message: the previous message is the assistant turn holding the calls.
+            blocks = blocks_for("user")
+            for r in turn.results:
+                block: dict[str, Any] = {
+                    "type": "tool_result",
+                    "tool_use_id": map_tool_call_id(r.call.id, "anthropic"),
+                    "content": r.content or EMPTY_RESULT,
+                }
+                if r.is_error:
+                    block["is_error"] = True
+                blocks.append(block)
+
+    if messages and messages[0]["role"] == "assistant":
+        messages.insert(0, {"role": "user", "content": [_text(ANCHOR_TEXT)]})
+    if messages and messages[-1]["role"] == "assistant":
+        last = messages[-1]["content"]
+        # A final assistant message is a prefill and "cannot end with trailing whitespace" [I24].
+        if last[-1]["type"] == "text":
+            last[-1]["text"] = last[-1]["text"].rstrip()
+            if not last[-1]["text"]:
+                last.pop()
+        if not last:
+            messages.pop()
+    if not messages:
+        messages.append({"role": "user", "content": [_text(ANCHOR_TEXT)]})
+    system = "\n\n".join(leading) if leading else None
+    return system, messages
+
+
+def to_anthropic_request(request: ChatRequest) -> dict[str, Any]:
+    """Keyword arguments for ``AsyncAnthropic().messages.create`` (without ``stream``)."""
+    opts = request.options
+    system, messages = to_anthropic_messages(request)
+    body: dict[str, Any] = {
+        "model": opts.model,
+        "messages": messages,
+        "max_tokens": opts.max_tokens or DEFAULT_MAX_TOKENS,
+    }
+    if system:
+        body["system"] = system
+    if request.tools:
+        body["tools"] = anthropic_tools(request.tools)
+    if opts.temperature is not None:
+        body["temperature"] = opts.temperature
+    if opts.top_p is not None:
+        body["top_p"] = opts.top_p
+    return body

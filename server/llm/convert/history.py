@@ -1,0 +1,153 @@
+"""Provider-neutral repair of the canonical history (PROVIDERS.md §3.1 #1, #3, #4, #5, #6, #9, #15).
+
+``normalize`` turns any stored history — interrupted streams, crashes between a call and its result, results that
+arrived after queued user messages, trimmed windows, ids reused or missing — into a sequence of turns where every
+assistant turn with calls is *immediately* followed by one ``ResultsTurn`` holding exactly one result per call, in
+call order. Every target renderer starts from this, so the pairing rules live in one place.
+
+Rules, in the order a message is met:
+
+- a ``tool`` message whose ``tool_call_id`` matches a still-open call of the latest assistant turn is that call's
+  result (first match wins; a second result for the same call is an orphan);
+- any other ``tool`` message is an orphan and is dropped (pydantic-ai ``_drop_orphaned_tool_results`` [P10]);
+- user/system messages met while calls are open are held back and placed after the results (invariant 5: nothing
+  goes between a call turn and its results; a queued message goes after them);
+- the calls are closed by the next assistant message or the end of the history; calls still without a result get a
+  synthesised "interrupted" result (pydantic-ai ``_repair_dangling_tool_calls`` [P10]);
+- calls get a non-empty id unique in the conversation: a missing id becomes ``call_<msg>_<n>`` and a reused id gets a
+  ``_<n>`` suffix, both derived from positions only, so conversion stays deterministic;
+- assistant messages with neither text nor calls are dropped (OpenAI rejects ``content: null`` [I17]).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..types import Message, ToolCall
+
+INTERRUPTED_RESULT = "The tool call was interrupted before a result was produced."
+
+
+@dataclass(frozen=True)
+class SystemTurn:
+    """A system instruction at its position in the conversation."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class UserTurn:
+    """One user message (never empty)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class AssistantTurn:
+    """Assistant text and/or tool calls (ids already unique and non-empty)."""
+
+    text: str
+    calls: tuple[ToolCall, ...] = ()
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """The result paired with ``call`` (``synthetic`` when the history had none)."""
+
+    call: ToolCall
+    content: str
+    is_error: bool = False
+    synthetic: bool = False
+
+
+@dataclass(frozen=True)
+class ResultsTurn:
+    """All results of the preceding ``AssistantTurn``, in call order."""
+
+    results: tuple[ToolResult, ...]
+
+
+Turn = SystemTurn | UserTurn | AssistantTurn | ResultsTurn
+
+
+class _Normalizer:
+    def __init__(self) -> None:
+        self.out: list[Turn] = []
+        self.held: list[Turn] = []
+        self.open_calls: list[ToolCall] = []  # calls of the latest assistant turn, in order
+        self.original_ids: list[str] = []  # the stored id of each open call (what results refer to)
+        self.results: dict[int, ToolResult] = {}  # position in open_calls -> result
+        self.seen_ids: set[str] = set()
+
+    def _unique_id(self, raw: str, msg_index: int, call_index: int) -> str:
+        base = raw.strip() or f"call_{msg_index}_{call_index}"
+        candidate, n = base, 1
+        while candidate in self.seen_ids:
+            n += 1
+            candidate = f"{base}_{n}"
+        self.seen_ids.add(candidate)
+        return candidate
+
+    def _close(self) -> None:
+        if self.open_calls:
+            results = tuple(
+                self.results.get(i) or ToolResult(call=call, content=INTERRUPTED_RESULT, is_error=True, synthetic=True)
+                for i, call in enumerate(self.open_calls)
+            )
+            self.out.append(ResultsTurn(results=results))
+        self.out.extend(self.held)
+        self.open_calls, self.original_ids, self.results, self.held = [], [], {}, []
+
+    def _emit(self, turn: Turn) -> None:
+        (self.held if self.open_calls else self.out).append(turn)
+
+    def add(self, index: int, msg: Message) -> None:
+        if msg.role == "tool":
+            for pos, original in enumerate(self.original_ids):
+                if original == msg.tool_call_id and pos not in self.results:
+                    self.results[pos] = ToolResult(call=self.open_calls[pos], content=msg.content, is_error=msg.is_error)
+                    break
+            # else: orphan (unknown id, already answered, or its call's turn is closed) -> dropped
+            return
+        if msg.role == "assistant":
+            self._close()
+            calls = tuple(
+                call.model_copy(update={"id": self._unique_id(call.id, index, n)})
+                for n, call in enumerate(msg.tool_calls)
+            )
+            # Whitespace-only text counts as empty: Anthropic rejects blank text blocks [I9].
+            text = msg.content if msg.content.strip() else ""
+            if not text and not calls:
+                return
+            self.out.append(AssistantTurn(text=text, calls=calls))
+            self.open_calls = list(calls)
+            self.original_ids = [c.id for c in msg.tool_calls]
+            return
+        if not msg.content.strip():
+            return  # an empty user/system message carries nothing and is invalid for several providers
+        self._emit(SystemTurn(msg.content) if msg.role == "system" else UserTurn(msg.content))
+
+
+def normalize(messages: Sequence[Message]) -> list[Turn]:
+    """Repair ``messages`` into a pairing-valid turn sequence (see the module docstring for the rules)."""
+    norm = _Normalizer()
+    for index, msg in enumerate(messages):
+        norm.add(index, msg)
+    norm._close()
+    return norm.out
+
+
+def split_leading_system(turns: Sequence[Turn], system_prompt: str | None) -> tuple[list[str], list[Turn]]:
+    """The system texts before the first non-system turn (request prompt first) and the remaining turns."""
+    texts = [system_prompt] if system_prompt else []
+    i = 0
+    while i < len(turns) and isinstance(turns[i], SystemTurn):
+        texts.append(turns[i].text)  # type: ignore[union-attr]
+        i += 1
+    return texts, list(turns[i:])
+
+
+def wrap_system(text: str) -> str:
+    """A non-leading system instruction as user text, for targets without inline system messages [P4]."""
+    return f"<system>\n{text}\n</system>"

@@ -1,0 +1,64 @@
+"""Canonical history -> Ollama native ``/api/chat`` request (PROVIDERS.md §1.4).
+
+Ollama validates nothing itself (the model's chat template renders whatever arrives [L4]), so the target is the
+documented shape: system messages in place, ``arguments`` as objects, one ``tool`` message per call in call order
+carrying ``tool_name`` — the field ollama-python's typed ``Message`` actually sends (it has no ``tool_call_id``
+[L5], so pairing is by name and order, as in the docs [L3]). The repaired history keeps every call next to its
+result, which matters because the server silently drops the oldest messages to fit ``num_ctx`` [L6].
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..types import ChatRequest, ToolDefinition
+from .encode import arguments_object
+from .history import AssistantTurn, ResultsTurn, SystemTurn, UserTurn, normalize
+
+
+def ollama_tools(tools: tuple[ToolDefinition, ...]) -> list[dict[str, Any]]:
+    """Tool definitions in the ``/api/chat`` shape."""
+    return [
+        {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
+        for t in tools
+    ]
+
+
+def to_ollama_messages(request: ChatRequest) -> list[dict[str, Any]]:
+    """The ``messages`` array for ``request``."""
+    out: list[dict[str, Any]] = []
+    if request.options.system_prompt:
+        out.append({"role": "system", "content": request.options.system_prompt})
+    for turn in normalize(request.messages):
+        if isinstance(turn, SystemTurn):
+            out.append({"role": "system", "content": turn.text})
+        elif isinstance(turn, UserTurn):
+            out.append({"role": "user", "content": turn.text})
+        elif isinstance(turn, AssistantTurn):
+            msg: dict[str, Any] = {"role": "assistant", "content": turn.text}
+            if turn.calls:
+                msg["tool_calls"] = [
+                    {"function": {"name": c.name, "arguments": arguments_object(c.arguments)}} for c in turn.calls
+                ]
+            out.append(msg)
+        elif isinstance(turn, ResultsTurn):
+            out.extend({"role": "tool", "tool_name": r.call.name, "content": r.content} for r in turn.results)
+    return out
+
+
+def to_ollama_request(request: ChatRequest) -> dict[str, Any]:
+    """Keyword arguments for ``ollama.AsyncClient().chat`` (without ``stream``)."""
+    opts = request.options
+    body: dict[str, Any] = {"model": opts.model, "messages": to_ollama_messages(request)}
+    if request.tools:
+        body["tools"] = ollama_tools(request.tools)
+    options: dict[str, Any] = {}
+    if opts.temperature is not None:
+        options["temperature"] = opts.temperature
+    if opts.top_p is not None:
+        options["top_p"] = opts.top_p
+    if opts.max_tokens is not None:
+        options["num_predict"] = opts.max_tokens
+    if options:
+        body["options"] = options
+    return body

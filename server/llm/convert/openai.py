@@ -1,0 +1,117 @@
+"""Canonical history -> OpenAI Chat Completions request (PROVIDERS.md §1.1, §1.5).
+
+``OpenAIProfile`` captures what differs between OpenAI itself and OpenAI-compatible servers whose chat templates
+validate the conversation (vLLM, llama.cpp, Ollama ``/v1``): where system messages may go, whether consecutive user
+turns must be merged, which id shape is accepted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ..types import ChatRequest, ToolDefinition
+from .encode import IdStyle, arguments_string, map_tool_call_id
+from .history import AssistantTurn, ResultsTurn, SystemTurn, UserTurn, normalize, split_leading_system, wrap_system
+
+
+@dataclass(frozen=True)
+class OpenAIProfile:
+    """Target quirks. ``OPENAI`` for api.openai.com, ``COMPATIBLE`` for template-validated servers."""
+
+    # "inline": system messages stay where they are (OpenAI accepts them anywhere [P5]).
+    # "leading": one merged leading system message; later ones become <system> user text (Qwen/Mistral templates [I13]).
+    system_mode: Literal["inline", "leading"] = "inline"
+    # Merge consecutive user turns and consecutive assistant turns ("roles must alternate" templates [I33]).
+    merge_same_role: bool = False
+    id_style: IdStyle = "openai"
+    # o1+ models want `developer` instead of `system`; many compatible hosts reject it [I22].
+    system_role: Literal["system", "developer"] = "system"
+    # OpenAI deprecated max_tokens for max_completion_tokens; compatible servers mostly only know max_tokens.
+    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_completion_tokens"
+
+
+OPENAI = OpenAIProfile()
+COMPATIBLE = OpenAIProfile(system_mode="leading", merge_same_role=True, max_tokens_field="max_tokens")
+MISTRAL = OpenAIProfile(system_mode="leading", merge_same_role=True, id_style="mistral", max_tokens_field="max_tokens")
+
+
+def openai_tools(tools: tuple[ToolDefinition, ...]) -> list[dict[str, Any]]:
+    """Tool definitions in the Chat Completions ``tools`` shape."""
+    return [
+        {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
+        for t in tools
+    ]
+
+
+def to_openai_messages(request: ChatRequest, profile: OpenAIProfile = OPENAI) -> list[dict[str, Any]]:
+    """The ``messages`` array for ``request`` under ``profile``."""
+    turns = normalize(request.messages)
+    out: list[dict[str, Any]] = []
+    if profile.system_mode == "leading":
+        leading, turns = split_leading_system(turns, request.options.system_prompt)
+        if leading:
+            out.append({"role": profile.system_role, "content": "\n\n".join(leading)})
+    elif request.options.system_prompt:
+        out.append({"role": profile.system_role, "content": request.options.system_prompt})
+
+    def add_user(text: str) -> None:
+        last = out[-1] if out else None
+        if profile.merge_same_role and last is not None and last["role"] == "user":
+            last["content"] = f"{last['content']}\n\n{text}"
+        else:
+            out.append({"role": "user", "content": text})
+
+    for turn in turns:
+        if isinstance(turn, SystemTurn):
+            if profile.system_mode == "inline":
+                out.append({"role": profile.system_role, "content": turn.text})
+            else:
+                add_user(wrap_system(turn.text))
+        elif isinstance(turn, UserTurn):
+            add_user(turn.text)
+        elif isinstance(turn, AssistantTurn):
+            msg: dict[str, Any] = {"role": "assistant"}
+            if turn.calls:
+                # content may be null only when tool_calls are present [O2][V1].
+                msg["content"] = turn.text or None
+                msg["tool_calls"] = [
+                    {
+                        "id": map_tool_call_id(c.id, profile.id_style),
+                        "type": "function",
+                        "function": {"name": c.name, "arguments": arguments_string(c.arguments)},
+                    }
+                    for c in turn.calls
+                ]
+            else:
+                msg["content"] = turn.text
+            last = out[-1] if out else None
+            if profile.merge_same_role and last is not None and last["role"] == "assistant":
+                # Only a text-only assistant can precede (calls are always followed by results): merge into it.
+                texts = [t for t in (last["content"], msg.get("content")) if t]
+                msg["content"] = "\n\n".join(texts) if texts else None
+                out[-1] = msg
+            else:
+                out.append(msg)
+        elif isinstance(turn, ResultsTurn):
+            # One `tool` message per call, adjacent to the assistant message, in call order [O4][I18].
+            out.extend(
+                {"role": "tool", "tool_call_id": map_tool_call_id(r.call.id, profile.id_style), "content": r.content}
+                for r in turn.results
+            )
+    return out
+
+
+def to_openai_request(request: ChatRequest, profile: OpenAIProfile = OPENAI) -> dict[str, Any]:
+    """Keyword arguments for ``AsyncOpenAI().chat.completions.create`` (without ``stream``)."""
+    opts = request.options
+    body: dict[str, Any] = {"model": opts.model, "messages": to_openai_messages(request, profile)}
+    if request.tools:
+        body["tools"] = openai_tools(request.tools)
+    if opts.temperature is not None:
+        body["temperature"] = opts.temperature
+    if opts.top_p is not None:
+        body["top_p"] = opts.top_p
+    if opts.max_tokens is not None:
+        body[profile.max_tokens_field] = opts.max_tokens
+    return body

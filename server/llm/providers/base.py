@@ -1,0 +1,70 @@
+"""The provider interface every adapter implements."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator
+from typing import ClassVar
+
+from ..retry import RetryPolicy, with_retries
+from ..types import (
+    ChatRequest,
+    Completion,
+    ErrorEvent,
+    Finished,
+    TextDelta,
+    ToolCallEvent,
+    TurnEvent,
+)
+
+
+class Provider(ABC):
+    """One LLM backend. ``stream`` is the streaming call, ``complete`` the blocking one.
+
+    Subclasses implement ``_attempt``: one request, yielding canonical events and raising ``ProviderError`` on
+    failure. The base class owns the retry policy, so every adapter retries the same way.
+
+    The stream contract: events in order, ending with exactly one ``Finished`` or ``ErrorEvent``; the iterator
+    never raises for provider conditions. To abort, stop iterating and ``aclose()`` the iterator (or cancel the
+    task); the HTTP response is closed on the way out.
+    """
+
+    provider_id: ClassVar[str]
+
+    def __init__(self, *, retry_policy: RetryPolicy | None = None) -> None:
+        self.retry_policy = retry_policy or RetryPolicy()
+
+    @abstractmethod
+    def _attempt(self, request: ChatRequest) -> AsyncIterator[TurnEvent]:
+        """One request to the provider; raise ``ProviderError`` on failure."""
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[TurnEvent]:
+        """Stream one step of ``request`` as Turn events, with retries before any output."""
+        async for event in with_retries(lambda: self._attempt(request), self.retry_policy):
+            yield event
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        """Run one step to the end and return it whole (for sessions with streaming disabled)."""
+        text: list[str] = []
+        calls = []
+        async for event in self.stream(request):
+            if isinstance(event, TextDelta):
+                text.append(event.delta)
+            elif isinstance(event, ToolCallEvent):
+                calls.append(event.to_tool_call())
+            elif isinstance(event, Finished):
+                return Completion(
+                    text="".join(text), tool_calls=tuple(calls), finish_reason=event.finish_reason, usage=event.usage
+                )
+            elif isinstance(event, ErrorEvent):
+                return Completion(text="".join(text), tool_calls=tuple(calls), error=event)
+        raise RuntimeError("provider stream ended without a terminal event")  # a bug in an adapter, not a provider
+
+    async def aclose(self) -> None:
+        """Release the SDK client's connections (no-op by default)."""
+
+    async def __aenter__(self) -> Provider:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()

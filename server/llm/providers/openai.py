@@ -1,0 +1,132 @@
+"""OpenAI Chat Completions adapter (also every OpenAI-compatible server via a base URL) on ``openai.AsyncOpenAI``.
+
+Configuration comes from the SDK's own variables (``OPENAI_API_KEY``, ``OPENAI_BASE_URL``) unless passed
+explicitly. With a base URL that is not api.openai.com the ``COMPATIBLE`` conversion profile is used (one leading
+system message, merged same-role turns), since those servers validate through chat templates (PROVIDERS.md §1.5).
+
+Stream parsing (PROVIDERS.md §2.1): tool calls keyed by ``index`` and finalised at the end, usage from the
+``choices: []`` chunk (or any chunk carrying it: vLLM sends cumulative usage on every chunk, so replace), a
+``data: {"error": ...}`` line after HTTP 200 is an error, no ``finish_reason`` is an error.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx2
+import openai
+
+from ..assemble import TurnAssembler
+from ..convert.openai import COMPATIBLE, OPENAI, OpenAIProfile, to_openai_request
+from ..errors import ErrorCode, ProviderError, classify_http, classify_status, connection_error
+from ..retry import RetryPolicy
+from ..types import ChatRequest, FinishReason, TurnEvent
+from .base import Provider
+
+FINISH_REASONS: dict[str, FinishReason] = {
+    "stop": "stop",
+    "length": "length",
+    "tool_calls": "tool-calls",
+    "function_call": "tool-calls",
+    "content_filter": "content-filter",
+}
+
+
+def classify_openai_error(exc: Exception) -> ProviderError:
+    """Translate an ``openai`` / transport exception into a ``ProviderError``."""
+    if isinstance(exc, openai.APIStatusError):
+        return classify_http(exc.status_code, exc.message, exc.body, exc.response.headers)
+    if isinstance(exc, openai.APITimeoutError):
+        return connection_error(str(exc), timeout=True)
+    if isinstance(exc, openai.APIConnectionError):
+        return connection_error(str(exc))
+    if isinstance(exc, openai.APIError):
+        # Raised by the SDK for an `error` object inside a 200 stream [O6]: no status, the body says what failed.
+        return classify_status(None, exc.message, exc.body)
+    if isinstance(exc, httpx2.TimeoutException):
+        return connection_error(f"stream timed out: {exc}", timeout=True)
+    if isinstance(exc, httpx2.TransportError):
+        return connection_error(f"stream interrupted: {exc}")
+    return ProviderError(ErrorCode.UNKNOWN, f"{type(exc).__name__}: {exc}")
+
+
+class OpenAIProvider(Provider):
+    """Chat Completions through the official SDK. Pass ``http_client`` (an ``httpx2.AsyncClient``) to inject a
+    transport; the SDK's own retries are off (``max_retries=0``) because ``RetryPolicy`` decides."""
+
+    provider_id = "openai"
+
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        http_client: httpx2.AsyncClient | None = None,
+        profile: OpenAIProfile | None = None,
+        retry_policy: RetryPolicy | None = None,
+        client: openai.AsyncOpenAI | None = None,
+    ) -> None:
+        super().__init__(retry_policy=retry_policy)
+        base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+        api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
+        if client is None:
+            if api_key is None and base_url is None:
+                raise ProviderError(ErrorCode.NOT_CONFIGURED, "OPENAI_API_KEY is not set")
+            # Local OpenAI-compatible servers (llama.cpp, Ollama /v1) need no key, but the SDK insists on one.
+            client = openai.AsyncOpenAI(
+                api_key=api_key or "not-needed", base_url=base_url, http_client=http_client, max_retries=0
+            )
+        self.client = client
+        if profile is None:
+            profile = OPENAI if base_url is None or "api.openai.com" in base_url else COMPATIBLE
+        self.profile = profile
+
+    async def _attempt(self, request: ChatRequest) -> AsyncIterator[TurnEvent]:
+        body: dict[str, Any] = to_openai_request(request, self.profile)
+        asm = TurnAssembler(self.provider_id)
+        refused = False
+        try:
+            stream = await self.client.chat.completions.create(
+                **body, stream=True, stream_options={"include_usage": True}
+            )
+        except (openai.OpenAIError, httpx2.HTTPError) as exc:
+            raise classify_openai_error(exc) from exc
+        try:
+            async for chunk in stream:
+                if chunk.usage is not None:
+                    asm.set_usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
+                for choice in chunk.choices:
+                    if choice.index != 0:
+                        continue  # we never ask for n > 1
+                    delta = choice.delta
+                    for event in asm.text(delta.content or ""):
+                        yield event
+                    if delta.refusal:
+                        refused = True
+                        for event in asm.text(delta.refusal):
+                            yield event
+                    for tc in delta.tool_calls or ():
+                        fn = tc.function
+                        for event in asm.tool_call(
+                            tc.index,
+                            id=tc.id,
+                            name=fn.name if fn else None,
+                            arguments=fn.arguments if fn else None,
+                        ):
+                            yield event
+                    if choice.finish_reason:
+                        asm.finish_with(FINISH_REASONS.get(choice.finish_reason, "error"))
+        except (openai.OpenAIError, httpx2.HTTPError) as exc:
+            raise classify_openai_error(exc) from exc
+        finally:
+            await stream.close()
+        if refused and asm.finish is not None:
+            asm.finish_with("content-filter")  # a refusal is a content-filter stop [P1]
+        for event in asm.end():
+            yield event
+
+    async def aclose(self) -> None:
+        """Close the SDK client (and an injected ``http_client`` with it)."""
+        await self.client.close()

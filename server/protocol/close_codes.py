@@ -1,0 +1,22 @@
+"""WebSocket close codes, grouped by what the client should do (decide by range, never by reason text).
+
+4000-4499  reconnect and resume from your lastEventId (nothing was lost)
+4500-4999  do not reconnect with the same credentials
+"""
+from __future__ import annotations
+
+RECONNECT_MIN, RECONNECT_MAX = 4000, 4499
+
+SLOW_CONSUMER = 4000
+"""The client did not read fast enough; its outbound buffer overflowed. Reconnect and resume."""
+SERVER_RESTART = 4001
+"""The server is shutting down; another replica (or this one, restarted) will serve the resume."""
+
+UNAUTHORIZED = 4501
+"""The token in connectionParams was not accepted."""
+PROTOCOL_ERROR = 4502
+"""The connectionParams frame was malformed."""
+
+
+def should_reconnect(code: int) -> bool:
+    return RECONNECT_MIN <= code <= RECONNECT_MAX or code in (1001, 1006, 1011, 1012, 1013)

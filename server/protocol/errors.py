@@ -1,0 +1,67 @@
+"""tRPC error codes, the one error class, and the one formatter (PROTOCOL.md §1).
+
+Everything that answers a client with an error goes through :func:`to_rpc_error` and :func:`error_shape`.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+# key -> (JSON-RPC code, HTTP status)
+ERROR_CODES: dict[str, tuple[int, int]] = {
+    "PARSE_ERROR": (-32700, 400),
+    "BAD_REQUEST": (-32600, 400),
+    "INTERNAL_SERVER_ERROR": (-32603, 500),
+    "NOT_IMPLEMENTED": (-32603, 501),
+    "BAD_GATEWAY": (-32603, 502),
+    "SERVICE_UNAVAILABLE": (-32603, 503),
+    "GATEWAY_TIMEOUT": (-32603, 504),
+    "UNAUTHORIZED": (-32001, 401),
+    "PAYMENT_REQUIRED": (-32002, 402),
+    "FORBIDDEN": (-32003, 403),
+    "NOT_FOUND": (-32004, 404),
+    "METHOD_NOT_SUPPORTED": (-32005, 405),
+    "TIMEOUT": (-32008, 408),
+    "CONFLICT": (-32009, 409),
+    "PRECONDITION_FAILED": (-32012, 412),
+    "PAYLOAD_TOO_LARGE": (-32013, 413),
+    "UNSUPPORTED_MEDIA_TYPE": (-32015, 415),
+    "UNPROCESSABLE_CONTENT": (-32022, 422),
+    "PRECONDITION_REQUIRED": (-32028, 428),
+    "TOO_MANY_REQUESTS": (-32029, 429),
+    "CLIENT_CLOSED_REQUEST": (-32099, 499),
+}
+
+
+class RpcError(Exception):
+    """An error a client is meant to see, with a tRPC code key such as ``NOT_FOUND``."""
+
+    def __init__(self, code: str, message: str | None = None) -> None:
+        if code not in ERROR_CODES:
+            raise ValueError(f"unknown tRPC error code {code!r}")
+        super().__init__(message or code)
+        self.code = code
+        self.message = message or code
+
+    @property
+    def http_status(self) -> int:
+        return ERROR_CODES[self.code][1]
+
+
+def to_rpc_error(exc: BaseException) -> RpcError:
+    """Map any exception to an :class:`RpcError`; unknown ones become ``INTERNAL_SERVER_ERROR`` and are logged."""
+    if isinstance(exc, RpcError):
+        return exc
+    log.exception("unhandled error in procedure", exc_info=exc)
+    return RpcError("INTERNAL_SERVER_ERROR", "Internal server error")
+
+
+def error_shape(err: RpcError, path: str | None = None) -> dict[str, Any]:
+    """The default tRPC error shape: ``{message, code, data: {code, httpStatus, path?}}``."""
+    number, status = ERROR_CODES[err.code]
+    data: dict[str, Any] = {"code": err.code, "httpStatus": status}
+    if path is not None:
+        data["path"] = path
+    return {"message": err.message, "code": number, "data": data}

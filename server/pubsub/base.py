@@ -1,0 +1,70 @@
+"""The bus interface. A backend moves batches of events between processes; it keeps no history.
+
+History is the database event log: a subscriber that misses a bus message (reordering across replicas,
+a Redis restart) reads the gap from the log, so a backend only has to be fast, not reliable.
+"""
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Sequence
+
+from ..domain.events import EventEnvelope
+
+MessageHandler = Callable[[str, Sequence[EventEnvelope]], None]
+"""Called (synchronously, on the event loop) with a session id and the events published for it."""
+
+ReconnectHandler = Callable[[], None]
+"""Called after the backend lost messages (e.g. it reconnected); subscribers must catch up from the log."""
+
+
+class Bus(abc.ABC):
+    """One process's connection to the pub/sub medium. Channels are session ids."""
+
+    def __init__(self) -> None:
+        self._on_message: MessageHandler = lambda _sid, _events: None
+        self._on_reconnect: ReconnectHandler = lambda: None
+
+    def set_handlers(self, on_message: MessageHandler, on_reconnect: ReconnectHandler) -> None:
+        """Register the single local consumer (the hub) of every subscribed channel."""
+        self._on_message = on_message
+        self._on_reconnect = on_reconnect
+
+    @abc.abstractmethod
+    async def connect(self) -> None:
+        """Open connections and start listening."""
+
+    @abc.abstractmethod
+    async def disconnect(self) -> None:
+        """Stop listening and close connections."""
+
+    @abc.abstractmethod
+    async def subscribe(self, session_id: str) -> None:
+        """Start receiving a session's events; returns once the subscription is active."""
+
+    @abc.abstractmethod
+    async def unsubscribe(self, session_id: str) -> None:
+        """Stop receiving a session's events."""
+
+    @abc.abstractmethod
+    async def publish(self, session_id: str, events: Sequence[EventEnvelope]) -> None:
+        """Send events to every process subscribed to the session (this one included)."""
+
+    async def __aenter__(self) -> "Bus":
+        await self.connect()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.disconnect()
+
+
+def create_bus(url: str, **options: object) -> Bus:
+    """Pick the backend by URL scheme; drivers are imported lazily."""
+    if url.startswith("memory://"):
+        from .memory import MemoryBus
+
+        return MemoryBus()
+    if url.startswith(("redis://", "rediss://")):
+        from .redis import RedisBus
+
+        return RedisBus(url, **options)  # type: ignore[arg-type]
+    raise ValueError(f"unsupported bus URL {url!r}")

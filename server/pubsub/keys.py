@@ -1,0 +1,13 @@
+"""Every Redis channel name and key prefix chatsync uses, in one place."""
+from __future__ import annotations
+
+DEFAULT_PREFIX = "chatsync:"
+
+
+def session_channel(prefix: str, session_id: str) -> str:
+    """Pub/sub channel carrying one session's events."""
+    return f"{prefix}session:{session_id}"
+
+
+def session_from_channel(prefix: str, channel: str) -> str:
+    return channel[len(prefix) + len("session:") :]

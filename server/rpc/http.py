@@ -1,0 +1,239 @@
+"""tRPC over HTTP (PROTOCOL.md §3-5): queries by GET, mutations by POST, batches, JSONL, SSE subscriptions."""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+from urllib.parse import unquote
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from ..domain.events import EventEnvelope, dumps
+from ..protocol.errors import RpcError, error_shape, to_rpc_error
+from .registry import Context, Procedure, Router, call, merge_last_event_id
+
+log = logging.getLogger(__name__)
+
+_ABSENT = object()
+JSON_HEADERS = {"vary": "trpc-accept, accept"}
+SSE_HEADERS = {
+    "cache-control": "no-cache, no-transform",
+    "x-accel-buffering": "no",
+    "vary": "trpc-accept, accept",
+}
+SSE_PING_SECONDS = 15.0
+
+
+def _json(body: Any, status: int, extra: dict[str, str] | None = None) -> Response:
+    return Response(orjson.dumps(body), status_code=status, media_type="application/json",
+                    headers={**JSON_HEADERS, **(extra or {})})
+
+
+def _request_error(err: RpcError) -> Response:
+    return _json({"error": error_shape(err)}, err.http_status)
+
+
+def bearer_token(request: Request) -> str | None:
+    header = request.headers.get("authorization", "")
+    if header[:7].lower() == "bearer ":
+        return header[7:].strip()
+    return None
+
+
+class HttpTransport:
+    def __init__(self, router: Router, services: Any) -> None:
+        self.router = router
+        self.services = services
+        self.settings = services.settings
+        self.sse_streams: set[asyncio.Queue[Any]] = set()
+
+    async def __call__(self, request: Request) -> Response:
+        if request.method == "HEAD":
+            return Response(status_code=204)
+        try:
+            user = await self._authenticate(request)
+        except RpcError as err:
+            return _request_error(err)
+        ctx = Context(user=user, services=self.services, transport="http")
+        raw_path = request.path_params["path"]
+        is_batch = request.query_params.get("batch") == "1"
+        paths = [unquote(p) for p in raw_path.split(",")] if is_batch else [unquote(raw_path)]
+
+        try:
+            inputs = await self._read_inputs(request, is_batch, len(paths))
+        except RpcError as err:
+            return _request_error(err)
+        if is_batch and len(paths) > self.settings.max_batch_size:
+            return _request_error(RpcError("BAD_REQUEST", "Batch call exceeds maximum size"))
+
+        procs: list[Procedure | RpcError] = []
+        for path in paths:
+            try:
+                procs.append(self.router.lookup(path))
+            except RpcError as err:
+                procs.append(err)
+        kinds = {p.kind for p in procs if isinstance(p, Procedure)}
+        if len(kinds) > 1:
+            return _request_error(RpcError("BAD_REQUEST", "Cannot mix procedure types in call"))
+
+        if not is_batch and isinstance(procs[0], Procedure) and procs[0].kind == "subscription":
+            return await self._subscription(request, ctx, procs[0], inputs[0])
+        if not is_batch and isinstance(procs[0], RpcError):
+            return _json({"error": error_shape(procs[0], paths[0])}, procs[0].http_status)
+
+        results = await asyncio.gather(*[
+            self._one(request, ctx, proc, path, raw) for proc, path, raw in zip(procs, paths, inputs)
+        ])
+        if is_batch and self._wants_jsonl(request):
+            head = {str(i): [[body]] for i, (body, _status) in enumerate(results)}
+            return Response(orjson.dumps(head) + b"\n", media_type="application/json", headers=JSON_HEADERS)
+        statuses = {status for _body, status in results}
+        status = statuses.pop() if len(statuses) == 1 else 207
+        body = [b for b, _s in results] if is_batch else results[0][0]
+        allow = self._allow_header(procs, results)
+        return _json(body, status, allow)
+
+    # --- helpers --------------------------------------------------------------------------------------
+
+    async def _authenticate(self, request: Request) -> Any:
+        token = bearer_token(request)
+        params = request.query_params.get("connectionParams")
+        if token is None and params is not None:
+            try:
+                parsed = orjson.loads(params)
+            except orjson.JSONDecodeError:
+                raise RpcError("PARSE_ERROR", "Invalid connection params shape") from None
+            if not isinstance(parsed, dict) or not all(isinstance(v, str) for v in parsed.values()):
+                raise RpcError("PARSE_ERROR", "Invalid connection params shape")
+            token = parsed.get("token")
+        if token is None:
+            return None
+        user = await self.services.auth.authenticate(token)
+        if user is None:
+            raise RpcError("UNAUTHORIZED", "Invalid token")
+        return user
+
+    async def _read_inputs(self, request: Request, is_batch: bool, count: int) -> list[Any]:
+        if request.method == "GET":
+            raw = request.query_params.get("input")
+        else:
+            declared = request.headers.get("content-length")
+            if declared and declared.isdigit() and int(declared) > self.settings.max_frame_bytes:
+                raise RpcError("PAYLOAD_TOO_LARGE", f"Body exceeds {self.settings.max_frame_bytes} bytes")
+            body = b""
+            async for chunk in request.stream():
+                body += chunk
+                if len(body) > self.settings.max_frame_bytes:
+                    raise RpcError("PAYLOAD_TOO_LARGE", f"Body exceeds {self.settings.max_frame_bytes} bytes")
+            raw = body.decode("utf-8", "replace") if body else None
+        if raw is None or raw == "":
+            return [None] * count
+        try:
+            value = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise RpcError("BAD_REQUEST", f"Invalid JSON input: {exc}") from None
+        if not is_batch:
+            return [value]
+        if not isinstance(value, dict):
+            raise RpcError("BAD_REQUEST", '"input" needs to be an object when doing a batch call')
+        return [value.get(str(i)) for i in range(count)]
+
+    def _method_allowed(self, request: Request, proc: Procedure) -> bool:
+        if proc.kind == "mutation":
+            return request.method == "POST"
+        if request.method == "GET":
+            return True
+        return request.method == "POST" and self.settings.allow_method_override
+
+    async def _one(
+        self, request: Request, ctx: Context, proc: Procedure | RpcError, path: str, raw: Any
+    ) -> tuple[dict[str, Any], int]:
+        try:
+            if isinstance(proc, RpcError):
+                raise proc
+            if proc.kind == "subscription":
+                raise RpcError("METHOD_NOT_SUPPORTED", "Subscriptions cannot be batched; use server-sent events")
+            if not self._method_allowed(request, proc):
+                raise RpcError("METHOD_NOT_SUPPORTED",
+                               f'Unsupported {request.method}-request to {proc.kind} procedure at path "{path}"')
+            result = await call(proc, ctx, raw)
+        except Exception as exc:
+            err = to_rpc_error(exc)
+            return {"error": error_shape(err, path)}, err.http_status
+        return {"result": {"data": result}}, 200
+
+    @staticmethod
+    def _allow_header(procs: list[Procedure | RpcError], results: list[tuple[Any, int]]) -> dict[str, str] | None:
+        if len(procs) == 1 and isinstance(procs[0], Procedure) and results[0][1] == 405:
+            return {"allow": "POST" if procs[0].kind == "mutation" else "GET"}
+        return None
+
+    @staticmethod
+    def _wants_jsonl(request: Request) -> bool:
+        return "application/jsonl" in (request.headers.get("trpc-accept", ""), request.headers.get("accept", ""))
+
+    # --- server-sent events ---------------------------------------------------------------------------
+
+    async def _subscription(self, request: Request, ctx: Context, proc: Procedure, raw: Any) -> Response:
+        if request.method != "GET":
+            err = RpcError("METHOD_NOT_SUPPORTED", f'Unsupported {request.method}-request to subscription procedure')
+            return _json({"error": error_shape(err, proc.path)}, 405, {"allow": "GET"})
+        last_id = (request.headers.get("last-event-id") or request.query_params.get("lastEventId")
+                   or request.query_params.get("Last-Event-Id"))
+        raw = merge_last_event_id(raw, last_id)
+        return StreamingResponse(self._sse(ctx, proc, raw), media_type="text/event-stream", headers=SSE_HEADERS)
+
+    async def _sse(self, ctx: Context, proc: Procedure, raw: Any) -> Any:
+        yield "event: connected\ndata: {}\n\n\n"
+        items: asyncio.Queue[Any] = asyncio.Queue()
+        done = object()
+
+        async def produce() -> None:
+            try:
+                stream = await proc.handler(ctx, proc.parse_input(raw))
+                await stream.run(items.put_nowait)
+                items.put_nowait(done)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                items.put_nowait(to_rpc_error(exc))
+
+        producer = asyncio.create_task(produce())
+        self.sse_streams.add(items)
+        last_tracked: str | None = None
+        try:
+            while True:
+                try:
+                    item = await asyncio.wait_for(items.get(), SSE_PING_SECONDS)
+                except TimeoutError:
+                    yield "event: ping\ndata: \n\n\n"
+                    continue
+                if item is done:
+                    yield "event: return\ndata: \n\n\n"
+                    return
+                if isinstance(item, RpcError):
+                    yield "event: serialized-error\ndata: " + dumps(error_shape(item, proc.path)) + "\n\n\n"
+                    return
+                if isinstance(item, EventEnvelope) and item.seq is not None:
+                    last_tracked = item.event_id
+                    yield "data: " + item.json + "\nid: " + last_tracked + "\n\n\n"
+                    continue
+                body = item.json if isinstance(item, EventEnvelope) else dumps(item)
+                if last_tracked is None:
+                    yield "data: " + body + "\n\n\n"
+                else:
+                    # Browsers would stamp the last id on this untracked event; reset it, then restore it.
+                    yield "data: " + body + "\nid: \n\n\n" + "event: restore-id\ndata: \nid: " + last_tracked + "\n\n\n"
+        finally:
+            self.sse_streams.discard(items)
+            producer.cancel()
+
+    def shutdown(self) -> None:
+        """End every SSE stream with a retryable error so clients reconnect with their Last-Event-ID."""
+        # SERVICE_UNAVAILABLE is -32603, which httpSubscriptionLink treats as retryable.
+        err = RpcError("SERVICE_UNAVAILABLE", "Server is restarting; reconnect")
+        for items in list(self.sse_streams):
+            items.put_nowait(err)
+

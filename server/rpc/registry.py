@@ -1,0 +1,120 @@
+"""Procedure registry: names, kinds, pydantic-validated inputs, and one place that calls a handler.
+
+Handlers are ``async def handler(ctx, input_model)``. Query and mutation handlers return a JSON-able value
+(pydantic models are dumped camelCase). Subscription handlers return a :class:`Subscription`, whose
+``run(emit)`` pushes items synchronously into the transport (no queue hop per event: fan-out is the hot
+path) and returns when the stream ends.
+"""
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, ValidationError
+
+from ..protocol.errors import RpcError
+from ..store.models import User
+
+Kind = Literal["query", "mutation", "subscription"]
+
+
+@dataclass
+class Context:
+    """What a procedure knows about its caller."""
+
+    user: User | None
+    services: Any  # server.app.Services; Any to keep the rpc layer free of app imports
+    transport: Literal["ws", "http"]
+
+    def require_user(self) -> User:
+        if self.user is None:
+            raise RpcError("UNAUTHORIZED", "Missing or invalid token")
+        return self.user
+
+
+class Subscription(Protocol):
+    async def run(self, emit: Callable[[Any], None]) -> None: ...
+
+
+Handler = Callable[[Context, Any], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class Procedure:
+    path: str
+    kind: Kind
+    input_model: type[BaseModel] | None
+    handler: Handler
+
+    def parse_input(self, raw: Any) -> Any:
+        """Validate the input at the boundary; any failure is ``BAD_REQUEST`` naming the fields."""
+        if self.input_model is None:
+            return None
+        try:
+            return self.input_model.model_validate({} if raw is None else raw)
+        except ValidationError as exc:
+            raise RpcError("BAD_REQUEST", _validation_message(exc)) from None
+
+
+def _validation_message(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:5]:
+        where = ".".join(str(p) for p in err["loc"]) or "input"
+        parts.append(f"{where}: {err['msg']}")
+    return "Invalid input: " + "; ".join(parts)
+
+
+class Router:
+    def __init__(self) -> None:
+        self.procedures: dict[str, Procedure] = {}
+
+    def _add(self, kind: Kind, path: str, input_model: type[BaseModel] | None) -> Callable[[Handler], Handler]:
+        def register(fn: Handler) -> Handler:
+            if path in self.procedures:
+                raise ValueError(f"duplicate procedure {path}")
+            self.procedures[path] = Procedure(path, kind, input_model, fn)
+            return fn
+
+        return register
+
+    def query(self, path: str, input: type[BaseModel] | None = None) -> Callable[[Handler], Handler]:
+        return self._add("query", path, input)
+
+    def mutation(self, path: str, input: type[BaseModel] | None = None) -> Callable[[Handler], Handler]:
+        return self._add("mutation", path, input)
+
+    def subscription(self, path: str, input: type[BaseModel] | None = None) -> Callable[[Handler], Handler]:
+        return self._add("subscription", path, input)
+
+    def lookup(self, path: str, kind: Kind | None = None) -> Procedure:
+        proc = self.procedures.get(path)
+        if proc is None or (kind is not None and proc.kind != kind):
+            label = f'"{kind}"-procedure' if kind else "procedure"
+            raise RpcError("NOT_FOUND", f'No {label} on path "{path}"')
+        return proc
+
+
+def to_jsonable(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", by_alias=True)
+    if isinstance(value, list):
+        return [to_jsonable(v) for v in value]
+    return value
+
+
+def merge_last_event_id(raw_input: Any, last_event_id: str | None) -> Any:
+    """tRPC's resume rule: an object input gains ``lastEventId``; a missing input becomes ``{lastEventId}``."""
+    if last_event_id is None:
+        return raw_input
+    if raw_input is None:
+        return {"lastEventId": last_event_id}
+    if isinstance(raw_input, dict):
+        return {**raw_input, "lastEventId": last_event_id}
+    return raw_input
+
+
+async def call(proc: Procedure, ctx: Context, raw_input: Any) -> Any:
+    """Validate, run, and make the result JSON-able (queries and mutations)."""
+    parsed = proc.parse_input(raw_input)
+    return to_jsonable(await proc.handler(ctx, parsed))

@@ -1,0 +1,279 @@
+"""tRPC over WebSocket (PROTOCOL.md §2): one :class:`WsConnection` per socket.
+
+Frames go out through one writer task per connection, fed by a bounded buffer. Producers (fan-out, replies)
+append synchronously and never wait on a slow client: when the buffer is full the client is closed with
+:data:`close_codes.SLOW_CONSUMER` and resumes from its ``lastEventId`` (it loses nothing, the others lose
+no time).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Callable
+from contextlib import suppress
+from typing import Any
+
+import orjson
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from ..domain.events import EventEnvelope, dumps
+from ..protocol import close_codes
+from ..protocol.envelopes import (
+    check_ws_request,
+    connection_error,
+    ws_error,
+    ws_frame_prefix,
+    ws_result,
+)
+from ..protocol.errors import RpcError, to_rpc_error
+from .registry import Context, Router, call, merge_last_event_id
+
+log = logging.getLogger(__name__)
+
+
+class Outbox:
+    """Bounded outbound frame buffer drained by one writer task."""
+
+    __slots__ = ("_frames", "_wake", "_limit", "_on_overflow", "closed")
+
+    def __init__(self, limit: int, on_overflow: Callable[[], None]) -> None:
+        self._frames: deque[str] = deque()
+        self._wake = asyncio.Event()
+        self._limit = limit
+        self._on_overflow = on_overflow
+        self.closed = False
+
+    def send(self, frame: str) -> None:
+        if self.closed:
+            return
+        if len(self._frames) >= self._limit:
+            self.closed = True
+            self._on_overflow()
+            return
+        self._frames.append(frame)
+        self._wake.set()
+
+    def __len__(self) -> int:
+        return len(self._frames)
+
+    async def drain_into(self, websocket: WebSocket) -> None:
+        frames = self._frames
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while frames:
+                await websocket.send_text(frames.popleft())
+
+    async def flush(self, websocket: WebSocket) -> None:
+        while self._frames:
+            await websocket.send_text(self._frames.popleft())
+
+
+class WsConnection:
+    def __init__(self, websocket: WebSocket, router: Router, services: Any, registry: set["WsConnection"]) -> None:
+        self.ws = websocket
+        self.router = router
+        self.services = services
+        self.settings = services.settings
+        self.registry = registry
+        self.ctx = Context(user=None, services=services, transport="ws")
+        self.outbox = Outbox(self.settings.send_queue_frames, self._overflow)
+        self.subscriptions: dict[Any, asyncio.Task[None]] = {}
+        self.tasks: set[asyncio.Task[Any]] = set()
+        self._mutation_lock = asyncio.Lock()
+        self._awaiting_params = False
+        self._close_code: int | None = None
+        self._closed = asyncio.Event()
+
+    # --- lifecycle ------------------------------------------------------------------------------------
+
+    async def serve(self, header_user: Any) -> None:
+        self.ctx.user = header_user
+        self._awaiting_params = self.ws.query_params.get("connectionParams") == "1"
+        await self.ws.accept()
+        self.registry.add(self)
+        writer = asyncio.create_task(self._write())
+        reader = asyncio.create_task(self._read())
+        try:
+            await asyncio.wait([reader, writer, asyncio.create_task(self._closed.wait())],
+                               return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self.registry.discard(self)
+            for task in [reader, writer, *self.subscriptions.values(), *self.tasks]:
+                task.cancel()
+            for task in [reader, writer, *self.subscriptions.values(), *self.tasks]:
+                with suppress(asyncio.CancelledError, Exception):
+                    await task
+            if self._close_code is not None:
+                with suppress(Exception):
+                    await self.ws.close(self._close_code)
+
+    def close(self, code: int) -> None:
+        """Close after the frames already queued (used for errors that end the connection)."""
+        self._close_code = code
+        self.outbox.closed = True
+
+        async def _finish() -> None:
+            with suppress(Exception):
+                await asyncio.wait_for(self.outbox.flush(self.ws), 2)
+            self._closed.set()
+
+        self._spawn(_finish())
+
+    def _overflow(self) -> None:
+        log.info("closing slow consumer (%d frames buffered)", len(self.outbox))
+        self._close_code = close_codes.SLOW_CONSUMER
+        self._closed.set()
+
+    async def shutdown(self, timeout: float) -> None:
+        """Tell the client to reconnect elsewhere, let queued frames drain, then close."""
+        self.outbox.send('{"id":null,"method":"reconnect"}')
+        for task in list(self.subscriptions.values()):
+            task.cancel()
+        deadline = asyncio.get_running_loop().time() + timeout
+        while len(self.outbox) and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.01)
+        self._close_code = close_codes.SERVER_RESTART
+        self._closed.set()
+
+    async def _write(self) -> None:
+        with suppress(WebSocketDisconnect, RuntimeError, OSError):
+            await self.outbox.drain_into(self.ws)
+
+    async def _read(self) -> None:
+        try:
+            while True:
+                message = await self.ws.receive()
+                if message["type"] == "websocket.disconnect":
+                    return
+                text = message.get("text")
+                if text is None:
+                    data = message.get("bytes") or b""
+                    text = data.decode("utf-8", "replace")
+                await self._on_frame(text)
+        except (WebSocketDisconnect, RuntimeError):
+            return
+
+    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
+        task = asyncio.create_task(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        return task
+
+    # --- inbound frames -------------------------------------------------------------------------------
+
+    async def _on_frame(self, text: str) -> None:
+        if text == "PING":
+            self.outbox.send("PONG")
+            return
+        if text == "PONG":
+            return
+        if len(text) > self.settings.max_frame_bytes:
+            self.outbox.send(connection_error(RpcError(
+                "PAYLOAD_TOO_LARGE", f"Frame exceeds {self.settings.max_frame_bytes} bytes")))
+            return
+        try:
+            msg = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            self.outbox.send(connection_error(RpcError("PARSE_ERROR", "Malformed JSON message")))
+            return
+        if self._awaiting_params:
+            await self._on_connection_params(msg)
+            return
+        items = msg if isinstance(msg, list) else [msg]
+        if not items:
+            self.outbox.send(connection_error(RpcError("PARSE_ERROR", "Empty batch")))
+            return
+        for item in items:
+            problem = check_ws_request(item)
+            if problem is not None:
+                self.outbox.send(connection_error(RpcError("PARSE_ERROR", problem)))
+                return
+        if len(items) > self.settings.max_batch_size:
+            for item in items:
+                self.outbox.send(ws_error(ws_frame_prefix(item["id"], "jsonrpc" in item),
+                                          RpcError("BAD_REQUEST", "Batch call exceeds maximum size")))
+            return
+        for item in items:
+            self._dispatch(item)
+
+    async def _on_connection_params(self, msg: Any) -> None:
+        self._awaiting_params = False
+        if not isinstance(msg, dict) or msg.get("method") != "connectionParams":
+            self.outbox.send(connection_error(RpcError("PARSE_ERROR", "Malformed TRPCConnectionParamsMessage")))
+            self.close(close_codes.PROTOCOL_ERROR)
+            return
+        data = msg.get("data")
+        if data is not None and (not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values())):
+            self.outbox.send(connection_error(RpcError("PARSE_ERROR", "Invalid connection params shape")))
+            self.close(close_codes.PROTOCOL_ERROR)
+            return
+        token = (data or {}).get("token")
+        if token is not None:
+            user = await self.services.auth.authenticate(token)
+            if user is None:
+                self.outbox.send(connection_error(RpcError("UNAUTHORIZED", "Invalid token")))
+                self.close(close_codes.UNAUTHORIZED)
+                return
+            self.ctx.user = user
+
+    def _dispatch(self, msg: dict[str, Any]) -> None:
+        rid = msg["id"]
+        prefix = ws_frame_prefix(rid, "jsonrpc" in msg)
+        method = msg["method"]
+        if method == "subscription.stop":
+            task = self.subscriptions.get(rid)
+            if task is not None:
+                task.cancel()
+            return
+        params = msg["params"]
+        path = params["path"]
+        if method == "subscription":
+            if rid in self.subscriptions:
+                self.outbox.send(ws_error(prefix, RpcError("BAD_REQUEST", f"Duplicate id {rid}"), path))
+                return
+            raw = merge_last_event_id(params.get("input"), params.get("lastEventId"))
+            self.subscriptions[rid] = asyncio.create_task(self._subscribe(rid, prefix, path, raw))
+            return
+        self._spawn(self._call(prefix, method, path, params.get("input")))
+
+    async def _call(self, prefix: str, method: str, path: str, raw: Any) -> None:
+        try:
+            proc = self.router.lookup(path, method)  # type: ignore[arg-type]
+            if method == "mutation":
+                # Mutations from one connection apply in the order they were sent.
+                async with self._mutation_lock:
+                    result = await call(proc, self.ctx, raw)
+            else:
+                result = await call(proc, self.ctx, raw)
+        except Exception as exc:
+            self.outbox.send(ws_error(prefix, to_rpc_error(exc), path))
+            return
+        self.outbox.send(ws_result(prefix, "data", result))
+
+    async def _subscribe(self, rid: Any, prefix: str, path: str, raw: Any) -> None:
+        outbox = self.outbox
+        started = False
+        try:
+            proc = self.router.lookup(path, "subscription")
+            stream = await proc.handler(self.ctx, proc.parse_input(raw))
+            outbox.send(ws_result(prefix, "started"))
+            started = True
+
+            def emit(item: EventEnvelope | dict[str, Any]) -> None:
+                if type(item) is EventEnvelope:
+                    outbox.send(prefix + item.ws_tail())
+                else:
+                    outbox.send(prefix + ',"result":{"type":"data","data":' + dumps(item) + "}}")
+
+            await stream.run(emit)
+        except asyncio.CancelledError:
+            pass
+        except Exception as exc:
+            outbox.send(ws_error(prefix, to_rpc_error(exc), path))
+        finally:
+            if self.subscriptions.get(rid) is asyncio.current_task():
+                del self.subscriptions[rid]
+            if started:
+                outbox.send(ws_result(prefix, "stopped"))

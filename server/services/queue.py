@@ -1,0 +1,124 @@
+"""The per-session message queue (seed 001): messages typed while the model answers.
+
+Every operation locks the session row, so concurrent edits from several clients apply one after the
+other and each produces exactly one event describing what it did.
+"""
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from ..domain import models as wire
+from ..protocol.errors import RpcError
+from ..store import repo
+from ..store.models import QueuedMessage, User
+from .uow import UnitOfWork, can_read
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class QueueService:
+    def __init__(self, uow: UnitOfWork, *, max_length: int, max_content_chars: int) -> None:
+        self.uow = uow
+        self.max_length = max_length
+        self.max_content_chars = max_content_chars
+
+    def _check_content(self, content: str) -> None:
+        if len(content) > self.max_content_chars:
+            raise RpcError("PAYLOAD_TOO_LARGE", f"content exceeds {self.max_content_chars} characters")
+
+    async def enqueue(
+        self, user: User, session_id: str, content: str, attachments: list[dict[str, Any]]
+    ) -> wire.QueuedMessage:
+        self._check_content(content)
+        async with self.uow.session(user, session_id) as tx:
+            rows = await repo.queue_rows(tx.db, session_id)
+            if len(rows) >= self.max_length:
+                raise RpcError("PRECONDITION_FAILED", f"queue is full ({self.max_length} messages)")
+            row = QueuedMessage(
+                id=f"queue-{uuid.uuid4().hex}",
+                session_id=session_id,
+                position=len(rows),
+                content=content,
+                attachments=attachments,
+                enqueued_at=_now_ms(),
+            )
+            tx.db.add(row)
+            item = repo.queued_wire(row)
+            tx.emit("queue-message-added", message=item.wire())
+            return item
+
+    async def dequeue(self, user: User, session_id: str, reason: str = "dequeued") -> wire.QueuedMessage | None:
+        async with self.uow.session(user, session_id) as tx:
+            rows = await repo.queue_rows(tx.db, session_id)
+            if not rows:
+                return None
+            head = rows[0]
+            await tx.db.delete(head)
+            await repo.renumber_queue(tx.db, rows[1:])
+            tx.emit("queue-message-removed", messageId=head.id, reason=reason)
+            return repo.queued_wire(head)
+
+    async def list(self, user: User, session_id: str) -> list[wire.QueuedMessage]:
+        async with self.uow.db.read() as s:
+            row = await repo.get_session(s, session_id)
+            if row is None or not can_read(user, row):
+                raise RpcError("NOT_FOUND", "Session not found")
+            return [repo.queued_wire(q) for q in await repo.queue_rows(s, session_id)]
+
+    async def clear(self, user: User, session_id: str) -> None:
+        async with self.uow.session(user, session_id) as tx:
+            rows = await repo.queue_rows(tx.db, session_id)
+            if not rows:
+                return
+            for row in rows:
+                await tx.db.delete(row)
+            tx.emit("queue-cleared")
+
+    async def remove(self, user: User, session_id: str, message_id: str) -> None:
+        async with self.uow.session(user, session_id) as tx:
+            rows = await repo.queue_rows(tx.db, session_id)
+            target = next((r for r in rows if r.id == message_id), None)
+            if target is None:
+                raise RpcError("NOT_FOUND", "Queued message not found")
+            await tx.db.delete(target)
+            await repo.renumber_queue(tx.db, [r for r in rows if r is not target])
+            tx.emit("queue-message-removed", messageId=message_id, reason="removed")
+
+    async def update(
+        self, user: User, session_id: str, message_id: str, content: str | None, attachments: list[dict[str, Any]] | None
+    ) -> wire.QueuedMessage:
+        if content is not None:
+            self._check_content(content)
+        async with self.uow.session(user, session_id) as tx:
+            rows = await repo.queue_rows(tx.db, session_id)
+            target = next((r for r in rows if r.id == message_id), None)
+            if target is None:
+                raise RpcError("NOT_FOUND", "Queued message not found")
+            changed = False
+            if content is not None and content != target.content:
+                target.content, changed = content, True
+            if attachments is not None and attachments != target.attachments:
+                target.attachments, changed = attachments, True
+            item = repo.queued_wire(target)
+            if changed:
+                tx.emit("queue-message-updated", message=item.wire())
+            return item
+
+    async def move(self, user: User, session_id: str, message_id: str, to_index: int) -> list[wire.QueuedMessage]:
+        async with self.uow.session(user, session_id) as tx:
+            rows = await repo.queue_rows(tx.db, session_id)
+            target = next((r for r in rows if r.id == message_id), None)
+            if target is None:
+                raise RpcError("NOT_FOUND", "Queued message not found")
+            if not 0 <= to_index < len(rows):
+                raise RpcError("BAD_REQUEST", f"toIndex must be between 0 and {len(rows) - 1}")
+            if rows.index(target) != to_index:
+                rows.remove(target)
+                rows.insert(to_index, target)
+                await repo.renumber_queue(tx.db, rows)
+                tx.emit("queue-reordered", order=[r.id for r in rows])
+            return [repo.queued_wire(r) for r in rows]

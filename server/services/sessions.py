@@ -1,0 +1,129 @@
+"""Session lifecycle: create, read, update, titles, delete."""
+from __future__ import annotations
+
+import base64
+import uuid
+from datetime import datetime
+from typing import Any
+
+from ..domain import models as wire
+from ..protocol.errors import RpcError
+from ..store import repo
+from ..store.db import Database
+from ..store.models import ChatSession, User, utcnow
+from .uow import UnitOfWork, can_read
+
+UPDATABLE = ("provider", "model", "system_prompt", "defaults", "tools", "tool_mode", "busy_policy", "disable_streaming")
+
+
+def _encode_cursor(row: ChatSession) -> str:
+    raw = f"{row.created_at.isoformat()}|{row.id}".encode()
+    return base64.urlsafe_b64encode(raw).decode()
+
+
+def _decode_cursor(cursor: str) -> tuple[datetime, str]:
+    try:
+        created, sid = base64.urlsafe_b64decode(cursor.encode()).decode().split("|", 1)
+        return datetime.fromisoformat(created), sid
+    except Exception as exc:
+        raise RpcError("BAD_REQUEST", "Invalid cursor") from exc
+
+
+class SessionService:
+    def __init__(self, db: Database, uow: UnitOfWork) -> None:
+        self.db = db
+        self.uow = uow
+
+    async def create(self, user: User, fields: dict[str, Any]) -> wire.Session:
+        now = utcnow()
+        row = ChatSession(
+            id=str(uuid.uuid4()),
+            owner_id=user.id,
+            title=fields.get("title") or "",
+            title_source="user" if fields.get("title") else "none",
+            provider=fields.get("provider") or "echo",
+            model=fields.get("model") or "echo",
+            system_prompt=fields.get("system_prompt"),
+            defaults=fields.get("defaults") or {},
+            tools=fields.get("tools") or [],
+            tool_mode=fields.get("tool_mode") or "parallel",
+            busy_policy=fields.get("busy_policy") or "enqueue",
+            disable_streaming=bool(fields.get("disable_streaming")),
+            meta=fields.get("metadata") or {},
+            status="idle",
+            queue_paused=False,
+            usage_input_tokens=0,
+            usage_output_tokens=0,
+            last_seq=0,
+            created_at=now,
+            updated_at=now,
+        )
+        async with self.db.write() as s:
+            s.add(row)
+        return repo.session_wire(row)
+
+    async def readable(self, user: User, session_id: str) -> ChatSession:
+        async with self.db.read() as s:
+            row = await repo.get_session(s, session_id)
+        if row is None or not can_read(user, row):
+            raise RpcError("NOT_FOUND", "Session not found")
+        return row
+
+    async def list(self, user: User, limit: int, cursor: str | None, search: str | None) -> dict[str, Any]:
+        after = _decode_cursor(cursor) if cursor else None
+        async with self.db.read() as s:
+            rows = await repo.list_sessions(s, user.id, limit=limit + 1, after=after, search=search)
+        page = rows[:limit]
+        next_cursor = _encode_cursor(page[-1]) if len(rows) > limit else None
+        return {"items": [repo.session_wire(r).wire() for r in page], "nextCursor": next_cursor}
+
+    async def snapshot(self, user: User, session_id: str) -> wire.SessionSnapshot:
+        async with self.db.read() as s:
+            row = await repo.get_session(s, session_id)
+            if row is None or not can_read(user, row):
+                raise RpcError("NOT_FOUND", "Session not found")
+            messages = await repo.list_messages(s, session_id)
+            queue = await repo.queue_rows(s, session_id)
+        return wire.SessionSnapshot(
+            session=repo.session_wire(row),
+            messages=[repo.message_wire(m) for m in messages],
+            queue=[repo.queued_wire(q) for q in queue],
+            run=None,
+            last_event_id=str(row.last_seq),
+        )
+
+    async def update(self, user: User, session_id: str, changes: dict[str, Any]) -> wire.Session:
+        async with self.uow.session(user, session_id) as tx:
+            changed = False
+            for name in UPDATABLE:
+                if name in changes and getattr(tx.row, name) != changes[name]:
+                    setattr(tx.row, name, changes[name])
+                    changed = True
+            if changed:
+                tx.row.updated_at = utcnow()
+                tx.emit("session-updated", session=repo.session_wire(tx.row).wire())
+            return repo.session_wire(tx.row)
+
+    async def set_title(self, user: User, session_id: str, title: str, source: str) -> wire.Session:
+        async with self.uow.session(user, session_id) as tx:
+            if tx.row.title != title or tx.row.title_source != source:
+                tx.row.title, tx.row.title_source = title, source
+                tx.row.updated_at = utcnow()
+                tx.emit("title-changed", title=title, source=source)
+            return repo.session_wire(tx.row)
+
+    async def delete(self, user: User, session_id: str) -> None:
+        async with self.uow.session(user, session_id) as tx:
+            tx.row.deleted_at = utcnow()
+            tx.emit("session-deleted")
+
+    async def messages(self, user: User, session_id: str, before: int | None, limit: int) -> dict[str, Any]:
+        await self.readable(user, session_id)
+        async with self.db.read() as s:
+            rows = await repo.list_messages(s, session_id, before=before, limit=limit + 1)
+        has_more = len(rows) > limit
+        page = rows[1:] if has_more else rows
+        return {
+            "items": [repo.message_wire(m).wire() for m in page],
+            "nextCursor": page[0].ordinal if has_more and page else None,
+        }

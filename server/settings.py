@@ -1,0 +1,79 @@
+"""Process-wide configuration, read once at start from ``CHATSYNC_*`` variables.
+
+A bad value stops start-up with a message that names the variable (see :func:`load_settings`).
+"""
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+ENV_PREFIX = "CHATSYNC_"
+
+
+class SettingsError(Exception):
+    """Raised when the environment holds a value chatsync cannot run with."""
+
+
+class Settings(BaseSettings):
+    """Every knob of a chatsync process. Defaults run one process on SQLite with an in-memory bus."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
+
+    database_url: str = "sqlite+aiosqlite:///./chatsync.db"
+    bus_url: str = "memory://"
+    host: str = "127.0.0.1"
+    port: int = Field(default=8787, ge=0, le=65535)
+    # Origins allowed to open a WebSocket. Requests without an Origin header (non-browser clients) are
+    # always allowed; "*" allows every origin. Same-host origins on the configured port are implied.
+    allowed_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # Limits on what a client may send.
+    max_frame_bytes: int = Field(default=1_048_576, ge=1024)
+    max_content_chars: int = Field(default=100_000, ge=1)
+    max_queue_length: int = Field(default=100, ge=1)
+    max_batch_size: int = Field(default=50, ge=1)
+    # Durable events kept per session for resumption; older ones get `resync-required`.
+    event_retention: int = Field(default=10_000, ge=10)
+    # Outbound frames buffered per connection before it counts as a slow consumer and is closed.
+    send_queue_frames: int = Field(default=4096, ge=16)
+    allow_method_override: bool = False
+    run_migrations_on_start: bool = True
+    log_level: str = "info"
+
+    @field_validator("allowed_origins", mode="before")
+    @classmethod
+    def _split_origins(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [part.strip().rstrip("/") for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("database_url")
+    @classmethod
+    def _known_database(cls, value: str) -> str:
+        if not value.startswith(("sqlite+aiosqlite://", "postgresql+asyncpg://")):
+            raise ValueError("must start with sqlite+aiosqlite:// or postgresql+asyncpg://")
+        return value
+
+    @field_validator("bus_url")
+    @classmethod
+    def _known_bus(cls, value: str) -> str:
+        if not value.startswith(("memory://", "redis://", "rediss://")):
+            raise ValueError("must start with memory://, redis:// or rediss://")
+        return value
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.database_url.startswith("sqlite")
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Build :class:`Settings` from the environment, turning validation errors into one readable message."""
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            field = str(err["loc"][0]) if err["loc"] else "?"
+            problems.append(f"{ENV_PREFIX}{field.upper()}: {err['msg']}")
+        raise SettingsError("invalid configuration: " + "; ".join(problems)) from exc

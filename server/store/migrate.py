@@ -1,0 +1,31 @@
+"""Apply Alembic migrations from inside the running event loop (server start, `chatsync db upgrade`, tests)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy.engine import Connection
+
+from .db import Database
+
+ALEMBIC_DIR = Path(__file__).resolve().parents[2] / "alembic"
+
+
+def alembic_config(url: str) -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(ALEMBIC_DIR))
+    cfg.set_main_option("sqlalchemy.url", url)
+    return cfg
+
+
+async def upgrade(db: Database, revision: str = "head") -> None:
+    """Bring the schema to ``revision`` using the database's own write engine."""
+    cfg = alembic_config(db.url)
+
+    def _run(connection: Connection) -> None:
+        cfg.attributes["connection"] = connection
+        command.upgrade(cfg, revision)
+
+    async with db.write_engine.begin() as conn:
+        await conn.run_sync(_run)

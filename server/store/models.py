@@ -1,0 +1,148 @@
+"""SQLAlchemy tables. The database is the source of truth for sessions, messages, the queue and the event log."""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    TypeDecorator,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timezone-aware timestamp on every backend (SQLite hands back naive values; we pin them to UTC)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            raise ValueError("naive datetime stored; use utcnow()")
+        return value
+
+    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            return value.replace(tzinfo=timezone.utc)
+        return value
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class User(Base):
+    __tablename__ = "users"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    role: Mapped[str] = mapped_column(String(16), default="user")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class ApiToken(Base):
+    __tablename__ = "api_tokens"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    # sha256 of the token; the token itself is shown once and never stored.
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class ChatSession(Base):
+    __tablename__ = "sessions"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    owner_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    title: Mapped[str] = mapped_column(Text, default="")
+    title_source: Mapped[str] = mapped_column(String(16), default="none")
+    provider: Mapped[str] = mapped_column(String(32), default="echo")
+    model: Mapped[str] = mapped_column(String(200), default="echo")
+    system_prompt: Mapped[str | None] = mapped_column(Text, nullable=True)
+    defaults: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    tools: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+    tool_mode: Mapped[str] = mapped_column(String(16), default="parallel")
+    busy_policy: Mapped[str] = mapped_column(String(16), default="enqueue")
+    disable_streaming: Mapped[bool] = mapped_column(Boolean, default=False)
+    meta: Mapped[dict[str, Any]] = mapped_column("metadata", JSON, default=dict)
+    status: Mapped[str] = mapped_column(String(24), default="idle")
+    queue_paused: Mapped[bool] = mapped_column(Boolean, default=False)
+    usage_input_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    usage_output_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    # Sequence number of the newest durable event; bumped under the row lock in every unit of work.
+    last_seq: Mapped[int] = mapped_column(BigInteger, default=0)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+    deleted_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
+class Message(Base):
+    __tablename__ = "messages"
+    __table_args__ = (Index("ix_messages_session_ordinal", "session_id", "ordinal", unique=True),)
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"))
+    # Position in the session's history, 1-based, assigned under the session row lock.
+    ordinal: Mapped[int] = mapped_column(Integer)
+    role: Mapped[str] = mapped_column(String(16))
+    content: Mapped[str] = mapped_column(Text, default="")
+    attachments: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+    tool_calls: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, nullable=True)
+    tool_call_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    status: Mapped[str] = mapped_column(String(16), default="complete")
+    finish_reason: Mapped[str | None] = mapped_column(String(24), nullable=True)
+    usage: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    run_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class QueuedMessage(Base):
+    """One row per queued message. Positions are dense (0..n-1) and rewritten under the session row lock."""
+
+    __tablename__ = "queued_messages"
+    __table_args__ = (Index("ix_queued_messages_session_position", "session_id", "position"),)
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"))
+    position: Mapped[int] = mapped_column(Integer)
+    content: Mapped[str] = mapped_column(Text)
+    attachments: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+    enqueued_at: Mapped[int] = mapped_column(BigInteger)  # ms since epoch, as on the wire
+
+
+class Event(Base):
+    """The per-session event log (transactional outbox): ``seq`` is 1, 2, 3, ... per session, never reused."""
+
+    __tablename__ = "events"
+
+    session_id: Mapped[str] = mapped_column(
+        ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
+    )
+    seq: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    type: Mapped[str] = mapped_column(String(48))
+    # The event exactly as clients receive it (JSON text), so replay needs no re-serialisation.
+    payload: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

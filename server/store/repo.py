@@ -1,0 +1,171 @@
+"""Repositories: named queries over the tables. They flush and never commit; services own the transaction."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from sqlalchemy import delete, func, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from ..domain import models as wire
+from .models import ApiToken, ChatSession, Event, Message, QueuedMessage, User
+
+
+def ms(ts: datetime) -> int:
+    return int(ts.timestamp() * 1000)
+
+
+# --- users and tokens --------------------------------------------------------------------------------
+
+
+async def user_by_token_hash(db: AsyncSession, token_hash: str) -> User | None:
+    stmt = select(User).join(ApiToken, ApiToken.user_id == User.id).where(ApiToken.token_hash == token_hash)
+    return (await db.execute(stmt)).scalar_one_or_none()
+
+
+async def user_by_name(db: AsyncSession, name: str) -> User | None:
+    return (await db.execute(select(User).where(User.name == name))).scalar_one_or_none()
+
+
+async def count_users(db: AsyncSession) -> int:
+    return (await db.execute(select(func.count()).select_from(User))).scalar_one()
+
+
+# --- sessions -----------------------------------------------------------------------------------------
+
+
+async def get_session(db: AsyncSession, session_id: str, *, lock: bool = False) -> ChatSession | None:
+    """A live (not deleted) session. ``lock`` takes the row lock that serialises writers to one session."""
+    stmt = select(ChatSession).where(ChatSession.id == session_id, ChatSession.deleted_at.is_(None))
+    if lock:
+        stmt = stmt.with_for_update()
+    return (await db.execute(stmt)).scalar_one_or_none()
+
+
+async def list_sessions(
+    db: AsyncSession, owner_id: str | None, *, limit: int, after: tuple[datetime, str] | None, search: str | None
+) -> Sequence[ChatSession]:
+    """Newest first; ``after`` is the (created_at, id) of the last row of the previous page."""
+    stmt = select(ChatSession).where(ChatSession.deleted_at.is_(None))
+    if owner_id is not None:
+        stmt = stmt.where(ChatSession.owner_id == owner_id)
+    if search:
+        escaped = search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        stmt = stmt.where(ChatSession.title.ilike(f"%{escaped}%", escape="\\"))
+    if after is not None:
+        created, sid = after
+        stmt = stmt.where(
+            (ChatSession.created_at < created) | ((ChatSession.created_at == created) & (ChatSession.id < sid))
+        )
+    stmt = stmt.order_by(ChatSession.created_at.desc(), ChatSession.id.desc()).limit(limit)
+    return (await db.execute(stmt)).scalars().all()
+
+
+def session_wire(row: ChatSession) -> wire.Session:
+    return wire.Session(
+        id=row.id,
+        title=row.title,
+        title_source=row.title_source,  # type: ignore[arg-type]
+        provider=row.provider,
+        model=row.model,
+        system_prompt=row.system_prompt,
+        defaults=row.defaults or {},
+        tools=row.tools or [],
+        tool_mode=row.tool_mode,  # type: ignore[arg-type]
+        busy_policy=row.busy_policy,  # type: ignore[arg-type]
+        disable_streaming=row.disable_streaming,
+        metadata=row.meta or {},
+        status=row.status,  # type: ignore[arg-type]
+        queue_paused=row.queue_paused,
+        usage=wire.Usage(input_tokens=row.usage_input_tokens, output_tokens=row.usage_output_tokens),
+        last_seq=row.last_seq,
+        created_at=ms(row.created_at),
+        updated_at=ms(row.updated_at),
+    )
+
+
+# --- messages -----------------------------------------------------------------------------------------
+
+
+async def list_messages(
+    db: AsyncSession, session_id: str, *, before: int | None = None, limit: int | None = None
+) -> list[Message]:
+    """Messages in history order; with ``limit``, the newest ``limit`` before ordinal ``before``."""
+    stmt = select(Message).where(Message.session_id == session_id)
+    if before is not None:
+        stmt = stmt.where(Message.ordinal < before)
+    if limit is None:
+        return list((await db.execute(stmt.order_by(Message.ordinal))).scalars().all())
+    rows = (await db.execute(stmt.order_by(Message.ordinal.desc()).limit(limit))).scalars().all()
+    return list(reversed(rows))
+
+
+def message_wire(row: Message) -> wire.Message:
+    return wire.Message(
+        id=row.id,
+        session_id=row.session_id,
+        role=row.role,  # type: ignore[arg-type]
+        content=row.content,
+        attachments=row.attachments or [],
+        tool_calls=[wire.ToolCall(**c) for c in row.tool_calls] if row.tool_calls else None,
+        tool_call_id=row.tool_call_id,
+        status=row.status,  # type: ignore[arg-type]
+        finish_reason=row.finish_reason,
+        usage=row.usage,
+        run_id=row.run_id,
+        created_at=ms(row.created_at),
+    )
+
+
+# --- queue --------------------------------------------------------------------------------------------
+
+
+async def queue_rows(db: AsyncSession, session_id: str) -> list[QueuedMessage]:
+    stmt = select(QueuedMessage).where(QueuedMessage.session_id == session_id).order_by(QueuedMessage.position)
+    return list((await db.execute(stmt)).scalars().all())
+
+
+async def renumber_queue(db: AsyncSession, rows: list[QueuedMessage]) -> None:
+    """Make positions dense and equal to list order (callers hold the session row lock)."""
+    for index, row in enumerate(rows):
+        if row.position != index:
+            row.position = index
+    await db.flush()
+
+
+def queued_wire(row: QueuedMessage) -> wire.QueuedMessage:
+    return wire.QueuedMessage(
+        id=row.id, content=row.content, attachments=row.attachments or [], enqueued_at=row.enqueued_at
+    )
+
+
+# --- event log ----------------------------------------------------------------------------------------
+
+
+async def events_after(db: AsyncSession, session_id: str, after_seq: int, limit: int) -> Sequence[Event]:
+    stmt = (
+        select(Event)
+        .where(Event.session_id == session_id, Event.seq > after_seq)
+        .order_by(Event.seq)
+        .limit(limit)
+    )
+    return (await db.execute(stmt)).scalars().all()
+
+
+async def oldest_retained_seq(db: AsyncSession, session_id: str) -> int | None:
+    return (await db.execute(select(func.min(Event.seq)).where(Event.session_id == session_id))).scalar_one()
+
+
+async def trim_events(db: AsyncSession, session_id: str, keep_after_seq: int) -> None:
+    await db.execute(delete(Event).where(Event.session_id == session_id, Event.seq <= keep_after_seq))
+
+
+async def session_log_bounds(db: AsyncSession, session_id: str) -> tuple[int, int] | None:
+    """(last_seq, deleted?) without loading the row; None when the session never existed."""
+    stmt = select(ChatSession.last_seq, ChatSession.deleted_at.is_not(None)).where(ChatSession.id == session_id)
+    row = (await db.execute(stmt)).one_or_none()
+    return (row[0], int(row[1])) if row else None
+
+
+async def touch_session(db: AsyncSession, session_id: str, when: datetime) -> None:
+    await db.execute(update(ChatSession).where(ChatSession.id == session_id).values(updated_at=when))

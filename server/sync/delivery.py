@@ -1,0 +1,165 @@
+"""Per-subscriber delivery: every durable event after ``after_seq`` exactly once, in order.
+
+Invariant (ARCHITECTURE.md 3): the subscriber receives seq ``after_seq+1, after_seq+2, ...`` with no
+gap and no repeat. Live events come from the bus and may arrive out of order (two replicas publish
+concurrently) or not at all (Redis restarted). Both are repaired from the event log:
+
+* seq < next           -> already delivered: dropped (a duplicate).
+* seq == next          -> delivered at once, then any buffered successors.
+* seq > next           -> buffered, and a catch-up reads ``next..`` from the log.
+
+Seq N+1 is assigned only after the transaction holding seq N committed (writers to a session are
+serialised on its row), so when N+1 is seen, N is already readable: a log read always fills the gap.
+When the log no longer holds ``next`` (trimmed by retention) the client is told ``resync-required``.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from ..domain.events import EventEnvelope, dumps
+from ..store import repo
+from ..store.db import Database
+from .hub import Hub
+
+log = logging.getLogger(__name__)
+
+Emit = Callable[[EventEnvelope | dict[str, Any]], None]
+"""Sink for one delivered item: an event envelope, or a control message (a plain dict, untracked)."""
+
+CATCH_UP_PAGE = 500
+
+
+class ResyncRequired(Exception):
+    """The requested position is no longer in the retained log (or never was)."""
+
+
+class Delivery:
+    """A live view of one session for one subscriber; run with :meth:`run`."""
+
+    def __init__(self, db: Database, hub: Hub, session_id: str, after_seq: int, emit: Emit) -> None:
+        self.db = db
+        self.hub = hub
+        self.session_id = session_id
+        self.next_seq = after_seq + 1
+        self._emit = emit
+        self._pending: dict[int, EventEnvelope] = {}
+        self._catching_up = True
+        self._catch_up_task: asyncio.Task[None] | None = None
+        self._done: asyncio.Future[None] | None = None
+
+    async def run(self) -> None:
+        """Deliver until the session is deleted, the position is lost, or the task is cancelled."""
+        self._done = asyncio.get_running_loop().create_future()
+        # Attach before reading the log, so nothing published during the read is missed.
+        await self.hub.attach(self)
+        try:
+            await self._catch_up()
+            if not self._done.done():
+                await self._done
+        finally:
+            await self.hub.detach(self)
+            if self._catch_up_task is not None:
+                self._catch_up_task.cancel()
+
+    # --- called by the hub (synchronously, on the loop) ------------------------------------------------
+
+    def on_event(self, env: EventEnvelope) -> None:
+        seq = env.seq
+        if seq is None:
+            if not self._catching_up:
+                self._emit(env)
+            return
+        if seq < self.next_seq or self._done is None or self._done.done():
+            return
+        if seq == self.next_seq and not self._catching_up:
+            self._deliver(env)
+            self._drain_pending()
+            return
+        self._pending[seq] = env
+        if not self._catching_up:
+            self.request_catch_up()
+
+    def request_catch_up(self) -> None:
+        """Read the log from ``next_seq`` (after a gap or a bus reconnect)."""
+        if self._catching_up or self._done is None or self._done.done():
+            return
+        self._catching_up = True
+        self._catch_up_task = asyncio.get_running_loop().create_task(self._catch_up())
+
+    # --- internals -------------------------------------------------------------------------------------
+
+    def _deliver(self, env: EventEnvelope) -> None:
+        self._emit(env)
+        self.next_seq = env.seq + 1  # type: ignore[operator]
+        if env.type == "session-deleted" and self._done is not None and not self._done.done():
+            self._done.set_result(None)
+
+    def _drain_pending(self) -> None:
+        pending = self._pending
+        while pending and self._done is not None and not self._done.done():
+            env = pending.pop(self.next_seq, None)
+            if env is None:
+                # Drop stale entries; stop at the first hole.
+                for seq in [s for s in pending if s < self.next_seq]:
+                    del pending[seq]
+                return
+            self._deliver(env)
+
+    async def _catch_up(self) -> None:
+        try:
+            while True:
+                async with self.db.read() as s:
+                    rows = await repo.events_after(s, self.session_id, self.next_seq - 1, CATCH_UP_PAGE)
+                    if (not rows or rows[0].seq != self.next_seq) and await self._position_lost(s):
+                        raise ResyncRequired
+                for row in rows:
+                    if self._done is None or self._done.done():
+                        return
+                    if row.seq == self.next_seq:
+                        self._deliver(EventEnvelope(self.session_id, row.seq, row.type, row.payload))
+                self._drain_pending()
+                if len(rows) < CATCH_UP_PAGE and (not self._pending or min(self._pending) <= self.next_seq):
+                    break
+                if not rows:
+                    # A hole the log cannot fill yet (our read raced the writer's commit): retry shortly.
+                    await asyncio.sleep(0.01)
+            self._catching_up = False
+            # Events that arrived while the last read was in flight.
+            self._drain_pending()
+            if self._pending:
+                self.request_catch_up()
+        except ResyncRequired:
+            self._resync()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a failed read must not leave the subscriber silently stuck
+            if self._done is not None and not self._done.done():
+                self._done.set_exception(exc)
+
+    async def _position_lost(self, s: Any) -> bool:
+        """True when ``next_seq`` can never be read: trimmed from the log, or beyond the session's end."""
+        bounds = await repo.session_log_bounds(s, self.session_id)
+        if bounds is None:
+            return True
+        last_seq, _deleted = bounds
+        if self.next_seq > last_seq + 1:
+            return True  # a lastEventId from the future: another session's, or a restored database
+        if self.next_seq == last_seq + 1:
+            return False  # up to date; nothing to read yet
+        oldest = await repo.oldest_retained_seq(s, self.session_id)
+        return oldest is None or oldest > self.next_seq
+
+    def _resync(self) -> None:
+        if self._done is None or self._done.done():
+            return
+        self._emit(
+            {"type": "resync-required", "sessionId": self.session_id, "lastEventId": str(self.next_seq - 1)}
+        )
+        self._done.set_result(None)
+
+
+def control_json(item: dict[str, Any]) -> str:
+    return dumps(item)

@@ -1,0 +1,74 @@
+"""Fan-out inside one process: one bus subscription per session, shared by every local subscriber."""
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ..domain.events import EventEnvelope
+from ..pubsub.base import Bus
+
+if TYPE_CHECKING:
+    from .delivery import Delivery
+
+log = logging.getLogger(__name__)
+
+
+class Hub:
+    """Routes bus messages to the local deliveries of each session.
+
+    Bus subscriptions are reference-counted by the set of local deliveries: the first delivery of a
+    session subscribes, the last one unsubscribes. The transitions run under one lock so an attach that
+    races a detach never ends with deliveries on an unsubscribed channel.
+    """
+
+    def __init__(self, bus: Bus) -> None:
+        self.bus = bus
+        self._local: dict[str, set["Delivery"]] = {}
+        self._lock = asyncio.Lock()
+        bus.set_handlers(self._on_message, self._on_reconnect)
+
+    async def attach(self, delivery: "Delivery") -> None:
+        sid = delivery.session_id
+        async with self._lock:
+            members = self._local.get(sid)
+            if members is None:
+                await self.bus.subscribe(sid)
+                members = self._local[sid] = set()
+            members.add(delivery)
+
+    async def detach(self, delivery: "Delivery") -> None:
+        sid = delivery.session_id
+        async with self._lock:
+            members = self._local.get(sid)
+            if members is None:
+                return
+            members.discard(delivery)
+            if not members:
+                del self._local[sid]
+                try:
+                    await self.bus.unsubscribe(sid)
+                except Exception:  # the bus may be down; its reconnect starts from our current set
+                    log.warning("unsubscribe from %s failed", sid, exc_info=True)
+
+    def subscriber_count(self, session_id: str | None = None) -> int:
+        if session_id is not None:
+            return len(self._local.get(session_id, ()))
+        return sum(len(m) for m in self._local.values())
+
+    def subscribed_sessions(self) -> list[str]:
+        return list(self._local)
+
+    def _on_message(self, session_id: str, events: Sequence[EventEnvelope]) -> None:
+        members = self._local.get(session_id)
+        if not members:
+            return
+        for delivery in tuple(members):
+            for env in events:
+                delivery.on_event(env)
+
+    def _on_reconnect(self) -> None:
+        for members in tuple(self._local.values()):
+            for delivery in tuple(members):
+                delivery.request_catch_up()
