@@ -1,0 +1,62 @@
+"""LLM provider layer: canonical history types, the conversion layer, provider adapters and the registry.
+
+Typical use by the orchestrator::
+
+    provider = get_provider(session.provider_id)          # "echo" | "openai" | "anthropic" | "google" | "ollama"
+    request = ChatRequest(messages=history, options=RequestOptions(model=session.model), tools=tools)
+    async for event in provider.stream(request):          # TurnEvent; ends with Finished or ErrorEvent
+        ...
+"""
+
+from .errors import ErrorCode, ProviderError
+from .providers import PROVIDER_IDS, Provider, default_provider_id, get_provider
+from .retry import NO_RETRY, RetryPolicy
+from .types import (
+    ChatRequest,
+    Completion,
+    ErrorEvent,
+    Finished,
+    FinishReason,
+    Message,
+    MessageStatus,
+    RequestOptions,
+    Role,
+    TextDelta,
+    TextDone,
+    ToolCall,
+    ToolCallDelta,
+    ToolCallEvent,
+    ToolCallStart,
+    ToolDefinition,
+    TurnEvent,
+    Usage,
+)
+
+__all__ = [
+    "NO_RETRY",
+    "PROVIDER_IDS",
+    "ChatRequest",
+    "Completion",
+    "ErrorCode",
+    "ErrorEvent",
+    "Finished",
+    "FinishReason",
+    "Message",
+    "MessageStatus",
+    "Provider",
+    "ProviderError",
+    "RequestOptions",
+    "RetryPolicy",
+    "Role",
+    "TextDelta",
+    "TextDone",
+    "ToolCall",
+    "ToolCallDelta",
+    "ToolCallEvent",
+    "ToolCallStart",
+    "ToolDefinition",
+    "TurnEvent",
+    "Usage",
+    "default_provider_id",
+    "get_provider",
+]
