@@ -5,8 +5,6 @@ import argparse
 import asyncio
 import logging
 import sys
-from typing import Any
-
 from .settings import Settings, SettingsError, load_settings
 
 
@@ -19,33 +17,12 @@ def _settings_or_exit() -> Settings:
 
 
 def serve(settings: Settings, host: str | None, port: int | None) -> None:
-    import uvicorn
-
-    from .app import create_app, drain_app
+    from .app import create_app
+    from .serve import ChatsyncServer, uvicorn_config
 
     app = create_app(settings)
-
-    class Server(uvicorn.Server):
-        async def shutdown(self, sockets: Any = None) -> None:
-            # Stop accepting, tell clients to reconnect (tRPC's notification), drain, then let uvicorn
-            # close what is left. uvicorn alone would drop WebSockets with 1012 before our lifespan ran.
-            for server in self.servers:
-                server.close()
-            await drain_app(app)
-            await super().shutdown(sockets)
-
-    config = uvicorn.Config(
-        app,
-        host=host or settings.host,
-        port=settings.port if port is None else port,
-        log_level=settings.log_level,
-        ws_max_size=settings.max_frame_bytes * 4,
-        ws_ping_interval=20.0,
-        ws_ping_timeout=20.0,
-        lifespan="on",
-        timeout_graceful_shutdown=10,
-    )
-    Server(config).run()
+    config = uvicorn_config(app, settings, host or settings.host, settings.port if port is None else port)
+    ChatsyncServer(config).run()
 
 
 async def _db_upgrade(settings: Settings) -> None:

@@ -1,0 +1,140 @@
+"""Shared fixtures: real SQLite files, a fresh PostgreSQL database per test, real uvicorn servers on
+real sockets. Services that are missing make tests fail, never skip."""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+
+from server.app import create_app
+from server.client import TrpcClient
+from server.serve import ChatsyncServer, uvicorn_config
+from server.services.auth import AuthService
+from server.settings import Settings, load_settings
+from server.store import migrate
+from server.store.db import Database
+
+PG_HOST = os.environ.get("CHATSYNC_TEST_PG_HOST", "127.0.0.1")
+PG_ADMIN_DSN = f"postgresql://postgres@{PG_HOST}:5432/postgres"
+REDIS_URL = os.environ.get("CHATSYNC_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+@contextlib.asynccontextmanager
+async def fresh_pg_database() -> AsyncIterator[str]:
+    """CREATE a uniquely named database, yield its SQLAlchemy URL, DROP it afterwards."""
+    name = f"chatsync_test_{uuid.uuid4().hex[:12]}"
+    admin = await asyncpg.connect(PG_ADMIN_DSN)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    try:
+        yield f"postgresql+asyncpg://postgres@{PG_HOST}:5432/{name}"
+    finally:
+        admin = await asyncpg.connect(PG_ADMIN_DSN)
+        try:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            await admin.close()
+
+
+@pytest.fixture
+async def pg_url() -> AsyncIterator[str]:
+    async with fresh_pg_database() as url:
+        yield url
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite+aiosqlite:///{tmp_path / 'chatsync.db'}"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    """Each test using this runs once on SQLite and once on PostgreSQL."""
+    if request.param == "sqlite":
+        yield f"sqlite+aiosqlite:///{tmp_path / 'chatsync.db'}"
+    else:
+        async with fresh_pg_database() as url:
+            yield url
+
+
+@pytest.fixture
+async def migrated_db(db_url: str) -> AsyncIterator[Database]:
+    async with Database(db_url) as db:
+        await migrate.upgrade(db)
+        yield db
+
+
+@dataclass
+class LiveServer:
+    """A running chatsync server on a real socket."""
+
+    url: str
+    settings: Settings
+    app: Any
+    server: ChatsyncServer
+    task: "asyncio.Task[None]"
+    tokens: dict[str, str]
+
+    @property
+    def services(self) -> Any:
+        return self.app.state.chatsync["services"]
+
+    def client(self, user: str = "alice", **kw: Any) -> TrpcClient:
+        return TrpcClient(self.url, self.tokens.get(user, user), **kw)
+
+    async def stop(self) -> None:
+        self.server.should_exit = True
+        await asyncio.wait_for(self.task, 20)
+
+
+async def start_server(settings: Settings, users: tuple[str, ...] = ("alice", "bob"),
+                       tokens: dict[str, str] | None = None) -> LiveServer:
+    tokens = dict(tokens or {})
+    async with Database(settings.database_url) as db:
+        await migrate.upgrade(db)
+        auth = AuthService(db)
+        for name in users:
+            if name not in tokens:
+                _user, tokens[name] = await auth.create_user(name, admin=(name == "admin"))
+    app = create_app(settings, announce_owner_token=False)
+    server = ChatsyncServer(uvicorn_config(app, settings, "127.0.0.1", settings.port, log_level="warning"))
+    task = asyncio.create_task(server._serve())
+    while not server.started:
+        if task.done():
+            task.result()
+            raise RuntimeError("server exited during start-up")
+        await asyncio.sleep(0.02)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    return LiveServer(f"http://127.0.0.1:{port}", settings, app, server, task, tokens)
+
+
+@pytest.fixture
+async def server_factory() -> AsyncIterator[Callable[..., Any]]:
+    started: list[LiveServer] = []
+
+    async def factory(database_url: str, users: tuple[str, ...] = ("alice", "bob"), **overrides: Any) -> LiveServer:
+        settings = load_settings(database_url=database_url, port=0, **overrides)
+        live = await start_server(settings, users, overrides.pop("tokens", None) if "tokens" in overrides else None)
+        started.append(live)
+        return live
+
+    yield factory
+    for live in started:
+        if not live.task.done():
+            await live.stop()
+
+
+@pytest.fixture
+async def live(server_factory: Callable[..., Any], sqlite_url: str) -> LiveServer:
+    """A server on SQLite with users alice, bob and admin (an admin)."""
+    return await server_factory(sqlite_url, users=("alice", "bob", "admin"))
