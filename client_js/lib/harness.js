@@ -220,13 +220,18 @@ export const range = (from, to) => Array.from({ length: to - from + 1 }, (_, i) 
 
 /**
  * A TCP proxy in front of the server, so a test can cut every open connection (an HTTP stream dropping
- * mid-way, as a flaky network would). Returns {url, cut(), close()}.
+ * mid-way, as a flaky network would). Returns {url, requests, cut(), close()}.
  */
 export async function tcpProxy() {
   const target = new URL(BASE);
   const sockets = new Set();
+  const requests = []; // request heads seen from clients, e.g. "GET /trpc/x?... HTTP/1.1\r\nheader: v..."
   const server = net.createServer((client) => {
     const upstream = net.connect(Number(target.port), target.hostname);
+    client.on('data', (chunk) => {
+      const text = chunk.toString('latin1');
+      if (/^(GET|POST|HEAD) /.test(text)) requests.push(text.split('\r\n\r\n')[0]);
+    });
     for (const [a, b] of [
       [client, upstream],
       [upstream, client],
@@ -244,6 +249,7 @@ export async function tcpProxy() {
   const { port } = server.address();
   return {
     url: `http://127.0.0.1:${port}/trpc`,
+    requests,
     connections: () => sockets.size / 2,
     cut() {
       for (const s of sockets) s.destroy();

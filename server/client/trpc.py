@@ -118,6 +118,7 @@ class TrpcClient:
         self._connected = asyncio.Event()
         self._closing = False
         self.connects = 0  # how many sockets were opened; tests and UIs read it
+        self.reconnect_notices = 0  # server-requested reconnects (graceful restarts) seen
 
     async def __aenter__(self) -> "TrpcClient":
         await self.connect()
@@ -228,6 +229,7 @@ class TrpcClient:
                 continue
             msg = orjson.loads(raw)
             if msg.get("method") == "reconnect":
+                self.reconnect_notices += 1
                 await ws.close()
                 return
             rid = msg.get("id")

@@ -85,6 +85,7 @@ class WsConnection:
         self._awaiting_params = False
         self._close_code: int | None = None
         self._closed = asyncio.Event()
+        self._finished = asyncio.Event()
 
     # --- lifecycle ------------------------------------------------------------------------------------
 
@@ -108,6 +109,7 @@ class WsConnection:
             if self._close_code is not None:
                 with suppress(Exception):
                     await self.ws.close(self._close_code)
+            self._finished.set()
 
     def close(self, code: int) -> None:
         """Close after the frames already queued (used for errors that end the connection)."""
@@ -136,6 +138,8 @@ class WsConnection:
             await asyncio.sleep(0.01)
         self._close_code = close_codes.SERVER_RESTART
         self._closed.set()
+        with suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._finished.wait(), 2)
 
     async def _write(self) -> None:
         with suppress(WebSocketDisconnect, RuntimeError, OSError):

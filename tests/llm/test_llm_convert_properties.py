@@ -1,0 +1,267 @@
+"""Property tests: any canonical history converts to a request every provider accepts (PROVIDERS.md §3.1).
+
+Histories are random sequences of user/system/assistant/tool messages with interrupted streams (missing results,
+cut-off arguments), parallel calls, orphan and duplicate results, ids in other providers' formats (a provider
+switch mid-conversation), reused and empty ids, blank messages and consecutive queued user messages. Each target's
+checker encodes the server-side rules quoted in PROVIDERS.md.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from server.llm import ChatRequest, Message, RequestOptions, ToolCall
+from server.llm.convert import (
+    COMPATIBLE,
+    MISTRAL,
+    OPENAI,
+    to_anthropic_request,
+    to_google_request,
+    to_ollama_request,
+    to_openai_request,
+)
+
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+ID_POOL = [
+    "call_abc123",
+    "toolu_01A09q90qw90lq917835lq9",
+    "functions.Bash:0",  # Kimi/Moonshot style, invalid for Anthropic [I25]
+    "chatcmpl-tool-9f8e7d6c5b4a39281706f5e4d3c2b1a0",  # vLLM, invalid for Mistral [I14]
+    "x" * 64,  # too long for OpenAI [I19]
+    "",  # Gemini often has none [G3]
+    "dup",
+]
+ARGS_POOL = ['{"city": "Paris"}', "{}", "", '{"city": "Par', "[1, 2]", '"x"', "null", '{"a": {"b": [1, 2]}}']
+TEXT = st.sampled_from(["", "  ", "hello", "queued message", "trailing space  ", "multi\nline"])
+STATUS = st.sampled_from(["complete", "interrupted", "error", "streaming"])
+
+
+@st.composite
+def histories(draw) -> list[Message]:
+    messages: list[Message] = []
+    issued: list[str] = []
+    for _ in range(draw(st.integers(0, 14))):
+        kind = draw(st.sampled_from(["user", "user", "system", "assistant", "assistant", "tool", "tool", "tool"]))
+        if kind in ("user", "system"):
+            messages.append(Message(role=kind, content=draw(TEXT)))
+        elif kind == "assistant":
+            n = draw(st.integers(0, 3))
+            calls = tuple(
+                ToolCall(id=draw(st.sampled_from(ID_POOL)), name=draw(st.sampled_from(["get_weather", "bash"])),
+                         arguments=draw(st.sampled_from(ARGS_POOL)))
+                for _ in range(n)
+            )
+            issued.extend(c.id for c in calls)
+            messages.append(Message(role="assistant", content=draw(TEXT), tool_calls=calls, status=draw(STATUS)))
+        else:
+            target = draw(st.sampled_from(issued + ["unknown_id", "call_abc123"]))
+            if not target:
+                continue  # a tool message always names its call
+            messages.append(Message(role="tool", tool_call_id=target, content=draw(TEXT), is_error=draw(st.booleans())))
+    return messages
+
+
+def request_for(messages: list[Message], system_prompt: str | None = None) -> ChatRequest:
+    return ChatRequest(messages=tuple(messages), options=RequestOptions(model="m", system_prompt=system_prompt))
+
+
+SYSTEM_PROMPT = st.sampled_from([None, "You are helpful."])
+
+
+# ---------------------------------------------------------------------------------------------------- OpenAI
+
+
+def check_openai(messages: list[dict], *, compatible: bool, mistral_ids: bool) -> None:
+    seen_ids: set[str] = set()
+    i = 0
+    while i < len(messages):
+        m = messages[i]
+        assert m["role"] in ("system", "user", "assistant", "tool")
+        if m["role"] == "tool":
+            raise AssertionError(f"tool message not preceded by its tool_calls at {i}")  # [I1]
+        if m["role"] == "assistant":
+            calls = m.get("tool_calls") or []
+            if not calls:
+                assert isinstance(m["content"], str) and m["content"], "assistant needs content or tool_calls [I17]"
+            ids = [c["id"] for c in calls]
+            for c in calls:
+                assert c["type"] == "function" and isinstance(c["function"]["arguments"], str)  # JSON string [O3]
+                assert 0 < len(c["id"]) <= 40  # [I19]
+                if mistral_ids:
+                    assert re.fullmatch(r"[a-zA-Z0-9]{9}", c["id"])  # [I14]
+            assert len(set(ids)) == len(ids) and not seen_ids & set(ids), "ids unique in the conversation"
+            seen_ids.update(ids)
+            results = messages[i + 1 : i + 1 + len(calls)]
+            # Every call answered, adjacent, in order, nothing in between [I3][I18].
+            assert [r["role"] for r in results] == ["tool"] * len(calls)
+            assert [r["tool_call_id"] for r in results] == ids
+            assert all(isinstance(r["content"], str) for r in results)
+            i += 1 + len(calls)
+            continue
+        assert isinstance(m["content"], str) and m["content"].strip()
+        i += 1
+    if compatible:
+        systems = [k for k, m in enumerate(messages) if m["role"] == "system"]
+        assert systems in ([], [0]), "exactly one leading system message [I13]"
+        for a, b in zip(messages, messages[1:]):
+            assert not (a["role"] == b["role"] and a["role"] in ("user", "assistant")), "roles alternate [I33]"
+
+
+@SETTINGS
+@given(histories(), SYSTEM_PROMPT)
+def test_openai_requests_are_valid(history, system_prompt):
+    request = request_for(history, system_prompt)
+    check_openai(to_openai_request(request, OPENAI)["messages"], compatible=False, mistral_ids=False)
+    check_openai(to_openai_request(request, COMPATIBLE)["messages"], compatible=True, mistral_ids=False)
+    check_openai(to_openai_request(request, MISTRAL)["messages"], compatible=True, mistral_ids=True)
+
+
+# ---------------------------------------------------------------------------------------------------- Anthropic
+
+
+def check_anthropic(body: dict) -> None:
+    messages = body["messages"]
+    assert messages and messages[0]["role"] == "user"  # [I23]
+    seen_ids: set[str] = set()
+    for k, m in enumerate(messages):
+        assert m["role"] in ("user", "assistant")  # system is top-level [A1]
+        if k:
+            assert m["role"] != messages[k - 1]["role"], "roles alternate [I16]"
+        assert m["content"], "no empty messages [I26]"
+        for block in m["content"]:
+            if block["type"] == "text":
+                assert block["text"].strip(), "text blocks must be non-empty [I9]"
+            if block["type"] == "tool_use":
+                assert re.fullmatch(r"[a-zA-Z0-9_-]+", block["id"]) and len(block["id"]) <= 64  # [I25]
+                assert block["id"] not in seen_ids
+                seen_ids.add(block["id"])
+                assert isinstance(block["input"], dict)  # [A3]
+        uses = [b["id"] for b in m["content"] if b["type"] == "tool_use"]
+        results = [b for b in m["content"] if b["type"] == "tool_result"]
+        if m["role"] == "assistant" and uses:
+            nxt = messages[k + 1]["content"]
+            head = nxt[: len(uses)]
+            # Results immediately after, first in the content, one per call [A20][I7].
+            assert [b["type"] for b in head] == ["tool_result"] * len(uses)
+            assert [b["tool_use_id"] for b in head] == uses
+            assert all(b["type"] == "text" for b in nxt[len(uses) :])
+        if results:
+            prev_uses = [b["id"] for b in messages[k - 1]["content"] if b["type"] == "tool_use"]
+            assert [r["tool_use_id"] for r in results] == prev_uses, "no orphan tool_result [I8]"
+            assert all(isinstance(r["content"], str) and r["content"] for r in results)
+    last = messages[-1]
+    if last["role"] == "assistant" and last["content"][-1]["type"] == "text":
+        assert last["content"][-1]["text"] == last["content"][-1]["text"].rstrip()  # [I24]
+
+
+@SETTINGS
+@given(histories(), SYSTEM_PROMPT)
+def test_anthropic_requests_are_valid(history, system_prompt):
+    body = to_anthropic_request(request_for(history, system_prompt))
+    check_anthropic(body)
+    if system_prompt:
+        assert body["system"].startswith(system_prompt)
+
+
+# ---------------------------------------------------------------------------------------------------- Gemini
+
+
+def check_google(body: dict) -> None:
+    contents = body["contents"]
+    assert contents and contents[0]["role"] == "user"
+    for k, c in enumerate(contents):
+        assert c["role"] in ("user", "model") and c["parts"]  # [G1][I32]
+        kinds = {next(iter(p)) for p in c["parts"] if "thought_signature" not in p} | {
+            "function_call" for p in c["parts"] if "function_call" in p
+        }
+        for p in c["parts"]:
+            if "text" in p:
+                assert p["text"].strip(), "no empty text parts [I29]"
+        has_fr = any("function_response" in p for p in c["parts"])
+        if has_fr:
+            assert kinds == {"function_response"}, "function responses travel alone [P6]"
+            prev = contents[k - 1]
+            calls = [p["function_call"] for p in prev["parts"] if "function_call" in p]
+            responses = [p["function_response"] for p in c["parts"]]
+            assert prev["role"] == "model" and len(calls) == len(responses)  # [I10][I11]
+            assert [r["name"] for r in responses] == [fc["name"] for fc in calls]
+            assert [r.get("id") for r in responses] == [fc.get("id") for fc in calls]
+            assert all(isinstance(r["response"], dict) for r in responses)  # [G4]
+        if any("function_call" in p for p in c["parts"]):
+            assert k > 0 and contents[k - 1]["role"] == "user"  # [I10]
+            assert k + 1 < len(contents) and any("function_response" in p for p in contents[k + 1]["parts"])
+            assert all(isinstance(p["function_call"]["args"], dict) for p in c["parts"] if "function_call" in p)
+            assert "thought_signature" in next(p for p in c["parts"] if "function_call" in p)  # [I12]
+        if k:
+            prev_fr = any("function_response" in p for p in contents[k - 1]["parts"])
+            if c["role"] == contents[k - 1]["role"]:
+                assert prev_fr != has_fr, "same-role contents merged unless splitting results from text [I30]"
+
+
+@SETTINGS
+@given(histories(), SYSTEM_PROMPT)
+def test_google_requests_are_valid(history, system_prompt):
+    body = to_google_request(request_for(history, system_prompt))
+    check_google(body)
+    assert body["config"].get("system_instruction", None) in (None,) or body["config"]["system_instruction"].strip()
+
+
+# ---------------------------------------------------------------------------------------------------- Ollama
+
+
+def check_ollama(messages: list[dict]) -> None:
+    i = 0
+    while i < len(messages):
+        m = messages[i]
+        assert m["role"] != "tool", "tool message without its call"
+        calls = m.get("tool_calls") or []
+        for c in calls:
+            assert isinstance(c["function"]["arguments"], dict)  # [L1]
+        results = messages[i + 1 : i + 1 + len(calls)]
+        assert [r["role"] for r in results] == ["tool"] * len(calls)
+        assert [r["tool_name"] for r in results] == [c["function"]["name"] for c in calls]  # [L3]
+        i += 1 + len(calls)
+
+
+@SETTINGS
+@given(histories(), SYSTEM_PROMPT)
+def test_ollama_requests_are_valid(history, system_prompt):
+    check_ollama(to_ollama_request(request_for(history, system_prompt))["messages"])
+
+
+# ---------------------------------------------------------------------------------------------------- all targets
+
+
+CONVERTERS = {
+    "openai": lambda r: to_openai_request(r, OPENAI),
+    "compatible": lambda r: to_openai_request(r, COMPATIBLE),
+    "anthropic": to_anthropic_request,
+    "google": to_google_request,
+    "ollama": to_ollama_request,
+}
+
+
+@SETTINGS
+@given(histories(), SYSTEM_PROMPT)
+def test_conversion_is_deterministic(history, system_prompt):
+    first = request_for(history, system_prompt)
+    second = request_for(copy.deepcopy(history), system_prompt)
+    for name, convert in CONVERTERS.items():
+        assert convert(first) == convert(second), name
+        assert convert(first) == convert(first), name
+
+
+@SETTINGS
+@given(histories())
+def test_no_user_text_is_lost(history):
+    # Queued user messages may be moved after tool results or merged, but never dropped.
+    texts = [m.content for m in history if m.role == "user" and m.content.strip()]
+    for name in ("openai", "compatible", "anthropic", "google", "ollama"):
+        rendered = repr(CONVERTERS[name](request_for(history)))
+        for text in texts:
+            assert repr(text)[1:-1] in rendered, (name, text)

@@ -1,0 +1,188 @@
+"""No token, a bad token, someone else's session: on every procedure, over WebSocket and HTTP."""
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+
+import httpx
+import orjson
+import pytest
+import websockets
+from websockets.asyncio.client import connect
+
+from server.api import build_router
+from server.client import TrpcClient, TrpcError
+
+PROCEDURES = build_router().procedures
+
+
+def valid_input(path: str, sid: str, qid: str):
+    """An input each procedure would accept from the session's owner."""
+    base = {"sessionId": sid}
+    return {
+        "session.create": {},
+        "session.list": {},
+        "session.get": base,
+        "session.update": {**base, "model": "m2"},
+        "session.delete": base,
+        "session.setTitle": {**base, "title": "mine"},
+        "session.clearTitle": base,
+        "session.events": base,
+        "message.list": base,
+        "message.enqueueMessage": {**base, "content": "x"},
+        "message.dequeueMessage": base,
+        "message.clearQueue": base,
+        "message.removeQueuedMessage": {**base, "messageId": qid},
+        "message.getQueuedMessages": base,
+        "message.updateQueuedMessage": {**base, "messageId": qid, "content": "y"},
+        "message.moveQueuedMessage": {**base, "messageId": qid, "toIndex": 0},
+    }[path]
+
+
+async def call_any(client: TrpcClient, path: str, inp):
+    kind = PROCEDURES[path].kind
+    if kind == "query":
+        return await client.query(path, inp)
+    if kind == "mutation":
+        return await client.mutation(path, inp)
+    sub = await client.subscribe(path, inp)
+    return await sub.next(5)
+
+
+@pytest.fixture
+async def alice_session(live):
+    async with live.client("alice") as c:
+        s = await c.mutation("session.create", {"title": "alice's"})
+        q = await c.mutation("message.enqueueMessage", {"sessionId": s["id"], "content": "keep me"})
+    return s["id"], q["id"]
+
+
+async def snapshot(live, sid):
+    async with live.client("alice") as c:
+        return await c.query("session.get", {"sessionId": sid})
+
+
+def test_every_procedure_is_covered():
+    for path in PROCEDURES:
+        valid_input(path, "s", "q")  # KeyError names a procedure this suite forgot
+
+
+@pytest.mark.parametrize("path", sorted(PROCEDURES))
+async def test_no_token_is_unauthorized_over_ws(live, alice_session, path):
+    sid, qid = alice_session
+    before = await snapshot(live, sid)
+    async with TrpcClient(live.url, None) as anon:
+        with pytest.raises(TrpcError) as err:
+            await call_any(anon, path, valid_input(path, sid, qid))
+        assert err.value.code == "UNAUTHORIZED" and err.value.http_status == 401
+        # the socket stays open: the next call is answered too
+        with pytest.raises(TrpcError):
+            await anon.query("session.list", {})
+    assert await snapshot(live, sid) == before
+
+
+@pytest.mark.parametrize("path", sorted(p for p in PROCEDURES if p not in ("session.create", "session.list")))
+async def test_foreign_session_is_not_found(live, alice_session, path):
+    sid, qid = alice_session
+    before = await snapshot(live, sid)
+    async with live.client("bob") as bob:
+        with pytest.raises(TrpcError) as err:
+            await call_any(bob, path, valid_input(path, sid, qid))
+        assert err.value.code == "NOT_FOUND" and err.value.rpc_code == -32004
+    assert await snapshot(live, sid) == before
+
+
+@pytest.mark.parametrize("path", sorted(p for p, proc in PROCEDURES.items() if proc.kind != "subscription"))
+async def test_http_bearer_token_rules(live, alice_session, path):
+    sid, qid = alice_session
+    before = await snapshot(live, sid)
+    proc = PROCEDURES[path]
+    inp = valid_input(path, sid, qid)
+    async with httpx.AsyncClient(base_url=live.url) as http:
+        async def send(headers):
+            if proc.kind == "query":
+                return await http.get(f"/trpc/{path}", params={"input": orjson.dumps(inp).decode()}, headers=headers)
+            return await http.post(f"/trpc/{path}", content=orjson.dumps(inp), headers=headers)
+
+        r = await send({})
+        assert r.status_code == 401 and r.json()["error"]["data"]["code"] == "UNAUTHORIZED"
+        r = await send({"authorization": "Bearer cs_not-a-real-token"})
+        assert r.status_code == 401
+        if path not in ("session.create", "session.list"):
+            r = await send({"authorization": f"Bearer {live.tokens['bob']}"})
+            assert r.status_code == 404 and r.json()["error"]["data"]["path"] == path
+    assert await snapshot(live, sid) == before
+
+
+async def test_bad_token_in_connection_params_closes_socket(live):
+    ws_url = live.url.replace("http", "ws") + "/trpc?connectionParams=1"
+    async with connect(ws_url) as ws:
+        await ws.send(orjson.dumps({"method": "connectionParams", "data": {"token": "cs_wrong"}}).decode())
+        await ws.send(orjson.dumps({"id": 1, "method": "query", "params": {"path": "session.list"}}).decode())
+        reply = orjson.loads(await ws.recv())
+        assert reply["id"] is None and reply["error"]["data"]["code"] == "UNAUTHORIZED"
+        with pytest.raises(websockets.ConnectionClosed) as closed:
+            while True:
+                await asyncio.wait_for(ws.recv(), 5)
+        assert closed.value.rcvd.code == 4501
+
+
+async def test_bearer_header_on_upgrade(live):
+    ws_url = live.url.replace("http", "ws") + "/trpc"
+    async with connect(ws_url, additional_headers={"Authorization": f"Bearer {live.tokens['alice']}"}) as ws:
+        await ws.send(orjson.dumps({"id": 1, "method": "query", "params": {"path": "session.list"}}).decode())
+        reply = orjson.loads(await ws.recv())
+        assert reply["result"]["data"]["items"] == []
+    with pytest.raises(websockets.InvalidStatus) as refused:
+        async with connect(ws_url, additional_headers={"Authorization": "Bearer cs_wrong"}):
+            pass
+    assert refused.value.response.status_code == 403
+
+
+async def test_upgrade_from_a_foreign_origin_is_refused(server_factory, sqlite_url):
+    live = await server_factory(sqlite_url, allowed_origins="https://app.example")
+    ws_url = live.url.replace("http", "ws") + "/trpc"
+    with pytest.raises(websockets.InvalidStatus) as refused:
+        async with connect(ws_url, origin="https://evil.example"):
+            pass
+    assert refused.value.response.status_code == 403
+    async with connect(ws_url, origin="https://app.example") as ws:
+        await ws.send("PING")
+        assert await ws.recv() == "PONG"
+    host = live.url.removeprefix("http://")
+    async with connect(ws_url, origin=f"http://{host}") as ws:  # same host as the server: allowed
+        await ws.send("PING")
+        assert await ws.recv() == "PONG"
+
+
+async def test_admin_reads_any_session_but_cannot_write(live, alice_session):
+    sid, _qid = alice_session
+    async with live.client("admin") as admin:
+        snap = await admin.query("session.get", {"sessionId": sid})
+        assert snap["session"]["title"] == "alice's"
+        with pytest.raises(TrpcError) as err:
+            await admin.mutation("message.clearQueue", {"sessionId": sid})
+        assert err.value.code == "NOT_FOUND"
+
+
+def test_users_create_prints_only_the_token(tmp_path):
+    env = {"CHATSYNC_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'cli.db'}", "PATH": "/usr/bin:/bin"}
+    out = subprocess.run([sys.executable, "-m", "server.cli", "users", "create", "carol", "--admin"],
+                         env=env, capture_output=True, text=True, check=True)
+    token = out.stdout.strip()
+    assert token.startswith("cs_") and "\n" not in token and len(token) > 30
+    again = subprocess.run([sys.executable, "-m", "server.cli", "users", "create", "carol"],
+                           env=env, capture_output=True, text=True)
+    assert again.returncode == 1 and "already exists" in again.stderr and again.stdout == ""
+
+
+async def test_tokens_are_stored_hashed(live):
+    from sqlalchemy import select
+
+    from server.store.models import ApiToken
+
+    async with live.services.db.read() as s:
+        hashes = (await s.execute(select(ApiToken.token_hash))).scalars().all()
+    assert hashes and not any(h == t for h in hashes for t in live.tokens.values())
+    assert all(len(h) == 64 for h in hashes)

@@ -1,0 +1,94 @@
+"""A restart keeps the queue and the log; a client resuming with its lastEventId misses nothing."""
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+
+from server.client import TrpcClient
+
+
+async def test_restart_in_process(server_factory, db_url):
+    first = await server_factory(db_url)
+    async with first.client() as c:
+        s = await c.mutation("session.create", {"title": "durable"})
+        sid = s["id"]
+        sub = await c.subscribe("session.events", {"sessionId": sid, "lastEventId": "0"})
+        for i in range(3):
+            await c.mutation("message.enqueueMessage", {"sessionId": sid, "content": f"before {i}"})
+        seen = [await sub.next() for _ in range(3)]
+    await first.stop()
+
+    second = await server_factory(db_url, users=(), tokens=first.tokens)
+    async with second.client() as c:
+        queue = await c.query("message.getQueuedMessages", {"sessionId": sid})
+        assert [q["content"] for q in queue] == [f"before {i}" for i in range(3)]
+        await c.mutation("message.enqueueMessage", {"sessionId": sid, "content": "after"})
+        sub = await c.subscribe("session.events", {"sessionId": sid, "lastEventId": seen[1][0]})
+        replay = [await sub.next() for _ in range(2)]
+        assert [int(i) for i, _ in replay] == [3, 4]
+        assert replay[0] == seen[2]
+        assert replay[1][1]["message"]["content"] == "after"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start(env: dict[str, str]) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "server.cli", "serve"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+async def _wait_ready(url: str, proc: subprocess.Popen) -> None:
+    deadline = time.monotonic() + 30
+    async with httpx.AsyncClient() as http:
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else ""
+            try:
+                if (await http.get(url + "/readyz")).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            await asyncio.sleep(0.1)
+    raise TimeoutError("server did not become ready")
+
+
+async def test_client_rides_through_a_real_process_restart(tmp_path):
+    """SIGTERM a real `chatsync serve`: clients get tRPC's reconnect notice, come back, and resume."""
+    port = _free_port()
+    env = {**os.environ, "CHATSYNC_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'r.db'}",
+           "CHATSYNC_PORT": str(port), "CHATSYNC_LOG_LEVEL": "warning"}
+    token = subprocess.run([sys.executable, "-m", "server.cli", "users", "create", "dana"], env=env,
+                           capture_output=True, text=True, check=True).stdout.strip()
+    url = f"http://127.0.0.1:{port}"
+    proc = _start(env)
+    try:
+        await _wait_ready(url, proc)
+        async with TrpcClient(url, token) as writer, TrpcClient(url, token) as reader:
+            s = await writer.mutation("session.create", {})
+            sub = await reader.subscribe("session.events", {"sessionId": s["id"], "lastEventId": "0"})
+            await writer.mutation("message.enqueueMessage", {"sessionId": s["id"], "content": "a"})
+            assert (await sub.next())[0] == "1"
+            proc.send_signal(signal.SIGTERM)
+            # uvicorn re-raises the captured SIGTERM after its graceful shutdown
+            assert proc.wait(20) in (0, -signal.SIGTERM)
+            proc = _start(env)
+            await _wait_ready(url, proc)
+            await asyncio.wait_for(writer._connected.wait(), 20)
+            await writer.mutation("message.enqueueMessage", {"sessionId": s["id"], "content": "b"})
+            seq, ev = await sub.next(20)
+            assert (seq, ev["message"]["content"]) == ("2", "b")
+            assert reader.connects >= 2
+            assert reader.reconnect_notices == 1 and writer.reconnect_notices == 1
+    finally:
+        proc.terminate()
+        proc.wait(20)
