@@ -44,15 +44,16 @@ def _free_port() -> int:
 
 
 def _start(env: dict[str, str]) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "server.cli", "serve"], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    with open(env["CHATSYNC_TEST_LOG"], "ab") as log:
+        return subprocess.Popen([sys.executable, "-m", "server.cli", "serve"], env=env,
+                                stdout=log, stderr=subprocess.STDOUT)
 
 
 async def _wait_ready(url: str, proc: subprocess.Popen) -> None:
     deadline = time.monotonic() + 30
     async with httpx.AsyncClient() as http:
         while time.monotonic() < deadline:
-            assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else ""
+            assert proc.poll() is None, "server exited during start-up"
             try:
                 if (await http.get(url + "/readyz")).status_code == 200:
                     return
@@ -66,7 +67,8 @@ async def test_client_rides_through_a_real_process_restart(tmp_path):
     """SIGTERM a real `chatsync serve`: clients get tRPC's reconnect notice, come back, and resume."""
     port = _free_port()
     env = {**os.environ, "CHATSYNC_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'r.db'}",
-           "CHATSYNC_PORT": str(port), "CHATSYNC_LOG_LEVEL": "warning"}
+           "CHATSYNC_PORT": str(port), "CHATSYNC_LOG_LEVEL": "warning",
+           "CHATSYNC_TEST_LOG": str(tmp_path / "server.log")}
     token = subprocess.run([sys.executable, "-m", "server.cli", "users", "create", "dana"], env=env,
                            capture_output=True, text=True, check=True).stdout.strip()
     url = f"http://127.0.0.1:{port}"
