@@ -11,10 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import httpx
-import httpx2
-
-from server.llm import ChatRequest, Message, RequestOptions, RetryPolicy, ToolCall, ToolDefinition
+from server.llm import ChatRequest, Message, RequestOptions, ToolCall, ToolDefinition
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

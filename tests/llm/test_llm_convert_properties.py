@@ -25,7 +25,8 @@ from server.llm.convert import (
     to_openai_request,
 )
 
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# database=None: no example database written outside tests/llm; the strategies are cheap enough to rediscover.
+SETTINGS = settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 
 ID_POOL = [
     "call_abc123",
