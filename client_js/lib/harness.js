@@ -299,8 +299,11 @@ export async function rawSocket({ query = '', headers = {} } = {}) {
         const left = deadline - Date.now();
         if (left <= 0) throw new Error(`timed out waiting for ${what}; inbox: ${JSON.stringify(inbox)}`);
         await new Promise((r) => {
-          waiters.push(r);
-          setTimeout(r, left);
+          const timer = setTimeout(r, left);
+          waiters.push(() => {
+            clearTimeout(timer);
+            r();
+          });
         });
       }
     },

@@ -120,3 +120,21 @@ for (const [name, make] of Object.entries(transports)) {
     });
   });
 }
+
+// PROTOCOL.md §2.2: when the context cannot be created (here: an invalid token in connectionParams), the
+// reference server sends the id:null error *and* answers every request already sent on that socket with the
+// error under its own id, then closes. @trpc/client ignores id:null frames, so without the per-id answer the
+// user's call rejects with an opaque "Unknown error" instead of UNAUTHORIZED.
+describe('wsLink with an invalid token', () => {
+  test('a call rejects with UNAUTHORIZED -32001/401', T, async () => {
+    const c = wsClientFor('cs_not-a-valid-token', { retryDelayMs: () => 100 });
+    try {
+      const err = await rejection(c.client.query('session.list', {}));
+      assertTrpcError(err, 'UNAUTHORIZED', -32001, 401);
+      const frames = c.rec.receivedJson().map(({ msg }) => msg);
+      assert.ok(frames.some((f) => f.id === null && f.error?.data?.code === 'UNAUTHORIZED'), 'the id:null error frame');
+    } finally {
+      c.close();
+    }
+  });
+});
