@@ -1,7 +1,7 @@
 // PROTOCOL.md §8.8, §8.10: queries and mutations over wsLink with connectionParams; batching in one tick.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { T, wsClientFor } from '../lib/harness.js';
+import { T, until, wsClientFor } from '../lib/harness.js';
 
 describe('wsLink: queries and mutations', () => {
   let c;
@@ -113,4 +113,19 @@ describe('wsLink: queries and mutations', () => {
       assert.ok(!('jsonrpc' in r), 'jsonrpc is echoed only when sent');
     }
   });
+});
+
+// PROTOCOL.md §2.6, §8.11: with client keepAlive on, the client PINGs when idle and drops the socket if no
+// PONG comes back within pongTimeoutMs. The server must answer every PING, so the first socket survives.
+test('client keepAlive: PINGs are answered with PONG and the socket is never replaced', T, async () => {
+  const c = wsClientFor(undefined, { keepAlive: { enabled: true, intervalMs: 150, pongTimeoutMs: 1_000 } });
+  try {
+    await c.client.query('session.list', {});
+    await until(() => c.rec.sent.filter((f) => f.data === 'PING').length >= 3, 'three idle PINGs');
+    await until(() => c.rec.received.filter((f) => f.data === 'PONG').length >= 3, 'three PONGs');
+    assert.equal(c.rec.instances.length, 1, 'no reconnect: every PING was answered in time');
+    assert.ok((await c.client.query('session.list', {})).items);
+  } finally {
+    c.close();
+  }
 });
