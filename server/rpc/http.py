@@ -52,14 +52,19 @@ class HttpTransport:
     async def __call__(self, request: Request) -> Response:
         if request.method == "HEAD":
             return Response(status_code=204)
-        try:
-            user = await self._authenticate(request)
-        except RpcError as err:
-            return _request_error(err)
-        ctx = Context(user=user, services=self.services, transport="http")
         raw_path = request.path_params["path"]
         is_batch = request.query_params.get("batch") == "1"
         paths = [unquote(p) for p in raw_path.split(",")] if is_batch else [unquote(raw_path)]
+        try:
+            user = await self._authenticate(request)
+        except RpcError as err:
+            proc = self.router.procedures.get(paths[0])
+            if not is_batch and proc is not None and proc.kind == "subscription" and request.method == "GET":
+                # EventSource cannot read a 4xx body: tRPC sends 200 + connected + serialized-error.
+                return StreamingResponse(self._sse_error(err, proc.path), media_type="text/event-stream",
+                                         headers=SSE_HEADERS)
+            return _request_error(err)
+        ctx = Context(user=user, services=self.services, transport="http")
 
         try:
             inputs = await self._read_inputs(request, is_batch, len(paths))
@@ -184,6 +189,11 @@ class HttpTransport:
                    or request.query_params.get("Last-Event-Id"))
         raw = merge_last_event_id(raw, last_id)
         return StreamingResponse(self._sse(ctx, proc, raw), media_type="text/event-stream", headers=SSE_HEADERS)
+
+    @staticmethod
+    async def _sse_error(err: RpcError, path: str) -> Any:
+        yield "event: connected\ndata: {}\n\n\n"
+        yield "event: serialized-error\ndata: " + dumps(error_shape(err, path)) + "\n\n\n"
 
     async def _sse(self, ctx: Context, proc: Procedure, raw: Any) -> Any:
         yield "event: connected\ndata: {}\n\n\n"

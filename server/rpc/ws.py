@@ -20,6 +20,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from ..domain.events import EventEnvelope, dumps
 from ..protocol import close_codes
 from ..protocol.envelopes import (
+    WS_METHODS,
     check_ws_request,
     connection_error,
     ws_error,
@@ -30,6 +31,8 @@ from ..protocol.errors import RpcError, to_rpc_error
 from .registry import Context, Router, call, merge_last_event_id
 
 log = logging.getLogger(__name__)
+
+REJECT_GRACE_SECONDS = 0.1
 
 
 class Outbox:
@@ -86,6 +89,7 @@ class WsConnection:
         self._close_code: int | None = None
         self._closed = asyncio.Event()
         self._finished = asyncio.Event()
+        self._rejected: RpcError | None = None
 
     # --- lifecycle ------------------------------------------------------------------------------------
 
@@ -96,14 +100,15 @@ class WsConnection:
         self.registry.add(self)
         writer = asyncio.create_task(self._write())
         reader = asyncio.create_task(self._read())
+        closed = asyncio.create_task(self._closed.wait())
         try:
-            await asyncio.wait([reader, writer, asyncio.create_task(self._closed.wait())],
-                               return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait([reader, writer, closed], return_when=asyncio.FIRST_COMPLETED)
         finally:
             self.registry.discard(self)
-            for task in [reader, writer, *self.subscriptions.values(), *self.tasks]:
+            everything = [reader, writer, closed, *self.subscriptions.values(), *self.tasks]
+            for task in everything:
                 task.cancel()
-            for task in [reader, writer, *self.subscriptions.values(), *self.tasks]:
+            for task in everything:
                 with suppress(asyncio.CancelledError, Exception):
                     await task
             if self._close_code is not None:
@@ -111,12 +116,20 @@ class WsConnection:
                     await self.ws.close(self._close_code)
             self._finished.set()
 
-    def close(self, code: int) -> None:
-        """Close after the frames already queued (used for errors that end the connection)."""
+    def reject(self, err: RpcError, code: int) -> None:
+        """End the connection because of its connectionParams (tRPC: createContext failed).
+
+        The ``id:null`` error goes out first. Requests the client sent right behind its params (they are
+        usually in flight already) each get the same error under their own id during a short grace
+        period, so a caller sees UNAUTHORIZED rather than a bare disconnect; then the socket closes.
+        """
+        self._rejected = err
         self._close_code = code
-        self.outbox.closed = True
+        self.outbox.send(connection_error(err))
 
         async def _finish() -> None:
+            await asyncio.sleep(REJECT_GRACE_SECONDS)
+            self.outbox.closed = True
             with suppress(Exception):
                 await asyncio.wait_for(self.outbox.flush(self.ws), 2)
             self._closed.set()
@@ -186,6 +199,11 @@ class WsConnection:
             await self._on_connection_params(msg)
             return
         items = msg if isinstance(msg, list) else [msg]
+        if self._rejected is not None:
+            for item in items:
+                if isinstance(item, dict) and item.get("id") is not None and item.get("method") in WS_METHODS:
+                    self.outbox.send(ws_error(ws_frame_prefix(item["id"], "jsonrpc" in item), self._rejected))
+            return
         if not items:
             self.outbox.send(connection_error(RpcError("PARSE_ERROR", "Empty batch")))
             return
@@ -205,20 +223,17 @@ class WsConnection:
     async def _on_connection_params(self, msg: Any) -> None:
         self._awaiting_params = False
         if not isinstance(msg, dict) or msg.get("method") != "connectionParams":
-            self.outbox.send(connection_error(RpcError("PARSE_ERROR", "Malformed TRPCConnectionParamsMessage")))
-            self.close(close_codes.PROTOCOL_ERROR)
+            self.reject(RpcError("PARSE_ERROR", "Malformed TRPCConnectionParamsMessage"), close_codes.PROTOCOL_ERROR)
             return
         data = msg.get("data")
         if data is not None and (not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values())):
-            self.outbox.send(connection_error(RpcError("PARSE_ERROR", "Invalid connection params shape")))
-            self.close(close_codes.PROTOCOL_ERROR)
+            self.reject(RpcError("PARSE_ERROR", "Invalid connection params shape"), close_codes.PROTOCOL_ERROR)
             return
         token = (data or {}).get("token")
         if token is not None:
             user = await self.services.auth.authenticate(token)
             if user is None:
-                self.outbox.send(connection_error(RpcError("UNAUTHORIZED", "Invalid token")))
-                self.close(close_codes.UNAUTHORIZED)
+                self.reject(RpcError("UNAUTHORIZED", "Invalid token"), close_codes.UNAUTHORIZED)
                 return
             self.ctx.user = user
 

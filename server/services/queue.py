@@ -1,7 +1,8 @@
 """The per-session message queue (seed 001): messages typed while the model answers.
 
 Every operation locks the session row, so concurrent edits from several clients apply one after the
-other and each produces exactly one event describing what it did.
+other and each produces exactly one event describing what it did. Positions order the queue; they are
+not dense (a dequeue does not shift every row), and a move rewrites them as 0..n-1.
 """
 from __future__ import annotations
 
@@ -35,13 +36,13 @@ class QueueService:
     ) -> wire.QueuedMessage:
         self._check_content(content)
         async with self.uow.session(user, session_id) as tx:
-            rows = await repo.queue_rows(tx.db, session_id)
-            if len(rows) >= self.max_length:
+            length, last_position = await repo.queue_stats(tx.db, session_id)
+            if length >= self.max_length:
                 raise RpcError("PRECONDITION_FAILED", f"queue is full ({self.max_length} messages)")
             row = QueuedMessage(
                 id=f"queue-{uuid.uuid4().hex}",
                 session_id=session_id,
-                position=len(rows),
+                position=last_position + 1,
                 content=content,
                 attachments=attachments,
                 enqueued_at=_now_ms(),
@@ -53,12 +54,10 @@ class QueueService:
 
     async def dequeue(self, user: User, session_id: str, reason: str = "dequeued") -> wire.QueuedMessage | None:
         async with self.uow.session(user, session_id) as tx:
-            rows = await repo.queue_rows(tx.db, session_id)
-            if not rows:
+            head = await repo.queue_head(tx.db, session_id)
+            if head is None:
                 return None
-            head = rows[0]
             await tx.db.delete(head)
-            await repo.renumber_queue(tx.db, rows[1:])
             tx.emit("queue-message-removed", messageId=head.id, reason=reason)
             return repo.queued_wire(head)
 
@@ -85,7 +84,6 @@ class QueueService:
             if target is None:
                 raise RpcError("NOT_FOUND", "Queued message not found")
             await tx.db.delete(target)
-            await repo.renumber_queue(tx.db, [r for r in rows if r is not target])
             tx.emit("queue-message-removed", messageId=message_id, reason="removed")
 
     async def update(

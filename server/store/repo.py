@@ -125,8 +125,27 @@ async def queue_rows(db: AsyncSession, session_id: str) -> list[QueuedMessage]:
     return list((await db.execute(stmt)).scalars().all())
 
 
+async def queue_stats(db: AsyncSession, session_id: str) -> tuple[int, int]:
+    """(number of queued messages, highest position or -1)."""
+    stmt = select(func.count(), func.coalesce(func.max(QueuedMessage.position), -1)).where(
+        QueuedMessage.session_id == session_id
+    )
+    count, top = (await db.execute(stmt)).one()
+    return int(count), int(top)
+
+
+async def queue_head(db: AsyncSession, session_id: str) -> QueuedMessage | None:
+    stmt = (
+        select(QueuedMessage)
+        .where(QueuedMessage.session_id == session_id)
+        .order_by(QueuedMessage.position)
+        .limit(1)
+    )
+    return (await db.execute(stmt)).scalar_one_or_none()
+
+
 async def renumber_queue(db: AsyncSession, rows: list[QueuedMessage]) -> None:
-    """Make positions dense and equal to list order (callers hold the session row lock)."""
+    """Rewrite positions as 0..n-1 in list order (callers hold the session row lock)."""
     for index, row in enumerate(rows):
         if row.position != index:
             row.position = index

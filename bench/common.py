@@ -1,0 +1,102 @@
+"""Shared pieces for benchmarks: a real `chatsync serve` process, its CPU time, percentiles."""
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process, from /proc."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def pct(values: list[float], p: float) -> float:
+    if not values:
+        return float("nan")
+    values = sorted(values)
+    k = min(len(values) - 1, max(0, round(p / 100 * (len(values) - 1))))
+    return values[k]
+
+
+def summary(values: list[float]) -> str:
+    if not values:
+        return "n/a"
+    med = statistics.median(values)
+    spread = (max(values) - min(values)) / 2
+    return f"{med:.2f} ± {spread:.2f} (n={len(values)})"
+
+
+@contextlib.contextmanager
+def pg_database() -> Iterator[str]:
+    name = f"chatsync_bench_{uuid.uuid4().hex[:8]}"
+    subprocess.run(["psql", "-h", "127.0.0.1", "-U", "postgres", "-d", "postgres", "-qc", f'CREATE DATABASE "{name}"'],
+                   check=True, capture_output=True)
+    try:
+        yield f"postgresql+asyncpg://postgres@127.0.0.1:5432/{name}"
+    finally:
+        subprocess.run(["psql", "-h", "127.0.0.1", "-U", "postgres", "-d", "postgres", "-qc",
+                        f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'], capture_output=True)
+
+
+@dataclass
+class Server:
+    url: str
+    token: str
+    proc: subprocess.Popen
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+
+@contextlib.contextmanager
+def run_server(database_url: str | None = None, **env_overrides: str) -> Iterator[Server]:
+    with tempfile.TemporaryDirectory() as tmp:
+        port = free_port()
+        env = {**os.environ,
+               "CHATSYNC_DATABASE_URL": database_url or f"sqlite+aiosqlite:///{tmp}/bench.db",
+               "CHATSYNC_PORT": str(port), "CHATSYNC_LOG_LEVEL": "warning", **env_overrides}
+        token = subprocess.run([sys.executable, "-m", "server.cli", "users", "create", "bench"], env=env, cwd=ROOT,
+                               capture_output=True, text=True, check=True).stdout.strip()
+        log = open(os.path.join(tmp, "server.log"), "wb")
+        proc = subprocess.Popen([sys.executable, "-m", "server.cli", "serve"], env=env, cwd=ROOT,
+                                stdout=log, stderr=subprocess.STDOUT)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    with urllib.request.urlopen(url + "/readyz", timeout=1) as r:
+                        if r.status == 200:
+                            break
+                except OSError:
+                    pass
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("server did not start")
+                time.sleep(0.1)
+            yield Server(url, token, proc)
+        finally:
+            proc.terminate()
+            proc.wait(20)
+            log.close()

@@ -1,0 +1,160 @@
+"""Fan-out: N subscribers on one session, one publisher at a fixed rate.
+
+    .venv/bin/python bench/fanout.py --subscribers 100 --rate 200 --seconds 10 [--runs 3] [--procs 2]
+
+Every published change is durable (committed with its event-log row) before it fans out. Subscribers
+are raw WebSocket clients in ``--procs`` separate processes (sharing the machine with the server, as a
+load generator does). Prints deliveries, losses (gaps or repeats in each subscriber's seq), latency
+p50/p99 from the publisher's clock stamp to the subscriber's receipt, and server CPU µs per delivery.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing as mp
+import os
+import sys
+import time
+
+import orjson
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from bench.common import cpu_seconds, pct, run_server, summary  # noqa: E402
+from server.client import TrpcClient  # noqa: E402
+
+
+def subscriber_proc(url: str, token: str, sid: str, count: int, ready: mp.Queue, results: mp.Queue,
+                    stop_at_seq: mp.Value) -> None:  # type: ignore[type-arg]
+    from websockets.asyncio.client import connect
+
+    async def one(i: int, stats: dict) -> None:
+        ws_url = url.replace("http", "ws") + "/trpc?connectionParams=1"
+        async with connect(ws_url, max_size=None, ping_interval=None) as ws:
+            await ws.send(orjson.dumps({"method": "connectionParams", "data": {"token": token}}).decode())
+            await ws.send(orjson.dumps({"id": 1, "method": "subscription", "params": {
+                "path": "session.events", "input": {"sessionId": sid}}}).decode())
+            assert orjson.loads(await ws.recv())["result"]["type"] == "started"
+            ready.put(1)
+            expected = None
+            while True:
+                raw = await ws.recv()
+                now = time.time_ns()
+                msg = orjson.loads(raw)
+                result = msg.get("result", {})
+                if "id" not in result:
+                    raise RuntimeError(f"unexpected frame {raw[:300]}")
+                seq = int(result["id"])
+                if expected is not None and seq != expected:
+                    stats["losses"] += 1
+                expected = seq + 1
+                stats["deliveries"] += 1
+                ev = result["data"]["data"]
+                if ev["type"] == "queue-message-added" and ev["message"]["content"] != "stop":
+                    stats["lat"].append((now - int(ev["message"]["content"])) / 1e6)
+                if stop_at_seq.value and seq >= stop_at_seq.value:
+                    return
+
+    async def main() -> None:
+        stats = {"deliveries": 0, "losses": 0, "lat": []}
+        await asyncio.gather(*(one(i, stats) for i in range(count)))
+        results.put(stats)
+
+    asyncio.run(main())
+
+
+async def publish(url: str, token: str, sid: str, rate: float, seconds: float) -> int:
+    """Enqueue at a fixed rate (clearing the queue before it fills); returns the last seq written."""
+    async with TrpcClient(url, token) as c:
+        interval = 1 / rate
+        start = time.perf_counter()
+        n = 0
+        pending: set[asyncio.Task] = set()
+        while time.perf_counter() - start < seconds:
+            target = start + n * interval
+            delay = target - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            if n and n % 90 == 0:
+                await c.mutation("message.clearQueue", {"sessionId": sid})
+            t = asyncio.create_task(c.mutation("message.enqueueMessage",
+                                               {"sessionId": sid, "content": str(time.time_ns())}))
+            pending.add(t)
+            t.add_done_callback(pending.discard)
+            n += 1
+        await asyncio.gather(*pending)
+        snap = await c.query("session.get", {"sessionId": sid})
+        return int(snap["lastEventId"])
+
+
+def one_run(args: argparse.Namespace) -> dict:
+    with run_server(CHATSYNC_SEND_QUEUE_FRAMES="100000", CHATSYNC_MAX_QUEUE_LENGTH="1000") as srv:
+        async def create() -> str:
+            async with TrpcClient(srv.url, srv.token) as c:
+                return (await c.mutation("session.create", {}))["id"]
+
+        sid = asyncio.run(create())
+        ctx = mp.get_context("spawn")
+        ready, results = ctx.Queue(), ctx.Queue()
+        stop_at = ctx.Value("q", 0)
+        per = [args.subscribers // args.procs + (1 if i < args.subscribers % args.procs else 0)
+               for i in range(args.procs)]
+        procs = [ctx.Process(target=subscriber_proc, args=(srv.url, srv.token, sid, n, ready, results, stop_at))
+                 for n in per if n]
+        for p in procs:
+            p.start()
+        for _ in range(args.subscribers):
+            ready.get(timeout=120)
+        cpu0 = cpu_seconds(srv.pid)
+        last_seq = asyncio.run(publish(srv.url, srv.token, sid, args.rate, args.seconds))
+        # One more event after the stop mark, so every subscriber wakes up and sees it.
+        stop_at.value = last_seq + 2
+
+        async def sentinel() -> None:
+            async with TrpcClient(srv.url, srv.token) as c:
+                await c.mutation("message.clearQueue", {"sessionId": sid})
+                await c.mutation("message.enqueueMessage", {"sessionId": sid, "content": "stop"})
+
+        asyncio.run(sentinel())
+        last_seq += 2
+        stats = [results.get(timeout=120) for _ in procs]
+        cpu1 = cpu_seconds(srv.pid)
+        for p in procs:
+            p.join(10)
+        deliveries = sum(s["deliveries"] for s in stats)
+        lat = [x for s in stats for x in s["lat"]]
+        return {
+            "events": last_seq,
+            "deliveries": deliveries,
+            "expected": last_seq * args.subscribers,
+            "losses": sum(s["losses"] for s in stats) + (last_seq * args.subscribers - deliveries),
+            "p50": pct(lat, 50),
+            "p99": pct(lat, 99),
+            "cpu_us": (cpu1 - cpu0) * 1e6 / max(deliveries, 1),
+            "rate": deliveries / args.seconds,
+        }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--subscribers", type=int, default=100)
+    ap.add_argument("--rate", type=float, default=200, help="published events per second")
+    ap.add_argument("--seconds", type=float, default=10)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--procs", type=int, default=2, help="subscriber processes")
+    args = ap.parse_args()
+    print(f"fan-out: {args.subscribers} subscribers, {args.rate:g} events/s for {args.seconds:g} s "
+          f"(target {args.subscribers * args.rate:,.0f} deliveries/s), {args.runs} runs")
+    runs = [one_run(args) for _ in range(args.runs)]
+    for r in runs:
+        print(f"  run: events={r['events']} deliveries={r['deliveries']}/{r['expected']} losses={r['losses']} "
+              f"p50={r['p50']:.2f}ms p99={r['p99']:.2f}ms cpu={r['cpu_us']:.1f}us/delivery")
+    print(f"deliveries/s      {summary([r['rate'] for r in runs])}")
+    print(f"losses            {sum(r['losses'] for r in runs)}")
+    print(f"latency p50 ms    {summary([r['p50'] for r in runs])}")
+    print(f"latency p99 ms    {summary([r['p99'] for r in runs])}")
+    print(f"server CPU us/delivery {summary([r['cpu_us'] for r in runs])}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Set up (if needed) and run every test: Python (SQLite, PostgreSQL at 127.0.0.1:5432, Redis at
+# 127.0.0.1:6379, real uvicorn servers) and the @trpc/client conformance suite (Node).
+# Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh --with-node
+set +e
+.venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+rc=$?
+set -e
+if [ "$rc" -eq 5 ]; then
+  echo "test.sh: pytest collected no tests; that is a failure" >&2
+  exit 1
+fi
+exit "$rc"
