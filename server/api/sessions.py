@@ -72,5 +72,6 @@ class _EventStream:
         self.after = after
 
     async def run(self, emit: Any) -> None:
-        delivery = Delivery(self.services.db, self.services.hub, self.session_id, self.after, emit)
+        delivery = Delivery(self.services.db, self.services.hub, self.session_id, self.after, emit,
+                            getattr(self.services, "stream_snapshots", None))
         await delivery.run()

@@ -50,6 +50,9 @@ class EventEnvelope:
     seq: int | None
     type: str
     json: str  # the event object as clients receive it
+    # Ephemeral stream events only: which message they extend and at which character offset.
+    message_id: str | None = None
+    offset: int | None = None
     _ws_tail: str | None = field(default=None, repr=False)
 
     @classmethod
@@ -59,26 +62,26 @@ class EventEnvelope:
         if (seq is None) != (type_ in EPHEMERAL_EVENT_TYPES):
             raise ValueError(f"{type_} must {'not ' if seq is None else ''}carry a seq")
         body = {"type": type_, "sessionId": session_id, **fields}
-        return cls(session_id, seq, type_, dumps(body))
+        return cls(session_id, seq, type_, dumps(body), fields.get("messageId"), fields.get("offset"))
 
     @property
     def event_id(self) -> str:
         return str(self.seq)
 
     def ws_tail(self) -> str:
-        """The part of a tracked tRPC WebSocket data frame after the subscription id, built once per event.
-
-        A full frame is ``{"id":<subscription id>`` + this tail.
+        """The part of a tracked tRPC WebSocket data frame after the subscription id, built once per
+        durable event and shared by every subscriber. A full frame is ``{"id":<subscription id>`` + this.
         """
         tail = self._ws_tail
         if tail is None:
-            if self.seq is None:
-                tail = ',"result":{"type":"data","data":' + self.json + "}}"
-            else:
-                sid = self.event_id
-                tail = (
-                    ',"result":{"type":"data","data":{"id":"' + sid + '","data":' + self.json
-                    + '},"id":"' + sid + '"}}'
-                )
-            self._ws_tail = tail
+            tail = self._ws_tail = tracked_tail(self.event_id, self.json)
         return tail
+
+
+def tracked_tail(event_id: str, json: str) -> str:
+    """``,"result":{...}}`` of a tracked tRPC data frame: the id appears inside data and beside it."""
+    return ',"result":{"type":"data","data":{"id":"' + event_id + '","data":' + json + '},"id":"' + event_id + '"}}'
+
+
+def untracked_tail(json: str) -> str:
+    return ',"result":{"type":"data","data":' + json + "}}"

@@ -203,7 +203,7 @@ class HttpTransport:
         async def produce() -> None:
             try:
                 stream = await proc.handler(ctx, proc.parse_input(raw))
-                await stream.run(items.put_nowait)
+                await stream.run(lambda event_id, item: items.put_nowait((event_id, item)))
                 items.put_nowait(done)
             except asyncio.CancelledError:
                 raise
@@ -226,12 +226,12 @@ class HttpTransport:
                 if isinstance(item, RpcError):
                     yield "event: serialized-error\ndata: " + dumps(error_shape(item, proc.path)) + "\n\n\n"
                     return
-                if isinstance(item, EventEnvelope) and item.seq is not None:
-                    last_tracked = item.event_id
-                    yield "data: " + item.json + "\nid: " + last_tracked + "\n\n\n"
-                    continue
-                body = item.json if isinstance(item, EventEnvelope) else dumps(item)
-                if last_tracked is None:
+                event_id, value = item
+                body = value.json if isinstance(value, EventEnvelope) else dumps(value)
+                if event_id is not None:
+                    last_tracked = event_id
+                    yield "data: " + body + "\nid: " + event_id + "\n\n\n"
+                elif last_tracked is None:
                     yield "data: " + body + "\n\n\n"
                 else:
                     # Browsers would stamp the last id on this untracked event; reset it, then restore it.

@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from ..domain.events import EventEnvelope, dumps
+from ..domain.events import EventEnvelope, dumps, tracked_tail, untracked_tail
 from ..protocol import close_codes
 from ..protocol.envelopes import (
     WS_METHODS,
@@ -280,11 +280,18 @@ class WsConnection:
             outbox.send(ws_result(prefix, "started"))
             started = True
 
-            def emit(item: EventEnvelope | dict[str, Any]) -> None:
+            def emit(event_id: str | None, item: EventEnvelope | dict[str, Any]) -> None:
                 if type(item) is EventEnvelope:
-                    outbox.send(prefix + item.ws_tail())
+                    if item.seq is not None:
+                        outbox.send(prefix + item.ws_tail())  # shared tail, built once per event
+                    elif event_id is not None:
+                        outbox.send(prefix + tracked_tail(event_id, item.json))
+                    else:
+                        outbox.send(prefix + untracked_tail(item.json))
+                elif event_id is not None:
+                    outbox.send(prefix + tracked_tail(event_id, dumps(item)))
                 else:
-                    outbox.send(prefix + ',"result":{"type":"data","data":' + dumps(item) + "}}")
+                    outbox.send(prefix + untracked_tail(dumps(item)))
 
             await stream.run(emit)
         except asyncio.CancelledError:

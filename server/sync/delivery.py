@@ -11,23 +11,34 @@ concurrently) or not at all (Redis restarted). Both are repaired from the event 
 Seq N+1 is assigned only after the transaction holding seq N committed (writers to a session are
 serialised on its row), so when N+1 is seen, N is already readable: a log read always fills the gap.
 When the log no longer holds ``next`` (trimmed by retention) the client is told ``resync-required``.
+
+Ephemeral stream events (token deltas) carry ``(messageId, offset)`` instead of a seq (invariant 4).
+They are dropped while catching up; once caught up, the subscriber gets one ``stream-snapshot`` per
+message still streaming (from the :data:`SnapshotSource`), then only deltas at or past that offset.
+They are sent *tracked* with the id of the last durable event delivered, because ``@trpc/client``
+forgets its resume position on an untracked item; resuming from that id is exactly right.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..domain.events import EventEnvelope, dumps
+import orjson
+
+from ..domain.events import EventEnvelope
 from ..store import repo
 from ..store.db import Database
 from .hub import Hub
 
 log = logging.getLogger(__name__)
 
-Emit = Callable[[EventEnvelope | dict[str, Any]], None]
-"""Sink for one delivered item: an event envelope, or a control message (a plain dict, untracked)."""
+Emit = Callable[[str | None, EventEnvelope | dict[str, Any]], None]
+"""Sink for one item: ``(tracked id or None, event envelope or control dict)``; must not block."""
+
+SnapshotSource = Callable[[str], Awaitable[list[dict[str, Any]]]]
+"""Returns ``[{messageId, offset, text}]`` for the session's messages that are streaming right now."""
 
 CATCH_UP_PAGE = 500
 
@@ -39,13 +50,16 @@ class ResyncRequired(Exception):
 class Delivery:
     """A live view of one session for one subscriber; run with :meth:`run`."""
 
-    def __init__(self, db: Database, hub: Hub, session_id: str, after_seq: int, emit: Emit) -> None:
+    def __init__(self, db: Database, hub: Hub, session_id: str, after_seq: int, emit: Emit,
+                 snapshots: SnapshotSource | None = None) -> None:
         self.db = db
         self.hub = hub
         self.session_id = session_id
         self.next_seq = after_seq + 1
         self._emit = emit
+        self._snapshots = snapshots
         self._pending: dict[int, EventEnvelope] = {}
+        self._stream_offsets: dict[str, int] = {}  # messageId -> offset the subscriber has text up to
         self._catching_up = True
         self._catch_up_task: asyncio.Task[None] | None = None
         self._done: asyncio.Future[None] | None = None
@@ -70,7 +84,7 @@ class Delivery:
         seq = env.seq
         if seq is None:
             if not self._catching_up:
-                self._emit(env)
+                self._deliver_ephemeral(env)
             return
         if seq < self.next_seq or self._done is None or self._done.done():
             return
@@ -92,10 +106,21 @@ class Delivery:
     # --- internals -------------------------------------------------------------------------------------
 
     def _deliver(self, env: EventEnvelope) -> None:
-        self._emit(env)
+        self._emit(env.event_id, env)
         self.next_seq = env.seq + 1  # type: ignore[operator]
-        if env.type == "session-deleted" and self._done is not None and not self._done.done():
+        if env.type == "message-completed":
+            # The snapshot filter for a finished message is no longer needed.
+            self._stream_offsets.pop(_completed_message_id(env), None)
+        elif env.type == "session-deleted" and self._done is not None and not self._done.done():
             self._done.set_result(None)
+
+    def _deliver_ephemeral(self, env: EventEnvelope) -> None:
+        mid = env.message_id
+        if mid is not None and env.offset is not None:
+            known = self._stream_offsets.get(mid)
+            if known is not None and env.offset < known:
+                return  # already contained in the snapshot this subscriber got
+        self._emit(str(self.next_seq - 1), env)
 
     def _drain_pending(self) -> None:
         pending = self._pending
@@ -126,6 +151,7 @@ class Delivery:
                 if not rows:
                     # A hole the log cannot fill yet (our read raced the writer's commit): retry shortly.
                     await asyncio.sleep(0.01)
+            await self._send_snapshots()
             self._catching_up = False
             # Events that arrived while the last read was in flight.
             self._drain_pending()
@@ -138,6 +164,19 @@ class Delivery:
         except Exception as exc:  # a failed read must not leave the subscriber silently stuck
             if self._done is not None and not self._done.done():
                 self._done.set_exception(exc)
+
+    async def _send_snapshots(self) -> None:
+        """Deltas were dropped while catching up: give the partial text of every live stream instead."""
+        if self._snapshots is None or self._done is None or self._done.done():
+            return
+        for snap in await self._snapshots(self.session_id):
+            mid, offset = snap["messageId"], int(snap["offset"])
+            if self._stream_offsets.get(mid) == offset:
+                continue  # nothing new since the snapshot this subscriber already has
+            self._stream_offsets[mid] = offset
+            env = EventEnvelope.build(self.session_id, None, "stream-snapshot",
+                                      {"messageId": mid, "offset": offset, "text": snap["text"]})
+            self._emit(str(self.next_seq - 1), env)
 
     async def _position_lost(self, s: Any) -> bool:
         """True when ``next_seq`` can never be read: trimmed from the log, or beyond the session's end."""
@@ -155,11 +194,13 @@ class Delivery:
     def _resync(self) -> None:
         if self._done is None or self._done.done():
             return
-        self._emit(
-            {"type": "resync-required", "sessionId": self.session_id, "lastEventId": str(self.next_seq - 1)}
-        )
+        self._emit(None, {"type": "resync-required", "sessionId": self.session_id,
+                          "lastEventId": str(self.next_seq - 1)})
         self._done.set_result(None)
 
 
-def control_json(item: dict[str, Any]) -> str:
-    return dumps(item)
+def _completed_message_id(env: EventEnvelope) -> str | None:
+    try:
+        return orjson.loads(env.json).get("message", {}).get("id")
+    except Exception:
+        return None
