@@ -58,13 +58,25 @@ class Bus(abc.ABC):
 
 
 def create_bus(url: str, **options: object) -> Bus:
-    """Pick the backend by URL scheme; drivers are imported lazily."""
+    """Pick the backend by URL scheme; drivers are imported lazily.
+
+    ``redis://host:port/db?prefix=name:`` sets the key prefix (default ``chatsync:``), so several
+    deployments (or tests) can share one Redis.
+    """
     if url.startswith("memory://"):
         from .memory import MemoryBus
 
         return MemoryBus()
     if url.startswith(("redis://", "rediss://")):
+        from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
         from .redis import RedisBus
 
-        return RedisBus(url, **options)  # type: ignore[arg-type]
+        parts = urlsplit(url)
+        query = dict(parse_qsl(parts.query))
+        prefix = query.pop("prefix", None)
+        clean = urlunsplit(parts._replace(query=urlencode(query)))
+        if prefix:
+            options.setdefault("prefix", prefix)
+        return RedisBus(clean, **options)  # type: ignore[arg-type]
     raise ValueError(f"unsupported bus URL {url!r}")

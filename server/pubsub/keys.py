@@ -11,3 +11,8 @@ def session_channel(prefix: str, session_id: str) -> str:
 
 def session_from_channel(prefix: str, channel: str) -> str:
     return channel[len(prefix) + len("session:") :]
+
+
+def control_channel(prefix: str) -> str:
+    """Always subscribed, so a process's pub/sub connection is readable before it has any session."""
+    return f"{prefix}control"

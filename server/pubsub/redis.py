@@ -1,0 +1,201 @@
+"""Redis pub/sub backend: several processes share one session's events.
+
+One PubSub connection per process carries every session channel this process subscribed to; one listener
+task reads it and hands each message to the hub. The listener is supervised: on a Redis error it logs,
+reconnects with backoff, re-subscribes every channel, and tells the hub that messages may have been lost,
+so every local subscriber catches up from the event log.
+
+Publishing never raises: a batch that could not be published (Redis down) is kept and retried in the
+background. Subscribers drop repeats by seq, so a late or repeated publish is harmless.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections import deque
+from collections.abc import Sequence
+from contextlib import suppress
+from typing import Any
+
+import orjson
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from ..domain.events import EventEnvelope
+from .base import Bus
+from .keys import DEFAULT_PREFIX, control_channel, session_channel, session_from_channel
+
+log = logging.getLogger(__name__)
+
+SUBSCRIBE_TIMEOUT = 5.0
+MAX_BACKOFF = 5.0
+MAX_UNSENT_BATCHES = 10_000
+
+
+def encode(events: Sequence[EventEnvelope]) -> bytes:
+    """One line per event: ``seq|type|json`` (seq empty for ephemeral events; JSON has no raw newline)."""
+    return "\n".join(
+        ("" if env.seq is None else str(env.seq)) + "|" + env.type + "|" + env.json for env in events
+    ).encode()
+
+
+def decode(session_id: str, data: bytes) -> list[EventEnvelope]:
+    out = []
+    for line in data.decode().split("\n"):
+        seq, type_, json = line.split("|", 2)
+        env = EventEnvelope(session_id, int(seq) if seq else None, type_, json)
+        if env.seq is None:
+            # Ephemeral events need their stream position for snapshot filtering; parsed once per process.
+            fields = orjson.loads(json)
+            env.message_id, env.offset = fields.get("messageId"), fields.get("offset")
+        out.append(env)
+    return out
+
+
+class RedisBus(Bus):
+    def __init__(self, url: str, prefix: str = DEFAULT_PREFIX) -> None:
+        super().__init__()
+        self.url = url
+        self.prefix = prefix
+        self._redis: aioredis.Redis | None = None
+        self._pubsub: Any = None
+        self._channels: set[str] = set()
+        self._confirm: dict[str, asyncio.Future[None]] = {}
+        self._listener: asyncio.Task[None] | None = None
+        self._connected = asyncio.Event()
+        self._unsent: deque[tuple[str, bytes]] = deque(maxlen=MAX_UNSENT_BATCHES)
+        self._retrier: asyncio.Task[None] | None = None
+        self.reconnects = 0  # listener reconnections after an error (for tests and metrics)
+
+    # --- lifecycle ------------------------------------------------------------------------------------
+
+    async def connect(self) -> None:
+        self._redis = aioredis.Redis.from_url(self.url, health_check_interval=10, socket_connect_timeout=5)
+        await self._open_pubsub()
+        self._listener = asyncio.create_task(self._listen_forever(), name="redis-bus-listener")
+
+    async def disconnect(self) -> None:
+        for task in (self._listener, self._retrier):
+            if task is not None:
+                task.cancel()
+                with suppress(asyncio.CancelledError, Exception):
+                    await task
+        if self._pubsub is not None:
+            with suppress(Exception):
+                await self._pubsub.aclose()
+        if self._redis is not None:
+            with suppress(Exception):
+                await self._redis.aclose()
+
+    async def _open_pubsub(self) -> None:
+        assert self._redis is not None
+        pubsub = self._redis.pubsub()
+        # The control channel keeps the connection subscribed (and readable) even with no sessions.
+        await pubsub.subscribe(control_channel(self.prefix), *[session_channel(self.prefix, s) for s in self._channels])
+        self._pubsub = pubsub
+        self._connected.set()
+
+    # --- subscriptions --------------------------------------------------------------------------------
+
+    async def subscribe(self, session_id: str) -> None:
+        self._channels.add(session_id)
+        channel = session_channel(self.prefix, session_id)
+        fut = asyncio.get_running_loop().create_future()
+        self._confirm[channel] = fut
+        try:
+            await self._connected.wait()
+            await self._pubsub.subscribe(channel)
+            # Wait until Redis has registered it: a publish accepted before that would not reach us, and
+            # the subscriber reads the log right after this returns.
+            await asyncio.wait_for(fut, SUBSCRIBE_TIMEOUT)
+        except (RedisError, OSError, asyncio.TimeoutError):
+            # The listener's reconnect re-subscribes every channel and triggers a catch-up.
+            log.warning("subscribe to %s not confirmed; relying on reconnect + log catch-up", session_id)
+        finally:
+            self._confirm.pop(channel, None)
+
+    async def unsubscribe(self, session_id: str) -> None:
+        self._channels.discard(session_id)
+        if self._pubsub is not None and self._connected.is_set():
+            with suppress(RedisError, OSError):
+                await self._pubsub.unsubscribe(session_channel(self.prefix, session_id))
+
+    # --- publishing -----------------------------------------------------------------------------------
+
+    async def publish(self, session_id: str, events: Sequence[EventEnvelope]) -> None:
+        if not events:
+            return
+        payload = encode(events)
+        channel = session_channel(self.prefix, session_id)
+        try:
+            assert self._redis is not None
+            await self._redis.publish(channel, payload)
+        except (RedisError, OSError) as exc:
+            log.warning("publish to %s failed (%s); will retry", session_id, exc)
+            self._unsent.append((channel, payload))
+            if self._retrier is None or self._retrier.done():
+                self._retrier = asyncio.create_task(self._retry_unsent())
+
+    async def _retry_unsent(self) -> None:
+        delay = 0.1
+        while self._unsent:
+            channel, payload = self._unsent[0]
+            try:
+                assert self._redis is not None
+                await self._redis.publish(channel, payload)
+                self._unsent.popleft()
+                delay = 0.1
+            except (RedisError, OSError):
+                await asyncio.sleep(delay)
+                delay = min(MAX_BACKOFF, delay * 2)
+
+    # --- the listener ---------------------------------------------------------------------------------
+
+    async def _listen_forever(self) -> None:
+        attempt = 0
+        while True:
+            try:
+                await self._listen()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self._connected.clear()
+                log.warning("redis bus listener failed (%s); reconnecting", exc)
+                with suppress(Exception):
+                    await self._pubsub.aclose()
+                while True:
+                    attempt += 1
+                    await asyncio.sleep(min(MAX_BACKOFF, 0.05 * 2 ** attempt) * (0.5 + random.random() / 2))
+                    try:
+                        await self._open_pubsub()
+                        break
+                    except (RedisError, OSError) as again:
+                        log.warning("redis bus reconnect attempt %d failed: %s", attempt, again)
+                attempt = 0
+                self.reconnects += 1
+                log.info("redis bus reconnected; subscribers catch up from the event log")
+                self._on_reconnect()
+
+    async def _listen(self) -> None:
+        pubsub = self._pubsub
+        prefix_len = len(self.prefix)
+        while True:
+            msg = await pubsub.get_message(ignore_subscribe_messages=False, timeout=1.0)
+            if msg is None:
+                continue
+            kind = msg["type"]
+            channel = msg["channel"].decode() if isinstance(msg["channel"], bytes) else msg["channel"]
+            if kind == "message":
+                if channel[prefix_len:].startswith("session:"):
+                    session_id = session_from_channel(self.prefix, channel)
+                    try:
+                        events = decode(session_id, msg["data"])
+                    except Exception:
+                        log.exception("undecodable bus message on %s", channel)
+                        continue
+                    self._on_message(session_id, events)
+            elif kind == "subscribe":
+                fut = self._confirm.get(channel)
+                if fut is not None and not fut.done():
+                    fut.set_result(None)
