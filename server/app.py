@@ -113,7 +113,8 @@ def create_app(settings: Settings, *, announce_owner_token: bool = True) -> Star
             if user is None:
                 await websocket.close(code=1008)
                 return
-        await WsConnection(websocket, router, services, services.connections).serve(user)
+        raw_send = websocket.scope.get(RAW_SEND_KEY)
+        await WsConnection(websocket, router, services, services.connections, raw_send).serve(user)
 
     async def http_endpoint(request: Request) -> Any:
         return await state["http"](request)
@@ -142,7 +143,24 @@ def create_app(settings: Settings, *, announce_owner_token: bool = True) -> Star
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.chatsync = state
-    return app
+    return _KeepRawSend(app)  # type: ignore[return-value]
+
+
+RAW_SEND_KEY = "chatsync.raw_send"
+
+
+class _KeepRawSend:
+    """Outermost ASGI layer: remembers the server's own ``send`` for WebSockets, before middleware wraps
+    it, so a connection can reach the transport (``rpc/outbox.py``)."""
+
+    def __init__(self, app: Starlette) -> None:
+        self.app = app
+        self.state = app.state
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "websocket":
+            scope[RAW_SEND_KEY] = send
+        await self.app(scope, receive, send)
 
 
 async def drain_app(app: Starlette) -> None:

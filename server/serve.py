@@ -37,6 +37,8 @@ def uvicorn_config(app: Starlette, settings: Settings, host: str, port: int, **e
         "ws_ping_interval": 20.0,
         "ws_ping_timeout": 20.0,
         "lifespan": "on",
+        # The sans-I/O protocol lets connections write frames straight to the transport (rpc/outbox.py).
+        "ws": "websockets-sansio",
         "timeout_graceful_shutdown": 10,
     }
     return uvicorn.Config(app, host=host, port=port, **{**options, **extra})

@@ -35,8 +35,24 @@ class Settings(BaseSettings):
     max_batch_size: int = Field(default=50, ge=1)
     # Durable events kept per session for resumption; older ones get `resync-required`.
     event_retention: int = Field(default=10_000, ge=10)
-    # Outbound frames buffered per connection before it counts as a slow consumer and is closed.
+    # What a connection may have buffered and unsent before it counts as a slow consumer and is closed:
+    # bytes in the socket's write buffer (uvicorn's sans-I/O WebSocket), or frames (any other server).
+    send_buffer_bytes: int = Field(default=8 * 1024 * 1024, ge=16 * 1024)
     send_queue_frames: int = Field(default=4096, ge=16)
+    # The run loop (server/engine). Seconds per word of the offline echo model (0 = as fast as possible).
+    echo_delay: float = Field(default=0.03, ge=0, le=10)
+    max_steps_per_run: int = Field(default=25, ge=1, le=1000)
+    # A run's lease in the database: renewed while the run is alive; another replica may take over a
+    # session whose lease expired (crash recovery), so keep it well above stream_flush_seconds.
+    run_lease_seconds: float = Field(default=15.0, gt=0.2)
+    # Partial text of a streaming message is written to its row this often (ARCHITECTURE.md invariant 4).
+    stream_flush_seconds: float = Field(default=1.0, gt=0)
+    # How often a running run looks for an abort requested on another replica.
+    abort_poll_seconds: float = Field(default=0.25, gt=0)
+    # How often the sweeper looks for sessions with pending work and no live run (crash recovery, queue).
+    sweep_seconds: float = Field(default=2.0, gt=0)
+    # A server tool that runs longer than this gets an error result.
+    tool_timeout_seconds: float = Field(default=60.0, gt=0)
     allow_method_override: bool = False
     run_migrations_on_start: bool = True
     log_level: str = "info"

@@ -54,6 +54,7 @@ class EventEnvelope:
     message_id: str | None = None
     offset: int | None = None
     _ws_tail: str | None = field(default=None, repr=False)
+    _ws_tail_b: bytes | None = field(default=None, repr=False)
 
     @classmethod
     def build(cls, session_id: str, seq: int | None, type_: str, fields: dict[str, Any]) -> "EventEnvelope":
@@ -75,6 +76,12 @@ class EventEnvelope:
         tail = self._ws_tail
         if tail is None:
             tail = self._ws_tail = tracked_tail(self.event_id, self.json)
+        return tail
+
+    def ws_tail_bytes(self) -> bytes:
+        tail = self._ws_tail_b
+        if tail is None:
+            tail = self._ws_tail_b = self.ws_tail().encode()
         return tail
 
 

@@ -1,16 +1,14 @@
 """tRPC over WebSocket (PROTOCOL.md §2): one :class:`WsConnection` per socket.
 
-Frames go out through one writer task per connection, fed by a bounded buffer. Producers (fan-out, replies)
-append synchronously and never wait on a slow client: when the buffer is full the client is closed with
-:data:`close_codes.SLOW_CONSUMER` and resumes from its ``lastEventId`` (it loses nothing, the others lose
-no time).
+Frames go out through the connection's :class:`~server.rpc.outbox.Outbox`. Producers (fan-out, replies)
+hand frames over synchronously and never wait on a slow client: when its buffer is full the client is
+closed with :data:`close_codes.SLOW_CONSUMER` and resumes from its ``lastEventId`` (it loses nothing, the
+others lose no time).
 """
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections import deque
-from collections.abc import Callable
 from contextlib import suppress
 from typing import Any
 
@@ -28,6 +26,7 @@ from ..protocol.envelopes import (
     ws_result,
 )
 from ..protocol.errors import RpcError, to_rpc_error
+from .outbox import Outbox, TaskOutbox, TransportOutbox
 from .registry import Context, Router, call, merge_last_event_id
 
 log = logging.getLogger(__name__)
@@ -35,53 +34,17 @@ log = logging.getLogger(__name__)
 REJECT_GRACE_SECONDS = 0.1
 
 
-class Outbox:
-    """Bounded outbound frame buffer drained by one writer task."""
-
-    __slots__ = ("_frames", "_wake", "_limit", "_on_overflow", "closed")
-
-    def __init__(self, limit: int, on_overflow: Callable[[], None]) -> None:
-        self._frames: deque[str] = deque()
-        self._wake = asyncio.Event()
-        self._limit = limit
-        self._on_overflow = on_overflow
-        self.closed = False
-
-    def send(self, frame: str) -> None:
-        if self.closed:
-            return
-        if len(self._frames) >= self._limit:
-            self.closed = True
-            self._on_overflow()
-            return
-        self._frames.append(frame)
-        self._wake.set()
-
-    def __len__(self) -> int:
-        return len(self._frames)
-
-    async def drain_into(self, websocket: WebSocket) -> None:
-        frames = self._frames
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            while frames:
-                await websocket.send_text(frames.popleft())
-
-    async def flush(self, websocket: WebSocket) -> None:
-        while self._frames:
-            await websocket.send_text(self._frames.popleft())
-
-
 class WsConnection:
-    def __init__(self, websocket: WebSocket, router: Router, services: Any, registry: set["WsConnection"]) -> None:
+    def __init__(self, websocket: WebSocket, router: Router, services: Any, registry: set["WsConnection"],
+                 raw_send: Any = None) -> None:
         self.ws = websocket
         self.router = router
         self.services = services
         self.settings = services.settings
         self.registry = registry
         self.ctx = Context(user=None, services=services, transport="ws")
-        self.outbox = Outbox(self.settings.send_queue_frames, self._overflow)
+        self._raw_send = raw_send
+        self.outbox: Outbox = TaskOutbox(websocket, self.settings.send_queue_frames, self._overflow)
         self.subscriptions: dict[Any, asyncio.Task[None]] = {}
         self.tasks: set[asyncio.Task[Any]] = set()
         self._mutation_lock = asyncio.Lock()
@@ -97,8 +60,11 @@ class WsConnection:
         self.ctx.user = header_user
         self._awaiting_params = self.ws.query_params.get("connectionParams") == "1"
         await self.ws.accept()
+        protocol = getattr(self._raw_send, "__self__", None)
+        if protocol is not None and TransportOutbox.supports(protocol):
+            self.outbox = TransportOutbox(protocol, self.settings.send_buffer_bytes, self._overflow)
         self.registry.add(self)
-        writer = asyncio.create_task(self._write())
+        writer = asyncio.create_task(self.outbox.run())
         reader = asyncio.create_task(self._read())
         closed = asyncio.create_task(self._closed.wait())
         try:
@@ -112,8 +78,7 @@ class WsConnection:
                 with suppress(asyncio.CancelledError, Exception):
                     await task
             if self._close_code is not None:
-                with suppress(Exception):
-                    await self.ws.close(self._close_code)
+                await self.outbox.close(self._close_code)
             self._finished.set()
 
     def reject(self, err: RpcError, code: int) -> None:
@@ -129,15 +94,12 @@ class WsConnection:
 
         async def _finish() -> None:
             await asyncio.sleep(REJECT_GRACE_SECONDS)
-            self.outbox.closed = True
-            with suppress(Exception):
-                await asyncio.wait_for(self.outbox.flush(self.ws), 2)
             self._closed.set()
 
         self._spawn(_finish())
 
     def _overflow(self) -> None:
-        log.info("closing slow consumer (%d frames buffered)", len(self.outbox))
+        log.info("closing slow consumer (%d buffered)", self.outbox.pending())
         self._close_code = close_codes.SLOW_CONSUMER
         self._closed.set()
 
@@ -146,17 +108,11 @@ class WsConnection:
         self.outbox.send('{"id":null,"method":"reconnect"}')
         for task in list(self.subscriptions.values()):
             task.cancel()
-        deadline = asyncio.get_running_loop().time() + timeout
-        while len(self.outbox) and asyncio.get_running_loop().time() < deadline:
-            await asyncio.sleep(0.01)
+        await self.outbox.drain(timeout)
         self._close_code = close_codes.SERVER_RESTART
         self._closed.set()
         with suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._finished.wait(), 2)
-
-    async def _write(self) -> None:
-        with suppress(WebSocketDisconnect, RuntimeError, OSError):
-            await self.outbox.drain_into(self.ws)
 
     async def _read(self) -> None:
         try:
@@ -273,6 +229,7 @@ class WsConnection:
 
     async def _subscribe(self, rid: Any, prefix: str, path: str, raw: Any) -> None:
         outbox = self.outbox
+        prefix_bytes = prefix.encode()
         started = False
         try:
             proc = self.router.lookup(path, "subscription")
@@ -283,7 +240,7 @@ class WsConnection:
             def emit(event_id: str | None, item: EventEnvelope | dict[str, Any]) -> None:
                 if type(item) is EventEnvelope:
                     if item.seq is not None:
-                        outbox.send(prefix + item.ws_tail())  # shared tail, built once per event
+                        outbox.send_event(prefix_bytes, item)  # shared tail, built once per event
                     elif event_id is not None:
                         outbox.send(prefix + tracked_tail(event_id, item.json))
                     else:

@@ -13,9 +13,11 @@ from sqlalchemy import (
     Index,
     Integer,
     MetaData,
+    PrimaryKeyConstraint,
     String,
     Text,
     TypeDecorator,
+    false,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -97,6 +99,13 @@ class ChatSession(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
     deleted_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    # The run in progress (running or requires-action), or None when idle. See server/engine/lease.py.
+    run_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    # The run lease: which process drives the run and until when (compare-and-set under the row lock).
+    lease_owner: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True, index=True)
+    # Set by run.abort on any replica; the lease owner polls it while the run streams.
+    abort_requested: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
 
 class Message(Base):
@@ -116,6 +125,48 @@ class Message(Base):
     finish_reason: Mapped[str | None] = mapped_column(String(24), nullable=True)
     usage: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     run_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # Tool results only: the tool reported a failure (Anthropic ``is_error``); not on the wire message.
+    is_error: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+
+
+class Run(Base):
+    """One run of the model for a session: steps until stop/length, error, abort, or suspension."""
+
+    __tablename__ = "runs"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"), index=True)
+    # running | requires-action | finished | failed | aborted
+    status: Mapped[str] = mapped_column(String(24))
+    trigger: Mapped[str] = mapped_column(String(24))
+    steps: Mapped[int] = mapped_column(Integer, default=0)
+    usage_input_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    usage_output_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    finish_reason: Mapped[str | None] = mapped_column(String(24), nullable=True)
+    error: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
+class ToolCallRow(Base):
+    """A tool call the model made, stored before it runs; its result is a ``tool`` message."""
+
+    __tablename__ = "tool_calls"
+    __table_args__ = (PrimaryKeyConstraint("session_id", "id"),)
+
+    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"))
+    id: Mapped[str] = mapped_column(String(200))
+    run_id: Mapped[str] = mapped_column(String(36), index=True)
+    message_id: Mapped[str] = mapped_column(String(36))
+    position: Mapped[int] = mapped_column(Integer, default=0)  # order within its assistant message
+    name: Mapped[str] = mapped_column(String(200))
+    arguments: Mapped[str] = mapped_column(Text)
+    executor: Mapped[str] = mapped_column(String(16))  # server | client
+    requires_approval: Mapped[bool] = mapped_column(Boolean, default=False)
+    approval: Mapped[str] = mapped_column(String(16), default="none")  # none | pending | approved | denied
+    approval_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    has_result: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 

@@ -8,7 +8,7 @@ from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from ..domain import models as wire
-from .models import ApiToken, ChatSession, Event, Message, QueuedMessage, User
+from .models import ApiToken, ChatSession, Event, Message, QueuedMessage, Run, ToolCallRow, User
 
 
 def ms(ts: datetime) -> int:
@@ -188,3 +188,58 @@ async def session_log_bounds(db: AsyncSession, session_id: str) -> tuple[int, in
 
 async def touch_session(db: AsyncSession, session_id: str, when: datetime) -> None:
     await db.execute(update(ChatSession).where(ChatSession.id == session_id).values(updated_at=when))
+
+
+# --- runs and tool calls (server/engine) ---------------------------------------------------------------
+
+
+async def next_ordinal(db: AsyncSession, session_id: str) -> int:
+    """The ordinal for a new message (callers hold the session row lock)."""
+    stmt = select(func.coalesce(func.max(Message.ordinal), 0)).where(Message.session_id == session_id)
+    return int((await db.execute(stmt)).scalar_one()) + 1
+
+
+async def get_run(db: AsyncSession, run_id: str) -> Run | None:
+    return await db.get(Run, run_id)
+
+
+async def streaming_messages(db: AsyncSession, session_id: str) -> list[Message]:
+    stmt = select(Message).where(Message.session_id == session_id, Message.status == "streaming") \
+        .order_by(Message.ordinal)
+    return list((await db.execute(stmt)).scalars().all())
+
+
+async def run_tool_calls(db: AsyncSession, session_id: str, run_id: str, *, open_only: bool = False) -> list[ToolCallRow]:
+    """Tool calls of a run in the order the model made them; ``open_only``: those without a result."""
+    stmt = select(ToolCallRow).where(ToolCallRow.session_id == session_id, ToolCallRow.run_id == run_id)
+    if open_only:
+        stmt = stmt.where(ToolCallRow.has_result.is_(False))
+    stmt = stmt.order_by(ToolCallRow.created_at, ToolCallRow.position)
+    return list((await db.execute(stmt)).scalars().all())
+
+
+async def get_tool_call(db: AsyncSession, session_id: str, call_id: str) -> ToolCallRow | None:
+    return await db.get(ToolCallRow, (session_id, call_id))
+
+
+async def steered_after(db: AsyncSession, session_id: str, run_id: str, ordinal: int) -> bool:
+    """True when a user message was steered into ``run_id`` after the message at ``ordinal``."""
+    stmt = select(func.count()).where(Message.session_id == session_id, Message.run_id == run_id,
+                                      Message.role == "user", Message.ordinal > ordinal)
+    return int((await db.execute(stmt)).scalar_one()) > 0
+
+
+async def sessions_needing_work(db: AsyncSession, now: datetime, limit: int = 100) -> list[str]:
+    """Sessions the sweeper should look at: a running run whose lease expired (its process died), or an idle
+    session whose unpaused queue holds messages (nobody is sending them)."""
+    crashed = select(ChatSession.id).where(
+        ChatSession.deleted_at.is_(None), ChatSession.run_id.is_not(None), ChatSession.status == "running",
+        (ChatSession.lease_expires_at.is_(None)) | (ChatSession.lease_expires_at <= now),
+    ).limit(limit)
+    queued = select(ChatSession.id).where(
+        ChatSession.deleted_at.is_(None), ChatSession.run_id.is_(None), ChatSession.queue_paused.is_(False),
+        select(QueuedMessage.id).where(QueuedMessage.session_id == ChatSession.id).exists(),
+    ).limit(limit)
+    ids = list((await db.execute(crashed)).scalars().all())
+    ids += [i for i in (await db.execute(queued)).scalars().all() if i not in ids]
+    return ids

@@ -1,0 +1,89 @@
+"""The stream buffer: partial text of every message that is streaming right now (ARCHITECTURE.md invariant 4).
+
+Invariant: for a streaming message, ``text(message)`` is exactly the concatenation of every ``text-delta``
+published for it so far, and each delta's ``offset`` is the buffer length before it was appended. The run loop
+appends to the buffer *before* it publishes the delta, so a snapshot taken at any moment covers every delta
+already on the bus; a subscriber drops deltas below its snapshot offset (``server.sync.delivery``) and so never
+sees a character twice or misses one.
+
+Offsets count Unicode code points (Python ``len``), not UTF-16 units.
+
+``snapshot`` is synchronous on purpose: the delivery reads it as the last step of its catch-up, and no delta
+may slip between that read and the moment the delivery goes live (an ``await`` there would let one through).
+A Redis implementation (several replicas streaming the same session to each other's clients) would keep the
+same interface with an append-only string per message; until it exists, a replica that is not running the
+stream falls back to the text last flushed to the message row (see ``Orchestrator.stream_snapshots``).
+"""
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+
+
+@dataclass
+class _Stream:
+    parts: list[str] = field(default_factory=list)
+    length: int = 0
+    joined: str = ""
+
+    def text(self) -> str:
+        if len(self.joined) != self.length:
+            self.joined = "".join(self.parts)
+            self.parts = [self.joined]
+        return self.joined
+
+
+class StreamBuffer(abc.ABC):
+    """Partial text per in-progress message, grouped by session."""
+
+    @abc.abstractmethod
+    def start(self, session_id: str, message_id: str) -> None:
+        """Begin an empty stream for a new message."""
+
+    @abc.abstractmethod
+    def append(self, session_id: str, message_id: str, delta: str) -> int:
+        """Append a delta; returns its offset (the length before it)."""
+
+    @abc.abstractmethod
+    def text(self, session_id: str, message_id: str) -> str | None:
+        """The text so far, or None when the message is not streaming here."""
+
+    @abc.abstractmethod
+    def end(self, session_id: str, message_id: str) -> None:
+        """Forget a message whose final text is in the database."""
+
+    @abc.abstractmethod
+    def snapshot(self, session_id: str) -> list[dict[str, object]]:
+        """``[{messageId, offset, text}]`` for the session's streaming messages held here."""
+
+
+class MemoryStreamBuffer(StreamBuffer):
+    """One process: a dict. Joining is lazy, so appending a token stays O(1)."""
+
+    def __init__(self) -> None:
+        self._sessions: dict[str, dict[str, _Stream]] = {}
+
+    def start(self, session_id: str, message_id: str) -> None:
+        self._sessions.setdefault(session_id, {})[message_id] = _Stream()
+
+    def append(self, session_id: str, message_id: str, delta: str) -> int:
+        stream = self._sessions[session_id][message_id]
+        offset = stream.length
+        stream.parts.append(delta)
+        stream.length += len(delta)
+        return offset
+
+    def text(self, session_id: str, message_id: str) -> str | None:
+        stream = self._sessions.get(session_id, {}).get(message_id)
+        return None if stream is None else stream.text()
+
+    def end(self, session_id: str, message_id: str) -> None:
+        streams = self._sessions.get(session_id)
+        if streams is not None:
+            streams.pop(message_id, None)
+            if not streams:
+                del self._sessions[session_id]
+
+    def snapshot(self, session_id: str) -> list[dict[str, object]]:
+        return [{"messageId": mid, "offset": s.length, "text": s.text()}
+                for mid, s in self._sessions.get(session_id, {}).items()]

@@ -1,0 +1,111 @@
+"""One run per session, cluster-wide (ARCHITECTURE.md invariant 5).
+
+The lease lives on the session row: ``run_id`` (the run in progress), ``lease_owner`` (the process driving
+it) and ``lease_expires_at``. Every change happens under the session row lock (``SELECT ... FOR UPDATE`` on
+PostgreSQL, the single writer on SQLite), so "check, then set" is a compare-and-set.
+
+Rules, and the failure each prevents:
+
+* A run is *claimed* only in the transaction that starts or resumes it, and only while no other process
+  holds a live lease for it — two replicas receiving work for one session cannot both run it.
+* A run that is waiting for people (``requires-action``) holds no lease: any replica can resume it when the
+  last tool output or approval arrives.
+* The owner renews the lease while the run is alive (each flush); every write of the run is *fenced*: it
+  checks, under the lock, that this process still owns ``run_id``. A process that stalled past its expiry and
+  was replaced by the sweeper stops without writing, so a recovered session never gets a second writer.
+* ``abort_requested`` is how an abort reaches the owner on another replica: it polls the flag.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import datetime, timedelta
+
+from sqlalchemy import update
+
+from ..services.uow import SessionTx, UnitOfWork
+from ..store import repo
+from ..store.models import ChatSession, Message, utcnow
+
+
+class SessionGone(Exception):
+    """The session was deleted (or never existed)."""
+
+
+class LeaseLost(Exception):
+    """This process no longer owns the run: another replica took over, or the run ended elsewhere."""
+
+
+def new_owner_id() -> str:
+    """Unique per process start: a restarted process must not mistake its predecessor's lease for its own."""
+    return f"{socket.gethostname()[:60]}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+
+
+def claim(row: ChatSession, owner: str, seconds: float) -> None:
+    row.lease_owner = owner
+    row.lease_expires_at = utcnow() + timedelta(seconds=seconds)
+
+
+def release(row: ChatSession) -> None:
+    row.lease_owner = None
+    row.lease_expires_at = None
+
+
+def lease_live(row: ChatSession, now: datetime | None = None) -> bool:
+    return row.lease_owner is not None and row.lease_expires_at is not None and \
+        row.lease_expires_at > (now or utcnow())
+
+
+@asynccontextmanager
+async def session_tx(uow: UnitOfWork, session_id: str) -> AsyncIterator[SessionTx]:
+    """A unit of work on a session for the engine itself (no caller to authorise): lock, yield, commit,
+    publish — the same outbox discipline as ``UnitOfWork.session``."""
+    async with uow.db.write() as s:
+        row = await repo.get_session(s, session_id, lock=True)
+        if row is None:
+            raise SessionGone(session_id)
+        tx = SessionTx(s, row, uow.retention)
+        yield tx
+        await tx.finish()
+    await uow.publish(session_id, tx.events)
+
+
+@asynccontextmanager
+async def fenced_tx(uow: UnitOfWork, session_id: str, run_id: str, owner: str,
+                    lease_seconds: float) -> AsyncIterator[SessionTx]:
+    """A unit of work of a run: only while this process owns it; renews the lease on the way."""
+    try:
+        async with session_tx(uow, session_id) as tx:
+            if tx.row.run_id != run_id or tx.row.lease_owner != owner:
+                raise LeaseLost(session_id)
+            claim(tx.row, owner, lease_seconds)
+            yield tx
+    except SessionGone:
+        raise LeaseLost(session_id) from None
+
+
+async def heartbeat(uow: UnitOfWork, session_id: str, run_id: str, owner: str, lease_seconds: float,
+                    flush: tuple[str, str] | None) -> bool:
+    """Renew the lease and write the partial text ``flush = (message_id, text)``, without an event.
+
+    Returns ``abort_requested``; raises :class:`LeaseLost` when this process no longer owns the run.
+    """
+    async with uow.db.write() as s:
+        stmt = (
+            update(ChatSession)
+            .where(ChatSession.id == session_id, ChatSession.run_id == run_id,
+                   ChatSession.lease_owner == owner, ChatSession.deleted_at.is_(None))
+            .values(lease_expires_at=utcnow() + timedelta(seconds=lease_seconds))
+            .returning(ChatSession.abort_requested)
+        )
+        abort = (await s.execute(stmt)).scalar_one_or_none()
+        if abort is None:
+            raise LeaseLost(session_id)
+        if flush is not None:
+            message_id, text = flush
+            await s.execute(update(Message).where(Message.id == message_id, Message.status == "streaming")
+                            .values(content=text))
+        return bool(abort)

@@ -1,0 +1,157 @@
+"""How frames leave a WebSocket connection.
+
+Fan-out is the hot path: one event goes to every subscriber of a session. Two writers share one interface:
+
+* :class:`TransportOutbox` (used under uvicorn's sans-I/O WebSocket protocol): frames are encoded here and
+  written straight to the socket's transport, synchronously, by the code that produced them. No queue, no
+  task switch, no per-frame ASGI message. The transport's own write buffer is the bounded buffer: when a
+  client stops reading and it grows past ``limit_bytes``, the client is closed as a slow consumer.
+* :class:`TaskOutbox` (any other ASGI server): a bounded deque of text frames drained by one writer task
+  through the ASGI ``send``.
+
+Either way a producer never waits on a slow client, and a slow client never delays the others.
+"""
+from __future__ import annotations
+
+import abc
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Callable
+from contextlib import suppress
+from typing import Any
+
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from ..domain.events import EventEnvelope
+
+log = logging.getLogger(__name__)
+
+ABORT_AFTER_CLOSE_SECONDS = 5.0
+
+
+def frame_header(length: int) -> bytes:
+    """RFC 6455 header of one unmasked, final text frame (server to client)."""
+    if length < 126:
+        return bytes((0x81, length))
+    if length < 65536:
+        return b"\x81\x7e" + length.to_bytes(2, "big")
+    return b"\x81\x7f" + length.to_bytes(8, "big")
+
+
+class Outbox(abc.ABC):
+    closed: bool = False
+
+    @abc.abstractmethod
+    def send(self, text: str) -> None:
+        """Queue one text frame; never blocks."""
+
+    def send_event(self, prefix: bytes, env: EventEnvelope) -> None:
+        """Queue a tracked data frame for a durable event (``prefix`` is ``{"id":<sub id>``)."""
+        self.send(prefix.decode() + env.ws_tail())
+
+    @abc.abstractmethod
+    def pending(self) -> int:
+        """How much is buffered and not yet written to the network (frames or bytes)."""
+
+    @abc.abstractmethod
+    async def run(self) -> None:
+        """Write until cancelled or the connection is gone."""
+
+    @abc.abstractmethod
+    async def close(self, code: int) -> None:
+        """Send a close frame after what is queued (give up after a few seconds) and close."""
+
+    async def drain(self, timeout: float) -> None:
+        deadline = asyncio.get_running_loop().time() + timeout
+        while self.pending() and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.01)
+
+
+class TransportOutbox(Outbox):
+    """Writes frames directly to uvicorn's transport (see module docstring)."""
+
+    def __init__(self, protocol: Any, limit_bytes: int, on_overflow: Callable[[], None]) -> None:
+        self._proto = protocol
+        self._transport: asyncio.WriteTransport = protocol.transport
+        self._limit = limit_bytes
+        self._on_overflow = on_overflow
+        self.closed = False
+
+    @staticmethod
+    def supports(protocol: Any) -> bool:
+        from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+
+        return isinstance(protocol, WebSocketsSansIOProtocol)
+
+    def _write(self, payload: bytes) -> None:
+        transport = self._transport
+        if self.closed or self._proto.close_sent or transport.is_closing():
+            return
+        transport.write(frame_header(len(payload)) + payload)
+        if transport.get_write_buffer_size() > self._limit:
+            self.closed = True
+            self._on_overflow()
+
+    def send(self, text: str) -> None:
+        self._write(text.encode())
+
+    def send_event(self, prefix: bytes, env: EventEnvelope) -> None:
+        self._write(prefix + env.ws_tail_bytes())
+
+    def pending(self) -> int:
+        return 0 if self._transport.is_closing() else self._transport.get_write_buffer_size()
+
+    async def run(self) -> None:
+        await asyncio.Future()  # nothing to do: writes happen where frames are produced
+
+    async def close(self, code: int) -> None:
+        self.closed = True
+        proto, transport = self._proto, self._transport
+        if proto.close_sent or transport.is_closing():
+            return
+        # Mirror uvicorn's own close path, but without waiting for the client to make the socket writable.
+        proto.conn.send_close(code)
+        transport.write(b"".join(proto.conn.data_to_send()))
+        proto.close_sent = True
+        transport.close()  # flushes what is buffered first
+        asyncio.get_running_loop().call_later(ABORT_AFTER_CLOSE_SECONDS, transport.abort)
+
+
+class TaskOutbox(Outbox):
+    """Bounded deque of text frames drained through the ASGI ``send`` by one task."""
+
+    def __init__(self, websocket: WebSocket, limit_frames: int, on_overflow: Callable[[], None]) -> None:
+        self._ws = websocket
+        self._frames: deque[str] = deque()
+        self._wake = asyncio.Event()
+        self._limit = limit_frames
+        self._on_overflow = on_overflow
+        self.closed = False
+
+    def send(self, text: str) -> None:
+        if self.closed:
+            return
+        if len(self._frames) >= self._limit:
+            self.closed = True
+            self._on_overflow()
+            return
+        self._frames.append(text)
+        self._wake.set()
+
+    def pending(self) -> int:
+        return len(self._frames)
+
+    async def run(self) -> None:
+        frames = self._frames
+        with suppress(WebSocketDisconnect, RuntimeError, OSError):
+            while True:
+                await self._wake.wait()
+                self._wake.clear()
+                while frames:
+                    await self._ws.send_text(frames.popleft())
+
+    async def close(self, code: int) -> None:
+        self.closed = True
+        with suppress(Exception):
+            await asyncio.wait_for(self._ws.close(code), ABORT_AFTER_CLOSE_SECONDS)

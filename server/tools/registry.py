@@ -1,0 +1,79 @@
+"""The server tool registry and the one place that runs a tool and turns anything it does into a result."""
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+ToolFn = Callable[[dict[str, Any]], Any | Awaitable[Any]]
+
+
+class ToolError(Exception):
+    """Raised by a tool for a failure the model should read (its message becomes the error result)."""
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    output: str
+    is_error: bool = False
+
+
+@dataclass
+class ServerTool:
+    name: str
+    fn: ToolFn
+    description: str = ""
+    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+
+    def definition(self) -> dict[str, Any]:
+        """A ``ToolDefinition`` (API.md) a client can put in ``session.tools``."""
+        return {"name": self.name, "description": self.description, "parameters": self.parameters,
+                "executor": "server", "requiresApproval": False}
+
+
+class ToolRegistry:
+    def __init__(self) -> None:
+        self._tools: dict[str, ServerTool] = {}
+
+    def register(self, name: str, fn: ToolFn, *, description: str = "",
+                 parameters: dict[str, Any] | None = None) -> None:
+        """Add (or replace) a tool. ``fn`` takes the parsed arguments object; sync or async."""
+        self._tools[name] = ServerTool(name, fn, description, parameters or {"type": "object", "properties": {}})
+
+    def get(self, name: str) -> ServerTool | None:
+        return self._tools.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(self._tools)
+
+    async def execute(self, name: str, arguments: str, *, timeout: float) -> ToolResult:
+        """Run tool ``name`` with JSON ``arguments``. Never raises (except cancellation): every failure is an
+        error result the model can read, so one bad tool cannot fail the run."""
+        tool = self._tools.get(name)
+        if tool is None:
+            return ToolResult(f"No server tool named {name!r} is registered.", True)
+        try:
+            args = json.loads(arguments or "{}")
+        except ValueError:
+            return ToolResult("The arguments are not valid JSON.", True)
+        if not isinstance(args, dict):
+            return ToolResult("The arguments must be a JSON object.", True)
+        try:
+            async with asyncio.timeout(timeout):
+                value = tool.fn(args)
+                if inspect.isawaitable(value):
+                    value = await value
+        except ToolError as exc:
+            return ToolResult(str(exc), True)
+        except TimeoutError:
+            return ToolResult(f"The tool did not finish within {timeout:g} seconds.", True)
+        except Exception as exc:  # a bug in a tool is reported to the model, and logged for us
+            log.warning("server tool %s failed", name, exc_info=True)
+            return ToolResult(f"The tool failed: {type(exc).__name__}: {exc}", True)
+        return ToolResult(value if isinstance(value, str) else json.dumps(value))
