@@ -22,13 +22,16 @@ from .pubsub import Bus, create_bus
 from .rpc.http import HttpTransport, bearer_token
 from .rpc.ws import WsConnection
 from .services.auth import AuthService
+from .engine import MemoryStreamBuffer, Orchestrator
 from .services.queue import QueueService
+from .services.runs import RunAwareSessionService, RunService
 from .services.sessions import SessionService
 from .services.uow import UnitOfWork
 from .settings import Settings
 from .store import migrate
 from .store.db import Database
 from .sync.hub import Hub
+from .tools import ToolRegistry, register_builtins
 
 log = logging.getLogger("chatsync")
 
@@ -47,7 +50,14 @@ class Services:
     auth: AuthService
     sessions: SessionService
     queue: QueueService
+    tools: ToolRegistry
+    orchestrator: Orchestrator
+    runs: RunService
     connections: set[WsConnection] = field(default_factory=set)
+
+    async def stream_snapshots(self, session_id: str) -> list[dict[str, Any]]:
+        """Partial text of the session's live streams, for subscribers that (re)join mid-stream."""
+        return await self.orchestrator.stream_snapshots(session_id)
 
 
 @asynccontextmanager
@@ -59,6 +69,13 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
         bus = await stack.enter_async_context(create_bus(settings.bus_url))
         hub = Hub(bus)
         uow = UnitOfWork(db, bus, settings.event_retention)
+        tools = ToolRegistry()
+        register_builtins(tools)
+        # Entered after the bus and the database, so it is closed (runs written down) before them.
+        orchestrator = await stack.enter_async_context(
+            Orchestrator(settings, db, uow, bus, tools, MemoryStreamBuffer()))
+        runs = RunService(uow, orchestrator, max_content_chars=settings.max_content_chars,
+                          max_queue_length=settings.max_queue_length)
         yield Services(
             settings=settings,
             db=db,
@@ -66,9 +83,12 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
             hub=hub,
             uow=uow,
             auth=AuthService(db),
-            sessions=SessionService(db, uow),
+            sessions=RunAwareSessionService(db, uow, runs=runs),
             queue=QueueService(uow, max_length=settings.max_queue_length,
                                max_content_chars=settings.max_content_chars),
+            tools=tools,
+            orchestrator=orchestrator,
+            runs=runs,
         )
 
 

@@ -1,12 +1,15 @@
 """The procedures clients call, registered on one :class:`~server.rpc.registry.Router`."""
 from ..rpc.registry import Router
-from . import messages, sessions
+from . import chat, messages, runs, sessions, tools
 
 
 def build_router() -> Router:
     router = Router()
     sessions.register(router)
     messages.register(router)
+    chat.register(router)
+    tools.register(router)
+    runs.register(router)
     return router
 
 

@@ -79,3 +79,42 @@ class UpdateQueued(QueuedRef):
 
 class MoveQueued(QueuedRef):
     to_index: int = Field(ge=0)
+
+
+# --- runs (server/api/chat.py, tools.py, runs.py) -----------------------------------------------------
+
+Instructions = str | list[str]
+
+
+def instruction_list(value: Instructions | None) -> list[str]:
+    if value is None:
+        return []
+    return [value] if isinstance(value, str) else list(value)
+
+
+class Send(SessionRef):
+    content: str
+    attachments: list[FileAttachment] = Field(default_factory=list, max_length=32)
+    instructions: str | list[str] | None = Field(default=None)
+    busy_policy: BusyPolicy | None = None
+
+
+class AddInstructions(SessionRef):
+    instructions: str | list[str]
+    respond: bool = True
+
+
+class ToolOutput(StrictInput):
+    call_id: str = Field(min_length=1, max_length=200)
+    output: str
+    is_error: bool = False
+
+
+class SubmitOutputs(SessionRef):
+    tool_outputs: list[ToolOutput] = Field(min_length=1, max_length=128)
+
+
+class Approve(SessionRef):
+    call_id: str = Field(min_length=1, max_length=200)
+    approved: bool
+    reason: str | None = Field(default=None, max_length=4096)

@@ -1,0 +1,30 @@
+"""``message.send``, ``message.addInstructions``, ``message.resumeQueue``: the procedures that make the model
+answer (busy policies and the rest are documented in ``server.services.runs``)."""
+from __future__ import annotations
+
+from typing import Any
+
+from ..rpc.registry import Context, Router
+from . import inputs
+
+
+def _attachments(items: list[Any]) -> list[dict[str, Any]]:
+    return [a.model_dump(mode="json", by_alias=True, exclude_none=True) for a in items]
+
+
+def register(router: Router) -> None:
+    @router.mutation("message.send", inputs.Send)
+    async def send(ctx: Context, inp: inputs.Send) -> Any:
+        return await ctx.services.runs.send(
+            ctx.require_user(), inp.session_id, inp.content, _attachments(inp.attachments),
+            inputs.instruction_list(inp.instructions), inp.busy_policy,
+        )
+
+    @router.mutation("message.addInstructions", inputs.AddInstructions)
+    async def add_instructions(ctx: Context, inp: inputs.AddInstructions) -> Any:
+        return await ctx.services.runs.add_instructions(
+            ctx.require_user(), inp.session_id, inputs.instruction_list(inp.instructions), inp.respond)
+
+    @router.mutation("message.resumeQueue", inputs.SessionRef)
+    async def resume_queue(ctx: Context, inp: inputs.SessionRef) -> Any:
+        return await ctx.services.runs.resume_queue(ctx.require_user(), inp.session_id)

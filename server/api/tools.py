@@ -1,0 +1,19 @@
+"""``tool.submitOutputs`` and ``tool.approve``."""
+from __future__ import annotations
+
+from typing import Any
+
+from ..rpc.registry import Context, Router
+from . import inputs
+
+
+def register(router: Router) -> None:
+    @router.mutation("tool.submitOutputs", inputs.SubmitOutputs)
+    async def submit_outputs(ctx: Context, inp: inputs.SubmitOutputs) -> Any:
+        outputs = [{"callId": o.call_id, "output": o.output, "isError": o.is_error} for o in inp.tool_outputs]
+        return await ctx.services.runs.submit_outputs(ctx.require_user(), inp.session_id, outputs)
+
+    @router.mutation("tool.approve", inputs.Approve)
+    async def approve(ctx: Context, inp: inputs.Approve) -> Any:
+        return await ctx.services.runs.approve(ctx.require_user(), inp.session_id, inp.call_id, inp.approved,
+                                               inp.reason)

@@ -1,0 +1,190 @@
+"""The orchestrator: which runs this process drives, the providers it talks to, and the sweeper.
+
+* ``start(session_id, run_id)`` is called after a transaction that claimed a run's lease for this process
+  (a send, an auto-send, a resume after tool outputs/approvals, the sweeper); it spawns a :class:`RunLoop`.
+* ``abort_local`` stops a loop running here at once; ``run.abort`` on another replica sets
+  ``abort_requested`` on the session row, which the owner's heartbeat polls (``abort_poll_seconds``).
+* The sweeper (every ``sweep_seconds``, and once at start) looks for sessions with pending work that no live
+  process drives: a running run whose lease expired — its process died: :func:`state.recover` marks the
+  partial answer ``interrupted``, fails the run with code ``interrupted`` and pauses the queue — and idle
+  sessions whose unpaused queue is not empty (a message enqueued with ``message.enqueueMessage`` just as the
+  previous run ended): it sends the head.
+* ``stream_snapshots`` feeds ``server.sync.delivery`` the partial text of streams (see ``buffer.py``).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from contextlib import suppress
+from typing import Any
+
+from sqlalchemy import select
+
+from ..domain.events import EventEnvelope
+from ..llm import Provider, get_provider
+from ..pubsub.base import Bus
+from ..services.uow import UnitOfWork
+from ..settings import Settings
+from ..store import repo
+from ..store.db import Database
+from ..store.models import ChatSession, utcnow
+from ..tools import ToolRegistry
+from . import state
+from .buffer import StreamBuffer
+from .lease import SessionGone, lease_live, new_owner_id, session_tx
+from .run import RunLoop
+
+log = logging.getLogger(__name__)
+
+
+class Orchestrator:
+    def __init__(self, settings: Settings, db: Database, uow: UnitOfWork, bus: Bus, tools: ToolRegistry,
+                 buffer: StreamBuffer) -> None:
+        self.settings = settings
+        self.db = db
+        self.uow = uow
+        self.bus = bus
+        self.tools = tools
+        self.buffer = buffer
+        self.owner = new_owner_id()
+        # Other processes can only share our sessions through a networked bus.
+        self.multi_replica = not settings.bus_url.startswith("memory://")
+        self._loops: dict[str, RunLoop] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._providers: dict[str, Provider] = {}
+        self._sweeper: asyncio.Task[None] | None = None
+        self._closing = False
+
+    async def __aenter__(self) -> "Orchestrator":
+        self._sweeper = asyncio.create_task(self._sweep_forever())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        self._closing = True
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with suppress(asyncio.CancelledError):
+                await self._sweeper
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        for provider in self._providers.values():
+            with suppress(Exception):
+                await provider.aclose()
+        self._providers.clear()
+
+    # --- runs ---------------------------------------------------------------------------------------------
+
+    def start(self, session_id: str, run_id: str) -> None:
+        """Drive ``run_id`` here; the caller's committed transaction gave this process its lease."""
+        if self._closing:
+            return  # the run stays claimed; its lease expires and the sweeper of a live process recovers it
+        current = self._loops.get(session_id)
+        if current is not None and not current.done.is_set():
+            # Cannot happen while the lease is respected; never run two loops for one session.
+            log.error("session %s: a run loop is already active here", session_id)
+            return
+        loop = RunLoop(self, session_id, run_id)
+        self._loops[session_id] = loop
+        task = asyncio.create_task(loop.main(), name=f"run:{session_id}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _loop_finished(self, loop: RunLoop) -> None:
+        if self._loops.get(loop.session_id) is loop:
+            del self._loops[loop.session_id]
+
+    def local_loop(self, session_id: str) -> RunLoop | None:
+        return self._loops.get(session_id)
+
+    def abort_local(self, session_id: str) -> RunLoop | None:
+        loop = self._loops.get(session_id)
+        if loop is not None:
+            loop.request_abort()
+        return loop
+
+    async def abort_flag(self, session_id: str) -> bool:
+        async with self.db.read() as s:
+            stmt = select(ChatSession.abort_requested).where(ChatSession.id == session_id)
+            return bool((await s.execute(stmt)).scalar_one_or_none())
+
+    def provider(self, provider_id: str) -> Provider:
+        """One provider instance per id for the process (they hold connection pools)."""
+        provider = self._providers.get(provider_id)
+        if provider is None:
+            config: dict[str, Any] = {"delay": self.settings.echo_delay} if provider_id == "echo" else {}
+            provider = self._providers[provider_id] = get_provider(provider_id, **config)
+        return provider
+
+    async def publish_ephemeral(self, session_id: str, env: EventEnvelope) -> None:
+        try:
+            await self.bus.publish(session_id, (env,))
+        except Exception:  # a lost delta is repaired by the snapshot a reconnecting client gets
+            log.debug("publish of a delta to %s failed", session_id, exc_info=True)
+
+    # --- snapshots ----------------------------------------------------------------------------------------
+
+    async def stream_snapshots(self, session_id: str) -> list[dict[str, Any]]:
+        """``[{messageId, offset, text}]`` of the session's streaming messages.
+
+        With several replicas a stream may run elsewhere: then the text last flushed to its row stands in
+        (read first, because the local read below must be the last thing before the delivery goes live).
+        """
+        fallback: dict[str, dict[str, Any]] = {}
+        if self.multi_replica:
+            async with self.db.read() as s:
+                for row in await repo.streaming_messages(s, session_id):
+                    fallback[row.id] = {"messageId": row.id, "offset": len(row.content), "text": row.content}
+        local = self.buffer.snapshot(session_id)
+        for snap in local:
+            fallback.pop(str(snap["messageId"]), None)
+        return [*local, *fallback.values()]
+
+    # --- sweeper ------------------------------------------------------------------------------------------
+
+    async def _sweep_forever(self) -> None:
+        while True:
+            try:
+                await self.sweep_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.warning("sweep failed", exc_info=True)
+            await asyncio.sleep(self.settings.sweep_seconds)
+
+    async def sweep_once(self) -> int:
+        """Recover or dispatch every session with pending work and no live owner; returns how many."""
+        async with self.db.read() as s:
+            ids = await repo.sessions_needing_work(s, utcnow())
+        handled = 0
+        for session_id in ids:
+            if session_id in self._loops or self._closing:
+                continue
+            try:
+                handled += await self._sweep_session(session_id)
+            except SessionGone:
+                pass
+            except Exception:
+                log.warning("sweeping session %s failed", session_id, exc_info=True)
+        return handled
+
+    async def _sweep_session(self, session_id: str) -> int:
+        started = None
+        async with session_tx(self.uow, session_id) as tx:
+            row = tx.row
+            if row.run_id is not None and row.status == "running" and not lease_live(row):
+                log.warning("session %s: run %s lost its process (lease owner %s); recovering",
+                            session_id, row.run_id, row.lease_owner)
+                await state.recover(tx)
+            elif row.run_id is None:
+                started = await state.send_next_queued(tx, self.owner, self.settings.run_lease_seconds)
+            else:
+                return 0
+        if started is not None:
+            self.start(session_id, started.id)
+        return 1

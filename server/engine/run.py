@@ -1,0 +1,352 @@
+"""The run loop: drives one run of one session on this process, step after step (seed 003).
+
+``RunLoop.main`` repeats: load the run's state; run the server tools that may run; suspend when a call waits
+for people; otherwise make one model call (a :class:`~server.engine.turn.Turn`). It ends when the run ends
+(``stop``/``length`` — then seed 001's auto-send may hand it the next run —, error, abort, suspension, the step
+limit) or when this process loses the lease.
+
+Eager persistence (invariant 7), step by step:
+
+1. one transaction creates the assistant message with status ``streaming`` (``message-created``);
+2. deltas go to the stream buffer, then to the bus as ephemeral ``text-delta {messageId, offset, delta}``;
+   a heartbeat writes the partial text to the row every ``stream_flush_seconds`` and renews the lease;
+3. one transaction completes the message (``message-completed``) and stores its tool calls
+   (``tool-call-ready``) before any runs; each server tool result is stored as soon as it exists.
+
+Where the issue is silent:
+
+* Steering: a message sent with ``busyPolicy: "steer"`` is stored at once, tagged with the run's id. A step
+  that ends with ``stop``/``length`` while such a message arrived after the step's assistant message does not
+  end the run: the next step answers it. After a ``tool-calls`` step it simply joins the next step's history.
+* The step limit (``max_steps_per_run``) ends the run with ``run-finished`` (finishReason of the last step,
+  usually ``tool-calls``) and the queue continues; calls without results get synthesised results later.
+* A step that ends with finishReason ``error`` and no error event (tool arguments that do not parse) fails the
+  run with code ``invalid_tool_arguments``.
+* Abort keeps the partial answer (status ``interrupted``, finishReason ``aborted``), emits ``run-aborted`` and
+  pauses the queue. Calls that never got a result stay without one; the converter synthesises "interrupted".
+* Shutdown of this process (graceful) is treated like a crash that we get to write down ourselves:
+  ``run-failed`` with code ``interrupted``, the partial answer marked, the queue paused.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..domain.events import EventEnvelope, dumps
+from ..llm import ErrorEvent, Finished, TextDelta, ToolCallDelta, ToolCallEvent, ToolCallStart
+from ..store import repo
+from ..store.models import ChatSession, Message
+from . import state
+from .history import build_request
+from .lease import LeaseLost, fenced_tx, heartbeat
+from .turn import Turn
+
+if TYPE_CHECKING:
+    from .orchestrator import Orchestrator
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class StepResult:
+    calls: list[ToolCallEvent] = field(default_factory=list)
+    finish: str | None = None
+    usage: tuple[int, int] = (0, 0)
+    error: ErrorEvent | None = None
+
+
+class RunLoop:
+    """One run (and the runs auto-send chains to it) of one session, on this process."""
+
+    def __init__(self, orchestrator: "Orchestrator", session_id: str, run_id: str) -> None:
+        self.o = orchestrator
+        self.session_id = session_id
+        self.run_id: str | None = run_id
+        self.abort_requested = False
+        self.done = asyncio.Event()
+        self._inner: asyncio.Task[Any] | None = None
+        self._lease_lost = False
+        self._streaming: str | None = None  # id of the message being streamed
+        self._flushed = 0  # characters of it already written to its row
+
+    # --- control (called from the orchestrator) ------------------------------------------------------------
+
+    def request_abort(self) -> None:
+        """Stop the provider stream / tools now; the loop then writes the abort down."""
+        self.abort_requested = True
+        if self._inner is not None and not self._inner.done():
+            self._inner.cancel()
+
+    # --- the loop -----------------------------------------------------------------------------------------
+
+    async def main(self) -> None:
+        ticker = asyncio.create_task(self._tick())
+        try:
+            while self.run_id is not None:
+                if self.abort_requested:
+                    await self._finish_aborted()
+                    break
+                await self._advance()
+        except LeaseLost:
+            log.info("session %s: run %s is no longer ours; stopping without writing", self.session_id, self.run_id)
+        except asyncio.CancelledError:
+            # Shutdown: write the interruption down ourselves, as the sweeper would after a crash.
+            ticker.cancel()
+            await asyncio.shield(self._safely(self._fail("interrupted", "The server stopped before the answer "
+                                                                         "finished.", retryable=True)))
+            raise
+        except Exception:
+            log.exception("session %s: run %s failed", self.session_id, self.run_id)
+            await self._safely(self._fail("internal_error", "The run failed on the server."))
+        finally:
+            ticker.cancel()
+            if self._streaming is not None:
+                self.o.buffer.end(self.session_id, self._streaming)
+                self._streaming = None
+            self.done.set()
+            self.o._loop_finished(self)
+
+    async def _safely(self, coro: Any) -> None:
+        try:
+            await coro
+        except LeaseLost:
+            pass
+        except Exception:
+            log.exception("session %s: could not record the end of run %s", self.session_id, self.run_id)
+
+    def _tx(self) -> Any:
+        assert self.run_id is not None
+        return fenced_tx(self.o.uow, self.session_id, self.run_id, self.o.owner, self.o.settings.run_lease_seconds)
+
+    async def _advance(self) -> None:
+        assert self.run_id is not None
+        async with self.o.db.read() as s:
+            session = await repo.get_session(s, self.session_id)
+            run = await repo.get_run(s, self.run_id)
+            calls = await repo.run_tool_calls(s, self.session_id, self.run_id, open_only=True)
+        if session is None or run is None or session.run_id != self.run_id or session.lease_owner != self.o.owner:
+            raise LeaseLost(self.session_id)
+        if session.abort_requested:
+            self.abort_requested = True
+            return
+        todo = state.runnable(calls)
+        if todo:
+            await self._inner_run(self._execute_tools(todo, session.tool_mode))
+            return
+        if state.waiting_on_people(calls):
+            async with self._tx() as tx:
+                run = await repo.get_run(tx.db, self.run_id)
+                calls = await repo.run_tool_calls(tx.db, self.session_id, self.run_id, open_only=True)
+                if not state.waiting_on_people(calls) or run is None:
+                    return  # answered in the meantime: go round again
+                state.suspend(tx, run)
+            self.run_id = None
+            return
+        if run.steps >= self.o.settings.max_steps_per_run:
+            async with self._tx() as tx:
+                run = await repo.get_run(tx.db, self.run_id)
+                state.end_run(tx, run, "finished", finish_reason=run.finish_reason if run else None)
+                nxt = await state.next_or_idle(tx, self.o.owner, self.o.settings.run_lease_seconds)
+            self.run_id = nxt.id if nxt else None
+            return
+        await self._step()
+
+    async def _inner_run(self, coro: Any) -> None:
+        """Run the abortable part (provider stream, tools) as a task ``request_abort`` can cancel."""
+        self._inner = asyncio.create_task(coro)
+        try:
+            await self._inner
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if (current is not None and current.cancelling()) or not (self.abort_requested or self._lease_lost):
+                raise
+        finally:
+            self._inner = None
+        if self._lease_lost:
+            raise LeaseLost(self.session_id)
+
+    # --- one step -----------------------------------------------------------------------------------------
+
+    async def _step(self) -> None:
+        async with self._tx() as tx:
+            run = await repo.get_run(tx.db, self.run_id)
+            assert run is not None
+            run.steps += 1
+            message = await state.add_message(tx, "assistant", "", status="streaming", run_id=self.run_id)
+            rows = await repo.list_messages(tx.db, self.session_id)
+            session: ChatSession = tx.row
+            request = build_request(session, rows, exclude=message.id)
+            provider_id, streaming = session.provider, not session.disable_streaming
+        mid = message.id
+        self.o.buffer.start(self.session_id, mid)
+        self._streaming, self._flushed = mid, 0
+        result = StepResult()
+        try:
+            turn = Turn(lambda: self.o.provider(provider_id), request, streaming=streaming)
+            await self._inner_run(self._consume(turn, mid, result))
+            if self.abort_requested:
+                await self._finish_aborted(mid)
+            else:
+                await self._finish_step(mid, result)
+        finally:
+            self.o.buffer.end(self.session_id, mid)
+            self._streaming = None
+
+    async def _consume(self, turn: Turn, mid: str, result: StepResult) -> None:
+        sid, buffer, publish = self.session_id, self.o.buffer, self.o.publish_ephemeral
+        arg_offsets: dict[str, int] = {}
+        async for event in turn.events():
+            if isinstance(event, TextDelta):
+                offset = buffer.append(sid, mid, event.delta)  # before publishing: see buffer.py
+                await publish(sid, EventEnvelope.build(sid, None, "text-delta",
+                                                       {"messageId": mid, "offset": offset, "delta": event.delta}))
+            elif isinstance(event, ToolCallStart):
+                arg_offsets[event.call_id] = 0
+                await publish(sid, _tool_event(sid, "tool-call-start", {
+                    "messageId": mid, "callId": event.call_id, "name": event.name, "index": event.index}))
+            elif isinstance(event, ToolCallDelta):
+                offset = arg_offsets.get(event.call_id, 0)
+                arg_offsets[event.call_id] = offset + len(event.delta)
+                await publish(sid, _tool_event(sid, "tool-call-delta", {
+                    "messageId": mid, "callId": event.call_id, "offset": offset, "delta": event.delta}))
+            elif isinstance(event, ToolCallEvent):
+                result.calls.append(event)
+            elif isinstance(event, Finished):
+                result.finish = event.finish_reason
+                result.usage = (event.usage.input_tokens, event.usage.output_tokens)
+            elif isinstance(event, ErrorEvent):
+                result.error = event
+
+    async def _finish_step(self, mid: str, result: StepResult) -> None:
+        text = self.o.buffer.text(self.session_id, mid) or ""
+        nxt: Any = self.run_id
+        async with self._tx() as tx:
+            run = await repo.get_run(tx.db, self.run_id)
+            row = await tx.db.get(Message, mid)
+            assert run is not None and row is not None
+            error = None
+            if result.error is not None:
+                error = {"code": result.error.code, "message": result.error.message,
+                         "retryable": result.error.retryable}
+            elif result.finish is None or (result.finish == "error" and not result.calls):
+                error = {"code": "invalid_tool_arguments" if result.finish == "error" else "stream_error",
+                         "message": "The model's response could not be used.", "retryable": True}
+            if error is not None:
+                state.complete_message(tx, row, status="error", content=text, finish_reason="error")
+                state.end_run(tx, run, "failed", error=error, pause=True)
+                state.go_idle(tx)
+                nxt = None
+            else:
+                usage = {"inputTokens": result.usage[0], "outputTokens": result.usage[1]}
+                state.add_usage(tx, run, *result.usage)
+                run.finish_reason = result.finish
+                calls = []
+                if result.calls:
+                    ids = await state.unique_call_ids(tx, result.calls)
+                    calls = [{"id": i, "name": c.name, "arguments": c.arguments} for i, c in zip(ids, result.calls)]
+                state.complete_message(tx, row, status="complete", content=text, finish_reason=result.finish,
+                                       usage=usage, tool_calls=calls)
+                if calls:
+                    definitions = {t["name"]: t for t in tx.row.tools or ()}
+                    await state.register_tool_calls(tx, run, row, calls, definitions)
+                elif not await repo.steered_after(tx.db, self.session_id, run.id, row.ordinal):
+                    state.end_run(tx, run, "finished", finish_reason=result.finish)
+                    nxt = await state.next_or_idle(tx, self.o.owner, self.o.settings.run_lease_seconds)
+                    nxt = nxt.id if nxt is not None else None
+        self.run_id = nxt
+
+    async def _finish_aborted(self, mid: str | None = None) -> None:
+        text = self.o.buffer.text(self.session_id, mid) if mid else None
+        async with self._tx() as tx:
+            run = await repo.get_run(tx.db, self.run_id)
+            for row in await repo.streaming_messages(tx.db, self.session_id):
+                content = text if row.id == mid and text is not None else row.content
+                state.complete_message(tx, row, status="interrupted", content=content, finish_reason="aborted")
+            state.end_run(tx, run, "aborted", pause=True)
+            state.go_idle(tx)
+        self.run_id = None
+
+    async def _fail(self, code: str, message: str, *, retryable: bool = False) -> None:
+        if self.run_id is None:
+            return
+        mid = self._streaming
+        text = self.o.buffer.text(self.session_id, mid) if mid else None
+        async with self._tx() as tx:
+            run = await repo.get_run(tx.db, self.run_id)
+            for row in await repo.streaming_messages(tx.db, self.session_id):
+                content = text if row.id == mid and text is not None else row.content
+                state.complete_message(tx, row, status="interrupted", content=content, finish_reason="error")
+            state.end_run(tx, run, "failed", error={"code": code, "message": message, "retryable": retryable},
+                          pause=True)
+            state.go_idle(tx)
+        self.run_id = None
+
+    # --- tools --------------------------------------------------------------------------------------------
+
+    async def _execute_tools(self, calls: list[Any], mode: str) -> None:
+        """Server tools of one step: all at once (``parallel``) or in call order (``sequential``, seed 003's
+        tool queue). Each result is stored the moment it exists, so in parallel mode results arrive in
+        completion order and in sequential mode in call order."""
+        if mode == "sequential":
+            for call in calls:
+                await self._execute_one(call)
+        else:
+            await asyncio.gather(*(self._execute_one(call) for call in calls))
+
+    async def _execute_one(self, call: Any) -> None:
+        result = await self.o.tools.execute(call.name, call.arguments, timeout=self.o.settings.tool_timeout_seconds)
+        async with self._tx() as tx:
+            row = await repo.get_tool_call(tx.db, self.session_id, call.id)
+            if row is not None and not row.has_result:
+                await state.add_tool_result(tx, row, result.output, result.is_error)
+
+    # --- heartbeat ----------------------------------------------------------------------------------------
+
+    async def _tick(self) -> None:
+        """Renew the lease and flush partial text every ``stream_flush_seconds``; between flushes, poll for an
+        abort requested on another replica (only when there can be other replicas: not on ``memory://``)."""
+        settings = self.o.settings
+        poll = settings.abort_poll_seconds if self.o.multi_replica else settings.stream_flush_seconds
+        interval = min(poll, settings.stream_flush_seconds, settings.run_lease_seconds / 3)
+        last_flush = time.monotonic()
+        while True:
+            await asyncio.sleep(interval)
+            run_id = self.run_id
+            if run_id is None:
+                continue
+            try:
+                now = time.monotonic()
+                if now - last_flush >= min(settings.stream_flush_seconds, settings.run_lease_seconds / 3) - 1e-3:
+                    last_flush = now
+                    flush = None
+                    mid = self._streaming
+                    text = self.o.buffer.text(self.session_id, mid) if mid else None
+                    if mid is not None and text is not None and len(text) != self._flushed:
+                        flush = (mid, text)
+                    abort = await heartbeat(self.o.uow, self.session_id, run_id, self.o.owner,
+                                            settings.run_lease_seconds, flush)
+                    if flush is not None:
+                        self._flushed = len(flush[1])
+                else:
+                    abort = await self.o.abort_flag(self.session_id)
+                if abort:
+                    self.request_abort()
+            except LeaseLost:
+                if run_id == self.run_id:
+                    self._lease_lost = True
+                    if self._inner is not None:
+                        self._inner.cancel()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.warning("session %s: heartbeat failed", self.session_id, exc_info=True)
+
+
+def _tool_event(session_id: str, type_: str, fields: dict[str, Any]) -> EventEnvelope:
+    """Tool-call stream events carry an offset into the call's *arguments*, not into the message text, so they
+    are built without the envelope's text offset (which the delivery compares with text snapshots)."""
+    return EventEnvelope(session_id, None, type_, dumps({"type": type_, "sessionId": session_id, **fields}),
+                         fields["messageId"], None)

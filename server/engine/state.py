@@ -1,0 +1,270 @@
+"""State transitions of runs. Each function runs inside one locked unit of work (a ``SessionTx``) and emits
+the durable events describing what it changed, so state and events commit together (invariant 2).
+
+Both the user-facing service (``server.services.runs``) and the run loop (``server.engine.run``) change
+run state only through these functions, which keeps the event vocabulary in one place:
+
+* ``message-created`` / ``message-completed``: every message row written or finalised;
+* ``run-started {runId, trigger}`` (trigger: ``message`` | ``queue`` | ``instructions``),
+  ``run-finished {runId, finishReason, usage}``, ``run-failed {runId, error}``, ``run-aborted {runId}``;
+* ``tool-call-ready``, ``tool-approval-requested``, ``tool-approval-resolved``, ``tool-call-result``;
+* ``queue-message-removed {reason: "sent"}``, ``queue-paused``, ``queue-resumed``;
+* ``session-updated {session}`` whenever the session's status changes and when a run ends (usage).
+"""
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ..llm import ToolCallEvent
+from ..services.uow import SessionTx
+from ..store import repo
+from ..store.models import Message, Run, ToolCallRow, utcnow
+from . import lease
+
+DENIED_RESULT = "The user denied this tool call."
+
+
+def new_id() -> str:
+    return str(uuid.uuid4())
+
+
+# --- messages -------------------------------------------------------------------------------------------
+
+
+async def add_message(tx: SessionTx, role: str, content: str = "", *, status: str = "complete",
+                      run_id: str | None = None, attachments: list[dict[str, Any]] | None = None,
+                      tool_call_id: str | None = None, is_error: bool = False) -> Message:
+    row = Message(
+        id=new_id(), session_id=tx.row.id, ordinal=await repo.next_ordinal(tx.db, tx.row.id), role=role,
+        content=content, attachments=attachments or [], tool_calls=None, tool_call_id=tool_call_id,
+        status=status, finish_reason=None, usage=None, run_id=run_id, created_at=utcnow(), is_error=is_error,
+    )
+    tx.db.add(row)
+    await tx.db.flush()
+    tx.emit("message-created", message=repo.message_wire(row).wire())
+    return row
+
+
+def complete_message(tx: SessionTx, row: Message, *, status: str, content: str, finish_reason: str | None,
+                     usage: dict[str, int] | None = None, tool_calls: list[dict[str, str]] | None = None) -> None:
+    row.status, row.content, row.finish_reason = status, content, finish_reason
+    if usage is not None:
+        row.usage = usage
+    if tool_calls:
+        row.tool_calls = tool_calls
+    tx.emit("message-completed", message=repo.message_wire(row).wire())
+
+
+async def add_system_messages(tx: SessionTx, instructions: Iterable[str]) -> list[Message]:
+    return [await add_message(tx, "system", text) for text in instructions if text.strip()]
+
+
+# --- session status and queue ---------------------------------------------------------------------------
+
+
+def session_changed(tx: SessionTx) -> None:
+    tx.emit("session-updated", session=repo.session_wire(tx.row).wire())
+
+
+def set_status(tx: SessionTx, status: str) -> None:
+    if tx.row.status != status:
+        tx.row.status = status
+        session_changed(tx)
+
+
+def pause_queue(tx: SessionTx) -> None:
+    if not tx.row.queue_paused:
+        tx.row.queue_paused = True
+        tx.emit("queue-paused")
+
+
+def resume_queue(tx: SessionTx) -> None:
+    if tx.row.queue_paused:
+        tx.row.queue_paused = False
+        tx.emit("queue-resumed")
+
+
+# --- runs -----------------------------------------------------------------------------------------------
+
+
+def begin_run(tx: SessionTx, owner: str, lease_seconds: float, trigger: str, run_id: str | None = None) -> Run:
+    """Start a run and claim its lease. Callers checked, under the lock, that no run is in progress."""
+    run = Run(id=run_id or new_id(), session_id=tx.row.id, status="running", trigger=trigger, steps=0,
+              usage_input_tokens=0, usage_output_tokens=0, created_at=utcnow())
+    tx.db.add(run)
+    tx.row.run_id = run.id
+    tx.row.abort_requested = False
+    lease.claim(tx.row, owner, lease_seconds)
+    tx.emit("run-started", runId=run.id, trigger=trigger)
+    set_status(tx, "running")
+    return run
+
+
+async def start_with_message(tx: SessionTx, owner: str, lease_seconds: float, content: str,
+                             attachments: list[dict[str, Any]] | None, trigger: str) -> tuple[Message, Run]:
+    """Store the user message (before any model call: invariant 7), then start a run for it."""
+    run_id = new_id()
+    message = await add_message(tx, "user", content, attachments=attachments, run_id=run_id)
+    return message, begin_run(tx, owner, lease_seconds, trigger, run_id)
+
+
+def add_usage(tx: SessionTx, run: Run, input_tokens: int, output_tokens: int) -> None:
+    run.usage_input_tokens += input_tokens
+    run.usage_output_tokens += output_tokens
+    tx.row.usage_input_tokens += input_tokens
+    tx.row.usage_output_tokens += output_tokens
+
+
+def end_run(tx: SessionTx, run: Run | None, outcome: str, *, finish_reason: str | None = None,
+            error: dict[str, Any] | None = None, pause: bool = False) -> None:
+    """Close the run (``finished`` | ``failed`` | ``aborted``). The caller then calls :func:`next_or_idle`
+    (normal end) or :func:`go_idle` (error, abort)."""
+    run_id = tx.row.run_id if run is None else run.id
+    if run is not None:
+        run.status, run.finish_reason, run.error, run.ended_at = outcome, finish_reason, error, utcnow()
+    tx.row.run_id = None
+    tx.row.abort_requested = False
+    if outcome == "finished":
+        usage = {"inputTokens": run.usage_input_tokens if run else 0,
+                 "outputTokens": run.usage_output_tokens if run else 0}
+        tx.emit("run-finished", runId=run_id, finishReason=finish_reason, usage=usage)
+    elif outcome == "failed":
+        tx.emit("run-failed", runId=run_id, error=error)
+    else:
+        tx.emit("run-aborted", runId=run_id)
+    if pause:
+        pause_queue(tx)
+
+
+def go_idle(tx: SessionTx) -> None:
+    lease.release(tx.row)
+    if tx.row.status != "idle":
+        set_status(tx, "idle")
+    else:
+        session_changed(tx)  # usage changed
+
+
+async def send_next_queued(tx: SessionTx, owner: str, lease_seconds: float) -> Run | None:
+    """Seed 001's auto-send: dequeue the head (``queue-message-removed``, reason ``sent``) and start a run with
+    it. Exactly once: the dequeue and the new user message commit together, under the session lock."""
+    if tx.row.queue_paused or tx.row.run_id is not None:
+        return None
+    head = await repo.queue_head(tx.db, tx.row.id)
+    if head is None:
+        return None
+    await tx.db.delete(head)
+    tx.emit("queue-message-removed", messageId=head.id, reason="sent")
+    _message, run = await start_with_message(tx, owner, lease_seconds, head.content, head.attachments, "queue")
+    return run
+
+
+async def next_or_idle(tx: SessionTx, owner: str, lease_seconds: float) -> Run | None:
+    """After a run ended with stop/length: the next queued message, or idle."""
+    run = await send_next_queued(tx, owner, lease_seconds)
+    if run is None:
+        go_idle(tx)
+    else:
+        session_changed(tx)
+    return run
+
+
+async def recover(tx: SessionTx, code: str = "interrupted",
+                  message: str = "The server running this answer stopped before it finished.") -> None:
+    """The process driving the run is gone. Keep every partial answer (marked ``interrupted``), fail the run,
+    pause the queue (nothing queued is dropped or sent behind the user's back), and go idle."""
+    for row in await repo.streaming_messages(tx.db, tx.row.id):
+        complete_message(tx, row, status="interrupted", content=row.content, finish_reason="error")
+    run = await repo.get_run(tx.db, tx.row.run_id) if tx.row.run_id else None
+    end_run(tx, run, "failed", error={"code": code, "message": message, "retryable": True}, pause=True)
+    go_idle(tx)
+
+
+async def abort_in_tx(tx: SessionTx) -> None:
+    """Abort a run that no process is driving (waiting for people, or its process died)."""
+    for row in await repo.streaming_messages(tx.db, tx.row.id):
+        complete_message(tx, row, status="interrupted", content=row.content, finish_reason="aborted")
+    run = await repo.get_run(tx.db, tx.row.run_id) if tx.row.run_id else None
+    end_run(tx, run, "aborted", pause=True)
+    go_idle(tx)
+
+
+# --- tools ----------------------------------------------------------------------------------------------
+
+
+def runnable(calls: Sequence[ToolCallRow]) -> list[ToolCallRow]:
+    """Open calls the server can run now."""
+    return [c for c in calls if not c.has_result and c.executor == "server" and c.approval in ("none", "approved")]
+
+
+def waiting_on_people(calls: Sequence[ToolCallRow]) -> bool:
+    """An open call needs an approval or a client's output."""
+    return any(not c.has_result and (c.approval == "pending" or c.executor == "client") for c in calls)
+
+
+async def unique_call_ids(tx: SessionTx, calls: Sequence[ToolCallEvent]) -> list[str]:
+    """Tool call ids unique within the session (some providers derive ids from position and name, so the
+    same id can come back in a later step); a clash gets a ``_<n>`` suffix."""
+    out: list[str] = []
+    for call in calls:
+        base = call.id or "call"
+        candidate, n = base, 1
+        while candidate in out or await repo.get_tool_call(tx.db, tx.row.id, candidate) is not None:
+            n += 1
+            candidate = f"{base}_{n}"
+        out.append(candidate)
+    return out
+
+
+async def register_tool_calls(tx: SessionTx, run: Run, message: Message, calls: Sequence[dict[str, str]],
+                              definitions: dict[str, dict[str, Any]]) -> None:
+    """Store every call before it runs (invariant 7) and announce it; a call to a tool the session does not
+    define gets an error result at once, so the model can read what went wrong."""
+    for position, call in enumerate(calls):
+        definition = definitions.get(call["name"])
+        executor = (definition or {}).get("executor", "server")
+        needs_approval = bool((definition or {}).get("requiresApproval"))
+        row = ToolCallRow(session_id=tx.row.id, id=call["id"], run_id=run.id, message_id=message.id,
+                          position=position, name=call["name"], arguments=call["arguments"], executor=executor,
+                          requires_approval=needs_approval, approval="pending" if needs_approval else "none",
+                          has_result=False, created_at=utcnow())
+        tx.db.add(row)
+        tx.emit("tool-call-ready", callId=row.id, name=row.name, arguments=row.arguments, executor=executor,
+                requiresApproval=needs_approval)
+        if definition is None:
+            await add_tool_result(tx, row, f"Unknown tool {row.name!r}: this session does not define it.", True)
+        elif needs_approval:
+            tx.emit("tool-approval-requested", callId=row.id)
+    await tx.db.flush()
+
+
+async def add_tool_result(tx: SessionTx, call: ToolCallRow, output: str, is_error: bool) -> Message:
+    """A tool result, stored as soon as it exists (seed 000: a ``tool`` message)."""
+    message = await add_message(tx, "tool", output, tool_call_id=call.id, is_error=is_error, run_id=call.run_id)
+    call.has_result = True
+    tx.emit("tool-call-result", callId=call.id, output=output, isError=is_error)
+    return message
+
+
+def suspend(tx: SessionTx, run: Run) -> None:
+    """Wait for people (``requires-action``): the lease is released, any replica may resume."""
+    run.status = "requires-action"
+    lease.release(tx.row)
+    set_status(tx, "requires-action")
+
+
+async def maybe_resume(tx: SessionTx, owner: str, lease_seconds: float) -> Run | None:
+    """Resume a suspended run when nothing waits on people any more; claims the lease for this process."""
+    if tx.row.run_id is None or tx.row.status != "requires-action":
+        return None
+    calls = await repo.run_tool_calls(tx.db, tx.row.id, tx.row.run_id, open_only=True)
+    if waiting_on_people(calls):
+        return None
+    run = await repo.get_run(tx.db, tx.row.run_id)
+    if run is None:
+        return None
+    run.status = "running"
+    lease.claim(tx.row, owner, lease_seconds)
+    set_status(tx, "running")
+    return run

@@ -1,0 +1,49 @@
+"""A ``Turn``: one model call (one step of a run), as seed 003 describes it.
+
+It yields the provider's canonical events (``text-delta``, ``text-done``, ``tool-call-start``,
+``tool-call-delta``, ``tool-call``, then exactly one ``finished`` or ``error``). Streaming is the default; with
+``streaming=False`` (the session's ``disableStreaming``) it makes the blocking call and yields the whole text as
+one ``text-delta`` — one delta per step. Tool results are not part of a Turn: the run loop executes tools
+between turns. Whatever goes wrong (unknown provider, missing key, a bug in an adapter) ends the Turn with an
+``error`` event; only cancellation (abort) propagates.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+
+from ..llm import ChatRequest, ErrorEvent, Provider, ProviderError, TextDelta, TextDone, TurnEvent
+
+log = logging.getLogger(__name__)
+
+
+class Turn:
+    def __init__(self, provider: Callable[[], Provider], request: ChatRequest, *, streaming: bool = True) -> None:
+        self._provider = provider
+        self.request = request
+        self.streaming = streaming
+
+    async def events(self) -> AsyncIterator[TurnEvent]:
+        try:
+            provider = self._provider()
+        except ProviderError as exc:
+            yield ErrorEvent(code=exc.code, message=exc.message, retryable=exc.retryable)
+            return
+        except KeyError as exc:
+            yield ErrorEvent(code="not_configured", message=str(exc.args[0] if exc.args else exc))
+            return
+        try:
+            if self.streaming:
+                async for event in provider.stream(self.request):
+                    yield event
+            else:
+                completion = await provider.complete(self.request)
+                for event in completion.events():
+                    if isinstance(event, TextDone):
+                        yield TextDelta(delta=event.text)
+                    yield event
+        except ProviderError as exc:
+            yield ErrorEvent(code=exc.code, message=exc.message, retryable=exc.retryable)
+        except Exception as exc:
+            log.exception("provider %s failed unexpectedly", getattr(provider, "provider_id", "?"))
+            yield ErrorEvent(code="unknown", message=f"{type(exc).__name__}: {exc}")

@@ -1,0 +1,269 @@
+"""What clients ask of runs: send (with busy policies), add instructions, resume the queue, submit tool
+outputs, approve tool calls, abort. Each is one locked unit of work; a run it starts or resumes is claimed
+in that same transaction and then driven by this process's orchestrator.
+
+Busy means a run is in progress (``running`` or ``requires-action``). Busy policies (API.md):
+
+* ``enqueue`` (default): the content goes to the end of the queue (``queue-message-added``); auto-send
+  delivers it when the run ends with stop/length (seed 001).
+* ``reject``: ``CONFLICT``; nothing is written.
+* ``interrupt``: abort the run (as ``run.abort`` would: partial answer kept, queue paused), wait for it to
+  stop (at most ``INTERRUPT_WAIT_SECONDS``, else ``TIMEOUT``), then send — and a send resumes the queue.
+* ``steer``: the user message is stored at once, tagged with the run; the run answers it at its next step
+  boundary (see ``server.engine.run``). Status ``steered``.
+
+Where the issue is silent:
+
+* ``instructions`` (``message.send``) and ``message.addInstructions`` append system messages at once, also
+  while busy (seed 000: "appended immediately"); a busy session's run sees them at its next step, and
+  ``addInstructions`` then starts no second run (``runId`` is null).
+* A send to an idle session whose queue is paused resumes the queue (``queue-resumed``) first.
+* A send that finds a run whose process died (lease expired) recovers it first, as the sweeper would.
+* ``tool.submitOutputs`` accepts outputs only for known client calls without a result (``NOT_FOUND``,
+  ``CONFLICT`` when it already has one, ``PRECONDITION_FAILED`` while its approval is pending or for a
+  server tool). ``tool.approve`` on a call whose run has ended is ``CONFLICT``.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import Any
+
+from ..domain import models as wire
+from ..engine import Orchestrator, state
+from ..engine.lease import lease_live
+from ..protocol.errors import RpcError
+from ..store import repo
+from ..store.models import QueuedMessage, User
+from .sessions import SessionService
+from .uow import UnitOfWork
+
+INTERRUPT_WAIT_SECONDS = 10.0
+ABORT_WAIT_SECONDS = 5.0
+
+
+class RunService:
+    def __init__(self, uow: UnitOfWork, orchestrator: Orchestrator, *, max_content_chars: int,
+                 max_queue_length: int) -> None:
+        self.uow = uow
+        self.o = orchestrator
+        self.max_content_chars = max_content_chars
+        self.max_queue_length = max_queue_length
+
+    @property
+    def _lease(self) -> float:
+        return self.o.settings.run_lease_seconds
+
+    def _check(self, *texts: str) -> None:
+        for text in texts:
+            if len(text) > self.max_content_chars:
+                raise RpcError("PAYLOAD_TOO_LARGE", f"content exceeds {self.max_content_chars} characters")
+
+    # --- message.send ---------------------------------------------------------------------------------
+
+    async def send(self, user: User, session_id: str, content: str, attachments: list[dict[str, Any]],
+                   instructions: list[str], busy_policy: str | None) -> dict[str, Any]:
+        self._check(content, *instructions)
+        deadline = time.monotonic() + INTERRUPT_WAIT_SECONDS
+        while True:
+            started = None
+            result: dict[str, Any] | None = None
+            async with self.uow.session(user, session_id) as tx:
+                row = tx.row
+                policy = busy_policy or row.busy_policy
+                if row.run_id is not None and row.status == "running" and not lease_live(row) \
+                        and self.o.local_loop(session_id) is None:
+                    await state.recover(tx)  # its process died; write that down before going on
+                if row.run_id is not None:
+                    if policy == "reject":
+                        raise RpcError("CONFLICT", "A run is in progress in this session")
+                    if policy == "interrupt":
+                        if row.status == "requires-action":
+                            await state.abort_in_tx(tx)  # nobody drives it: abort here, then send below
+                        else:
+                            row.abort_requested = True
+                    elif policy == "steer":
+                        await state.add_system_messages(tx, instructions)
+                        message = await state.add_message(tx, "user", content, attachments=attachments,
+                                                          run_id=row.run_id)
+                        result = {"status": "steered", "message": repo.message_wire(message).wire(),
+                                  "runId": row.run_id}
+                    else:
+                        await state.add_system_messages(tx, instructions)
+                        queued = await self._enqueue(tx, content, attachments)
+                        result = {"status": "queued", "queued": queued.wire()}
+                if result is None and row.run_id is None:
+                    state.resume_queue(tx)
+                    await state.add_system_messages(tx, instructions)
+                    message, run = await state.start_with_message(tx, self.o.owner, self._lease, content,
+                                                                  attachments, "message")
+                    started = run.id
+                    result = {"status": "started", "message": repo.message_wire(message).wire(), "runId": run.id}
+            if started is not None:
+                self.o.start(session_id, started)
+            if result is not None:
+                return result
+            # interrupt: the abort is recorded; wait for the run to stop, then try again
+            if time.monotonic() > deadline:
+                raise RpcError("TIMEOUT", "The running answer did not stop in time")
+            await self._wait_stopped(session_id, min(1.0, deadline - time.monotonic()))
+
+    async def _enqueue(self, tx: Any, content: str, attachments: list[dict[str, Any]]) -> wire.QueuedMessage:
+        length, last_position = await repo.queue_stats(tx.db, tx.row.id)
+        if length >= self.max_queue_length:
+            raise RpcError("PRECONDITION_FAILED", f"queue is full ({self.max_queue_length} messages)")
+        row = QueuedMessage(id=f"queue-{uuid.uuid4().hex}", session_id=tx.row.id, position=last_position + 1,
+                            content=content, attachments=attachments, enqueued_at=int(time.time() * 1000))
+        tx.db.add(row)
+        item = repo.queued_wire(row)
+        tx.emit("queue-message-added", message=item.wire())
+        return item
+
+    async def _wait_stopped(self, session_id: str, timeout: float) -> None:
+        loop = self.o.abort_local(session_id)
+        if loop is not None:
+            try:
+                await asyncio.wait_for(loop.done.wait(), max(timeout, 0.01))
+            except TimeoutError:
+                pass
+        else:
+            await asyncio.sleep(0.05)  # driven by another replica: it polls abort_requested
+
+    # --- message.addInstructions / message.resumeQueue -------------------------------------------------
+
+    async def add_instructions(self, user: User, session_id: str, instructions: list[str],
+                               respond: bool) -> dict[str, Any]:
+        self._check(*instructions)
+        started = None
+        async with self.uow.session(user, session_id) as tx:
+            messages = await state.add_system_messages(tx, instructions)
+            if respond and tx.row.run_id is None:
+                started = state.begin_run(tx, self.o.owner, self._lease, "instructions").id
+            out = [repo.message_wire(m).wire() for m in messages]
+        if started is not None:
+            self.o.start(session_id, started)
+        return {"messages": out, "runId": started}
+
+    async def resume_queue(self, user: User, session_id: str) -> dict[str, Any]:
+        started = None
+        async with self.uow.session(user, session_id) as tx:
+            state.resume_queue(tx)
+            run = await state.send_next_queued(tx, self.o.owner, self._lease)
+            started = run.id if run is not None else None
+        if started is not None:
+            self.o.start(session_id, started)
+        return {"runId": started}
+
+    # --- tools ------------------------------------------------------------------------------------------
+
+    async def submit_outputs(self, user: User, session_id: str, outputs: list[dict[str, Any]]) -> dict[str, Any]:
+        for item in outputs:
+            self._check(item["output"])
+        resumed = None
+        async with self.uow.session(user, session_id) as tx:
+            messages = []
+            for item in outputs:
+                call = await repo.get_tool_call(tx.db, session_id, item["callId"])
+                if call is None:
+                    raise RpcError("NOT_FOUND", f"No tool call {item['callId']!r} in this session")
+                if call.has_result:
+                    raise RpcError("CONFLICT", f"Tool call {call.id!r} already has a result")
+                if call.executor != "client":
+                    raise RpcError("PRECONDITION_FAILED", f"Tool call {call.id!r} is run by the server")
+                if call.approval == "pending":
+                    raise RpcError("PRECONDITION_FAILED", f"Tool call {call.id!r} is waiting for approval")
+                message = await state.add_tool_result(tx, call, item["output"], bool(item.get("isError")))
+                messages.append(repo.message_wire(message).wire())
+            run = await state.maybe_resume(tx, self.o.owner, self._lease)
+            resumed = run.id if run is not None else None
+        if resumed is not None:
+            self.o.start(session_id, resumed)
+        return {"messages": messages, "resumed": resumed is not None}
+
+    async def approve(self, user: User, session_id: str, call_id: str, approved: bool,
+                      reason: str | None) -> dict[str, Any]:
+        resumed = None
+        async with self.uow.session(user, session_id) as tx:
+            call = await repo.get_tool_call(tx.db, session_id, call_id)
+            if call is None:
+                raise RpcError("NOT_FOUND", f"No tool call {call_id!r} in this session")
+            if call.approval != "pending":
+                raise RpcError("CONFLICT", "This tool call needs no approval or was already answered")
+            if call.run_id != tx.row.run_id:
+                raise RpcError("CONFLICT", "The run that made this tool call has ended")
+            call.approval = "approved" if approved else "denied"
+            call.approval_reason = reason
+            tx.emit("tool-approval-resolved", callId=call.id, approved=approved)
+            if not approved:
+                text = state.DENIED_RESULT + (f" Reason: {reason}" if reason else "")
+                await state.add_tool_result(tx, call, text, True)
+            run = await state.maybe_resume(tx, self.o.owner, self._lease)
+            resumed = run.id if run is not None else None
+        if resumed is not None:
+            self.o.start(session_id, resumed)
+        return {"resolved": True}
+
+    # --- run.abort --------------------------------------------------------------------------------------
+
+    async def abort(self, user: User, session_id: str) -> dict[str, Any]:
+        signal = False
+        async with self.uow.session(user, session_id) as tx:
+            row = tx.row
+            if row.run_id is None:
+                return {"aborted": False}
+            if row.status == "requires-action" or (not lease_live(row) and self.o.local_loop(session_id) is None):
+                await state.abort_in_tx(tx)  # no process drives it
+            else:
+                row.abort_requested = True
+                signal = True
+        if signal:
+            loop = self.o.abort_local(session_id)
+            if loop is not None:
+                # Answer once the abort is written down, so the caller's next read sees it.
+                try:
+                    await asyncio.wait_for(loop.done.wait(), ABORT_WAIT_SECONDS)
+                except TimeoutError:
+                    pass
+        return {"aborted": True}
+
+    # --- session.get's ``run`` ----------------------------------------------------------------------------
+
+    async def run_snapshot(self, session_id: str) -> dict[str, Any] | None:
+        async with self.uow.db.read() as s:
+            row = await repo.get_session(s, session_id)
+            if row is None or row.run_id is None:
+                return None
+            run = await repo.get_run(s, row.run_id)
+            calls = await repo.run_tool_calls(s, session_id, row.run_id, open_only=True)
+            streaming_rows = await repo.streaming_messages(s, session_id)
+        streaming = None
+        for message in streaming_rows:
+            text = self.o.buffer.text(session_id, message.id)
+            text = message.content if text is None else text
+            streaming = {"messageId": message.id, "offset": len(text), "text": text}
+        return {
+            "id": row.run_id,
+            "status": run.status if run is not None else row.status,
+            "streaming": streaming,
+            "pendingToolCalls": [
+                {"callId": c.id, "name": c.name, "arguments": c.arguments, "executor": c.executor,
+                 "requiresApproval": c.requires_approval, "approval": c.approval} for c in calls],
+            "pendingApprovals": [{"callId": c.id, "name": c.name, "arguments": c.arguments}
+                                 for c in calls if c.approval == "pending"],
+        }
+
+
+class RunAwareSessionService(SessionService):
+    """``session.get`` with its ``run`` field filled in (API.md ``SessionSnapshot``)."""
+
+    def __init__(self, *args: Any, runs: RunService, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.runs = runs
+
+    async def snapshot(self, user: User, session_id: str) -> wire.SessionSnapshot:
+        snap = await super().snapshot(user, session_id)
+        # Read after the snapshot: a run state newer than lastEventId is only re-confirmed by the events the
+        # client receives next; an older one could show a run that already ended.
+        snap.run = await self.runs.run_snapshot(session_id)
+        return snap
