@@ -1,0 +1,196 @@
+"""Token streaming to many clients, clients joining mid-stream, blocking mode, instructions (seed 000)."""
+from __future__ import annotations
+
+import asyncio
+
+from .conftest import FAST, idle, subscribe
+
+WORDS = " ".join(f"w{i}" for i in range(40))
+
+
+async def test_three_clients_get_identical_streams(engine):
+    clients = [engine.client() for _ in range(3)]
+    for c in clients:
+        await c.connect()
+    try:
+        s = await clients[0].mutation("session.create", {})
+        streams = [await subscribe(c, s["id"]) for c in clients]
+        res = await clients[1].mutation("message.send", {"sessionId": s["id"], "content": WORDS})
+        assert res["status"] == "started" and res["message"]["role"] == "user" and res["runId"]
+        for st in streams:
+            await st.until(lambda e: e["type"] == "session-updated" and e["session"]["status"] == "idle")
+        snap = await idle(clients[2], s["id"])
+        user, answer = snap["messages"]
+        assert user["content"] == WORDS and user["runId"] == res["runId"]
+        assert answer["content"] == WORDS and answer["status"] == "complete" and answer["finishReason"] == "stop"
+        texts = [st.text_of(answer["id"]) for st in streams]
+        assert texts == [WORDS] * 3
+        deltas = [[(e["offset"], e["delta"]) for e in st.of("text-delta")] for st in streams]
+        assert deltas[0] == deltas[1] == deltas[2] and len(deltas[0]) == 40  # word by word
+        durable = [[e["type"] for e in st.events if e["type"] not in ("text-delta",)] for st in streams]
+        assert durable[0] == durable[1] == durable[2] == [
+            "message-created", "run-started", "session-updated", "message-created", "message-completed",
+            "run-finished", "session-updated"]
+        finished = streams[0].of("run-finished")[0]
+        assert finished["runId"] == res["runId"] and finished["finishReason"] == "stop"
+        assert finished["usage"] == answer["usage"] == {"inputTokens": 40, "outputTokens": 40}
+        assert snap["session"]["usage"] == {"inputTokens": 40, "outputTokens": 40}
+        assert snap["session"]["status"] == "idle"
+    finally:
+        for c in clients:
+            await c.close()
+
+
+async def test_usage_is_summed_per_session_across_runs(engine):
+    async with engine.client() as c:
+        s = await c.mutation("session.create", {})
+        await c.mutation("message.send", {"sessionId": s["id"], "content": "one two"})
+        await idle(c, s["id"])
+        await c.mutation("message.send", {"sessionId": s["id"], "content": "three"})
+        snap = await idle(c, s["id"])
+        # second request sees the whole history: 2 + 2 + 1 prompt words, 1 answer word
+        assert snap["session"]["usage"] == {"inputTokens": 2 + 5, "outputTokens": 2 + 1}
+
+
+async def test_client_joining_mid_stream_ends_with_the_same_text(server_factory, sqlite_url):
+    live = await server_factory(sqlite_url, **{**FAST, "echo_delay": 0.01})
+    text = " ".join(f"token{i}" for i in range(120))
+    async with live.client() as a, live.client() as b, live.client() as c:
+        s = await a.mutation("session.create", {})
+        early = await subscribe(a, s["id"])
+        await a.mutation("message.send", {"sessionId": s["id"], "content": text})
+        await early.until_type("text-delta", 30)
+        # b joins from the start of the log mid-stream; c joins "from now" (no lastEventId) mid-stream.
+        late = await subscribe(b, s["id"], "0")
+        now = await subscribe(c, s["id"], None)
+        await early.until_type("text-delta", 60)
+        await c.drop_connection()  # and c's socket drops mid-stream: it resumes with its last id
+        completed = await early.until(lambda e: e["type"] == "message-completed" and e["message"]["role"] == "assistant")
+        mid = completed["message"]["id"]
+        for st in (late, now):
+            await st.until(lambda e: e["type"] == "message-completed" and e["message"]["role"] == "assistant")
+        assert early.text_of(mid) == late.text_of(mid) == now.text_of(mid) == text
+        snapshots = late.of("stream-snapshot")
+        assert snapshots and 0 < snapshots[0]["offset"] < len(text)
+        assert len(late.of("text-delta")) < len(early.of("text-delta"))
+        assert c.connects >= 2
+
+
+async def test_session_get_mid_stream_shows_the_partial_text(server_factory, sqlite_url):
+    live = await server_factory(sqlite_url, **{**FAST, "echo_delay": 0.01})
+    text = " ".join(f"t{i}" for i in range(100))
+    async with live.client() as c:
+        s = await c.mutation("session.create", {})
+        st = await subscribe(c, s["id"])
+        res = await c.mutation("message.send", {"sessionId": s["id"], "content": text})
+        await st.until_type("text-delta", 20)
+        snap = await c.query("session.get", {"sessionId": s["id"]})
+        run = snap["run"]
+        assert run["id"] == res["runId"] and run["status"] == "running"
+        assert run["pendingToolCalls"] == [] and run["pendingApprovals"] == []
+        streaming = run["streaming"]
+        assert streaming["offset"] == len(streaming["text"]) >= 20 * 2
+        assert text.startswith(streaming["text"])
+        assert snap["messages"][-1]["id"] == streaming["messageId"]
+        assert snap["messages"][-1]["status"] == "streaming"
+        await st.until(lambda e: e["type"] == "run-finished")
+
+
+async def test_partial_text_is_flushed_to_the_row_while_streaming(server_factory, sqlite_url):
+    live = await server_factory(sqlite_url, **{**FAST, "echo_delay": 0.01, "stream_flush_seconds": 0.1})
+    text = " ".join(f"t{i}" for i in range(150))
+    async with live.client() as c:
+        s = await c.mutation("session.create", {})
+        st = await subscribe(c, s["id"])
+        await c.mutation("message.send", {"sessionId": s["id"], "content": text})
+        await st.until_type("text-delta", 60)
+        page = await c.query("message.list", {"sessionId": s["id"]})
+        row = page["items"][-1]
+        assert row["status"] == "streaming" and len(row["content"]) > 0 and text.startswith(row["content"])
+        await st.until(lambda e: e["type"] == "run-finished")
+
+
+async def test_disable_streaming_sends_one_delta_per_step(engine):
+    async with engine.client() as c:
+        s = await c.mutation("session.create", {"disableStreaming": True})
+        st = await subscribe(c, s["id"])
+        await c.mutation("message.send", {"sessionId": s["id"], "content": WORDS})
+        await st.until(lambda e: e["type"] == "run-finished")
+        deltas = st.of("text-delta")
+        assert [(d["offset"], d["delta"]) for d in deltas] == [(0, WORDS)]
+
+
+async def test_add_instructions_appends_system_messages_then_answers(engine):
+    async with engine.client() as c:
+        s = await c.mutation("session.create", {})
+        await c.mutation("message.send", {"sessionId": s["id"], "content": "first question"})
+        await idle(c, s["id"])
+        res = await c.mutation("message.addInstructions",
+                               {"sessionId": s["id"], "instructions": ["be brief", "use French"]})
+        assert [m["role"] for m in res["messages"]] == ["system", "system"] and res["runId"]
+        snap = await idle(c, s["id"])
+        assert [(m["role"], m["content"]) for m in snap["messages"]] == [
+            ("user", "first question"), ("assistant", "first question"),
+            ("system", "be brief"), ("system", "use French"), ("assistant", "first question")]
+        quiet = await c.mutation("message.addInstructions",
+                                 {"sessionId": s["id"], "instructions": "no answer", "respond": False})
+        assert quiet["runId"] is None
+        snap = await c.query("session.get", {"sessionId": s["id"]})
+        assert snap["messages"][-1]["content"] == "no answer" and snap["run"] is None
+
+
+async def test_send_with_instructions_appends_them_first(engine):
+    async with engine.client() as c:
+        s = await c.mutation("session.create", {})
+        await c.mutation("message.send", {"sessionId": s["id"], "content": "hi", "instructions": "stay formal"})
+        snap = await idle(c, s["id"])
+        assert [(m["role"], m["content"]) for m in snap["messages"]] == [
+            ("system", "stay formal"), ("user", "hi"), ("assistant", "hi")]
+
+
+async def test_provider_error_fails_the_run_and_keeps_the_partial_answer(engine):
+    async with engine.client() as c:
+        s = await c.mutation("session.create", {})
+        st = await subscribe(c, s["id"])
+        await c.mutation("message.send", {"sessionId": s["id"], "content": "a b c d e\n/fail after=3 boom"})
+        failed = await st.until(lambda e: e["type"] == "run-failed")
+        assert failed["error"] == {"code": "echo_failure", "message": "boom", "retryable": False}
+        snap = await idle(c, s["id"])
+        answer = snap["messages"][-1]
+        assert answer["status"] == "error" and answer["content"] == "a b c" and answer["finishReason"] == "error"
+        assert snap["session"]["queuePaused"] is True
+
+
+async def test_unknown_provider_fails_the_run_cleanly(engine):
+    async with engine.client() as c:
+        s = await c.mutation("session.create", {"provider": "nope"})
+        st = await subscribe(c, s["id"])
+        await c.mutation("message.send", {"sessionId": s["id"], "content": "hi"})
+        failed = await st.until(lambda e: e["type"] == "run-failed")
+        assert failed["error"]["code"] == "not_configured"
+        await idle(c, s["id"])
+
+
+async def test_bad_input_is_rejected_and_changes_nothing(engine):
+    from server.client import TrpcError
+
+    async with engine.client() as c, engine.client("bob") as bob:
+        s = await c.mutation("session.create", {})
+        for bad in ({"sessionId": s["id"]}, {"sessionId": s["id"], "content": "x", "busyPolicy": "later"},
+                    {"sessionId": s["id"], "content": "x", "extra": 1}):
+            try:
+                await c.mutation("message.send", bad)
+                raise AssertionError("accepted")
+            except TrpcError as exc:
+                assert exc.code == "BAD_REQUEST"
+        for path, inp in (("message.send", {"sessionId": s["id"], "content": "x"}),
+                          ("run.abort", {"sessionId": s["id"]}),
+                          ("tool.approve", {"sessionId": s["id"], "callId": "c", "approved": True})):
+            try:
+                await bob.mutation(path, inp)
+                raise AssertionError("someone else's session")
+            except TrpcError as exc:
+                assert exc.code == "NOT_FOUND"
+        await asyncio.sleep(0.05)
+        snap = await c.query("session.get", {"sessionId": s["id"]})
+        assert snap["messages"] == [] and snap["lastEventId"] == "0"
