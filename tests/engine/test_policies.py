@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import pytest
 
+from engine_helpers import FAST, idle, subscribe
+
 from server.client import TrpcError
 
-from .conftest import FAST, idle, subscribe
 
 LONG = " ".join(f"y{i}" for i in range(300))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from .conftest import FAST, idle, subscribe, wait_for
+from engine_helpers import FAST, idle, subscribe, wait_for
 
 LONG = " ".join(f"x{i}" for i in range(60))
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import asyncio
 
-from .conftest import FAST, idle, subscribe
+from engine_helpers import FAST, idle, subscribe
 
 WORDS = " ".join(f"w{i}" for i in range(40))
 

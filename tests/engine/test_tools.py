@@ -6,10 +6,10 @@ import json
 
 import pytest
 
+from engine_helpers import idle, subscribe
+
 from server.client import TrpcError
 from server.tools import ToolError, calculate
-
-from .conftest import idle, subscribe
 
 
 def tool(name, executor="server", approval=False):

@@ -1,0 +1,79 @@
+"""run.abort from any client: the provider stream stops within a second, the partial answer is kept and marked."""
+from __future__ import annotations
+
+import asyncio
+import time
+
+from sqlalchemy import update
+
+from engine_helpers import FAST, idle, subscribe
+from server.store.models import ChatSession
+
+LONG = " ".join(f"z{i}" for i in range(2000))
+
+
+async def test_abort_from_another_client_stops_the_stream(server_factory, sqlite_url):
+    live = await server_factory(sqlite_url, **{**FAST, "echo_delay": 0.01})
+    async with live.client() as a, live.client() as b:
+        s = await a.mutation("session.create", {})
+        st = await subscribe(a, s["id"])
+        res = await a.mutation("message.send", {"sessionId": s["id"], "content": LONG})
+        await a.mutation("message.send", {"sessionId": s["id"], "content": "queued meanwhile"})
+        await st.until_type("text-delta", 10)
+        t0 = time.monotonic()
+        assert (await b.mutation("run.abort", {"sessionId": s["id"]})) == {"aborted": True}
+        assert time.monotonic() - t0 < 1.0
+        aborted = await st.until(lambda e: e["type"] == "run-aborted")
+        assert aborted["runId"] == res["runId"]
+        completed = [e for e in st.of("message-completed") if e["message"]["role"] == "assistant"][0]
+        assert completed["message"]["status"] == "interrupted"
+        assert completed["message"]["finishReason"] == "aborted"
+        partial = completed["message"]["content"]
+        assert st.text_of(completed["message"]["id"]) == partial and 0 < len(partial) < len(LONG)
+        await asyncio.sleep(0.3)  # nothing streams after the abort
+        while True:
+            try:
+                st.items.append(await st.sub.next(0.1))
+            except (TimeoutError, asyncio.TimeoutError):
+                break
+        done_at = st.events.index(completed)
+        assert not [e for e in st.events[done_at:] if e["type"] == "text-delta"]
+        snap = await idle(a, s["id"])
+        assert snap["messages"][-1]["content"] == partial and snap["messages"][-1]["status"] == "interrupted"
+        assert snap["session"]["queuePaused"] is True and [q["content"] for q in snap["queue"]] == ["queued meanwhile"]
+        await st.until(lambda e: e["type"] == "queue-paused")
+        assert (await b.mutation("run.abort", {"sessionId": s["id"]})) == {"aborted": False}
+
+
+async def test_abort_flag_set_by_another_replica_is_noticed(server_factory, sqlite_url):
+    """Another replica cannot reach our task; it sets the flag on the session row, which the owner polls."""
+    live = await server_factory(sqlite_url, **{**FAST, "echo_delay": 0.01, "bus_url": "memory://",
+                                               "stream_flush_seconds": 0.3})
+    async with live.client() as a:
+        s = await a.mutation("session.create", {})
+        st = await subscribe(a, s["id"])
+        await a.mutation("message.send", {"sessionId": s["id"], "content": LONG})
+        await st.until_type("text-delta", 5)
+        async with live.services.db.write() as db:
+            await db.execute(update(ChatSession).where(ChatSession.id == s["id"]).values(abort_requested=True))
+        t0 = time.monotonic()
+        await st.until(lambda e: e["type"] == "run-aborted", timeout=5)
+        assert time.monotonic() - t0 < 1.0
+        await idle(a, s["id"])
+
+
+async def test_abort_while_waiting_for_a_client_tool(engine):
+    async with engine.client() as a:
+        s = await a.mutation("session.create", {"tools": [{"name": "ask", "executor": "client"}]})
+        st = await subscribe(a, s["id"])
+        await a.mutation("message.send", {"sessionId": s["id"], "content": "/tool ask {}"})
+        await st.until(lambda e: e["type"] == "session-updated" and e["session"]["status"] == "requires-action")
+        assert (await a.mutation("run.abort", {"sessionId": s["id"]})) == {"aborted": True}
+        await st.until(lambda e: e["type"] == "run-aborted")
+        snap = await idle(a, s["id"])
+        assert snap["session"]["status"] == "idle"
+        # the dangling call does not break the next request (a result is synthesised for it)
+        await a.mutation("message.send", {"sessionId": s["id"], "content": "go on"})
+        await st.until(lambda e: e["type"] == "run-finished")
+        snap = await idle(a, s["id"])
+        assert snap["messages"][-1]["content"] == "go on"
