@@ -1,0 +1,121 @@
+"""The run lease on SQLite and PostgreSQL: crash recovery by the sweeper, fencing of a process that lost its
+lease, and two "replicas" (two service stacks on one database) sending each queued message exactly once."""
+from __future__ import annotations
+
+import asyncio
+from contextlib import AsyncExitStack
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import select, update
+
+from server.app import open_services
+from server.engine import state
+from server.engine.lease import session_tx
+from server.settings import load_settings
+from server.store import repo
+from server.store.models import ChatSession, Event, utcnow
+
+
+def settings(db_url, **kw):
+    return load_settings(**{"database_url": db_url, "echo_delay": 0.001, "sweep_seconds": 1000, **kw})
+
+
+@pytest.fixture
+async def services(db_url):
+    async with open_services(settings(db_url)) as svc:
+        yield svc
+
+
+async def event_types(svc, session_id):
+    async with svc.db.read() as s:
+        rows = (await s.execute(select(Event.type).where(Event.session_id == session_id).order_by(Event.seq)))
+        return list(rows.scalars())
+
+
+async def crashed_run(svc, user, lease_seconds, owner="replica-that-died"):
+    """A session whose run was driven by another process: user message, partial answer, queued messages."""
+    sess = await svc.sessions.create(user, {})
+    async with session_tx(svc.uow, sess.id) as tx:
+        _msg, run = await state.start_with_message(tx, owner, lease_seconds, "question", [], "message")
+        answer = await state.add_message(tx, "assistant", "", status="streaming", run_id=run.id)
+        answer.content = "half an ans"  # what its last flush wrote
+    for i in range(2):
+        await svc.queue.enqueue(user, sess.id, f"q{i}", [])
+    return sess.id, run.id
+
+
+async def test_sweeper_recovers_a_run_whose_lease_expired(services):
+    alice, _ = await services.auth.create_user("alice")
+    sid, run_id = await crashed_run(services, alice, lease_seconds=0.01)
+    await asyncio.sleep(0.05)
+    assert await services.orchestrator.sweep_once() == 1
+    snap = await services.sessions.snapshot(alice, sid)
+    answer = snap.messages[-1]
+    assert (answer.status, answer.content, answer.finish_reason) == ("interrupted", "half an ans", "error")
+    assert snap.session.status == "idle" and snap.session.queue_paused is True and snap.run is None
+    assert [q.content for q in snap.queue] == ["q0", "q1"]
+    types = await event_types(services, sid)
+    assert types[-4:] == ["message-completed", "run-failed", "queue-paused", "session-updated"]
+    async with services.db.read() as s:
+        row = await repo.get_session(s, sid)
+        run = await repo.get_run(s, run_id)
+    assert row.lease_owner is None and row.run_id is None and run.status == "failed"
+    assert run.error["code"] == "interrupted"
+    assert await services.orchestrator.sweep_once() == 0  # paused: nothing more to do
+
+
+async def test_sweeper_leaves_a_live_lease_alone(services):
+    alice, _ = await services.auth.create_user("alice")
+    sid, _run_id = await crashed_run(services, alice, lease_seconds=60, owner="replica-alive")
+    assert await services.orchestrator.sweep_once() == 0
+    snap = await services.sessions.snapshot(alice, sid)
+    assert snap.session.status == "running" and snap.messages[-1].status == "streaming"
+    assert snap.run["status"] == "running" and snap.run["streaming"]["text"] == "half an ans"
+
+
+async def test_a_process_that_lost_its_lease_stops_without_writing(db_url):
+    async with open_services(settings(db_url, echo_delay=0.01, stream_flush_seconds=0.1)) as svc:
+        alice, _ = await svc.auth.create_user("alice")
+        sess = await svc.sessions.create(alice, {})
+        await svc.runs.send(alice, sess.id, " ".join(["w"] * 500), [], [], None)
+        await asyncio.sleep(0.2)
+        loop = svc.orchestrator.local_loop(sess.id)
+        assert loop is not None
+        # Another replica took the session over (as its sweeper would after our lease expired).
+        async with svc.db.write() as s:
+            await s.execute(update(ChatSession).where(ChatSession.id == sess.id).values(
+                lease_owner="thief", lease_expires_at=utcnow() + timedelta(seconds=60)))
+        before = await event_types(svc, sess.id)
+        await asyncio.wait_for(loop.done.wait(), 2)
+        assert await event_types(svc, sess.id) == before  # not one event written after losing the lease
+        async with svc.db.read() as s:
+            assert (await repo.get_session(s, sess.id)).lease_owner == "thief"
+
+
+async def test_two_replicas_send_each_queued_message_exactly_once(db_url):
+    async with AsyncExitStack() as stack:
+        a = await stack.enter_async_context(open_services(settings(db_url)))
+        b = await stack.enter_async_context(open_services(settings(db_url)))
+        alice, _ = await a.auth.create_user("alice")
+        sess = await a.sessions.create(alice, {"queue_paused": True})
+        for i in range(12):
+            await (a if i % 2 else b).queue.enqueue(alice, sess.id, f"m{i}", [])
+        async with session_tx(a.uow, sess.id) as tx:
+            state.resume_queue(tx)
+
+        async def hammer(svc):
+            for _ in range(200):
+                await svc.orchestrator.sweep_once()
+                snap = await svc.sessions.snapshot(alice, sess.id)
+                if not snap.queue and snap.run is None:
+                    return
+                await asyncio.sleep(0.005)
+
+        await asyncio.wait_for(asyncio.gather(hammer(a), hammer(b)), 30)
+        snap = await a.sessions.snapshot(alice, sess.id)
+        users = [m.content for m in snap.messages if m.role == "user"]
+        assert users == [f"m{i}" for i in range(12)]
+        assert [m.content for m in snap.messages if m.role == "assistant"] == users
+        types = await event_types(a, sess.id)
+        assert types.count("run-started") == 12 and types.count("run-finished") == 12
