@@ -53,6 +53,12 @@ async def pg_url() -> AsyncIterator[str]:
 
 
 @pytest.fixture
+def redis_url() -> str:
+    """The test Redis with a key prefix of this test's own."""
+    return f"{REDIS_URL}?prefix=test-{uuid.uuid4().hex[:12]}:"
+
+
+@pytest.fixture
 def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite+aiosqlite:///{tmp_path / 'chatsync.db'}"
 

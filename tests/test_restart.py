@@ -17,7 +17,7 @@ from server.client import TrpcClient
 async def test_restart_in_process(server_factory, db_url):
     first = await server_factory(db_url)
     async with first.client() as c:
-        s = await c.mutation("session.create", {"title": "durable"})
+        s = await c.mutation("session.create", {"queuePaused": True, "title": "durable"})
         sid = s["id"]
         sub = await c.subscribe("session.events", {"sessionId": sid, "lastEventId": "0"})
         for i in range(3):
@@ -76,7 +76,7 @@ async def test_client_rides_through_a_real_process_restart(tmp_path):
     try:
         await _wait_ready(url, proc)
         async with TrpcClient(url, token) as writer, TrpcClient(url, token) as reader:
-            s = await writer.mutation("session.create", {})
+            s = await writer.mutation("session.create", {"queuePaused": True})
             sub = await reader.subscribe("session.events", {"sessionId": s["id"], "lastEventId": "0"})
             await writer.mutation("message.enqueueMessage", {"sessionId": s["id"], "content": "a"})
             assert (await sub.next())[0] == "1"

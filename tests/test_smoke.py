@@ -4,7 +4,7 @@ import pytest
 
 async def test_create_enqueue_and_list(live):
     async with live.client() as c:
-        s = await c.mutation("session.create", {"title": "hello"})
+        s = await c.mutation("session.create", {"queuePaused": True, "title": "hello"})
         q = await c.mutation("message.enqueueMessage", {"sessionId": s["id"], "content": "hi"})
         assert q["content"] == "hi"
         items = await c.query("message.getQueuedMessages", {"sessionId": s["id"]})

@@ -132,7 +132,7 @@ export function sseClientFor(EventSource, { token = TOKEN, url = HTTP_URL } = {}
 
 /** Create a session over plain HTTP (user 1 unless told otherwise); returns the Session. */
 export async function createSession(token = TOKEN, title = 'conformance') {
-  const res = await rawFetch('POST', 'session.create', { body: { title }, token });
+  const res = await rawFetch('POST', 'session.create', { body: { title, queuePaused: true }, token });
   assert.equal(res.status, 200, JSON.stringify(res.json));
   return res.json.result.data;
 }

@@ -101,7 +101,7 @@ for (const [name, make] of Object.entries(transports)) {
     });
 
     test('a full queue -> PRECONDITION_FAILED -32012/412, queue unchanged', T, async () => {
-      const session = await me.client.mutation('session.create', { title: 'full' });
+      const session = await me.client.mutation('session.create', { queuePaused: true, title: 'full' });
       const sessionId = session.id;
       for (let i = 0; i < MAX_QUEUE; i += 1) {
         await me.client.mutation('message.enqueueMessage', { sessionId, content: `m${i}` });

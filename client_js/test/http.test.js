@@ -41,7 +41,7 @@ describe('httpBatchLink', () => {
 
   test('mutations in one tick -> one POST, each resolves in order', T, async () => {
     const { client, calls } = httpClientFor('httpBatchLink');
-    const s = await client.mutation('session.create', { title: 'batch-post' });
+    const s = await client.mutation('session.create', { queuePaused: true, title: 'batch-post' });
     calls.length = 0;
     const results = await Promise.all(
       ['x', 'y', 'z'].map((content) => client.mutation('message.enqueueMessage', { sessionId: s.id, content })),
@@ -179,7 +179,7 @@ describe('httpBatchStreamLink (JSONL)', () => {
 
   test('mutations stream too', T, async () => {
     const { client } = httpClientFor('httpBatchStreamLink');
-    const s = await client.mutation('session.create', { title: 'jsonl' });
+    const s = await client.mutation('session.create', { queuePaused: true, title: 'jsonl' });
     const [a, err] = await Promise.allSettled([
       client.mutation('message.enqueueMessage', { sessionId: s.id, content: 'streamed' }),
       client.mutation('message.dequeueMessage', { sessionId: foreignId }),

@@ -20,7 +20,7 @@ describe('wsLink: queries and mutations', () => {
 
   test('session and the whole queue API round-trip', T, async () => {
     const { client } = c;
-    const session = await client.mutation('session.create', { title: 'ws-calls' });
+    const session = await client.mutation('session.create', { queuePaused: true, title: 'ws-calls' });
     assert.equal(typeof session.id, 'string');
     assert.equal(session.title, 'ws-calls');
     assert.equal(session.lastSeq, 0);
@@ -74,7 +74,7 @@ describe('wsLink: queries and mutations', () => {
 
   test('calls made in one tick go out as one JSON array frame and each resolves', T, async () => {
     const { client, rec } = c;
-    const session = await client.mutation('session.create', { title: 'batch' });
+    const session = await client.mutation('session.create', { queuePaused: true, title: 'batch' });
     const sessionId = session.id;
     const before = rec.sent.length;
     const [m1, m2, m3] = await Promise.all([

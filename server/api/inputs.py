@@ -31,6 +31,8 @@ class SessionCreate(StrictInput):
     busy_policy: BusyPolicy | None = None
     disable_streaming: bool | None = None
     metadata: SessionMetadata | None = None
+    # Start with the queue held: queued messages wait until `message.resumeQueue` or a send.
+    queue_paused: bool | None = None
 
 
 class SessionList(StrictInput):

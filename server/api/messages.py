@@ -46,6 +46,11 @@ def register(router: Router) -> None:
             ctx.require_user(), inp.session_id, inp.message_id, inp.content, _attachments(inp.attachments)
         )
 
+    @router.mutation("message.pauseQueue", inputs.SessionRef)
+    async def pause(ctx: Context, inp: inputs.SessionRef) -> Any:
+        await ctx.services.queue.pause(ctx.require_user(), inp.session_id)
+        return None
+
     @router.mutation("message.moveQueuedMessage", inputs.MoveQueued)
     async def move(ctx: Context, inp: inputs.MoveQueued) -> Any:
         return await ctx.services.queue.move(ctx.require_user(), inp.session_id, inp.message_id, inp.to_index)

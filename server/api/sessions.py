@@ -28,7 +28,7 @@ def _given(model: BaseModel, names: tuple[str, ...]) -> dict[str, Any]:
 def register(router: Router) -> None:
     @router.mutation("session.create", inputs.SessionCreate)
     async def create(ctx: Context, inp: inputs.SessionCreate) -> Any:
-        fields = _given(inp, (*FIELDS, "title", "metadata"))
+        fields = _given(inp, (*FIELDS, "title", "metadata", "queue_paused"))
         return await ctx.services.sessions.create(ctx.require_user(), fields)
 
     @router.query("session.list", inputs.SessionList)

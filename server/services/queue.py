@@ -106,6 +106,13 @@ class QueueService:
                 tx.emit("queue-message-updated", message=item.wire())
             return item
 
+    async def pause(self, user: User, session_id: str) -> None:
+        """Hold the queue: nothing is sent from it automatically until ``message.resumeQueue`` or a send."""
+        async with self.uow.session(user, session_id) as tx:
+            if not tx.row.queue_paused:
+                tx.row.queue_paused = True
+                tx.emit("queue-paused")
+
     async def move(self, user: User, session_id: str, message_id: str, to_index: int) -> list[wire.QueuedMessage]:
         async with self.uow.session(user, session_id) as tx:
             rows = await repo.queue_rows(tx.db, session_id)

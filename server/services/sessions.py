@@ -51,7 +51,7 @@ class SessionService:
             disable_streaming=bool(fields.get("disable_streaming")),
             meta=fields.get("metadata") or {},
             status="idle",
-            queue_paused=False,
+            queue_paused=bool(fields.get("queue_paused")),
             usage_input_tokens=0,
             usage_output_tokens=0,
             last_seq=0,

@@ -2,11 +2,8 @@
 from __future__ import annotations
 
 import asyncio
-import uuid
-
 import pytest
 
-from conftest import REDIS_URL
 from server.domain.events import EventEnvelope
 from server.pubsub import create_bus
 from server.pubsub.redis import decode, encode
@@ -42,7 +39,7 @@ class Recorder:
 def bus_url(request):
     if request.param == "memory":
         return "memory://"
-    return f"{REDIS_URL}?prefix=test-{uuid.uuid4().hex[:10]}:"
+    return request.getfixturevalue("redis_url")
 
 
 async def open_bus(url):
@@ -96,9 +93,9 @@ async def test_events_survive_the_trip_unchanged(bus_url):
         await bus.disconnect()
 
 
-async def test_redis_subscription_is_active_when_subscribe_returns():
+async def test_redis_subscription_is_active_when_subscribe_returns(redis_url):
     """Across processes: a publish right after subscribe() returns must arrive (the log read follows)."""
-    url = f"{REDIS_URL}?prefix=test-{uuid.uuid4().hex[:10]}:"
+    url = redis_url
     sub_bus, rec = await open_bus(url)
     pub_bus, _ = await open_bus(url)
     try:

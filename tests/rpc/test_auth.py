@@ -37,6 +37,13 @@ def valid_input(path: str, sid: str, qid: str):
         "message.getQueuedMessages": base,
         "message.updateQueuedMessage": {**base, "messageId": qid, "content": "y"},
         "message.moveQueuedMessage": {**base, "messageId": qid, "toIndex": 0},
+        "message.send": {**base, "content": "hi"},
+        "message.addInstructions": {**base, "instructions": "be brief", "respond": False},
+        "message.resumeQueue": base,
+        "message.pauseQueue": base,
+        "tool.submitOutputs": {**base, "toolOutputs": [{"callId": "c1", "output": "x"}]},
+        "tool.approve": {**base, "callId": "c1", "approved": True},
+        "run.abort": base,
     }[path]
 
 
@@ -53,7 +60,7 @@ async def call_any(client: TrpcClient, path: str, inp):
 @pytest.fixture
 async def alice_session(live):
     async with live.client("alice") as c:
-        s = await c.mutation("session.create", {"title": "alice's"})
+        s = await c.mutation("session.create", {"title": "alice's", "queuePaused": True})
         q = await c.mutation("message.enqueueMessage", {"sessionId": s["id"], "content": "keep me"})
     return s["id"], q["id"]
 

@@ -14,7 +14,7 @@ async def env(server_factory, sqlite_url):
     live = await server_factory(sqlite_url, max_queue_length=3, max_content_chars=1000, max_frame_bytes=16_384,
                                 max_batch_size=5)
     async with live.client() as c:
-        s = await c.mutation("session.create", {"title": "target"})
+        s = await c.mutation("session.create", {"queuePaused": True, "title": "target"})
         await c.mutation("message.enqueueMessage", {"sessionId": s["id"], "content": "one"})
     return live, s["id"]
 

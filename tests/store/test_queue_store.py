@@ -35,7 +35,7 @@ async def log_of(services, session_id):
 
 async def test_queue_operations_write_state_and_events_together(services, users):
     alice, _ = users
-    s = await services.sessions.create(alice, {"title": "t"})
+    s = await services.sessions.create(alice, {"title": "t", "queue_paused": True})
     a = await services.queue.enqueue(alice, s.id, "first", [])
     b = await services.queue.enqueue(alice, s.id, "second", [{"path": "/tmp/x.txt"}])
     c = await services.queue.enqueue(alice, s.id, "third", [])
@@ -65,7 +65,7 @@ async def test_queue_operations_write_state_and_events_together(services, users)
 
 async def test_failed_operations_change_nothing(services, users):
     alice, bob = users
-    s = await services.sessions.create(alice, {})
+    s = await services.sessions.create(alice, {"queue_paused": True})
     for i in range(5):
         await services.queue.enqueue(alice, s.id, f"m{i}", [])
     before = await log_of(services, s.id)
@@ -88,7 +88,7 @@ async def test_failed_operations_change_nothing(services, users):
 
 async def test_concurrent_enqueues_get_distinct_positions_and_contiguous_seqs(services, users):
     alice, _ = users
-    s = await services.sessions.create(alice, {})
+    s = await services.sessions.create(alice, {"queue_paused": True})
     services.queue.max_length = 100
     results = await asyncio.gather(*(services.queue.enqueue(alice, s.id, f"m{i}", []) for i in range(30)))
     queue = await services.queue.list(alice, s.id)
@@ -104,7 +104,7 @@ async def test_concurrent_enqueues_get_distinct_positions_and_contiguous_seqs(se
 
 async def test_delete_hides_session_and_logs_event(services, users):
     alice, _ = users
-    s = await services.sessions.create(alice, {})
+    s = await services.sessions.create(alice, {"queue_paused": True})
     await services.sessions.delete(alice, s.id)
     with pytest.raises(RpcError):
         await services.sessions.snapshot(alice, s.id)
@@ -130,7 +130,7 @@ async def test_session_list_pages_and_search(services, users):
 async def test_event_log_is_trimmed_to_retention(db_url):
     async with open_services(load_settings(database_url=db_url, event_retention=10, max_queue_length=500)) as svc:
         alice, _ = await svc.auth.create_user("alice")
-        s = await svc.sessions.create(alice, {})
+        s = await svc.sessions.create(alice, {"queue_paused": True})
         for i in range(140):
             await svc.queue.enqueue(alice, s.id, f"m{i}", [])
         async with svc.db.read() as db:

@@ -66,7 +66,7 @@ async def test_three_clients_converge(live):
     for c in clients:
         await c.connect()
     try:
-        s = await clients[0].mutation("session.create", {"title": "shared"})
+        s = await clients[0].mutation("session.create", {"queuePaused": True, "title": "shared"})
         subs = [await c.subscribe("session.events", {"sessionId": s["id"], "lastEventId": "0"}) for c in clients]
         for sub in subs:
             await sub.wait_started()
@@ -89,7 +89,7 @@ async def test_three_clients_converge(live):
 
 async def test_resume_after_drop_gets_exactly_the_missed_events(live):
     async with live.client() as writer, live.client() as reader:
-        s = await writer.mutation("session.create", {})
+        s = await writer.mutation("session.create", {"queuePaused": True})
         sid = s["id"]
         sub = await reader.subscribe("session.events", {"sessionId": sid})
         await sub.wait_started()
@@ -107,7 +107,7 @@ async def test_resume_after_drop_gets_exactly_the_missed_events(live):
 
 async def test_subscribe_from_last_event_id_replays_then_goes_live(live):
     async with live.client() as c:
-        s = await c.mutation("session.create", {})
+        s = await c.mutation("session.create", {"queuePaused": True})
         for i in range(4):
             await c.mutation("message.enqueueMessage", {"sessionId": s["id"], "content": f"x{i}"})
         sub = await c.subscribe("session.events", {"sessionId": s["id"], "lastEventId": "2"})
@@ -119,7 +119,7 @@ async def test_subscribe_from_last_event_id_replays_then_goes_live(live):
 
 async def test_without_last_event_id_starts_live(live):
     async with live.client() as c:
-        s = await c.mutation("session.create", {})
+        s = await c.mutation("session.create", {"queuePaused": True})
         await c.mutation("message.enqueueMessage", {"sessionId": s["id"], "content": "old"})
         sub = await c.subscribe("session.events", {"sessionId": s["id"]})
         await sub.wait_started()
@@ -131,7 +131,7 @@ async def test_without_last_event_id_starts_live(live):
 async def test_trimmed_position_gets_resync_required(server_factory, sqlite_url):
     live = await server_factory(sqlite_url, event_retention=10)
     async with live.client() as c:
-        s = await c.mutation("session.create", {})
+        s = await c.mutation("session.create", {"queuePaused": True})
         for i in range(80):
             await c.mutation("message.enqueueMessage", {"sessionId": s["id"], "content": f"m{i}"})
         sub = await c.subscribe("session.events", {"sessionId": s["id"], "lastEventId": "1"})
@@ -150,7 +150,7 @@ async def test_trimmed_position_gets_resync_required(server_factory, sqlite_url)
 
 async def test_future_last_event_id_gets_resync_required(live):
     async with live.client() as c:
-        s = await c.mutation("session.create", {})
+        s = await c.mutation("session.create", {"queuePaused": True})
         sub = await c.subscribe("session.events", {"sessionId": s["id"], "lastEventId": "999"})
         seq, ev = await sub.next()
         assert ev["type"] == "resync-required"
@@ -158,7 +158,7 @@ async def test_future_last_event_id_gets_resync_required(live):
 
 async def test_session_deleted_ends_subscriptions(live):
     async with live.client() as c, live.client() as watcher:
-        s = await c.mutation("session.create", {})
+        s = await c.mutation("session.create", {"queuePaused": True})
         sub = await watcher.subscribe("session.events", {"sessionId": s["id"]})
         await sub.wait_started()
         await c.mutation("session.delete", {"sessionId": s["id"]})

@@ -1,0 +1,95 @@
+"""A minimal WebSocket client for load generation: one asyncio Protocol per connection, frames parsed in
+``data_received`` with no task per message, so one process can drive thousands of subscribers without
+becoming the bottleneck it measures. Text frames only; the server's frames are unmasked."""
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+from collections.abc import Callable
+
+
+class WsProtocol(asyncio.Protocol):
+    def __init__(self, host: str, path: str, on_text: Callable[[bytes], None]) -> None:
+        self.host, self.path, self.on_text = host, path, on_text
+        self.buf = b""
+        self.handshake_done = asyncio.get_running_loop().create_future()
+        self.closed = asyncio.get_running_loop().create_future()
+        self.close_code: int | None = None
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        key = base64.b64encode(os.urandom(16)).decode()
+        transport.write((f"GET {self.path} HTTP/1.1\r\nHost: {self.host}\r\nUpgrade: websocket\r\n"  # type: ignore[attr-defined]
+                         f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
+
+    def send_text(self, text: str) -> None:
+        payload = text.encode()
+        mask = os.urandom(4)
+        n = len(payload)
+        if n < 126:
+            head = bytes((0x81, 0x80 | n))
+        elif n < 65536:
+            head = bytes((0x81, 0xFE)) + n.to_bytes(2, "big")
+        else:
+            head = bytes((0x81, 0xFF)) + n.to_bytes(8, "big")
+        masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+        assert self.transport is not None
+        self.transport.write(head + mask + masked)
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        if not self.handshake_done.done():
+            end = self.buf.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            status = self.buf[: self.buf.find(b"\r\n")]
+            self.buf = self.buf[end + 4:]
+            if b" 101 " not in status:
+                self.handshake_done.set_exception(ConnectionError(status.decode()))
+                return
+            self.handshake_done.set_result(None)
+        buf = self.buf
+        pos = 0
+        while len(buf) - pos >= 2:
+            b0, b1 = buf[pos], buf[pos + 1]
+            n = b1 & 0x7F
+            hdr = 2
+            if n == 126:
+                if len(buf) - pos < 4:
+                    break
+                n = int.from_bytes(buf[pos + 2:pos + 4], "big")
+                hdr = 4
+            elif n == 127:
+                if len(buf) - pos < 10:
+                    break
+                n = int.from_bytes(buf[pos + 2:pos + 10], "big")
+                hdr = 10
+            if len(buf) - pos < hdr + n:
+                break
+            payload = buf[pos + hdr:pos + hdr + n]
+            pos += hdr + n
+            opcode = b0 & 0x0F
+            if opcode == 0x1:
+                self.on_text(payload)
+            elif opcode == 0x8:
+                self.close_code = int.from_bytes(payload[:2], "big") if len(payload) >= 2 else 1005
+                if not self.closed.done():
+                    self.closed.set_result(self.close_code)
+        self.buf = buf[pos:]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed.done():
+            self.closed.set_result(self.close_code)
+
+
+async def open_ws(url: str, on_text: Callable[[bytes], None]) -> WsProtocol:
+    """``url`` like ``ws://127.0.0.1:8787/trpc?connectionParams=1``."""
+    rest = url.split("://", 1)[1]
+    hostport, _, path = rest.partition("/")
+    host, _, port = hostport.partition(":")
+    loop = asyncio.get_running_loop()
+    _t, proto = await loop.create_connection(lambda: WsProtocol(hostport, "/" + path, on_text), host, int(port or 80))
+    await proto.handshake_done
+    return proto
