@@ -1,0 +1,202 @@
+"""Streaming overhead: one model answer streamed token by token to 1, 10 and 100 subscribers.
+
+    .venv/bin/python bench/streaming.py [--subscribers 1 10 100] [--tokens 2000] [--rate 200] [--runs 3]
+
+The server is a real `chatsync serve` process (SQLite, in-process bus) with one extra provider, ``stamp``:
+the echo model's shape (streamed words, ``stop``), but each token is the wall-clock time at which the provider
+yielded it, so a subscriber on the same machine measures the latency the server adds between the provider and
+the client (stream buffer, ephemeral event, fan-out, WebSocket write, client parse).
+
+Two passes per subscriber count:
+
+* ``full speed``: tokens as fast as the server takes them (``sleep(0)`` between tokens, like a provider
+  whose socket always has data). Gives server CPU per delivered delta: the server's whole CPU time for the
+  run (including its database writes and the send mutation) divided by deltas x subscribers.
+* ``paced``: ``--rate`` tokens per second (a fast real model). Gives latency provider -> client, p50 and p99.
+
+Subscribers are raw WebSocket clients in ``--procs`` separate processes. Prints median ± half-range over runs.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import multiprocessing as mp
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import AsyncIterator, Iterator
+
+import orjson
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from bench.common import ROOT, Server, cpu_seconds, free_port, pct, summary  # noqa: E402
+from server.llm.assemble import TurnAssembler  # noqa: E402
+from server.llm.providers.base import Provider  # noqa: E402
+from server.llm.types import ChatRequest, TurnEvent  # noqa: E402
+
+
+class StampProvider(Provider):
+    """Streams ``n`` tokens (``n`` = the last user message), each its own emission time in ns.
+    The model name is the pace: ``full`` or tokens per second."""
+
+    provider_id = "stamp"
+
+    async def _attempt(self, request: ChatRequest) -> AsyncIterator[TurnEvent]:
+        n = int(next(m.content for m in reversed(request.messages) if m.role == "user").split()[0])
+        model = request.options.model
+        interval = 0.0 if model == "full" else 1.0 / float(model)
+        asm = TurnAssembler(self.provider_id)
+        start = time.perf_counter()
+        for i in range(n):
+            if interval:
+                delay = start + i * interval - time.perf_counter()
+                await asyncio.sleep(max(delay, 0))
+            else:
+                await asyncio.sleep(0)
+            for event in asm.text(f"{time.time_ns()} "):
+                yield event
+        asm.finish_with("stop")
+        asm.set_usage(1, n)
+        for event in asm.end():
+            yield event
+
+
+def serve() -> None:
+    """``python -m bench.streaming --serve``: chatsync serve with the ``stamp`` provider registered."""
+    from server.cli import main
+    from server.llm import providers
+
+    providers._PROVIDERS["stamp"] = ("bench.streaming", "StampProvider")
+    main(["serve"])
+
+
+@contextlib.contextmanager
+def bench_server() -> Iterator[Server]:
+    with tempfile.TemporaryDirectory() as tmp:
+        port = free_port()
+        env = {**os.environ, "CHATSYNC_DATABASE_URL": f"sqlite+aiosqlite:///{tmp}/bench.db",
+               "CHATSYNC_PORT": str(port), "CHATSYNC_LOG_LEVEL": "warning", "CHATSYNC_SEND_QUEUE_FRAMES": "1000000"}
+        token = subprocess.run([sys.executable, "-m", "server.cli", "users", "create", "bench"], env=env, cwd=ROOT,
+                               capture_output=True, text=True, check=True).stdout.strip()
+        log = open(os.path.join(tmp, "server.log"), "wb")
+        proc = subprocess.Popen([sys.executable, "-m", "bench.streaming", "--serve"], env=env, cwd=ROOT,
+                                stdout=log, stderr=subprocess.STDOUT)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    with urllib.request.urlopen(url + "/readyz", timeout=1) as r:
+                        if r.status == 200:
+                            break
+                except OSError:
+                    pass
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("server did not start")
+                time.sleep(0.1)
+            yield Server(url, token, proc)
+        finally:
+            proc.terminate()
+            proc.wait(20)
+            log.close()
+
+
+def subscriber_proc(url: str, token: str, sid: str, count: int, ready: mp.Queue, results: mp.Queue) -> None:  # type: ignore[type-arg]
+    from websockets.asyncio.client import connect
+
+    async def one(stats: dict) -> None:
+        ws_url = url.replace("http", "ws") + "/trpc?connectionParams=1"
+        async with connect(ws_url, max_size=None, ping_interval=None) as ws:
+            await ws.send(orjson.dumps({"method": "connectionParams", "data": {"token": token}}).decode())
+            await ws.send(orjson.dumps({"id": 1, "method": "subscription", "params": {
+                "path": "session.events", "input": {"sessionId": sid}}}).decode())
+            assert orjson.loads(await ws.recv())["result"]["type"] == "started"
+            ready.put(1)
+            expected_offset = 0
+            while True:
+                raw = await ws.recv()
+                now = time.time_ns()
+                data = orjson.loads(raw)["result"]["data"]
+                ev = data["data"] if "id" in data and isinstance(data.get("data"), dict) else data
+                if ev["type"] == "text-delta":
+                    stats["deltas"] += 1
+                    if ev["offset"] != expected_offset:
+                        stats["gaps"] += 1
+                    expected_offset = ev["offset"] + len(ev["delta"])
+                    stats["lat"].append((now - int(ev["delta"].split()[0])) / 1e6)
+                elif ev["type"] == "run-finished":
+                    return
+
+    async def main() -> None:
+        stats = {"deltas": 0, "gaps": 0, "lat": []}
+        await asyncio.gather(*(one(stats) for _ in range(count)))
+        results.put(stats)
+
+    asyncio.run(main())
+
+
+async def _call(url: str, token: str, path: str, inp: dict) -> dict:
+    from server.client import TrpcClient
+
+    async with TrpcClient(url, token) as c:
+        return await c.mutation(path, inp)
+
+
+def one_run(srv: Server, subscribers: int, tokens: int, pace: str, procs: int) -> dict:
+    sid = asyncio.run(_call(srv.url, srv.token, "session.create", {"provider": "stamp", "model": pace}))["id"]
+    ctx = mp.get_context("spawn")
+    ready, results = ctx.Queue(), ctx.Queue()
+    nprocs = min(procs, subscribers)
+    per = [subscribers // nprocs + (1 if i < subscribers % nprocs else 0) for i in range(nprocs)]
+    ps = [ctx.Process(target=subscriber_proc, args=(srv.url, srv.token, sid, n, ready, results)) for n in per]
+    for p in ps:
+        p.start()
+    for _ in range(subscribers):
+        ready.get(timeout=120)
+    cpu0 = cpu_seconds(srv.pid)
+    t0 = time.perf_counter()
+    asyncio.run(_call(srv.url, srv.token, "message.send", {"sessionId": sid, "content": str(tokens)}))
+    stats = [results.get(timeout=300) for _ in ps]
+    elapsed = time.perf_counter() - t0
+    cpu1 = cpu_seconds(srv.pid)
+    for p in ps:
+        p.join(10)
+    delivered = sum(s["deltas"] for s in stats)
+    lat = [x for s in stats for x in s["lat"]]
+    return {"delivered": delivered, "expected": tokens * subscribers, "gaps": sum(s["gaps"] for s in stats),
+            "cpu_us": (cpu1 - cpu0) * 1e6 / max(delivered, 1), "p50": pct(lat, 50), "p99": pct(lat, 99),
+            "rate": delivered / elapsed}
+
+
+def main() -> None:
+    if "--serve" in sys.argv:
+        serve()
+        return
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--subscribers", type=int, nargs="+", default=[1, 10, 100])
+    ap.add_argument("--tokens", type=int, default=2000)
+    ap.add_argument("--rate", type=float, default=200, help="tokens per second of the paced pass")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--procs", type=int, default=2, help="subscriber processes")
+    args = ap.parse_args()
+    print(f"streaming: {args.tokens} tokens per answer, {args.runs} runs each; median ± half-range")
+    for n in args.subscribers:
+        with bench_server() as srv:
+            full = [one_run(srv, n, args.tokens, "full", args.procs) for _ in range(args.runs)]
+            paced = [one_run(srv, n, args.tokens, f"{args.rate:g}", args.procs) for _ in range(args.runs)]
+        lost = sum(r["expected"] - r["delivered"] + r["gaps"] for r in full + paced)
+        print(f"{n:>4} subscribers | full speed: CPU/delivered delta {summary([r['cpu_us'] for r in full])} µs, "
+              f"{summary([r['rate'] for r in full])} deltas/s delivered, latency p50 "
+              f"{summary([r['p50'] for r in full])} ms p99 {summary([r['p99'] for r in full])} ms")
+        print(f"     {'':>12} | paced {args.rate:g} tok/s: latency p50 {summary([r['p50'] for r in paced])} ms, "
+              f"p99 {summary([r['p99'] for r in paced])} ms, CPU/delivered delta "
+              f"{summary([r['cpu_us'] for r in paced])} µs | lost or out of order: {lost}")
+
+
+if __name__ == "__main__":
+    main()
