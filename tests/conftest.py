@@ -22,28 +22,7 @@ from server.settings import Settings, load_settings
 from server.store import migrate
 from server.store.db import Database
 
-PG_HOST = os.environ.get("CHATSYNC_TEST_PG_HOST", "127.0.0.1")
-PG_ADMIN_DSN = f"postgresql://postgres@{PG_HOST}:5432/postgres"
-REDIS_URL = os.environ.get("CHATSYNC_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
-
-
-@contextlib.asynccontextmanager
-async def fresh_pg_database() -> AsyncIterator[str]:
-    """CREATE a uniquely named database, yield its SQLAlchemy URL, DROP it afterwards."""
-    name = f"chatsync_test_{uuid.uuid4().hex[:12]}"
-    admin = await asyncpg.connect(PG_ADMIN_DSN)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
-    try:
-        yield f"postgresql+asyncpg://postgres@{PG_HOST}:5432/{name}"
-    finally:
-        admin = await asyncpg.connect(PG_ADMIN_DSN)
-        try:
-            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        finally:
-            await admin.close()
+from testkit import PG_HOST, REDIS_URL, fresh_pg_database  # noqa: F401  (re-exported for tests)
 
 
 @pytest.fixture

@@ -100,13 +100,11 @@ class TrpcClient:
     ``url`` is the server's base (``http://host:port``) or its WebSocket endpoint (``ws://host:port/trpc``).
     """
 
-    def __init__(self, url: str, token: str | None, *, reconnect: bool = True, max_backoff: float = 5.0) -> None:
-        base = url.rstrip("/")
-        if base.startswith("http"):
-            base = "ws" + base[4:]
-        if not base.endswith("/trpc"):
-            base += "/trpc"
-        self.url = base + "?connectionParams=1"
+    def __init__(self, url: str | list[str], token: str | None, *, reconnect: bool = True,
+                 max_backoff: float = 5.0) -> None:
+        urls = [url] if isinstance(url, str) else list(url)
+        self.urls = [self._ws_url(u) for u in urls]  # several: fail over in turn (replicas)
+        self.url = self.urls[0]
         self.token = token
         self.reconnect = reconnect
         self.max_backoff = max_backoff
@@ -119,6 +117,15 @@ class TrpcClient:
         self._closing = False
         self.connects = 0  # how many sockets were opened; tests and UIs read it
         self.reconnect_notices = 0  # server-requested reconnects (graceful restarts) seen
+
+    @staticmethod
+    def _ws_url(url: str) -> str:
+        base = url.rstrip("/")
+        if base.startswith("http"):
+            base = "ws" + base[4:]
+        if not base.endswith("/trpc"):
+            base += "/trpc"
+        return base + "?connectionParams=1"
 
     async def __aenter__(self) -> "TrpcClient":
         await self.connect()
@@ -193,7 +200,10 @@ class TrpcClient:
 
     async def _run(self) -> None:
         attempt = 0
+        turn = 0
         while not self._closing:
+            self.url = self.urls[turn % len(self.urls)]
+            turn += 1
             try:
                 async with connect(self.url, max_size=None, open_timeout=10) as ws:
                     self._ws = ws

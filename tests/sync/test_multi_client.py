@@ -6,59 +6,7 @@ import random
 
 import pytest
 
-from server.client import TrpcError
-
-
-async def collect(sub, until_seq: int, timeout: float = 20):
-    """Tracked events from ``sub`` until seq ``until_seq`` (inclusive)."""
-    got = []
-    while not got or int(got[-1][0]) < until_seq:
-        item = await sub.next(timeout)
-        got.append(item)
-    return got
-
-
-async def make_changes(client, session_id: str, rng: random.Random, n: int) -> None:
-    for i in range(n):
-        queue = await client.query("message.getQueuedMessages", {"sessionId": session_id})
-        op = rng.choice(["enqueue", "enqueue", "update", "move", "remove"]) if queue else "enqueue"
-        try:
-            if op == "enqueue":
-                await client.mutation("message.enqueueMessage", {"sessionId": session_id, "content": f"m{i}"})
-            elif op == "update":
-                target = rng.choice(queue)
-                await client.mutation("message.updateQueuedMessage",
-                                      {"sessionId": session_id, "messageId": target["id"], "content": f"u{i}"})
-            elif op == "move":
-                target = rng.choice(queue)
-                await client.mutation("message.moveQueuedMessage", {
-                    "sessionId": session_id, "messageId": target["id"], "toIndex": rng.randrange(len(queue))})
-            else:
-                target = rng.choice(queue)
-                await client.mutation("message.removeQueuedMessage",
-                                      {"sessionId": session_id, "messageId": target["id"]})
-        except TrpcError as exc:
-            # Another client removed the item first, or moved the queue under us: a legal race.
-            assert exc.code in ("NOT_FOUND", "BAD_REQUEST"), exc
-
-
-def replay_queue(events):
-    """Rebuild the queue from events alone, as a UI does."""
-    queue: list[dict] = []
-    for _id, ev in events:
-        t = ev["type"]
-        if t == "queue-message-added":
-            queue.append(ev["message"])
-        elif t == "queue-message-removed":
-            queue = [m for m in queue if m["id"] != ev["messageId"]]
-        elif t == "queue-message-updated":
-            queue = [ev["message"] if m["id"] == ev["message"]["id"] else m for m in queue]
-        elif t == "queue-reordered":
-            by_id = {m["id"]: m for m in queue}
-            queue = [by_id[i] for i in ev["order"]]
-        elif t == "queue-cleared":
-            queue = []
-    return queue
+from testkit import collect, make_changes, replay_queue
 
 
 async def test_three_clients_converge(live):

@@ -1,0 +1,115 @@
+"""Several replicas behave as one server: every client, on whichever replica, gets every durable event
+once and in order — with concurrent writers on both replicas, random disconnects, and replica restarts."""
+from __future__ import annotations
+
+import asyncio
+import random
+
+from server.client import TrpcClient
+from testkit import collect, make_changes, replay_queue
+
+
+async def open_clients(cluster, n: int, *, failover: bool = False) -> list[TrpcClient]:
+    clients = []
+    for i in range(n):
+        urls = cluster.urls[i % len(cluster.urls):] + cluster.urls[: i % len(cluster.urls)]
+        c = TrpcClient(urls if failover else urls[0], cluster.tokens["alice"], max_backoff=0.5)
+        await c.connect()
+        clients.append(c)
+    return clients
+
+
+async def full_log(cluster, sid: str) -> list:
+    """The event log as a fresh subscriber from 0 replays it (read from the database)."""
+    async with TrpcClient(cluster.urls[0], cluster.tokens["alice"]) as c:
+        snap = await c.query("session.get", {"sessionId": sid})
+        last = int(snap["lastEventId"])
+        sub = await c.subscribe("session.events", {"sessionId": sid, "lastEventId": "0"})
+        return await collect(sub, last), snap
+
+
+async def test_two_replicas_twenty_clients_fifty_changes_each(cluster_factory):
+    cluster = await cluster_factory(2, CHATSYNC_MAX_QUEUE_LENGTH="2000")
+    clients = await open_clients(cluster, 20)
+    try:
+        s = await clients[0].mutation("session.create", {"queuePaused": True})
+        subs = [await c.subscribe("session.events", {"sessionId": s["id"], "lastEventId": "0"}) for c in clients]
+        for sub in subs:
+            await sub.wait_started()
+        done = await asyncio.gather(*(make_changes(c, s["id"], random.Random(i), 50)
+                                      for i, c in enumerate(clients)))
+        log, snap = await full_log(cluster, s["id"])
+        last = int(snap["lastEventId"])
+        # Each change that took effect wrote one event, except a move to where the item already was.
+        assert 0.8 * sum(done) <= last <= sum(done) and last > 500
+        assert [int(i) for i, _ in log] == list(range(1, last + 1))
+        for sub in subs:
+            assert await collect(sub, last, timeout=60) == log
+        assert replay_queue(log) == snap["queue"]
+    finally:
+        await asyncio.gather(*(c.close() for c in clients))
+
+
+async def test_chaos_disconnects_across_replicas(cluster_factory):
+    """1,000 random socket drops across ten subscribers, which fail over between two replicas, while two
+    writers (one per replica) keep changing the queue."""
+    cluster = await cluster_factory(2, CHATSYNC_MAX_QUEUE_LENGTH="5000")
+    watchers = await open_clients(cluster, 10, failover=True)
+    writers = await open_clients(cluster, 2)
+    rng = random.Random(7)
+    try:
+        s = await writers[0].mutation("session.create", {"queuePaused": True})
+        subs = [await c.subscribe("session.events", {"sessionId": s["id"], "lastEventId": "0"}) for c in watchers]
+        stop = asyncio.Event()
+
+        async def write(c: TrpcClient, i: int) -> None:
+            n = 0
+            while not stop.is_set():
+                await c.mutation("message.enqueueMessage", {"sessionId": s["id"], "content": f"w{i}-{n}"})
+                n += 1
+
+        async def chaos() -> None:
+            drops = 0
+            while drops < 1000:
+                victim = rng.choice(watchers)
+                if victim.connected:
+                    await victim.drop_connection()
+                    drops += 1
+                await asyncio.sleep(rng.uniform(0, 0.01))
+            stop.set()
+
+        await asyncio.gather(chaos(), *(write(c, i) for i, c in enumerate(writers)))
+        log, snap = await full_log(cluster, s["id"])
+        last = int(snap["lastEventId"])
+        assert last > 100
+        for sub in subs:
+            assert await collect(sub, last, timeout=60) == log  # every event once, in order
+        assert sum(c.connects for c in watchers) >= 1000
+        # Reconnects rotate through the replica list, so every watcher was served by both replicas.
+        assert all(c.connects >= 2 for c in watchers)
+    finally:
+        await asyncio.gather(*(c.close() for c in watchers + writers))
+
+
+async def test_graceful_restart_moves_clients_to_the_other_replica(cluster_factory):
+    cluster = await cluster_factory(2)
+    clients = await open_clients(cluster, 6, failover=True)
+    try:
+        s = await clients[0].mutation("session.create", {"queuePaused": True})
+        subs = [await c.subscribe("session.events", {"sessionId": s["id"], "lastEventId": "0"}) for c in clients]
+        for i in range(5):
+            await clients[i % 6].mutation("message.enqueueMessage", {"sessionId": s["id"], "content": f"a{i}"})
+        await cluster.replicas[0].terminate()
+        on_first = [c for c in clients if c.reconnect_notices]
+        for i in range(5):
+            await clients[1].mutation("message.enqueueMessage", {"sessionId": s["id"], "content": f"b{i}"},
+                                      timeout=30)
+        log, _snap = await full_log(cluster.__class__(cluster.database_url, cluster.bus_url, cluster.tokens,
+                                                      cluster.replicas[1:]), s["id"])
+        assert len(log) == 10
+        for sub in subs:
+            assert await collect(sub, 10, timeout=30) == log
+        assert on_first, "the replica that shut down told its clients to reconnect"
+        assert all(c.url.startswith(cluster.replicas[1].url.replace("http", "ws")) for c in on_first)
+    finally:
+        await asyncio.gather(*(c.close() for c in clients))
