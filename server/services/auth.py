@@ -5,6 +5,8 @@ import hashlib
 import secrets
 import uuid
 
+from sqlalchemy.exc import IntegrityError
+
 from ..store import repo
 from ..store.db import Database
 from ..store.models import ApiToken, User
@@ -59,6 +61,6 @@ class AuthService:
                 return None
         try:
             _user, token = await self.create_user("owner", admin=True)
-        except ValueError:  # another replica created it first
+        except (ValueError, IntegrityError):  # another replica created it first
             return None
         return token

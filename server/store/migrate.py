@@ -5,6 +5,7 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
+from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from .db import Database
@@ -19,8 +20,16 @@ def alembic_config(url: str) -> Config:
     return cfg
 
 
+# Any constant: replicas starting together on one PostgreSQL database take turns migrating.
+MIGRATION_LOCK_KEY = 0x63686174  # "chat"
+
+
 async def upgrade(db: Database, revision: str = "head") -> None:
-    """Bring the schema to ``revision`` using the database's own write engine."""
+    """Bring the schema to ``revision`` using the database's own write engine.
+
+    On PostgreSQL the upgrade runs under a transaction-level advisory lock, so replicas that start at the
+    same moment do not both try to create the tables; the second finds the schema current.
+    """
     cfg = alembic_config(db.url)
 
     def _run(connection: Connection) -> None:
@@ -28,4 +37,6 @@ async def upgrade(db: Database, revision: str = "head") -> None:
         command.upgrade(cfg, revision)
 
     async with db.write_engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
         await conn.run_sync(_run)

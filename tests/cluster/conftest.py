@@ -76,14 +76,17 @@ class Cluster:
 async def cluster_factory(tmp_path, redis_url):
     clusters: list[Cluster] = []
 
-    async def make(n: int = 2, bus_url: str | None = None, **env: str) -> Cluster:
+    async def make(n: int = 2, bus_url: str | None = None, fresh_schema: bool = False, **env: str) -> Cluster:
+        """``fresh_schema``: leave the database empty, so the replicas migrate it as they start."""
         cm = fresh_pg_database()
         db_url = await cm.__aenter__()
         cleanups.append(cm)
-        async with Database(db_url) as db:
-            await migrate.upgrade(db)
-            auth = AuthService(db)
-            tokens = {name: (await auth.create_user(name))[1] for name in ("alice", "bob")}
+        tokens: dict[str, str] = {}
+        if not fresh_schema:
+            async with Database(db_url) as db:
+                await migrate.upgrade(db)
+                auth = AuthService(db)
+                tokens = {name: (await auth.create_user(name))[1] for name in ("alice", "bob")}
         cluster = Cluster(db_url, bus_url or redis_url, tokens)
         for i in range(n):
             port = free_port()
@@ -94,6 +97,10 @@ async def cluster_factory(tmp_path, redis_url):
         for r in cluster.replicas:
             r.start()
         await asyncio.gather(*(r.ready() for r in cluster.replicas))
+        if fresh_schema:
+            async with Database(db_url) as db:
+                auth = AuthService(db)
+                cluster.tokens.update({name: (await auth.create_user(name))[1] for name in ("alice", "bob")})
         clusters.append(cluster)
         return cluster
 
