@@ -173,6 +173,15 @@ class Orchestrator:
                 log.warning("sweeping session %s failed", session_id, exc_info=True)
         return handled
 
+    async def dispatch(self, session_id: str) -> str | None:
+        """Send the head of an idle session's unpaused queue now, instead of at the next sweep (for callers
+        that just enqueued; see ``message.enqueueMessage``). Returns the id of the run it started."""
+        async with session_tx(self.uow, session_id) as tx:
+            run = await state.send_next_queued(tx, self.owner, self.settings.run_lease_seconds)
+        if run is not None:
+            self.start(session_id, run.id)
+        return run.id if run is not None else None
+
     async def _sweep_session(self, session_id: str) -> int:
         started = None
         async with session_tx(self.uow, session_id) as tx:

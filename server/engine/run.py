@@ -156,6 +156,9 @@ class RunLoop:
 
     async def _inner_run(self, coro: Any) -> None:
         """Run the abortable part (provider stream, tools) as a task ``request_abort`` can cancel."""
+        if self.abort_requested:  # asked before the task existed: there is nothing to cancel, so do not start
+            coro.close()
+            return
         self._inner = asyncio.create_task(coro)
         try:
             await self._inner
