@@ -30,6 +30,8 @@ import time
 import uuid
 from typing import Any
 
+from sqlalchemy import text
+
 from ..domain import models as wire
 from ..engine import Orchestrator, state
 from ..engine.lease import lease_live
@@ -37,7 +39,7 @@ from ..protocol.errors import RpcError
 from ..store import repo
 from ..store.models import QueuedMessage, User
 from .sessions import SessionService
-from .uow import UnitOfWork
+from .uow import UnitOfWork, can_read
 
 INTERRUPT_WAIT_SECONDS = 10.0
 ABORT_WAIT_SECONDS = 5.0
@@ -229,16 +231,15 @@ class RunService:
 
     # --- session.get's ``run`` ----------------------------------------------------------------------------
 
-    async def run_snapshot(self, session_id: str) -> dict[str, Any] | None:
-        async with self.uow.db.read() as s:
-            row = await repo.get_session(s, session_id)
-            if row is None or row.run_id is None:
-                return None
-            run = await repo.get_run(s, row.run_id)
-            calls = await repo.run_tool_calls(s, session_id, row.run_id, open_only=True)
-            streaming_rows = await repo.streaming_messages(s, session_id)
+    async def run_snapshot(self, db: Any, row: Any) -> dict[str, Any] | None:
+        """The ``run`` field of ``session.get``, read in the caller's transaction ``db``."""
+        if row.run_id is None:
+            return None
+        session_id = row.id
+        run = await repo.get_run(db, row.run_id)
+        calls = await repo.run_tool_calls(db, session_id, row.run_id, open_only=True)
         streaming = None
-        for message in streaming_rows:
+        for message in await repo.streaming_messages(db, session_id):
             text = self.o.buffer.text(session_id, message.id)
             text = message.content if text is None else text
             streaming = {"messageId": message.id, "offset": len(text), "text": text}
@@ -255,15 +256,32 @@ class RunService:
 
 
 class RunAwareSessionService(SessionService):
-    """``session.get`` with its ``run`` field filled in (API.md ``SessionSnapshot``)."""
+    """``session.get`` with its ``run`` field filled in (API.md ``SessionSnapshot``).
+
+    Everything is read in one transaction, at REPEATABLE READ on PostgreSQL (SQLite's WAL read transaction is a
+    snapshot already): read separately, a run that ended between two reads showed up as "no run" next to a
+    message still ``streaming``. The partial text comes from the stream buffer, which may be ahead of the rows;
+    that is safe because stream events carry offsets.
+    """
 
     def __init__(self, *args: Any, runs: RunService, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.runs = runs
 
     async def snapshot(self, user: User, session_id: str) -> wire.SessionSnapshot:
-        snap = await super().snapshot(user, session_id)
-        # Read after the snapshot: a run state newer than lastEventId is only re-confirmed by the events the
-        # client receives next; an older one could show a run that already ended.
-        snap.run = await self.runs.run_snapshot(session_id)
-        return snap
+        async with self.db.read() as s:
+            if not self.db.is_sqlite:
+                await s.execute(text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"))
+            row = await repo.get_session(s, session_id)
+            if row is None or not can_read(user, row):
+                raise RpcError("NOT_FOUND", "Session not found")
+            messages = await repo.list_messages(s, session_id)
+            queue = await repo.queue_rows(s, session_id)
+            run = await self.runs.run_snapshot(s, row)
+        return wire.SessionSnapshot(
+            session=repo.session_wire(row),
+            messages=[repo.message_wire(m) for m in messages],
+            queue=[repo.queued_wire(q) for q in queue],
+            run=run,
+            last_event_id=str(row.last_seq),
+        )
