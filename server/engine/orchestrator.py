@@ -86,12 +86,21 @@ class Orchestrator:
             return  # the run stays claimed; its lease expires and the sweeper of a live process recovers it
         current = self._loops.get(session_id)
         if current is not None and not current.done.is_set():
-            # Cannot happen while the lease is respected; never run two loops for one session.
-            log.error("session %s: a run loop is already active here", session_id)
+            # The previous loop has already given the run up in a committed transaction (suspended, or ended
+            # its run) — the claim we were handed proves it — but it has not returned yet (it may be
+            # publishing). Start after it, never beside it.
+            self._spawn(self._start_after(current, session_id, run_id), f"run-wait:{session_id}")
             return
         loop = RunLoop(self, session_id, run_id)
         self._loops[session_id] = loop
-        task = asyncio.create_task(loop.main(), name=f"run:{session_id}")
+        self._spawn(loop.main(), f"run:{session_id}")
+
+    async def _start_after(self, previous: RunLoop, session_id: str, run_id: str) -> None:
+        await previous.done.wait()
+        self.start(session_id, run_id)
+
+    def _spawn(self, coro: Any, name: str) -> None:
+        task = asyncio.create_task(coro, name=name)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 

@@ -34,8 +34,14 @@ class Turn:
             return
         try:
             if self.streaming:
-                async for event in provider.stream(self.request):
-                    yield event
+                stream = provider.stream(self.request)
+                try:
+                    async for event in stream:
+                        yield event
+                finally:
+                    # On abort (cancellation) close the provider's stream now, not when it is collected:
+                    # that is what closes the HTTP response and stops the provider generating.
+                    await stream.aclose()
             else:
                 completion = await provider.complete(self.request)
                 for event in completion.events():
