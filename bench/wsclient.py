@@ -25,15 +25,18 @@ class WsProtocol(asyncio.Protocol):
                          f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
 
     def send_text(self, text: str) -> None:
-        payload = text.encode()
+        self._send(0x1, text.encode())
+
+    def _send(self, opcode: int, payload: bytes) -> None:
         mask = os.urandom(4)
         n = len(payload)
+        first = 0x80 | opcode
         if n < 126:
-            head = bytes((0x81, 0x80 | n))
+            head = bytes((first, 0x80 | n))
         elif n < 65536:
-            head = bytes((0x81, 0xFE)) + n.to_bytes(2, "big")
+            head = bytes((first, 0xFE)) + n.to_bytes(2, "big")
         else:
-            head = bytes((0x81, 0xFF)) + n.to_bytes(8, "big")
+            head = bytes((first, 0xFF)) + n.to_bytes(8, "big")
         masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
         assert self.transport is not None
         self.transport.write(head + mask + masked)
@@ -73,6 +76,8 @@ class WsProtocol(asyncio.Protocol):
             opcode = b0 & 0x0F
             if opcode == 0x1:
                 self.on_text(payload)
+            elif opcode == 0x9:  # protocol-level ping from the server's keepalive
+                self._send(0xA, payload)
             elif opcode == 0x8:
                 self.close_code = int.from_bytes(payload[:2], "big") if len(payload) >= 2 else 1005
                 if not self.closed.done():

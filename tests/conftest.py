@@ -83,7 +83,7 @@ class LiveServer:
 
 
 async def start_server(settings: Settings, users: tuple[str, ...] = ("alice", "bob"),
-                       tokens: dict[str, str] | None = None) -> LiveServer:
+                       tokens: dict[str, str] | None = None, ws: str | None = None) -> LiveServer:
     tokens = dict(tokens or {})
     async with Database(settings.database_url) as db:
         await migrate.upgrade(db)
@@ -92,7 +92,10 @@ async def start_server(settings: Settings, users: tuple[str, ...] = ("alice", "b
             if name not in tokens:
                 _user, tokens[name] = await auth.create_user(name, admin=(name == "admin"))
     app = create_app(settings, announce_owner_token=False)
-    server = ChatsyncServer(uvicorn_config(app, settings, "127.0.0.1", settings.port, log_level="warning"))
+    extra: dict[str, Any] = {"log_level": "warning"}
+    if ws is not None:
+        extra["ws"] = ws  # another uvicorn WebSocket implementation (exercises the queued writer)
+    server = ChatsyncServer(uvicorn_config(app, settings, "127.0.0.1", settings.port, **extra))
     task = asyncio.create_task(server._serve())
     while not server.started:
         if task.done():
@@ -107,9 +110,10 @@ async def start_server(settings: Settings, users: tuple[str, ...] = ("alice", "b
 async def server_factory() -> AsyncIterator[Callable[..., Any]]:
     started: list[LiveServer] = []
 
-    async def factory(database_url: str, users: tuple[str, ...] = ("alice", "bob"), **overrides: Any) -> LiveServer:
+    async def factory(database_url: str, users: tuple[str, ...] = ("alice", "bob"),
+                      tokens: dict[str, str] | None = None, ws: str | None = None, **overrides: Any) -> LiveServer:
         settings = load_settings(database_url=database_url, port=0, **overrides)
-        live = await start_server(settings, users, overrides.pop("tokens", None) if "tokens" in overrides else None)
+        live = await start_server(settings, users, tokens, ws)
         started.append(live)
         return live
 

@@ -108,6 +108,7 @@ async def test_slow_consumer_is_closed_and_resumes_with_everything(server_factor
                 if msg.get("result", {}).get("id"):
                     last_seen = int(msg["result"]["id"])
         assert slow.close_code == 4000
+        await slow.close()
         assert last_seen < 200
         # Resume from the last id it saw: it gets everything after, nothing twice.
         async with live.client() as again:
