@@ -50,28 +50,40 @@ class WsConnection:
         self._mutation_lock = asyncio.Lock()
         self._awaiting_params = False
         self._close_code: int | None = None
-        self._closed = asyncio.Event()
+        self._closing = False
+        self._task: asyncio.Task[Any] | None = None
         self._finished = asyncio.Event()
         self._rejected: RpcError | None = None
 
     # --- lifecycle ------------------------------------------------------------------------------------
 
     async def serve(self, header_user: Any) -> None:
+        """Read frames until the client leaves or the connection is closed from our side.
+
+        The read loop runs in the ASGI task itself; with the transport writer there is no other
+        per-connection task (memory per idle connection is what limits how many one process holds).
+        """
         self.ctx.user = header_user
         self._awaiting_params = self.ws.query_params.get("connectionParams") == "1"
         await self.ws.accept()
         protocol = getattr(self._raw_send, "__self__", None)
         if protocol is not None and TransportOutbox.supports(protocol):
             self.outbox = TransportOutbox(protocol, self.settings.send_buffer_bytes, self._overflow)
+            writer = None
+        else:
+            writer = asyncio.create_task(self.outbox.run())
         self.registry.add(self)
-        writer = asyncio.create_task(self.outbox.run())
-        reader = asyncio.create_task(self._read())
-        closed = asyncio.create_task(self._closed.wait())
+        self._task = asyncio.current_task()
         try:
-            await asyncio.wait([reader, writer, closed], return_when=asyncio.FIRST_COMPLETED)
+            await self._read()
+        except asyncio.CancelledError:
+            if not self._closing or self._task is None:
+                raise
+            self._task.uncancel()  # our own close request, not a cancellation from outside
         finally:
+            self._task = None
             self.registry.discard(self)
-            everything = [reader, writer, closed, *self.subscriptions.values(), *self.tasks]
+            everything = [*self.subscriptions.values(), *self.tasks] + ([writer] if writer else [])
             for task in everything:
                 task.cancel()
             for task in everything:
@@ -80,6 +92,14 @@ class WsConnection:
             if self._close_code is not None:
                 await self.outbox.close(self._close_code)
             self._finished.set()
+
+    def _request_close(self) -> None:
+        """Stop the read loop (from any callback); ``serve`` then cleans up and sends the close frame."""
+        if self._closing:
+            return
+        self._closing = True
+        if self._task is not None:
+            self._task.cancel()
 
     def reject(self, err: RpcError, code: int) -> None:
         """End the connection because of its connectionParams (tRPC: createContext failed).
@@ -94,14 +114,14 @@ class WsConnection:
 
         async def _finish() -> None:
             await asyncio.sleep(REJECT_GRACE_SECONDS)
-            self._closed.set()
+            self._request_close()
 
         self._spawn(_finish())
 
     def _overflow(self) -> None:
         log.info("closing slow consumer (%d buffered)", self.outbox.pending())
         self._close_code = close_codes.SLOW_CONSUMER
-        self._closed.set()
+        self._request_close()
 
     async def shutdown(self, timeout: float) -> None:
         """Tell the client to reconnect elsewhere, let queued frames drain, then close."""
@@ -110,7 +130,7 @@ class WsConnection:
             task.cancel()
         await self.outbox.drain(timeout)
         self._close_code = close_codes.SERVER_RESTART
-        self._closed.set()
+        self._request_close()
         with suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._finished.wait(), 2)
 
