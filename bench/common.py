@@ -84,7 +84,8 @@ def run_server(database_url: str | None = None, **env_overrides: str) -> Iterato
                "CHATSYNC_PORT": str(port), "CHATSYNC_LOG_LEVEL": "warning", **env_overrides}
         token = subprocess.run([sys.executable, "-m", "server.cli", "users", "create", "bench"], env=env, cwd=ROOT,
                                capture_output=True, text=True, check=True).stdout.strip()
-        log = open(os.path.join(tmp, "server.log"), "wb")
+        # CHATSYNC_BENCH_SERVER_LOG keeps the server's log for a look afterwards.
+        log = open(os.environ.get("CHATSYNC_BENCH_SERVER_LOG") or os.path.join(tmp, "server.log"), "wb")
         proc = subprocess.Popen([sys.executable, "-m", "server.cli", "serve"], env=env, cwd=ROOT,
                                 stdout=log, stderr=subprocess.STDOUT)
         url = f"http://127.0.0.1:{port}"

@@ -7,6 +7,7 @@ builds its frames around that text — never once per subscriber.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -53,8 +54,12 @@ class EventEnvelope:
     # Ephemeral stream events only: which message they extend and at which character offset.
     message_id: str | None = None
     offset: int | None = None
+    _event_id: str | None = field(default=None, repr=False)
     _ws_tail: str | None = field(default=None, repr=False)
     _ws_tail_b: bytes | None = field(default=None, repr=False)
+    # Whole WebSocket frames by subscription prefix: subscribers whose subscription ids are equal (tRPC
+    # clients number them from 1 per socket, so most are) share one frame object.
+    _frames: dict[bytes, bytes] | None = field(default=None, repr=False)
 
     @classmethod
     def build(cls, session_id: str, seq: int | None, type_: str, fields: dict[str, Any]) -> "EventEnvelope":
@@ -67,7 +72,10 @@ class EventEnvelope:
 
     @property
     def event_id(self) -> str:
-        return str(self.seq)
+        eid = self._event_id
+        if eid is None:
+            eid = self._event_id = str(self.seq)
+        return eid
 
     def ws_tail(self) -> str:
         """The part of a tracked tRPC WebSocket data frame after the subscription id, built once per
@@ -83,6 +91,22 @@ class EventEnvelope:
         if tail is None:
             tail = self._ws_tail_b = self.ws_tail().encode()
         return tail
+
+    def ws_frame(self, prefix: bytes, header: "Callable[[int], bytes]") -> bytes:
+        """The complete frame (WebSocket header + ``prefix`` + shared tail), built once per prefix."""
+        frames = self._frames
+        if frames is None:
+            frames = self._frames = {}
+        frame = frames.get(prefix)
+        if frame is None:
+            payload = prefix + self.ws_tail_bytes()
+            frame = header(len(payload)) + payload
+            if len(frames) < MAX_CACHED_FRAMES:
+                frames[prefix] = frame
+        return frame
+
+
+MAX_CACHED_FRAMES = 16
 
 
 def tracked_tail(event_id: str, json: str) -> str:

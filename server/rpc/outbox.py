@@ -97,7 +97,14 @@ class TransportOutbox(Outbox):
         self._write(text.encode())
 
     def send_event(self, prefix: bytes, env: EventEnvelope) -> None:
-        self._write(prefix + env.ws_tail_bytes())
+        # The hot path of fan-out: usually a cached frame and one write.
+        transport = self._transport
+        if self.closed or self._proto.close_sent or transport.is_closing():
+            return
+        transport.write(env.ws_frame(prefix, frame_header))
+        if transport.get_write_buffer_size() > self._limit:
+            self.closed = True
+            self._on_overflow()
 
     def pending(self) -> int:
         return 0 if self._transport.is_closing() else self._transport.get_write_buffer_size()

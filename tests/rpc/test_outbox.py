@@ -68,3 +68,15 @@ async def test_slow_consumer_is_disconnected(server_factory, sqlite_url, ws_impl
         async with live.client() as again:
             sub = await again.subscribe("session.events", {"sessionId": s["id"], "lastEventId": "0"})
             assert len(await collect(sub, 150)) == 150
+
+
+def test_shared_frames_are_per_prefix():
+    from server.domain.events import EventEnvelope
+
+    env = EventEnvelope.build("s", 7, "queue-cleared", {})
+    a = env.ws_frame(b'{"id":1', frame_header)
+    b = env.ws_frame(b'{"id":22', frame_header)
+    assert env.ws_frame(b'{"id":1', frame_header) is a  # built once, shared
+    assert orjson.loads(a[2:]) == {"id": 1, "result": {"type": "data", "data": {"id": "7", "data": {
+        "type": "queue-cleared", "sessionId": "s"}}, "id": "7"}}
+    assert orjson.loads(b[2:])["id"] == 22 and b[1] == len(b) - 2
