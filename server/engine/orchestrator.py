@@ -54,6 +54,7 @@ class Orchestrator:
         self._providers: dict[str, Provider] = {}
         self._sweeper: asyncio.Task[None] | None = None
         self._closing = False
+        self._stop = asyncio.Event()
 
     async def __aenter__(self) -> "Orchestrator":
         self._sweeper = asyncio.create_task(self._sweep_forever())
@@ -64,10 +65,15 @@ class Orchestrator:
 
     async def close(self) -> None:
         self._closing = True
+        self._stop.set()
         if self._sweeper is not None:
-            self._sweeper.cancel()
-            with suppress(asyncio.CancelledError):
-                await self._sweeper
+            # Let a sweep in progress finish its transaction rather than cancel it mid-query.
+            try:
+                await asyncio.wait_for(asyncio.shield(self._sweeper), 5)
+            except (TimeoutError, asyncio.CancelledError):
+                self._sweeper.cancel()
+                with suppress(asyncio.CancelledError):
+                    await self._sweeper
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
@@ -157,14 +163,13 @@ class Orchestrator:
     # --- sweeper ------------------------------------------------------------------------------------------
 
     async def _sweep_forever(self) -> None:
-        while True:
+        while not self._stop.is_set():
             try:
                 await self.sweep_once()
-            except asyncio.CancelledError:
-                raise
             except Exception:
                 log.warning("sweep failed", exc_info=True)
-            await asyncio.sleep(self.settings.sweep_seconds)
+            with suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), self.settings.sweep_seconds)
 
     async def sweep_once(self) -> int:
         """Recover or dispatch every session with pending work and no live owner; returns how many."""
