@@ -76,14 +76,16 @@ class Server:
 
 
 @contextlib.contextmanager
-def run_server(database_url: str | None = None, **env_overrides: str) -> Iterator[Server]:
+def run_server(database_url: str | None = None, token: str | None = None, **env_overrides: str) -> Iterator[Server]:
+    """A `chatsync serve` process; ``token`` reuses a user of a shared database instead of creating one."""
     with tempfile.TemporaryDirectory() as tmp:
         port = free_port()
         env = {**os.environ,
                "CHATSYNC_DATABASE_URL": database_url or f"sqlite+aiosqlite:///{tmp}/bench.db",
                "CHATSYNC_PORT": str(port), "CHATSYNC_LOG_LEVEL": "warning", **env_overrides}
-        token = subprocess.run([sys.executable, "-m", "server.cli", "users", "create", "bench"], env=env, cwd=ROOT,
-                               capture_output=True, text=True, check=True).stdout.strip()
+        if token is None:
+            token = subprocess.run([sys.executable, "-m", "server.cli", "users", "create", "bench"], env=env,
+                                   cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
         # CHATSYNC_BENCH_SERVER_LOG keeps the server's log for a look afterwards.
         log = open(os.environ.get("CHATSYNC_BENCH_SERVER_LOG") or os.path.join(tmp, "server.log"), "wb")
         proc = subprocess.Popen([sys.executable, "-m", "server.cli", "serve"], env=env, cwd=ROOT,

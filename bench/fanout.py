@@ -1,6 +1,6 @@
 """Fan-out: N subscribers on one session, one publisher at a fixed rate.
 
-    .venv/bin/python bench/fanout.py --subscribers 100 --rate 200 --seconds 10 [--runs 3] [--procs 2]
+    .venv/bin/python bench/fanout.py --subscribers 100 --rate 200 --seconds 10 [--runs 3] [--procs 2] [--replicas 2]
 
 Every published change is durable (committed with its event-log row) before it fans out. Subscribers
 are raw WebSocket clients in ``--procs`` separate processes (sharing the machine with the server, as a
@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import multiprocessing as mp
 import os
 import sys
 import time
+import uuid
 
 import orjson
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import cpu_seconds, cpu_split, pct, run_server, summary  # noqa: E402
+from bench.common import cpu_seconds, cpu_split, pct, pg_database, run_server, summary  # noqa: E402
 from server.client import TrpcClient  # noqa: E402
 
 
@@ -108,7 +110,16 @@ async def publish(url: str, token: str, sid: str, rate: float, seconds: float, l
 
 
 def one_run(args: argparse.Namespace) -> dict:
-    with run_server(CHATSYNC_SEND_QUEUE_FRAMES="100000", CHATSYNC_MAX_QUEUE_LENGTH="1000") as srv:
+    with contextlib.ExitStack() as stack:
+        env = {"CHATSYNC_MAX_QUEUE_LENGTH": "1000"}
+        db_url = None
+        if args.replicas > 1:
+            # Replicas share PostgreSQL and Redis (a key prefix of this run's own).
+            db_url = stack.enter_context(pg_database())
+            env["CHATSYNC_BUS_URL"] = f"redis://127.0.0.1:6379/0?prefix=bench-{uuid.uuid4().hex[:8]}:"
+        srv = stack.enter_context(run_server(db_url, **env))
+        servers = [srv] + [stack.enter_context(run_server(db_url, token=srv.token, **env))
+                           for _ in range(args.replicas - 1)]
         async def create() -> str:
             async with TrpcClient(srv.url, srv.token) as c:
                 return (await c.mutation("session.create", {"queuePaused": True}))["id"]
@@ -119,8 +130,10 @@ def one_run(args: argparse.Namespace) -> dict:
         stop_at = ctx.Value("q", 0)
         per = [args.subscribers // args.procs + (1 if i < args.subscribers % args.procs else 0)
                for i in range(args.procs)]
-        procs = [ctx.Process(target=subscriber_proc, args=(srv.url, srv.token, sid, n, ready, results, stop_at))
-                 for n in per if n]
+        # Subscriber processes spread over the replicas; the publisher talks to the first one.
+        procs = [ctx.Process(target=subscriber_proc,
+                             args=(servers[i % len(servers)].url, srv.token, sid, n, ready, results, stop_at))
+                 for i, n in enumerate(per) if n]
         for p in procs:
             p.start()
         for _ in range(args.subscribers):
@@ -128,8 +141,8 @@ def one_run(args: argparse.Namespace) -> dict:
         # Warm-up: subscribers finish their initial log reads, caches fill; not timed, not counted for CPU.
         warm_seq = asyncio.run(publish(srv.url, srv.token, sid, args.rate, args.warmup, label="warm-"))
         time.sleep(0.5)
-        cpu0 = cpu_seconds(srv.pid)
-        split0 = cpu_split(srv.pid)
+        cpu0 = sum(cpu_seconds(x.pid) for x in servers)
+        split0 = [sum(v) for v in zip(*(cpu_split(x.pid) for x in servers))]
         last_seq = asyncio.run(publish(srv.url, srv.token, sid, args.rate, args.seconds))
         # One more event after the stop mark, so every subscriber wakes up and sees it.
         stop_at.value = last_seq + 2
@@ -142,8 +155,8 @@ def one_run(args: argparse.Namespace) -> dict:
         asyncio.run(sentinel())
         last_seq += 2
         stats = [results.get(timeout=120) for _ in procs]
-        cpu1 = cpu_seconds(srv.pid)
-        split1 = cpu_split(srv.pid)
+        cpu1 = sum(cpu_seconds(x.pid) for x in servers)
+        split1 = [sum(v) for v in zip(*(cpu_split(x.pid) for x in servers))]
         for p in procs:
             p.join(10)
         deliveries = sum(s["deliveries"] for s in stats)
@@ -177,8 +190,9 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--warmup", type=float, default=2, help="seconds published before measuring")
     ap.add_argument("--procs", type=int, default=2, help="subscriber processes")
+    ap.add_argument("--replicas", type=int, default=1, help="server processes (>1: PostgreSQL + Redis)")
     args = ap.parse_args()
-    print(f"fan-out: {args.subscribers} subscribers, {args.rate:g} events/s for {args.seconds:g} s "
+    print(f"fan-out: {args.replicas} replica(s), {args.subscribers} subscribers, {args.rate:g} events/s for {args.seconds:g} s "
           f"(target {args.subscribers * args.rate:,.0f} deliveries/s), {args.runs} runs")
     runs = [one_run(args) for _ in range(args.runs)]
     for r in runs:
