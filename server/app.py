@@ -85,7 +85,7 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
             auth=AuthService(db),
             sessions=RunAwareSessionService(db, uow, runs=runs),
             queue=QueueService(uow, max_length=settings.max_queue_length,
-                               max_content_chars=settings.max_content_chars),
+                               max_content_chars=settings.max_content_chars, dispatch=orchestrator.dispatch),
             tools=tools,
             orchestrator=orchestrator,
             runs=runs,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..domain import models as wire
@@ -22,10 +23,13 @@ def _now_ms() -> int:
 
 
 class QueueService:
-    def __init__(self, uow: UnitOfWork, *, max_length: int, max_content_chars: int) -> None:
+    def __init__(self, uow: UnitOfWork, *, max_length: int, max_content_chars: int,
+                 dispatch: Callable[[str], Awaitable[object]] | None = None) -> None:
         self.uow = uow
         self.max_length = max_length
         self.max_content_chars = max_content_chars
+        # Sends the head of an idle session's queue (the orchestrator's ``dispatch``).
+        self.dispatch = dispatch
 
     def _check_content(self, content: str) -> None:
         if len(content) > self.max_content_chars:
@@ -50,7 +54,12 @@ class QueueService:
             tx.db.add(row)
             item = repo.queued_wire(row)
             tx.emit("queue-message-added", message=item.wire())
-            return item
+            idle = tx.row.run_id is None and not tx.row.queue_paused
+        if idle and self.dispatch is not None:
+            # Nothing is running, so nothing would end and send it: send it now. (This also closes the
+            # race of a message enqueued just as the previous run finished.)
+            await self.dispatch(session_id)
+        return item
 
     async def dequeue(self, user: User, session_id: str, reason: str = "dequeued") -> wire.QueuedMessage | None:
         async with self.uow.session(user, session_id) as tx:

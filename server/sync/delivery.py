@@ -116,7 +116,9 @@ class Delivery:
 
     def _deliver_ephemeral(self, env: EventEnvelope) -> None:
         mid = env.message_id
-        if mid is not None and env.offset is not None:
+        # Only text deltas are positioned in the message text the snapshot covered; a tool-call delta's
+        # offset is a position in that call's arguments.
+        if mid is not None and env.offset is not None and env.type == "text-delta":
             known = self._stream_offsets.get(mid)
             if known is not None and env.offset < known:
                 return  # already contained in the snapshot this subscriber got

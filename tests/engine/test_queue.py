@@ -119,3 +119,21 @@ async def _settled(client, session_id, n):
     snap = await client.query("session.get", {"sessionId": session_id})
     done = [m for m in snap["messages"] if m["role"] == "assistant" and m["status"] == "complete"]
     return len(done) == n and snap["run"] is None
+
+
+async def test_enqueue_on_an_idle_session_is_sent_at_once(server_factory, sqlite_url):
+    """Nothing is running, so nothing would end and send it: enqueueMessage on an idle session sends it,
+    without waiting for the sweeper (set far away here); on a held queue it waits."""
+    live = await server_factory(sqlite_url, **{**FAST, "sweep_seconds": 600})
+    async with live.client() as c:
+        s = await c.mutation("session.create", {})
+        st = await subscribe(c, s["id"])
+        q = await c.mutation("message.enqueueMessage", {"sessionId": s["id"], "content": "hello there"})
+        removed = await st.until_type("queue-message-removed", 1, timeout=5)
+        assert (removed[0]["messageId"], removed[0]["reason"]) == (q["id"], "sent")
+        snap = await idle(c, s["id"])
+        assert user_and_answers(snap) == [("user", "hello there"), ("assistant", "hello there")]
+        held = await c.mutation("session.create", {"queuePaused": True})
+        await c.mutation("message.enqueueMessage", {"sessionId": held["id"], "content": "wait"})
+        await asyncio.sleep(0.3)
+        assert len(await c.query("message.getQueuedMessages", {"sessionId": held["id"]})) == 1
