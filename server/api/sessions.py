@@ -71,7 +71,7 @@ class _EventStream:
         self.session_id = session_id
         self.after = after
 
-    async def run(self, emit: Any) -> None:
+    async def run(self, emit: Any, emit_durable: Any = None) -> None:
         delivery = Delivery(self.services.db, self.services.hub, self.session_id, self.after, emit,
-                            getattr(self.services, "stream_snapshots", None))
+                            getattr(self.services, "stream_snapshots", None), emit_durable)
         await delivery.run()

@@ -101,7 +101,9 @@ class TransportOutbox(Outbox):
         transport = self._transport
         if self.closed or self._proto.close_sent or transport.is_closing():
             return
-        transport.write(env.ws_frame(prefix, frame_header))
+        frames = env._frames
+        frame = frames.get(prefix) if frames is not None else None
+        transport.write(frame if frame is not None else env.ws_frame(prefix, frame_header))
         if transport.get_write_buffer_size() > self._limit:
             self.closed = True
             self._on_overflow()

@@ -34,7 +34,10 @@ class Context:
 
 
 class Subscription(Protocol):
-    async def run(self, emit: Callable[[Any], None]) -> None: ...
+    async def run(self, emit: Callable[[str | None, Any], None],
+                  emit_durable: Callable[[Any], None] | None = None) -> None:
+        """Push ``(tracked id or None, item)`` into ``emit`` until the stream ends. A transport may also
+        pass ``emit_durable`` for durable events (whose tracked id is their own): its fast path."""
 
 
 Handler = Callable[[Context, Any], Awaitable[Any]]

@@ -8,6 +8,7 @@ others lose no time).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from contextlib import suppress
 from typing import Any
@@ -270,7 +271,7 @@ class WsConnection:
                 else:
                     outbox.send(prefix + untracked_tail(dumps(item)))
 
-            await stream.run(emit)
+            await stream.run(emit, functools.partial(outbox.send_event, prefix_bytes))
         except asyncio.CancelledError:
             pass
         except Exception as exc:

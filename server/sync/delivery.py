@@ -41,6 +41,7 @@ SnapshotSource = Callable[[str], Awaitable[list[dict[str, Any]]]]
 """Returns ``[{messageId, offset, text}]`` for the session's messages that are streaming right now."""
 
 CATCH_UP_PAGE = 500
+_ENDING_TYPES = frozenset({"message-completed", "session-deleted"})
 
 
 class ResyncRequired(Exception):
@@ -51,12 +52,17 @@ class Delivery:
     """A live view of one session for one subscriber; run with :meth:`run`."""
 
     def __init__(self, db: Database, hub: Hub, session_id: str, after_seq: int, emit: Emit,
-                 snapshots: SnapshotSource | None = None) -> None:
+                 snapshots: SnapshotSource | None = None,
+                 emit_durable: Callable[[EventEnvelope], None] | None = None) -> None:
+        """``emit_durable``, when given, takes durable events instead of ``emit`` (a transport's fast path:
+        the tracked id is the event's own)."""
         self.db = db
         self.hub = hub
         self.session_id = session_id
         self.next_seq = after_seq + 1
         self._emit = emit
+        self._emit_durable = emit_durable
+        self._finished = False  # no more deliveries (session deleted, resync sent, or failed)
         self._snapshots = snapshots
         self._pending: dict[int, EventEnvelope] = {}
         self._stream_offsets: dict[str, int] = {}  # messageId -> offset the subscriber has text up to
@@ -74,6 +80,7 @@ class Delivery:
             if not self._done.done():
                 await self._done
         finally:
+            self._finished = True
             await self.hub.detach(self)
             if self._catch_up_task is not None:
                 self._catch_up_task.cancel()
@@ -81,16 +88,18 @@ class Delivery:
     # --- called by the hub (synchronously, on the loop) ------------------------------------------------
 
     def on_event(self, env: EventEnvelope) -> None:
+        # Called once per event per subscriber: the common case (the next seq, live) is kept short.
         seq = env.seq
+        if seq == self.next_seq and not self._catching_up and not self._finished:
+            self._deliver(env)
+            if self._pending:
+                self._drain_pending()
+            return
         if seq is None:
             if not self._catching_up:
                 self._deliver_ephemeral(env)
             return
         if seq < self.next_seq or self._done is None or self._done.done():
-            return
-        if seq == self.next_seq and not self._catching_up:
-            self._deliver(env)
-            self._drain_pending()
             return
         self._pending[seq] = env
         if not self._catching_up:
@@ -106,13 +115,18 @@ class Delivery:
     # --- internals -------------------------------------------------------------------------------------
 
     def _deliver(self, env: EventEnvelope) -> None:
-        self._emit(env.event_id, env)
+        if self._emit_durable is not None:
+            self._emit_durable(env)
+        else:
+            self._emit(env.event_id, env)
         self.next_seq = env.seq + 1  # type: ignore[operator]
-        if env.type == "message-completed":
-            # The snapshot filter for a finished message is no longer needed.
-            self._stream_offsets.pop(_completed_message_id(env), None)
-        elif env.type == "session-deleted" and self._done is not None and not self._done.done():
-            self._done.set_result(None)
+        if env.type in _ENDING_TYPES:
+            if env.type == "message-completed":
+                # The snapshot filter for a finished message is no longer needed.
+                self._stream_offsets.pop(_completed_message_id(env), None)
+            elif self._done is not None and not self._done.done():  # session-deleted
+                self._finished = True
+                self._done.set_result(None)
 
     def _deliver_ephemeral(self, env: EventEnvelope) -> None:
         mid = env.message_id
@@ -165,6 +179,7 @@ class Delivery:
             raise
         except Exception as exc:  # a failed read must not leave the subscriber silently stuck
             if self._done is not None and not self._done.done():
+                self._finished = True
                 self._done.set_exception(exc)
 
     async def _send_snapshots(self) -> None:
@@ -198,6 +213,7 @@ class Delivery:
             return
         self._emit(None, {"type": "resync-required", "sessionId": self.session_id,
                           "lastEventId": str(self.next_seq - 1)})
+        self._finished = True
         self._done.set_result(None)
 
 
