@@ -8,11 +8,11 @@ sees a character twice or misses one.
 
 Offsets count Unicode code points (Python ``len``), not UTF-16 units.
 
-``snapshot`` is synchronous on purpose: the delivery reads it as the last step of its catch-up, and no delta
-may slip between that read and the moment the delivery goes live (an ``await`` there would let one through).
-A Redis implementation (several replicas streaming the same session to each other's clients) would keep the
-same interface with an append-only string per message; until it exists, a replica that is not running the
-stream falls back to the text last flushed to the message row (see ``Orchestrator.stream_snapshots``).
+This buffer serves the process running the stream. With several replicas the bus also keeps the partial text
+where every replica can read it (``Bus.publish_delta`` / ``stream_snapshot``: an APPENDed Redis string per
+message, written in the same pipeline as the delta's publish), so a client of another replica that joins
+mid-stream gets the exact text too. Deliveries hold deltas that arrive while they read a snapshot and drop
+the ones it covers (``server.sync.delivery``).
 """
 from __future__ import annotations
 

@@ -136,6 +136,12 @@ class Orchestrator:
             provider = self._providers[provider_id] = get_provider(provider_id, **config)
         return provider
 
+    async def publish_delta(self, session_id: str, env: EventEnvelope, message_id: str, delta: str) -> None:
+        try:
+            await self.bus.publish_delta(session_id, env, message_id, delta)
+        except Exception:  # a lost delta is repaired by the snapshot a reconnecting client gets
+            log.debug("publish of a delta to %s failed", session_id, exc_info=True)
+
     async def publish_ephemeral(self, session_id: str, env: EventEnvelope) -> None:
         try:
             await self.bus.publish(session_id, (env,))
@@ -147,18 +153,23 @@ class Orchestrator:
     async def stream_snapshots(self, session_id: str) -> list[dict[str, Any]]:
         """``[{messageId, offset, text}]`` of the session's streaming messages.
 
-        With several replicas a stream may run elsewhere: then the text last flushed to its row stands in
-        (read first, because the local read below must be the last thing before the delivery goes live).
+        With several replicas a stream may run elsewhere: the bus's shared partial text (Redis) covers it; if
+        that is unavailable, the text last flushed to the message row stands in. Streams running here come
+        from the local buffer.
         """
-        fallback: dict[str, dict[str, Any]] = {}
+        shared: dict[str, dict[str, Any]] = {}
         if self.multi_replica:
-            async with self.db.read() as s:
-                for row in await repo.streaming_messages(s, session_id):
-                    fallback[row.id] = {"messageId": row.id, "offset": len(row.content), "text": row.content}
+            snaps = await self.bus.stream_snapshot(session_id)
+            if snaps is not None:
+                shared = {str(snap["messageId"]): dict(snap) for snap in snaps}
+            else:
+                async with self.db.read() as s:
+                    for row in await repo.streaming_messages(s, session_id):
+                        shared[row.id] = {"messageId": row.id, "offset": len(row.content), "text": row.content}
         local = self.buffer.snapshot(session_id)
         for snap in local:
-            fallback.pop(str(snap["messageId"]), None)
-        return [*local, *fallback.values()]
+            shared.pop(str(snap["messageId"]), None)
+        return [*local, *shared.values()]
 
     # --- sweeper ------------------------------------------------------------------------------------------
 

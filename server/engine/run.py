@@ -185,6 +185,7 @@ class RunLoop:
             provider_id, streaming = session.provider, not session.disable_streaming
         mid = message.id
         self.o.buffer.start(self.session_id, mid)
+        await self.o.bus.stream_started(self.session_id, mid)
         self._streaming, self._flushed = mid, 0
         result = StepResult()
         try:
@@ -197,6 +198,7 @@ class RunLoop:
         finally:
             self.o.buffer.end(self.session_id, mid)
             self._streaming = None
+            await self.o.bus.stream_ended(self.session_id, mid)
 
     async def _consume(self, turn: Turn, mid: str, result: StepResult) -> None:
         sid, buffer, publish = self.session_id, self.o.buffer, self.o.publish_ephemeral
@@ -204,8 +206,9 @@ class RunLoop:
         async for event in turn.events():
             if isinstance(event, TextDelta):
                 offset = buffer.append(sid, mid, event.delta)  # before publishing: see buffer.py
-                await publish(sid, EventEnvelope.build(sid, None, "text-delta",
-                                                       {"messageId": mid, "offset": offset, "delta": event.delta}))
+                await self.o.publish_delta(sid, EventEnvelope.build(
+                    sid, None, "text-delta", {"messageId": mid, "offset": offset, "delta": event.delta}),
+                    mid, event.delta)
             elif isinstance(event, ToolCallStart):
                 arg_offsets[event.call_id] = 0
                 await publish(sid, _tool_event(sid, "tool-call-start", {

@@ -16,3 +16,13 @@ def session_from_channel(prefix: str, channel: str) -> str:
 def control_channel(prefix: str) -> str:
     """Always subscribed, so a process's pub/sub connection is readable before it has any session."""
     return f"{prefix}control"
+
+
+def stream_text_key(prefix: str, message_id: str) -> str:
+    """The partial text of a streaming message (a string that deltas are APPENDed to)."""
+    return f"{prefix}stream:{message_id}"
+
+
+def session_streams_key(prefix: str, session_id: str) -> str:
+    """The set of a session's messages that are streaming right now."""
+    return f"{prefix}streams:{session_id}"

@@ -24,13 +24,21 @@ from redis.exceptions import RedisError
 
 from ..domain.events import EventEnvelope
 from .base import Bus
-from .keys import DEFAULT_PREFIX, control_channel, session_channel, session_from_channel
+from .keys import (
+    DEFAULT_PREFIX,
+    control_channel,
+    session_channel,
+    session_from_channel,
+    session_streams_key,
+    stream_text_key,
+)
 
 log = logging.getLogger(__name__)
 
 SUBSCRIBE_TIMEOUT = 5.0
 MAX_BACKOFF = 5.0
 MAX_UNSENT_BATCHES = 10_000
+STREAM_TTL_SECONDS = 24 * 3600  # a crashed replica's partial texts do not stay forever
 
 
 def encode(events: Sequence[EventEnvelope]) -> bytes:
@@ -149,6 +157,60 @@ class RedisBus(Bus):
             except (RedisError, OSError):
                 await asyncio.sleep(delay)
                 delay = min(MAX_BACKOFF, delay * 2)
+
+    # --- shared partial text ----------------------------------------------------------------------------
+    # APPEND and PUBLISH of a delta go in one pipeline, on one connection, in that order: Redis applies the
+    # APPEND first, so a snapshot read either contains a delta or was taken before the delta was published
+    # (and the reader, subscribed before it read, receives the delta). Offsets then line up exactly.
+
+    async def stream_started(self, session_id: str, message_id: str) -> None:
+        assert self._redis is not None
+        key, members = stream_text_key(self.prefix, message_id), session_streams_key(self.prefix, session_id)
+        try:
+            async with self._redis.pipeline(transaction=False) as pipe:
+                pipe.delete(key).sadd(members, message_id).expire(members, STREAM_TTL_SECONDS)
+                await pipe.execute()
+        except (RedisError, OSError) as exc:
+            log.warning("stream start for %s not recorded in Redis: %s", message_id, exc)
+
+    async def publish_delta(self, session_id: str, env: EventEnvelope, message_id: str, delta: str) -> None:
+        assert self._redis is not None
+        key = stream_text_key(self.prefix, message_id)
+        try:
+            async with self._redis.pipeline(transaction=False) as pipe:
+                pipe.append(key, delta).expire(key, STREAM_TTL_SECONDS)
+                pipe.publish(session_channel(self.prefix, session_id), encode((env,)))
+                await pipe.execute()
+        except (RedisError, OSError) as exc:
+            # Deltas are not retried: the final text arrives with message-completed, and reconnecting
+            # clients get a snapshot.
+            log.debug("delta for %s not published: %s", message_id, exc)
+
+    async def stream_ended(self, session_id: str, message_id: str) -> None:
+        assert self._redis is not None
+        try:
+            async with self._redis.pipeline(transaction=False) as pipe:
+                pipe.srem(session_streams_key(self.prefix, session_id), message_id)
+                pipe.delete(stream_text_key(self.prefix, message_id))
+                await pipe.execute()
+        except (RedisError, OSError) as exc:
+            log.warning("stream end for %s not recorded in Redis: %s", message_id, exc)
+
+    async def stream_snapshot(self, session_id: str) -> list[dict[str, object]] | None:
+        assert self._redis is not None
+        try:
+            ids = sorted(m.decode() for m in await self._redis.smembers(session_streams_key(self.prefix, session_id)))
+            if not ids:
+                return []
+            texts = await self._redis.mget([stream_text_key(self.prefix, m) for m in ids])
+        except (RedisError, OSError) as exc:
+            log.warning("stream snapshot of %s unavailable: %s", session_id, exc)
+            return None
+        out: list[dict[str, object]] = []
+        for mid, raw in zip(ids, texts):
+            text = raw.decode() if raw is not None else ""
+            out.append({"messageId": mid, "offset": len(text), "text": text})
+        return out
 
     # --- the listener ---------------------------------------------------------------------------------
 

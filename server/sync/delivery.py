@@ -13,8 +13,10 @@ serialised on its row), so when N+1 is seen, N is already readable: a log read a
 When the log no longer holds ``next`` (trimmed by retention) the client is told ``resync-required``.
 
 Ephemeral stream events (token deltas) carry ``(messageId, offset)`` instead of a seq (invariant 4).
-They are dropped while catching up; once caught up, the subscriber gets one ``stream-snapshot`` per
-message still streaming (from the :data:`SnapshotSource`), then only deltas at or past that offset.
+They are held while catching up; once caught up, the subscriber gets one ``stream-snapshot`` per
+message still streaming (from the :data:`SnapshotSource`), then the held and live deltas at or past that
+offset. Because the subscriber is attached before the snapshot is read and every delta is in the shared
+text before it is published, each character arrives exactly once: in the snapshot or as a delta.
 They are sent *tracked* with the id of the last durable event delivered, because ``@trpc/client``
 forgets its resume position on an untracked item; resuming from that id is exactly right.
 """
@@ -41,6 +43,7 @@ SnapshotSource = Callable[[str], Awaitable[list[dict[str, Any]]]]
 """Returns ``[{messageId, offset, text}]`` for the session's messages that are streaming right now."""
 
 CATCH_UP_PAGE = 500
+MAX_HELD_EPHEMERAL = 10_000
 _ENDING_TYPES = frozenset({"message-completed", "session-deleted"})
 
 
@@ -66,6 +69,7 @@ class Delivery:
         self._snapshots = snapshots
         self._pending: dict[int, EventEnvelope] = {}
         self._stream_offsets: dict[str, int] = {}  # messageId -> offset the subscriber has text up to
+        self._held: list[EventEnvelope] = []  # ephemeral events that arrived while catching up
         self._catching_up = True
         self._catch_up_task: asyncio.Task[None] | None = None
         self._done: asyncio.Future[None] | None = None
@@ -98,6 +102,9 @@ class Delivery:
         if seq is None:
             if not self._catching_up:
                 self._deliver_ephemeral(env)
+            elif len(self._held) < MAX_HELD_EPHEMERAL:
+                # Kept until the snapshot is known: those it covers are dropped, the rest delivered.
+                self._held.append(env)
             return
         if seq < self.next_seq or self._done is None or self._done.done():
             return
@@ -169,6 +176,9 @@ class Delivery:
                     await asyncio.sleep(0.01)
             await self._send_snapshots()
             self._catching_up = False
+            held, self._held = self._held, []
+            for env in held:
+                self._deliver_ephemeral(env)
             # Events that arrived while the last read was in flight.
             self._drain_pending()
             if self._pending:
