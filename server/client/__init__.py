@@ -1,4 +1,25 @@
-"""Python client for chatsync over WebSocket (tRPC wire format)."""
-from .trpc import ConnectionLost, Subscription, TrpcClient, TrpcError
+"""Python client for chatsync over WebSocket (tRPC wire format).
 
-__all__ = ["ConnectionLost", "Subscription", "TrpcClient", "TrpcError"]
+:class:`TrpcClient` speaks the wire protocol (any procedure, subscriptions with resume); :class:`ChatClient`
+wraps the procedures in typed methods; :class:`SessionView` keeps a live local copy of one session.
+"""
+from .chat import DEFAULT_URL, ChatClient, RunFailed, SendResult
+from .trpc import ConnectionLost, ConnectionRejected, ServerUnreachable, Subscription, TrpcClient, TrpcError
+from .view import Change, ConnectionState, SessionView, TextChunk
+
+__all__ = [
+    "DEFAULT_URL",
+    "Change",
+    "ChatClient",
+    "ConnectionLost",
+    "ConnectionRejected",
+    "ConnectionState",
+    "RunFailed",
+    "SendResult",
+    "ServerUnreachable",
+    "SessionView",
+    "Subscription",
+    "TextChunk",
+    "TrpcClient",
+    "TrpcError",
+]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import suppress
 from typing import Any
 
@@ -18,6 +18,8 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 log = logging.getLogger(__name__)
+
+REJECT_MIN, REJECT_MAX = 4500, 4999  # server/protocol/close_codes.py: "do not reconnect as is"
 
 
 class TrpcError(Exception):
@@ -35,6 +37,18 @@ class TrpcError(Exception):
 
 class ConnectionLost(Exception):
     """The socket closed while a query or mutation was in flight (not retried, as in @trpc/client)."""
+
+
+class ServerUnreachable(ConnectionLost):
+    """No connection could be opened (``reconnect=False``), or none within the connect timeout."""
+
+
+class ConnectionRejected(ConnectionLost):
+    """The server closed the socket with a "do not retry as is" code (4500-4999, e.g. 4501 bad token)."""
+
+    def __init__(self, code: int, reason: str = "") -> None:
+        self.code = code
+        super().__init__(f"connection rejected ({code}{': ' + reason if reason else ''})")
 
 
 class _Sub:
@@ -117,6 +131,23 @@ class TrpcClient:
         self._closing = False
         self.connects = 0  # how many sockets were opened; tests and UIs read it
         self.reconnect_notices = 0  # server-requested reconnects (graceful restarts) seen
+        self.rejected: ConnectionRejected | None = None  # set when the server refused us for good
+        self._listeners: list[Callable[[bool], None]] = []
+
+    def add_connection_listener(self, callback: Callable[[bool], None]) -> Callable[[], None]:
+        """Call ``callback(True)`` when a socket is open and ``callback(False)`` when it drops.
+
+        Returns a function that removes the listener. Callbacks must not block.
+        """
+        self._listeners.append(callback)
+        return lambda: self._listeners.remove(callback) if callback in self._listeners else None
+
+    def _notify(self, up: bool) -> None:
+        for cb in list(self._listeners):
+            try:
+                cb(up)
+            except Exception:  # a broken UI callback must not take the connection loop down
+                log.exception("connection listener failed")
 
     @staticmethod
     def _ws_url(url: str) -> str:
@@ -135,8 +166,26 @@ class TrpcClient:
         await self.close()
 
     async def connect(self, timeout: float = 10) -> None:
+        """Start the connection loop and wait for the first socket.
+
+        Raises :class:`ServerUnreachable` when the loop gave up (``reconnect=False``) or nothing connected
+        within ``timeout``, and :class:`ConnectionRejected` when the server refused the credentials.
+        """
         self._runner = asyncio.create_task(self._run())
-        await asyncio.wait_for(self._connected.wait(), timeout)
+        waiter = asyncio.ensure_future(self._connected.wait())
+        try:
+            await asyncio.wait({waiter, self._runner}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
+        if self._connected.is_set():
+            return
+        if self.rejected is not None:
+            raise self.rejected
+        if not self._runner.done():
+            self._runner.cancel()
+            with suppress(asyncio.CancelledError, Exception):
+                await self._runner
+        raise ServerUnreachable(f"cannot connect to {self.url.split('?')[0]}")
 
     async def close(self) -> None:
         self._closing = True
@@ -213,22 +262,38 @@ class TrpcClient:
                     for sub in list(self._subs.values()):
                         await ws.send(orjson.dumps(sub.request()).decode())
                     self._connected.set()
+                    self._notify(True)
                     attempt = 0
                     await self._read(ws)
-            except (OSError, ConnectionClosed, asyncio.TimeoutError) as exc:
+                    self._check_rejected(ws.close_code, ws.close_reason)
+            except ConnectionClosed as exc:
+                log.debug("connection lost: %r", exc)
+                if exc.rcvd is not None:
+                    self._check_rejected(exc.rcvd.code, exc.rcvd.reason)
+            except (OSError, asyncio.TimeoutError) as exc:
                 log.debug("connection lost: %r", exc)
             finally:
+                was_up = self._connected.is_set()
                 self._connected.clear()
                 self._ws = None
+                lost = self.rejected or ConnectionLost("socket closed")
                 for fut in self._pending.values():
                     if not fut.done():
-                        fut.set_exception(ConnectionLost("socket closed"))
-            if not self.reconnect or self._closing:
+                        fut.set_exception(lost)
+                if was_up:
+                    self._notify(False)
+            if not self.reconnect or self._closing or self.rejected is not None:
                 for sub in self._subs.values():
-                    sub.items.put_nowait(ConnectionLost("socket closed"))
+                    sub.items.put_nowait(self.rejected or ConnectionLost("socket closed"))
                 return
             await asyncio.sleep(min(self.max_backoff, 0.05 * (2 ** attempt)) if attempt else 0)
             attempt += 1
+
+    def _check_rejected(self, code: int | None, reason: str | None) -> None:
+        # Decide by range, never by reason text (docs/sync.md "Close codes"): retrying a refused token
+        # would only be refused again, forever.
+        if code is not None and REJECT_MIN <= code <= REJECT_MAX:
+            self.rejected = ConnectionRejected(code, reason or "")
 
     async def _read(self, ws: ClientConnection) -> None:
         async for raw in ws:
