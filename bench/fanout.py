@@ -27,7 +27,7 @@ from server.client import TrpcClient  # noqa: E402
 
 
 def subscriber_proc(url: str, token: str, sid: str, count: int, ready: mp.Queue, results: mp.Queue,
-                    stop_at_seq: mp.Value) -> None:  # type: ignore[type-arg]
+                    stop_at_seq: mp.Value, stalled_count: int = 0) -> None:  # type: ignore[type-arg]
     from bench.wsclient import open_ws
 
     try:
@@ -38,6 +38,7 @@ def subscriber_proc(url: str, token: str, sid: str, count: int, ready: mp.Queue,
         pass
 
     stats = {"deliveries": 0, "losses": 0, "lat": []}
+    stalled_ws: list = []
 
     async def one(done: asyncio.Future) -> None:
         state = {"expected": None, "started": asyncio.get_running_loop().create_future()}
@@ -57,8 +58,9 @@ def subscriber_proc(url: str, token: str, sid: str, count: int, ready: mp.Queue,
             state["expected"] = seq + 1
             stats["deliveries"] += 1
             ev = result["data"]["data"]
-            if ev["type"] == "queue-message-added" and ev["message"]["content"].isdigit():
-                stats["lat"].append((now - int(ev["message"]["content"])) / 1e6)
+            stamp = ev["message"]["content"].partition("-")[0] if ev["type"] == "queue-message-added" else ""
+            if stamp.isdigit():
+                stats["lat"].append((now - int(stamp)) / 1e6)
                 stats.setdefault("by_seq", {}).setdefault(seq, []).append(stats["lat"][-1])
             if stop_at_seq.value and seq >= stop_at_seq.value and not done.done():
                 done.set_result(None)
@@ -73,16 +75,46 @@ def subscriber_proc(url: str, token: str, sid: str, count: int, ready: mp.Queue,
         assert ws.transport is not None
         ws.transport.close()
 
+    async def stalled() -> None:
+        """A subscriber that stops reading after it started: its socket buffers fill up."""
+        started = asyncio.get_running_loop().create_future()
+
+        def on_text(raw: bytes) -> None:
+            if b'"started"' in raw and not started.done():
+                started.set_result(None)
+
+        ws = await open_ws(url.replace("http", "ws") + "/trpc?connectionParams=1", on_text, rcvbuf=64 * 1024)
+        ws.send_text(orjson.dumps({"method": "connectionParams", "data": {"token": token}}).decode())
+        ws.send_text(orjson.dumps({"id": 1, "method": "subscription", "params": {
+            "path": "session.events", "input": {"sessionId": sid}}}).decode())
+        await started
+        assert ws.transport is not None
+        ws.transport.pause_reading()
+        stalled_ws.append(ws)
+
     async def main() -> None:
         loop = asyncio.get_running_loop()
         dones = [loop.create_future() for _ in range(count)]
+        await asyncio.gather(*(stalled() for _ in range(stalled_count)))
         await asyncio.gather(*(one(d) for d in dones))
+        # Read what the stalled ones were sent: the last thing should be the server's close frame (4000).
+        codes = []
+        for ws in stalled_ws:
+            assert ws.transport is not None
+            ws.transport.resume_reading()
+            try:
+                codes.append(await asyncio.wait_for(asyncio.shield(ws.closed), 10))
+            except asyncio.TimeoutError:
+                codes.append("open")
+            ws.transport.close()
+        stats["stalled_closed"] = sum(1 for c in codes if c == 4000)
         results.put(stats)
 
     asyncio.run(main())
 
 
-async def publish(url: str, token: str, sid: str, rate: float, seconds: float, label: str = "") -> int:
+async def publish(url: str, token: str, sid: str, rate: float, seconds: float, label: str = "",
+                  pad: str = "") -> int:
     """Enqueue at a fixed rate (clearing the queue before it fills); returns the last seq written.
 
     Contents are the publisher's clock in ns (``label`` prefixed for warm-up events, which are not timed).
@@ -100,7 +132,7 @@ async def publish(url: str, token: str, sid: str, rate: float, seconds: float, l
             if n and n % 90 == 0:
                 await c.mutation("message.clearQueue", {"sessionId": sid})
             t = asyncio.create_task(c.mutation("message.enqueueMessage",
-                                               {"sessionId": sid, "content": label + str(time.time_ns())}))
+                                               {"sessionId": sid, "content": label + str(time.time_ns()) + pad}))
             pending.add(t)
             t.add_done_callback(pending.discard)
             n += 1
@@ -112,6 +144,9 @@ async def publish(url: str, token: str, sid: str, rate: float, seconds: float, l
 def one_run(args: argparse.Namespace) -> dict:
     with contextlib.ExitStack() as stack:
         env = {"CHATSYNC_MAX_QUEUE_LENGTH": "1000"}
+        if args.stalled:
+            # Small enough that a stalled subscriber overflows within the run and is closed with 4000.
+            env["CHATSYNC_SEND_BUFFER_BYTES"] = str(256 * 1024)
         db_url = None
         if args.replicas > 1:
             # Replicas share PostgreSQL and Redis (a key prefix of this run's own).
@@ -132,18 +167,20 @@ def one_run(args: argparse.Namespace) -> dict:
                for i in range(args.procs)]
         # Subscriber processes spread over the replicas; the publisher talks to the first one.
         procs = [ctx.Process(target=subscriber_proc,
-                             args=(servers[i % len(servers)].url, srv.token, sid, n, ready, results, stop_at))
+                             args=(servers[i % len(servers)].url, srv.token, sid, n, ready, results, stop_at,
+                                   args.stalled if i == 0 else 0))
                  for i, n in enumerate(per) if n]
         for p in procs:
             p.start()
         for _ in range(args.subscribers):
             ready.get(timeout=120)
         # Warm-up: subscribers finish their initial log reads, caches fill; not timed, not counted for CPU.
-        warm_seq = asyncio.run(publish(srv.url, srv.token, sid, args.rate, args.warmup, label="warm-"))
+        pad = "-" + "x" * args.payload if args.payload else ""
+        warm_seq = asyncio.run(publish(srv.url, srv.token, sid, args.rate, args.warmup, label="warm-", pad=pad))
         time.sleep(0.5)
         cpu0 = sum(cpu_seconds(x.pid) for x in servers)
         split0 = [sum(v) for v in zip(*(cpu_split(x.pid) for x in servers))]
-        last_seq = asyncio.run(publish(srv.url, srv.token, sid, args.rate, args.seconds))
+        last_seq = asyncio.run(publish(srv.url, srv.token, sid, args.rate, args.seconds, pad=pad))
         # One more event after the stop mark, so every subscriber wakes up and sees it.
         stop_at.value = last_seq + 2
 
@@ -178,6 +215,7 @@ def one_run(args: argparse.Namespace) -> dict:
             # Deliveries of the measured phase (the warm-up's are checked for losses but not timed).
             "cpu_us": (cpu1 - cpu0) * 1e6 / max((last_seq - warm_seq) * args.subscribers, 1),
             "sys_share": (split1[1] - split0[1]) / max(cpu1 - cpu0, 1e-9),
+            "stalled_closed": sum(s.get("stalled_closed", 0) for s in stats),
             "rate": (last_seq - 2 - warm_seq) * args.subscribers / args.seconds,
         }
 
@@ -191,6 +229,9 @@ def main() -> None:
     ap.add_argument("--warmup", type=float, default=2, help="seconds published before measuring")
     ap.add_argument("--procs", type=int, default=2, help="subscriber processes")
     ap.add_argument("--replicas", type=int, default=1, help="server processes (>1: PostgreSQL + Redis)")
+    ap.add_argument("--payload", type=int, default=0, help="extra characters per published message")
+    ap.add_argument("--stalled", type=int, default=0,
+                    help="extra subscribers that stop reading (the others' latency should not move)")
     args = ap.parse_args()
     print(f"fan-out: {args.replicas} replica(s), {args.subscribers} subscribers, {args.rate:g} events/s for {args.seconds:g} s "
           f"(target {args.subscribers * args.rate:,.0f} deliveries/s), {args.runs} runs")
@@ -204,6 +245,8 @@ def main() -> None:
     print(f"latency p50 ms    {summary([r['p50'] for r in runs])}")
     print(f"latency p99 ms    {summary([r['p99'] for r in runs])}")
     print(f"server CPU us/delivery {summary([r['cpu_us'] for r in runs])}")
+    if args.stalled:
+        print(f"stalled subscribers closed with 4000: {[r['stalled_closed'] for r in runs]} of {args.stalled} per run")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
+import socket
 from collections.abc import Callable
 
 
@@ -89,12 +90,18 @@ class WsProtocol(asyncio.Protocol):
             self.closed.set_result(self.close_code)
 
 
-async def open_ws(url: str, on_text: Callable[[bytes], None]) -> WsProtocol:
-    """``url`` like ``ws://127.0.0.1:8787/trpc?connectionParams=1``."""
+async def open_ws(url: str, on_text: Callable[[bytes], None], rcvbuf: int | None = None) -> WsProtocol:
+    """``url`` like ``ws://127.0.0.1:8787/trpc?connectionParams=1``. ``rcvbuf`` fixes the socket's receive
+    buffer (a small one makes a client that stops reading look like a slow device on a slow network)."""
     rest = url.split("://", 1)[1]
     hostport, _, path = rest.partition("/")
     host, _, port = hostport.partition(":")
     loop = asyncio.get_running_loop()
-    _t, proto = await loop.create_connection(lambda: WsProtocol(hostport, "/" + path, on_text), host, int(port or 80))
+    sock = socket.socket()
+    if rcvbuf is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    sock.setblocking(False)
+    await loop.sock_connect(sock, (host, int(port or 80)))
+    _t, proto = await loop.create_connection(lambda: WsProtocol(hostport, "/" + path, on_text), sock=sock)
     await proto.handshake_done
     return proto
