@@ -1,4 +1,5 @@
-"""The ``chatsync`` command: ``serve``, ``db upgrade``, ``users create``, ``tokens create``."""
+"""The ``chatsync`` command: ``serve``, ``db upgrade``, ``users create``, ``tokens create`` (server side), and the
+clients ``sessions ...`` (:mod:`server.cli_sessions`) and ``chat`` (:mod:`server.tui`)."""
 from __future__ import annotations
 
 import argparse
@@ -74,11 +75,21 @@ def build_parser() -> argparse.ArgumentParser:
     tokens_sub = p_tokens.add_subparsers(dest="tokens_command", required=True)
     p_tok = tokens_sub.add_parser("create", help="issue another token for a user and print it")
     p_tok.add_argument("name")
+
+    from . import cli_sessions
+
+    cli_sessions.add_parser(sub)
+    p_chat = sub.add_parser("chat", parents=[cli_sessions.connection_options()],
+                            help="full-screen terminal chat on a running server")
+    p_chat.add_argument("session", nargs="?", default=None, help="session id (default: the newest, or a new one)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
+    if args.command in ("sessions", "chat"):  # clients of a running server: no server settings needed
+        _client_command(args)
+        return
     settings = _settings_or_exit()
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
@@ -95,6 +106,17 @@ def main(argv: list[str] | None = None) -> None:
     except ValueError as exc:
         print(f"chatsync: {exc}", file=sys.stderr)
         raise SystemExit(1) from None
+
+
+def _client_command(args: argparse.Namespace) -> None:
+    from . import cli_sessions
+
+    if args.command == "sessions":
+        cli_sessions.main(args)
+    else:
+        from .tui import run_chat
+
+        run_chat(args)
 
 
 if __name__ == "__main__":

@@ -3,9 +3,14 @@
 :class:`TrpcClient` speaks the wire protocol (any procedure, subscriptions with resume); :class:`ChatClient`
 wraps the procedures in typed methods; :class:`SessionView` keeps a live local copy of one session.
 """
+import logging
+
 from .chat import DEFAULT_URL, ChatClient, RunFailed, SendResult
 from .trpc import ConnectionLost, ConnectionRejected, ServerUnreachable, Subscription, TrpcClient, TrpcError
 from .view import Change, ConnectionState, SessionView, TextChunk
+
+# A library: logs go where the application sends them, never to stderr by default (the CLI prints its own line).
+logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __all__ = [
     "DEFAULT_URL",
