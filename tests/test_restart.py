@@ -4,14 +4,12 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 
-import httpx
 
 from server.client import TrpcClient
+from testkit import free_port, start_process, wait_ready
 
 
 async def test_restart_in_process(server_factory, db_url):
@@ -37,44 +35,18 @@ async def test_restart_in_process(server_factory, db_url):
         assert replay[1][1]["message"]["content"] == "after"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _start(env: dict[str, str]) -> subprocess.Popen:
-    with open(env["CHATSYNC_TEST_LOG"], "ab") as log:
-        return subprocess.Popen([sys.executable, "-m", "server.cli", "serve"], env=env,
-                                stdout=log, stderr=subprocess.STDOUT)
-
-
-async def _wait_ready(url: str, proc: subprocess.Popen) -> None:
-    deadline = time.monotonic() + 30
-    async with httpx.AsyncClient() as http:
-        while time.monotonic() < deadline:
-            assert proc.poll() is None, "server exited during start-up"
-            try:
-                if (await http.get(url + "/readyz")).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            await asyncio.sleep(0.1)
-    raise TimeoutError("server did not become ready")
-
-
 async def test_client_rides_through_a_real_process_restart(tmp_path):
     """SIGTERM a real `chatsync serve`: clients get tRPC's reconnect notice, come back, and resume."""
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "CHATSYNC_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'r.db'}",
            "CHATSYNC_PORT": str(port), "CHATSYNC_LOG_LEVEL": "warning",
            "CHATSYNC_TEST_LOG": str(tmp_path / "server.log")}
     token = subprocess.run([sys.executable, "-m", "server.cli", "users", "create", "dana"], env=env,
                            capture_output=True, text=True, check=True).stdout.strip()
     url = f"http://127.0.0.1:{port}"
-    proc = _start(env)
+    proc = start_process(env)
     try:
-        await _wait_ready(url, proc)
+        await wait_ready(url, proc)
         async with TrpcClient(url, token) as writer, TrpcClient(url, token) as reader:
             s = await writer.mutation("session.create", {"queuePaused": True})
             sub = await reader.subscribe("session.events", {"sessionId": s["id"], "lastEventId": "0"})
@@ -83,8 +55,8 @@ async def test_client_rides_through_a_real_process_restart(tmp_path):
             proc.send_signal(signal.SIGTERM)
             # uvicorn re-raises the captured SIGTERM after its graceful shutdown
             assert proc.wait(20) in (0, -signal.SIGTERM)
-            proc = _start(env)
-            await _wait_ready(url, proc)
+            proc = start_process(env)
+            await wait_ready(url, proc)
             await asyncio.wait_for(writer._connected.wait(), 20)
             await writer.mutation("message.enqueueMessage", {"sessionId": s["id"], "content": "b"})
             seq, ev = await sub.next(20)

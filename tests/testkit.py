@@ -1,14 +1,20 @@
 """Helpers shared by the test suites (imported as ``testkit``; the tests folder is on sys.path)."""
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import random
+import shutil
 import socket
+import subprocess
+import sys
+import time
 import uuid
 from collections.abc import AsyncIterator
 
 import asyncpg
+import httpx
 
 from server.client import TrpcError
 
@@ -96,3 +102,54 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def start_process(env: dict[str, str]) -> subprocess.Popen:
+    """A real `chatsync serve` process; its output goes to ``env["CHATSYNC_TEST_LOG"]``."""
+    with open(env["CHATSYNC_TEST_LOG"], "ab") as log:
+        return subprocess.Popen([sys.executable, "-m", "server.cli", "serve"], env=env,
+                                stdout=log, stderr=subprocess.STDOUT)
+
+
+async def wait_ready(url: str, proc: subprocess.Popen, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    async with httpx.AsyncClient() as http:
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, "server exited during start-up"
+            try:
+                if (await http.get(url + "/readyz")).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            await asyncio.sleep(0.1)
+    raise TimeoutError("server did not become ready")
+
+
+class PrivateRedis:
+    """A redis-server of the test's own, so the test can kill it without touching anyone else's."""
+
+    def __init__(self, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        binary = shutil.which("redis-server") or "/usr/bin/redis-server"
+        self.proc = subprocess.Popen([binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                                      "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("redis-server did not start")
+
+    def kill(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"

@@ -2,42 +2,14 @@
 from __future__ import annotations
 
 import asyncio
-import shutil
-import socket
-import subprocess
-import time
 
 import orjson
 import pytest
 from websockets.asyncio.client import connect
 
-from testkit import collect, free_port
+from testkit import PrivateRedis, collect, free_port
 
 from test_replicas import full_log, open_clients
-
-
-class PrivateRedis:
-    def __init__(self, port: int) -> None:
-        self.port = port
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> None:
-        binary = shutil.which("redis-server") or "/usr/bin/redis-server"
-        self.proc = subprocess.Popen([binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                                      "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
-                return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("redis-server did not start")
-
-    def kill(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
 
 
 async def test_redis_restart_mid_traffic(cluster_factory):

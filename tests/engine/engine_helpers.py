@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
-import httpx
 
 FAST = {"echo_delay": 0.001, "sweep_seconds": 0.2, "stream_flush_seconds": 0.2}
 
@@ -88,29 +84,3 @@ async def idle(client: Any, session_id: str, timeout: float = 10) -> dict[str, A
         snap = await client.query("session.get", {"sessionId": session_id})
         return snap if snap["run"] is None and snap["session"]["status"] in ("idle", "error") else None
     return await wait_for(check, timeout)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_process(env: dict[str, str]) -> subprocess.Popen:
-    with open(env["CHATSYNC_TEST_LOG"], "ab") as log:
-        return subprocess.Popen([sys.executable, "-m", "server.cli", "serve"], env=env,
-                                stdout=log, stderr=subprocess.STDOUT)
-
-
-async def wait_ready(url: str, proc: subprocess.Popen) -> None:
-    deadline = time.monotonic() + 30
-    async with httpx.AsyncClient() as http:
-        while time.monotonic() < deadline:
-            assert proc.poll() is None, "server exited during start-up"
-            try:
-                if (await http.get(url + "/readyz")).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            await asyncio.sleep(0.1)
-    raise TimeoutError("server did not become ready")

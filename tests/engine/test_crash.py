@@ -7,7 +7,8 @@ import signal
 import subprocess
 import sys
 
-from engine_helpers import free_port, start_process, subscribe, wait_for, wait_ready
+from engine_helpers import subscribe, wait_for
+from testkit import free_port, start_process, wait_ready
 
 from server.client import TrpcClient
 from server.engine.history import build_request

@@ -3,57 +3,18 @@ and tells subscribers to catch up from the log."""
 from __future__ import annotations
 
 import asyncio
-import shutil
-import socket
-import subprocess
-import time
 
 import pytest
 
 from server.pubsub import create_bus
 
 from test_bus_contract import Recorder, ev
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class RedisProcess:
-    """A private redis-server, so a test can kill it without touching anyone else's."""
-
-    def __init__(self) -> None:
-        self.port = free_port()
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> None:
-        binary = shutil.which("redis-server") or "/usr/bin/redis-server"
-        self.proc = subprocess.Popen([binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                                      "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
-                return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("redis-server did not start")
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.kill()
-        self.proc.wait(10)
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+from testkit import PrivateRedis
 
 
 @pytest.fixture
 def private_redis():
-    r = RedisProcess()
+    r = PrivateRedis()
     r.start()
     yield r
     if r.proc and r.proc.poll() is None:
