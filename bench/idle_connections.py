@@ -13,7 +13,6 @@ import argparse
 import asyncio
 import os
 import resource
-import statistics
 import sys
 import time
 

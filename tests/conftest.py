@@ -3,15 +3,12 @@ real sockets. Services that are missing make tests fail, never skip."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import asyncpg
 import pytest
 
 from server.app import create_app
