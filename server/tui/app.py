@@ -1,0 +1,251 @@
+"""``chatsync chat``: a full-screen terminal chat, a :class:`SessionView` consumer.
+
+The screen is redrawn from the view's state, never from events one by one: a listener marks the state dirty and a
+timer (15 Hz) reconciles the widgets with it (new messages mounted, changed ones redrawn, the queue and approval
+bar refreshed). So a resync, a session switch and a thousand deltas a second all take the same path, and a burst
+of deltas costs one redraw per frame, not one per delta.
+"""
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import Any
+
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.widgets import Footer, Input, Label
+
+from ..client import ChatClient, ConnectionLost, ConnectionRejected, SessionView, TrpcError
+from ..client.view import Change
+from .switcher import NEW, SessionSwitcher
+from .widgets import ApprovalBar, MessageView, QueueList, StatusLine, message_key
+
+
+class ChatApp(App[None]):
+    """The terminal chat. ``session_id`` None opens your newest session (a new one when you have none)."""
+
+    TITLE = "chatsync"
+    CSS = """
+    #main { height: 1fr; }
+    #history { width: 1fr; padding: 0 1; }
+    #side { width: 40; border-left: solid $primary; padding: 0 1; }
+    #queue { height: 1fr; border: none; }
+    #queue-title { text-style: bold; }
+    #queue-help { color: $text-muted; }
+    """
+    BINDINGS = [
+        Binding("ctrl+x", "abort", "Abort", priority=True),
+        Binding("ctrl+o", "switch", "Sessions", priority=True),
+        Binding("ctrl+y", "approve(True)", "Approve", priority=True),
+        Binding("ctrl+d", "approve(False)", "Deny", priority=True),
+        Binding("ctrl+q", "quit", "Quit", priority=True),
+        Binding("escape", "cancel_edit", "Cancel edit", show=False),
+    ]
+
+    def __init__(self, url: str, token: str | None, session_id: str | None = None) -> None:
+        super().__init__()
+        self.url = url
+        self.token = token
+        self.initial_session = session_id
+        self.chat: ChatClient | None = None
+        self.view: SessionView | None = None
+        self.editing: str | None = None  # id of the queued message the input is editing
+        self.error: str | None = None  # why the app could not start (printed by run_chat)
+        self._widgets: dict[str, MessageView] = {}
+        self._dirty = True
+
+    def compose(self) -> ComposeResult:
+        yield StatusLine(id="status")
+        with Horizontal(id="main"):
+            yield VerticalScroll(id="history")
+            with Vertical(id="side"):
+                yield Label("Queue (0)", id="queue-title")
+                yield QueueList(id="queue")
+                yield Label("e edit · d remove · j/k move", id="queue-help")
+        yield ApprovalBar(id="approval")
+        yield Input(placeholder="Message · enter sends (queued while the model answers)", id="prompt")
+        yield Footer()
+
+    # --- lifecycle ----------------------------------------------------------------------------------------
+
+    async def on_mount(self) -> None:
+        self.chat = ChatClient(self.url, self.token, connect_timeout=5)
+        try:
+            await self.chat.connect()
+            session_id = self.initial_session
+            if session_id is None:
+                newest = await self.chat.list_sessions(limit=1)
+                session_id = newest[0].id if newest else (await self.chat.create_session()).id
+            await self.open_session(session_id)
+        except (TrpcError, ConnectionLost, TimeoutError) as exc:
+            self.error = _describe(exc, self.url)
+            self.exit(return_code=_exit_code(exc))
+            return
+        self.set_interval(1 / 15, self.sync)
+        self.query_one("#prompt", Input).focus()
+
+    async def on_unmount(self) -> None:
+        if self.view is not None:
+            await self.view.close()
+        if self.chat is not None:
+            await self.chat.close()
+
+    async def open_session(self, session_id: str) -> None:
+        """Show another session (the switcher's choice)."""
+        assert self.chat is not None
+        view = await self.chat.open_session(session_id)
+        if self.view is not None:
+            await self.view.close()
+        self.view = view
+        self.editing = None
+        self._widgets.clear()
+        await self.query_one("#history", VerticalScroll).remove_children()
+        view.add_listener(self._on_change)
+        self._dirty = True
+        self.sync()
+
+    def _on_change(self, change: Change) -> None:
+        self._dirty = True
+
+    # --- drawing ------------------------------------------------------------------------------------------
+
+    def sync(self) -> None:
+        """Bring the widgets in line with the view's state (only when something changed)."""
+        view = self.view
+        if not self._dirty or view is None:
+            return
+        self._dirty = False
+        history = self.query_one("#history", VerticalScroll)
+        at_end = history.scroll_y >= history.max_scroll_y - 1
+        ids = {m.id for m in view.messages}
+        for mid in [mid for mid in self._widgets if mid not in ids]:
+            self._widgets.pop(mid).remove()
+        new: list[MessageView] = []
+        for m in view.messages:
+            widget = self._widgets.get(m.id)
+            if widget is None:
+                widget = self._widgets[m.id] = MessageView(m)
+                new.append(widget)
+            elif widget.key != message_key(m):
+                widget.show(m)
+        if new:
+            history.mount_all(new)
+        if at_end:
+            history.call_after_refresh(history.scroll_end, animate=False)
+        queue = self.query_one("#queue", QueueList)
+        queue.show(view.queue)
+        paused = " · paused" if view.session is not None and view.session.queue_paused else ""
+        self.query_one("#queue-title", Label).update(f"Queue ({len(view.queue)}){paused}")
+        self.query_one("#approval", ApprovalBar).show(view)
+        self.query_one("#status", StatusLine).show(view, view.connection)
+        self.sub_title = view.session.title if view.session is not None else ""
+
+    # --- actions ------------------------------------------------------------------------------------------
+
+    def _call(self, coro: Awaitable[Any], done: str | None = None) -> None:
+        """Run a call in the background; a failure is a notification, never a crash."""
+        async def run() -> None:
+            try:
+                await coro
+            except (TrpcError, ConnectionLost, TimeoutError) as exc:
+                self.notify(_describe(exc, self.url), severity="error")
+            else:
+                if done:
+                    self.notify(done)
+        self.run_worker(run(), group="calls")
+
+    async def on_input_submitted(self, event: Input.Submitted) -> None:
+        text = event.value.strip()
+        if not text or self.view is None or self.chat is None:
+            return
+        event.input.value = ""
+        sid = self.view.session_id
+        if self.editing is not None:
+            mid, self.editing = self.editing, None
+            event.input.placeholder = "Message · enter sends (queued while the model answers)"
+            self._call(self.chat.update_queued(sid, mid, text))
+        else:
+            self._call(self.chat.send(sid, text))
+
+    def on_queue_list_act(self, event: QueueList.Act) -> None:
+        if self.view is None or self.chat is None:
+            return
+        sid = self.view.session_id
+        if event.action == "remove":
+            self._call(self.chat.remove_queued(sid, event.message_id))
+        elif event.action == "move":
+            ids = [q.id for q in self.view.queue]
+            if event.message_id in ids:
+                to = max(0, min(len(ids) - 1, ids.index(event.message_id) + event.delta))
+                if to != ids.index(event.message_id):
+                    self._call(self.chat.move_queued(sid, event.message_id, to))
+        elif event.action == "edit":
+            item = next((q for q in self.view.queue if q.id == event.message_id), None)
+            if item is not None:
+                self.editing = item.id
+                prompt = self.query_one("#prompt", Input)
+                prompt.value = item.content
+                prompt.placeholder = "Editing a queued message · enter saves · escape cancels"
+                prompt.focus()
+
+    def action_cancel_edit(self) -> None:
+        if self.editing is not None:
+            self.editing = None
+            prompt = self.query_one("#prompt", Input)
+            prompt.value = ""
+            prompt.placeholder = "Message · enter sends (queued while the model answers)"
+
+    def action_abort(self) -> None:
+        if self.view is not None and self.chat is not None:
+            self._call(self.chat.abort(self.view.session_id))
+
+    def action_approve(self, approved: bool) -> None:
+        bar = self.query_one("#approval", ApprovalBar)
+        if self.view is not None and self.chat is not None and bar.call_id is not None:
+            self._call(self.chat.approve(self.view.session_id, bar.call_id, approved))
+
+    async def action_switch(self) -> None:
+        if self.chat is None:
+            return
+        try:
+            sessions = await self.chat.list_sessions(limit=100)
+        except (TrpcError, ConnectionLost, TimeoutError) as exc:
+            self.notify(_describe(exc, self.url), severity="error")
+            return
+        current = self.view.session_id if self.view is not None else None
+
+        async def chosen(choice: str | None) -> None:
+            if choice is None or choice == current or self.chat is None:
+                return
+            try:
+                if choice == NEW:
+                    choice = (await self.chat.create_session()).id
+                await self.open_session(choice)
+            except (TrpcError, ConnectionLost, TimeoutError) as exc:
+                self.notify(_describe(exc, self.url), severity="error")
+
+        self.push_screen(SessionSwitcher(sessions, current), chosen)
+
+
+def _describe(exc: BaseException, url: str) -> str:
+    from ..cli_sessions import CliError, mapped_errors
+
+    try:
+        with mapped_errors(url):
+            raise exc
+    except CliError as err:
+        return str(err)
+    except BaseException:
+        return str(exc)
+
+
+def _exit_code(exc: BaseException) -> int:
+    from ..cli_sessions import EXIT_ERROR, CliError, mapped_errors
+
+    try:
+        with mapped_errors(""):
+            raise exc
+    except CliError as err:
+        return err.code
+    except BaseException:
+        return EXIT_ERROR

@@ -1,0 +1,153 @@
+"""Widgets of the terminal chat: one message, the queue, the tool-approval bar, the status line."""
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual.binding import Binding
+from textual.message import Message as TextualMessage
+from textual.widgets import OptionList, Static
+from textual.widgets.option_list import Option
+
+from ..client import SessionView
+from ..domain.models import Message, QueuedMessage
+
+ROLE_STYLES = {"user": "bold cyan", "assistant": "bold green", "system": "bold magenta", "tool": "bold yellow"}
+CONNECTION_LABELS = {"connecting": ("◌ connecting", "yellow"), "connected": ("● connected", "green"),
+                     "reconnecting": ("◌ reconnecting…", "bold red"), "resumed": ("● resumed", "green"),
+                     "closed": ("○ closed", "red")}
+
+
+def message_key(m: Message) -> tuple[Any, ...]:
+    """What a message's rendering depends on (redraw only when it changed)."""
+    return (m.content, m.status, tuple((c.name, c.arguments) for c in m.tool_calls or []))
+
+
+class MessageView(Static):
+    """One message of the history; its text grows while the answer streams."""
+
+    DEFAULT_CSS = """
+    MessageView { padding: 0 1; margin-bottom: 1; }
+    MessageView.user { background: $boost; }
+    """
+
+    def __init__(self, message: Message) -> None:
+        super().__init__(classes=message.role)
+        self.message_id = message.id
+        self.key: tuple[Any, ...] = ()
+        self.show(message)
+
+    def show(self, m: Message) -> None:
+        self.key = message_key(m)
+        text = Text()
+        text.append(f"{m.role}", style=ROLE_STYLES.get(m.role, "bold"))
+        if m.status != "complete":
+            text.append(f"  [{m.status}{'…' if m.status == 'streaming' else ''}]", style="dim italic")
+        text.append("\n")
+        text.append(m.content)
+        for call in m.tool_calls or []:
+            text.append(f"\n⚙ {call.name} {call.arguments}", style="yellow")
+        self.update(text)
+
+
+class QueueList(OptionList):
+    """The session's queue, in order. Keys act on the highlighted item."""
+
+    BINDINGS = [
+        Binding("e", "edit", "Edit"),
+        Binding("d,delete", "remove", "Remove"),
+        Binding("k,shift+up", "move(-1)", "Move up"),
+        Binding("j,shift+down", "move(1)", "Move down"),
+    ]
+
+    class Act(TextualMessage):
+        """The user asked to edit, remove or move a queued message."""
+
+        def __init__(self, action: str, message_id: str, delta: int = 0) -> None:
+            super().__init__()
+            self.action = action
+            self.message_id = message_id
+            self.delta = delta
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.items: list[QueuedMessage] = []
+
+    def show(self, queue: list[QueuedMessage]) -> None:
+        if [(q.id, q.content) for q in queue] == [(q.id, q.content) for q in self.items]:
+            return
+        keep = self.highlighted_option.id if self.highlighted_option is not None else None
+        self.items = list(queue)
+        self.set_options([Option(Text(f"{i}. {' '.join(q.content.split())}"), id=q.id)
+                          for i, q in enumerate(queue, 1)])
+        ids = [q.id for q in queue]
+        if keep in ids:
+            self.highlighted = ids.index(keep)
+        elif queue:
+            self.highlighted = 0
+
+    def _current(self) -> str | None:
+        opt = self.highlighted_option
+        return opt.id if opt is not None else None
+
+    def action_edit(self) -> None:
+        if (mid := self._current()) is not None:
+            self.post_message(self.Act("edit", mid))
+
+    def action_remove(self) -> None:
+        if (mid := self._current()) is not None:
+            self.post_message(self.Act("remove", mid))
+
+    def action_move(self, delta: int) -> None:
+        if (mid := self._current()) is not None:
+            self.post_message(self.Act("move", mid, delta))
+
+
+class ApprovalBar(Static):
+    """Shown while a tool call waits for approval."""
+
+    DEFAULT_CSS = """
+    ApprovalBar { display: none; background: $warning 30%; padding: 0 1; height: auto; }
+    ApprovalBar.pending { display: block; }
+    """
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.call_id: str | None = None
+
+    def show(self, view: SessionView) -> None:
+        pending = list(view.pending_approvals.values())
+        self.call_id = pending[0]["callId"] if pending else None
+        self.set_class(bool(pending), "pending")
+        if pending:
+            p = pending[0]
+            more = f"  (+{len(pending) - 1} more)" if len(pending) > 1 else ""
+            self.update(Text.assemble(("Tool wants to run: ", "bold"), f"{p['name']} {p['arguments']}", more,
+                                      ("   ctrl+y approve · ctrl+d deny", "dim")))
+
+
+class StatusLine(Static):
+    """Session title, status, queue state and the connection indicator."""
+
+    DEFAULT_CSS = """
+    StatusLine { height: 1; background: $panel; padding: 0 1; }
+    """
+
+    plain = ""  # what the line says, without styles (tests read it)
+
+    def show(self, view: SessionView | None, connection: str) -> None:
+        label, style = CONNECTION_LABELS.get(connection, (connection, ""))
+        text = Text()
+        if view is not None and view.session is not None:
+            s = view.session
+            text.append(s.title or "(untitled)", style="bold")
+            text.append(f"  ·  {s.status}", style="yellow" if s.status != "idle" else "")
+            if s.queue_paused:
+                text.append("  ·  queue paused", style="red")
+            text.append(f"  ·  {s.provider}/{s.model}", style="dim")
+            if view.deleted:
+                text.append("  ·  deleted", style="bold red")
+        text.append("   ")
+        text.append(label, style=style)
+        self.plain = text.plain
+        self.update(text)

@@ -1,0 +1,196 @@
+"""The terminal chat in Textual's headless harness, against a real server, next to a second client."""
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+from textual.widgets import Input, Label
+
+from server.client import ChatClient
+from server.tui import ChatApp
+from server.tui.widgets import ApprovalBar, MessageView, QueueList, StatusLine
+
+pytestmark = pytest.mark.timeout(60)
+
+LONG = " ".join(f"word{i}" for i in range(300))
+SIZE = (110, 32)
+# Regenerate the screenshot in docs/ with CHATSYNC_SCREENSHOT_DIR=docs (it is written only when that is set).
+SHOTS = os.environ.get("CHATSYNC_SCREENSHOT_DIR")
+
+
+@pytest.fixture
+async def paced(server_factory: Callable[..., Any], sqlite_url: str) -> Any:
+    """Echo at 10 ms a word: a 300-word answer streams for 3 s."""
+    return await server_factory(sqlite_url, echo_delay=0.01, sweep_seconds=0.2, stream_flush_seconds=0.2)
+
+
+async def until(pilot: Pilot[Any], pred: Callable[[], bool], timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > deadline:
+            raise TimeoutError("condition not met")
+        await pilot.pause(0.02)
+
+
+async def submit(pilot: Pilot[Any], text: str) -> None:
+    prompt = pilot.app.query_one("#prompt", Input)
+    prompt.focus()
+    prompt.value = text
+    await pilot.press("enter")
+
+
+def streaming(app: ChatApp) -> bool:
+    return app.view is not None and any(m.role == "assistant" and m.status == "streaming" and m.content
+                                        for m in app.view.messages)
+
+
+def shown(app: ChatApp, role: str) -> list[str]:
+    """Texts of the history widgets of one role, as drawn."""
+    assert app.view is not None
+    by_id = {m.id: m for m in app.view.messages}
+    return [by_id[w.message_id].content for w in app.query(MessageView)
+            if w.message_id in by_id and by_id[w.message_id].role == role]
+
+
+async def test_typing_while_streaming_is_queued_then_sent(server_factory: Callable[..., Any], sqlite_url: str,
+                                                          tmp_path: Path) -> None:
+    # 25 ms a word: the harness's key presses wait for a quiet screen, so typing is slow while text streams
+    slow = await server_factory(sqlite_url, echo_delay=0.025, sweep_seconds=0.2, stream_flush_seconds=0.2)
+    async with ChatClient(slow.url, slow.tokens["alice"]) as chat:
+        s = await chat.create_session(title="Trip planning")
+        app = ChatApp(slow.url, slow.tokens["alice"], s.id)
+        async with app.run_test(size=SIZE) as pilot:
+            await submit(pilot, LONG)
+            await until(pilot, lambda: streaming(app))
+            await pilot.press(*"next")
+            await pilot.press("enter")
+            queue = app.query_one("#queue", QueueList)
+            await until(pilot, lambda: [q.content for q in queue.items] == ["next"])
+            assert app.view is not None and app.view.run is not None, "the answer ended before the queueing"
+            assert str(app.query_one("#queue-title", Label).render()) == "Queue (1)"
+            assert app.query_one("#prompt", Input).value == ""  # the input stayed usable
+            for path in [tmp_path, *([Path(SHOTS)] if SHOTS else [])]:
+                app.save_screenshot("chat.svg", str(path))
+            svg = (tmp_path / "chat.svg").read_text()
+            assert "Trip" in svg and "Queue" in svg
+            # sent by the server when the first answer finishes, with no key pressed
+            await until(pilot, lambda: shown(app, "assistant") == [LONG, "next"], timeout=15)
+            assert shown(app, "user") == [LONG, "next"]
+            assert queue.items == []
+        stored = await chat.get_session(s.id)
+        assert [m.content for m in stored.messages if m.role == "user"] == [LONG, "next"]
+
+
+async def test_queue_edit_move_remove_show_in_another_client(paced: Any) -> None:
+    async with ChatClient(paced.url, paced.tokens["alice"]) as other:
+        s = await other.create_session(queue_paused=True)
+        for text in ("one", "two", "three"):
+            await other.enqueue(s.id, text)
+        watcher = await other.open_session(s.id)
+        async with watcher:
+            app = ChatApp(paced.url, paced.tokens["alice"], s.id)
+            async with app.run_test(size=SIZE) as pilot:
+                queue = app.query_one("#queue", QueueList)
+                await until(pilot, lambda: len(queue.items) == 3)
+                queue.focus()
+                queue.highlighted = 0
+                await pilot.press("d")
+                await watcher.wait_until(lambda v: [q.content for q in v.queue] == ["two", "three"])
+                await until(pilot, lambda: [q.content for q in queue.items] == ["two", "three"])
+                queue.highlighted = 0
+                await pilot.press("j")
+                await watcher.wait_until(lambda v: [q.content for q in v.queue] == ["three", "two"])
+                await until(pilot, lambda: [q.content for q in queue.items] == ["three", "two"])
+                queue.highlighted = 1
+                await pilot.press("e")
+                prompt = app.query_one("#prompt", Input)
+                assert prompt.value == "two" and app.editing is not None
+                prompt.value = "two, edited"
+                await pilot.press("enter")
+                await watcher.wait_until(lambda v: [q.content for q in v.queue] == ["three", "two, edited"])
+                # another client's change appears live
+                await other.clear_queue(s.id)
+                await until(pilot, lambda: queue.items == [])
+                assert str(app.query_one("#queue-title", Label).render()) == "Queue (0) · paused"
+
+
+async def test_connection_indicator_shows_reconnecting_then_resumed(paced: Any) -> None:
+    async with ChatClient(paced.url, paced.tokens["alice"]) as other:
+        s = await other.create_session(queue_paused=True)
+        app = ChatApp(paced.url, paced.tokens["alice"], s.id)
+        async with app.run_test(size=SIZE) as pilot:
+            status = app.query_one("#status", StatusLine)
+            await until(pilot, lambda: "● connected" in status.plain)
+            seen: list[str] = []
+            assert app.view is not None
+            app.view.add_listener(lambda c: seen.append(app.view.connection) if c.kind == "connection" else None)
+            assert app.chat is not None
+            await app.chat.trpc.drop_connection()
+            await until(pilot, lambda: "● resumed" in status.plain)
+            assert seen == ["reconnecting", "resumed"]
+            await other.enqueue(s.id, "after the drop")  # still live after the resume
+            queue = app.query_one("#queue", QueueList)
+            await until(pilot, lambda: [q.content for q in queue.items] == ["after the drop"])
+
+
+async def test_approve_a_tool_from_the_terminal(paced: Any) -> None:
+    async with ChatClient(paced.url, paced.tokens["alice"]) as chat:
+        s = await chat.create_session(tools=[{"name": "current_time", "requiresApproval": True}])
+        app = ChatApp(paced.url, paced.tokens["alice"], s.id)
+        async with app.run_test(size=SIZE) as pilot:
+            await submit(pilot, "what time is it\n/tool current_time {}")
+            bar = app.query_one("#approval", ApprovalBar)
+            await until(pilot, lambda: bar.has_class("pending") and bar.call_id is not None)
+            assert app.view is not None and app.view.status == "requires-action"
+            await pilot.press("ctrl+y")
+            await until(pilot, lambda: app.view is not None and app.view.run is None
+                        and app.view.messages[-1].status == "complete" and app.view.messages[-1].role == "assistant")
+            assert not bar.has_class("pending")
+        snap = await chat.get_session(s.id)
+        tool = [m for m in snap.messages if m.role == "tool"]
+        assert len(tool) == 1 and "denied" not in tool[0].content.lower()
+        assert "current_time" in snap.messages[-1].content
+
+
+async def test_abort_key_stops_the_answer(paced: Any) -> None:
+    async with ChatClient(paced.url, paced.tokens["alice"]) as chat:
+        s = await chat.create_session()
+        app = ChatApp(paced.url, paced.tokens["alice"], s.id)
+        async with app.run_test(size=SIZE) as pilot:
+            await submit(pilot, LONG)
+            await until(pilot, lambda: streaming(app))
+            await pilot.press("ctrl+x")
+            await until(pilot, lambda: app.view is not None and app.view.run is None
+                        and app.view.messages[-1].status == "interrupted")
+            status = app.query_one("#status", StatusLine)
+            await until(pilot, lambda: "queue paused" in status.plain)
+            partial = shown(app, "assistant")[0]
+            assert partial and partial != LONG and LONG.startswith(partial)
+        snap = await chat.get_session(s.id)
+        assert snap.messages[-1].status == "interrupted" and snap.messages[-1].content == partial
+
+
+async def test_session_switcher_lists_titles_and_opens_one(paced: Any) -> None:
+    async with ChatClient(paced.url, paced.tokens["alice"]) as chat:
+        first = await chat.create_session(title="First one")
+        second = await chat.create_session(title="Second one")
+        app = ChatApp(paced.url, paced.tokens["alice"])  # no id: the newest
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.view is not None and app.view.session_id == second.id)
+            await pilot.press("ctrl+o")
+            await until(pilot, lambda: app.screen.__class__.__name__ == "SessionSwitcher")
+            from textual.widgets import OptionList
+            options = app.screen.query_one("#sessions", OptionList)
+            labels = [str(options.get_option_at_index(i).prompt) for i in range(options.option_count)]
+            assert "First one" in labels[2] and "Second one" in labels[1]
+            options.highlighted = 2
+            await pilot.press("enter")
+            await until(pilot, lambda: app.view is not None and app.view.session_id == first.id)
+            await until(pilot, lambda: "First one" in app.query_one("#status", StatusLine).plain)
+            await asyncio.sleep(0)
