@@ -156,3 +156,29 @@ async def test_connection_errors_are_typed(paced: Any) -> None:
     with pytest.raises(ServerUnreachable):
         async with ChatClient("http://127.0.0.1:9", "x", reconnect=False, connect_timeout=2):
             pass
+
+
+async def test_view_resyncs_on_an_offset_gap_or_resync_required(paced: Any) -> None:
+    """The server never sends a bad offset, so the bad items are put into the view's own subscription."""
+    async with ChatClient(paced.url, paced.tokens["alice"]) as chat:
+        s = await chat.create_session()
+        answer = await chat.prompt_streaming(s.id, "one two three", lambda _c: None)
+        view = await chat.open_session(s.id)
+        async with view:
+            def inject(event: dict[str, Any]) -> None:
+                assert view._sub is not None
+                view._sub._sub.items.put_nowait((view.last_event_id, {"sessionId": s.id, **event}))
+
+            # a repeat of text we already have (what a snapshot covered) is dropped, not a resync
+            inject({"type": "text-delta", "messageId": answer.id, "offset": 4, "delta": "two"})
+            # a delta past the end: a gap, so the local copy is refetched
+            inject({"type": "text-delta", "messageId": answer.id, "offset": 99, "delta": " four"})
+            await view.wait_until(lambda v: v.resyncs == 1)
+            assert view.message(answer.id).content == "one two three"  # type: ignore[union-attr]
+            inject({"type": "resync-required", "lastEventId": "1"})
+            await view.wait_until(lambda v: v.resyncs == 2)
+            # still live after resubscribing
+            q = await chat.enqueue(s.id, "later")
+            await view.wait_until(lambda v: any(m.content == "later" for m in v.messages) or
+                                  [x.id for x in v.queue] == [q.id])
+            assert [m.content for m in view.messages if m.role == "assistant"][0] == "one two three"
