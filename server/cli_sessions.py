@@ -17,7 +17,14 @@ from typing import Any
 
 import orjson
 
-from .client import DEFAULT_URL, ChatClient, ConnectionLost, ConnectionRejected, ServerUnreachable, TrpcError
+from .client import (
+    DEFAULT_URL,
+    ChatClient,
+    ConnectionLost,
+    ConnectionRejected,
+    ServerUnreachable,
+    TrpcError,
+)
 from .domain.models import Session, SessionSnapshot
 
 EXIT_OK = 0
@@ -70,25 +77,36 @@ def resolve(args: argparse.Namespace) -> tuple[str, str | None]:
             args.token or os.environ.get("CHATSYNC_TOKEN") or None)
 
 
+CLIENT_ERRORS = (TrpcError, ConnectionLost, TimeoutError)
+"""What a client call can raise that :func:`to_cli_error` explains."""
+
+
+def to_cli_error(exc: BaseException, url: str) -> CliError:
+    """The one-line message and exit code for a client exception (one table for the CLI and the chat)."""
+    if isinstance(exc, TrpcError):
+        if exc.code == "NOT_FOUND":
+            return CliError(exc.message, EXIT_NOT_FOUND)
+        if exc.code == "UNAUTHORIZED":
+            return CliError(f"{exc.message} (check --token or CHATSYNC_TOKEN)", EXIT_UNAUTHORIZED)
+        return CliError(f"{exc.code}: {exc.message}", EXIT_ERROR)
+    if isinstance(exc, ConnectionRejected):
+        return CliError(f"the server rejected the token ({exc.code})", EXIT_UNAUTHORIZED)
+    if isinstance(exc, ServerUnreachable):
+        return CliError(f"cannot reach the server at {url}", EXIT_UNREACHABLE)
+    if isinstance(exc, ConnectionLost):
+        return CliError(f"lost the connection to {url}", EXIT_UNREACHABLE)
+    if isinstance(exc, TimeoutError):
+        return CliError(f"the server at {url} did not answer in time", EXIT_UNREACHABLE)
+    return CliError(str(exc), EXIT_ERROR)
+
+
 @contextmanager
 def mapped_errors(url: str) -> Iterator[None]:
     """Translate client exceptions into :class:`CliError` with the exit code for each kind."""
     try:
         yield
-    except TrpcError as exc:
-        if exc.code == "NOT_FOUND":
-            raise CliError(exc.message, EXIT_NOT_FOUND) from exc
-        if exc.code == "UNAUTHORIZED":
-            raise CliError(f"{exc.message} (check --token or CHATSYNC_TOKEN)", EXIT_UNAUTHORIZED) from exc
-        raise CliError(f"{exc.code}: {exc.message}", EXIT_ERROR) from exc
-    except ConnectionRejected as exc:
-        raise CliError(f"the server rejected the token ({exc.code})", EXIT_UNAUTHORIZED) from exc
-    except ServerUnreachable as exc:
-        raise CliError(f"cannot reach the server at {url}", EXIT_UNREACHABLE) from exc
-    except ConnectionLost as exc:
-        raise CliError(f"lost the connection to {url}", EXIT_UNREACHABLE) from exc
-    except (TimeoutError, asyncio.TimeoutError) as exc:
-        raise CliError(f"the server at {url} did not answer in time", EXIT_UNREACHABLE) from exc
+    except CLIENT_ERRORS as exc:
+        raise to_cli_error(exc, url) from exc
 
 
 # --- output ------------------------------------------------------------------------------------------------

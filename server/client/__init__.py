@@ -6,7 +6,14 @@ wraps the procedures in typed methods; :class:`SessionView` keeps a live local c
 import logging
 
 from .chat import DEFAULT_URL, ChatClient, RunFailed, SendResult
-from .trpc import ConnectionLost, ConnectionRejected, ServerUnreachable, Subscription, TrpcClient, TrpcError
+from .trpc import (
+    ConnectionLost,
+    ConnectionRejected,
+    ServerUnreachable,
+    Subscription,
+    TrpcClient,
+    TrpcError,
+)
 from .view import Change, ConnectionState, SessionView, TextChunk
 
 # A library: logs go where the application sends them, never to stderr by default (the CLI prints its own line).

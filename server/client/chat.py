@@ -34,7 +34,7 @@ class SendResult:
     run_id: str | None = None
 
     @classmethod
-    def from_wire(cls, data: dict[str, Any]) -> "SendResult":
+    def from_wire(cls, data: dict[str, Any]) -> SendResult:
         return cls(status=data["status"],
                    message=Message.model_validate(data["message"]) if data.get("message") else None,
                    queued=QueuedMessage.model_validate(data["queued"]) if data.get("queued") else None,
@@ -58,7 +58,7 @@ class ChatClient:
         self.trpc = TrpcClient(url, token, reconnect=reconnect)
         self.connect_timeout = connect_timeout
 
-    async def __aenter__(self) -> "ChatClient":
+    async def __aenter__(self) -> ChatClient:
         await self.connect()
         return self
 
@@ -199,7 +199,7 @@ class ChatClient:
             await view.close()
 
     @staticmethod
-    async def _follow(view: SessionView, sent: SendResult, changes: "asyncio.Queue[Change]",
+    async def _follow(view: SessionView, sent: SendResult, changes: asyncio.Queue[Change],
                       on_chunk: Callable[[str], Any]) -> Message:
         run_id = sent.run_id
         queued_id = sent.queued.id if sent.queued else None

@@ -73,7 +73,7 @@ _END = object()
 class Subscription:
     """Async iterator over ``(id, data)`` pairs (``id`` is None for untracked items)."""
 
-    def __init__(self, client: "TrpcClient", sub: _Sub) -> None:
+    def __init__(self, client: TrpcClient, sub: _Sub) -> None:
         self._client = client
         self._sub = sub
 
@@ -158,7 +158,7 @@ class TrpcClient:
             base += "/trpc"
         return base + "?connectionParams=1"
 
-    async def __aenter__(self) -> "TrpcClient":
+    async def __aenter__(self) -> TrpcClient:
         await self.connect()
         return self
 
@@ -270,7 +270,7 @@ class TrpcClient:
                 log.debug("connection lost: %r", exc)
                 if exc.rcvd is not None:
                     self._check_rejected(exc.rcvd.code, exc.rcvd.reason)
-            except (OSError, asyncio.TimeoutError) as exc:
+            except (TimeoutError, OSError) as exc:
                 log.debug("connection lost: %r", exc)
             finally:
                 was_up = self._connected.is_set()

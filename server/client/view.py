@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..domain.models import Message, QueuedMessage, Session, SessionSnapshot
-from .trpc import Subscription, TrpcError
+from .trpc import ConnectionLost, Subscription, TrpcError
 
 if TYPE_CHECKING:
     from .chat import ChatClient
@@ -58,7 +58,7 @@ Listener = Callable[[Change], None]
 class SessionView:
     """Local state of one session. Create with :meth:`ChatClient.open_session` (started) or ``start()``."""
 
-    def __init__(self, client: "ChatClient", session_id: str) -> None:
+    def __init__(self, client: ChatClient, session_id: str) -> None:
         self.client = client
         self.session_id = session_id
         self.session: Session | None = None
@@ -99,7 +99,7 @@ class SessionView:
         self._listeners.append(listener)
         return lambda: self._listeners.remove(listener) if listener in self._listeners else None
 
-    async def start(self) -> "SessionView":
+    async def start(self) -> SessionView:
         self._unlisten = self.client.trpc.add_connection_listener(self._on_connection)
         await self._load()
         self._set_connection("connected")
@@ -118,13 +118,13 @@ class SessionView:
                 await self._sub.close()
         self.connection = "closed"
 
-    async def __aenter__(self) -> "SessionView":
+    async def __aenter__(self) -> SessionView:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def wait_until(self, predicate: Callable[["SessionView"], bool], timeout: float = 10) -> None:
+    async def wait_until(self, predicate: Callable[[SessionView], bool], timeout: float = 10) -> None:
         """Wait until ``predicate(view)`` holds (checked after each change)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
@@ -187,7 +187,7 @@ class SessionView:
                     self._notify(Change("session-deleted"))
                     return
                 raise
-            except Exception as exc:  # the socket is down: the trpc client reconnects, we retry
+            except (ConnectionLost, TimeoutError) as exc:  # the socket is down: the trpc client reconnects
                 log.debug("resync failed: %r", exc)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)

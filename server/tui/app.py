@@ -15,7 +15,8 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Footer, Input, Label
 
-from ..client import ChatClient, ConnectionLost, ConnectionRejected, SessionView, TrpcError
+from ..cli_sessions import to_cli_error
+from ..client import ChatClient, ConnectionLost, SessionView, TrpcError
 from ..client.view import Change
 from .switcher import NEW, SessionSwitcher
 from .widgets import ApprovalBar, MessageView, QueueList, StatusLine, message_key
@@ -228,24 +229,8 @@ class ChatApp(App[None]):
 
 
 def _describe(exc: BaseException, url: str) -> str:
-    from ..cli_sessions import CliError, mapped_errors
-
-    try:
-        with mapped_errors(url):
-            raise exc
-    except CliError as err:
-        return str(err)
-    except BaseException:
-        return str(exc)
+    return str(to_cli_error(exc, url))
 
 
 def _exit_code(exc: BaseException) -> int:
-    from ..cli_sessions import EXIT_ERROR, CliError, mapped_errors
-
-    try:
-        with mapped_errors(""):
-            raise exc
-    except CliError as err:
-        return err.code
-    except BaseException:
-        return EXIT_ERROR
+    return to_cli_error(exc, "").code

@@ -1,7 +1,6 @@
 """The terminal chat in Textual's headless harness, against a real server, next to a second client."""
 from __future__ import annotations
 
-import asyncio
 import os
 import time
 from collections.abc import Callable
@@ -10,7 +9,7 @@ from typing import Any
 
 import pytest
 from textual.pilot import Pilot
-from textual.widgets import Input, Label
+from textual.widgets import Input, Label, OptionList
 
 from server.client import ChatClient
 from server.tui import ChatApp
@@ -185,7 +184,6 @@ async def test_session_switcher_lists_titles_and_opens_one(paced: Any) -> None:
             await until(pilot, lambda: app.view is not None and app.view.session_id == second.id)
             await pilot.press("ctrl+o")
             await until(pilot, lambda: app.screen.__class__.__name__ == "SessionSwitcher")
-            from textual.widgets import OptionList
             options = app.screen.query_one("#sessions", OptionList)
             labels = [str(options.get_option_at_index(i).prompt) for i in range(options.option_count)]
             assert "First one" in labels[2] and "Second one" in labels[1]
@@ -193,4 +191,3 @@ async def test_session_switcher_lists_titles_and_opens_one(paced: Any) -> None:
             await pilot.press("enter")
             await until(pilot, lambda: app.view is not None and app.view.session_id == first.id)
             await until(pilot, lambda: "First one" in app.query_one("#status", StatusLine).plain)
-            await asyncio.sleep(0)

@@ -6,7 +6,13 @@ from typing import Any
 
 import pytest
 
-from server.client import ChatClient, ConnectionRejected, RunFailed, ServerUnreachable, TrpcError
+from server.client import (
+    ChatClient,
+    ConnectionRejected,
+    RunFailed,
+    ServerUnreachable,
+    TrpcError,
+)
 
 pytestmark = pytest.mark.timeout(30)
 
