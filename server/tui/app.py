@@ -12,6 +12,7 @@ from typing import Any
 
 from textual.app import App, ComposeResult
 from textual.binding import Binding
+from textual.timer import Timer
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Footer, Input, Label
 
@@ -54,6 +55,7 @@ class ChatApp(App[None]):
         self.error: str | None = None  # why the app could not start (printed by run_chat)
         self._widgets: dict[str, MessageView] = {}
         self._dirty = True
+        self._timer: Timer | None = None
 
     def compose(self) -> ComposeResult:
         yield StatusLine(id="status")
@@ -70,6 +72,13 @@ class ChatApp(App[None]):
     # --- lifecycle ----------------------------------------------------------------------------------------
 
     async def on_mount(self) -> None:
+        # Kept, not queried each frame: while the switcher is open, queries look at its screen, not this one.
+        self._history = self.query_one("#history", VerticalScroll)
+        self._queue = self.query_one("#queue", QueueList)
+        self._queue_title = self.query_one("#queue-title", Label)
+        self._approval = self.query_one("#approval", ApprovalBar)
+        self._status = self.query_one("#status", StatusLine)
+        self._prompt = self.query_one("#prompt", Input)
         self.chat = ChatClient(self.url, self.token, connect_timeout=5)
         try:
             await self.chat.connect()
@@ -82,10 +91,12 @@ class ChatApp(App[None]):
             self.error = _describe(exc, self.url)
             self.exit(return_code=_exit_code(exc))
             return
-        self.set_interval(1 / 15, self.sync)
-        self.query_one("#prompt", Input).focus()
+        self._timer = self.set_interval(1 / 15, self.sync)
+        self._prompt.focus()
 
     async def on_unmount(self) -> None:
+        if self._timer is not None:
+            self._timer.stop()
         if self.view is not None:
             await self.view.close()
         if self.chat is not None:
@@ -100,7 +111,7 @@ class ChatApp(App[None]):
         self.view = view
         self.editing = None
         self._widgets.clear()
-        await self.query_one("#history", VerticalScroll).remove_children()
+        await self._history.remove_children()
         view.add_listener(self._on_change)
         self._dirty = True
         self.sync()
@@ -116,7 +127,7 @@ class ChatApp(App[None]):
         if not self._dirty or view is None:
             return
         self._dirty = False
-        history = self.query_one("#history", VerticalScroll)
+        history = self._history
         at_end = history.scroll_y >= history.max_scroll_y - 1
         ids = {m.id for m in view.messages}
         for mid in [mid for mid in self._widgets if mid not in ids]:
@@ -133,12 +144,11 @@ class ChatApp(App[None]):
             history.mount_all(new)
         if at_end:
             history.call_after_refresh(history.scroll_end, animate=False)
-        queue = self.query_one("#queue", QueueList)
-        queue.show(view.queue)
+        self._queue.show(view.queue)
         paused = " · paused" if view.session is not None and view.session.queue_paused else ""
-        self.query_one("#queue-title", Label).update(f"Queue ({len(view.queue)}){paused}")
-        self.query_one("#approval", ApprovalBar).show(view)
-        self.query_one("#status", StatusLine).show(view, view.connection)
+        self._queue_title.update(f"Queue ({len(view.queue)}){paused}")
+        self._approval.show(view)
+        self._status.show(view, view.connection)
         self.sub_title = view.session.title if view.session is not None else ""
 
     # --- actions ------------------------------------------------------------------------------------------
@@ -184,7 +194,7 @@ class ChatApp(App[None]):
             item = next((q for q in self.view.queue if q.id == event.message_id), None)
             if item is not None:
                 self.editing = item.id
-                prompt = self.query_one("#prompt", Input)
+                prompt = self._prompt
                 prompt.value = item.content
                 prompt.placeholder = "Editing a queued message · enter saves · escape cancels"
                 prompt.focus()
@@ -192,7 +202,7 @@ class ChatApp(App[None]):
     def action_cancel_edit(self) -> None:
         if self.editing is not None:
             self.editing = None
-            prompt = self.query_one("#prompt", Input)
+            prompt = self._prompt
             prompt.value = ""
             prompt.placeholder = "Message · enter sends (queued while the model answers)"
 
@@ -201,7 +211,7 @@ class ChatApp(App[None]):
             self._call(self.chat.abort(self.view.session_id))
 
     def action_approve(self, approved: bool) -> None:
-        bar = self.query_one("#approval", ApprovalBar)
+        bar = self._approval
         if self.view is not None and self.chat is not None and bar.call_id is not None:
             self._call(self.chat.approve(self.view.session_id, bar.call_id, approved))
 
