@@ -26,6 +26,7 @@ from .engine import MemoryStreamBuffer, Orchestrator
 from .services.queue import QueueService
 from .services.runs import RunAwareSessionService, RunService
 from .services.sessions import SessionService
+from .services.titles import TitleService
 from .services.uow import UnitOfWork
 from .settings import Settings
 from .store import migrate
@@ -53,6 +54,7 @@ class Services:
     tools: ToolRegistry
     orchestrator: Orchestrator
     runs: RunService
+    titles: TitleService
     connections: set[WsConnection] = field(default_factory=set)
 
     async def stream_snapshots(self, session_id: str) -> list[dict[str, Any]]:
@@ -83,12 +85,13 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
             hub=hub,
             uow=uow,
             auth=AuthService(db),
-            sessions=RunAwareSessionService(db, uow, runs=runs),
+            sessions=RunAwareSessionService(db, uow, runs=runs, titles=orchestrator.titles),
             queue=QueueService(uow, max_length=settings.max_queue_length,
                                max_content_chars=settings.max_content_chars, dispatch=orchestrator.dispatch),
             tools=tools,
             orchestrator=orchestrator,
             runs=runs,
+            titles=orchestrator.titles,
         )
 
 

@@ -4,7 +4,7 @@ A bad value stops start-up with a message that names the variable (see :func:`lo
 """
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -53,6 +53,9 @@ class Settings(BaseSettings):
     sweep_seconds: float = Field(default=2.0, gt=0)
     # A server tool that runs longer than this gets an error result.
     tool_timeout_seconds: float = Field(default=60.0, gt=0)
+    # How sessions get their automatic title (docs/api.md "Titles"): ``truncate`` the first user message, or
+    # ``model``: that first, then a 3-5 word title from the session's model after the first answer.
+    title_mode: Literal["truncate", "model"] = "truncate"
     allow_method_override: bool = False
     run_migrations_on_start: bool = True
     log_level: str = "info"

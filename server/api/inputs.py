@@ -1,7 +1,9 @@
 """Procedure inputs (API.md). Every field is validated here, at the boundary."""
 from __future__ import annotations
 
-from pydantic import Field
+from typing import Literal
+
+from pydantic import Field, model_validator
 
 from ..domain.models import (
     BusyPolicy,
@@ -54,6 +56,22 @@ class SessionUpdate(SessionRef):
 
 class SetTitle(SessionRef):
     title: str = Field(min_length=1, max_length=500)
+
+
+class RegenerateTitle(SessionRef):
+    method: Literal["truncate", "model"] | None = None  # default: CHATSYNC_TITLE_MODE
+
+
+class SwitchContext(SessionRef):
+    directory: str | None = Field(default=None, min_length=1, max_length=4096)
+    agent: str | None = Field(default=None, min_length=1, max_length=200)
+    regenerate_title: bool = False
+
+    @model_validator(mode="after")
+    def _something_to_switch(self) -> "SwitchContext":
+        if self.directory is None and self.agent is None:
+            raise ValueError("give a directory, an agent, or both")
+        return self
 
 
 class SessionEvents(SessionRef):

@@ -56,6 +56,15 @@ def register(router: Router) -> None:
     async def clear_title(ctx: Context, inp: inputs.SessionRef) -> Any:
         return await ctx.services.sessions.set_title(ctx.require_user(), inp.session_id, "", "none")
 
+    @router.mutation("session.regenerateTitle", inputs.RegenerateTitle)
+    async def regenerate_title(ctx: Context, inp: inputs.RegenerateTitle) -> Any:
+        return await ctx.services.titles.regenerate(ctx.require_user(), inp.session_id, inp.method)
+
+    @router.mutation("session.switchContext", inputs.SwitchContext)
+    async def switch_context(ctx: Context, inp: inputs.SwitchContext) -> Any:
+        return await ctx.services.sessions.switch_context(ctx.require_user(), inp.session_id, inp.directory,
+                                                          inp.agent, inp.regenerate_title)
+
     @router.subscription("session.events", inputs.SessionEvents)
     async def events(ctx: Context, inp: inputs.SessionEvents) -> Any:
         """Every durable event after ``lastEventId`` (default: from now), then live ones, tracked by seq."""

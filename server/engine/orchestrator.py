@@ -9,6 +9,8 @@
   partial answer ``interrupted``, fails the run with code ``interrupted`` and pauses the queue — and idle
   sessions whose unpaused queue is not empty (a message enqueued with ``message.enqueueMessage`` just as the
   previous run ended): it sends the head.
+* ``run_finished`` starts what follows a finished run without delaying it (model titles, see
+  ``server.services.titles``).
 * ``stream_snapshots`` feeds ``server.sync.delivery`` the partial text of streams (see ``buffer.py``).
 """
 from __future__ import annotations
@@ -23,6 +25,7 @@ from sqlalchemy import select
 from ..domain.events import EventEnvelope
 from ..llm import Provider, get_provider
 from ..pubsub.base import Bus
+from ..services.titles import TitleService
 from ..services.uow import UnitOfWork
 from ..settings import Settings
 from ..store import repo
@@ -55,6 +58,7 @@ class Orchestrator:
         self._sweeper: asyncio.Task[None] | None = None
         self._closing = False
         self._stop = asyncio.Event()
+        self.titles = TitleService(uow, settings.title_mode, self.provider)
 
     async def __aenter__(self) -> "Orchestrator":
         self._sweeper = asyncio.create_task(self._sweep_forever())
@@ -104,6 +108,12 @@ class Orchestrator:
     async def _start_after(self, previous: RunLoop, session_id: str, run_id: str) -> None:
         await previous.done.wait()
         self.start(session_id, run_id)
+
+    def run_finished(self, session_id: str, run_id: str) -> None:
+        """Called after the transaction that wrote ``run-finished`` committed: work that must not delay the
+        answer or the auto-send of the queue (the model title) runs here, as a task of its own."""
+        if self.titles.mode == "model" and not self._closing:
+            self._spawn(self.titles.after_run_finished(session_id, run_id), f"title:{session_id}")
 
     def _spawn(self, coro: Any, name: str) -> None:
         task = asyncio.create_task(coro, name=name)

@@ -146,10 +146,12 @@ class RunLoop:
             self.run_id = None
             return
         if run.steps >= self.o.settings.max_steps_per_run:
+            finished = self.run_id
             async with self._tx() as tx:
                 run = await repo.get_run(tx.db, self.run_id)
                 state.end_run(tx, run, "finished", finish_reason=run.finish_reason if run else None)
                 nxt = await state.next_or_idle(tx, self.o.owner, self.o.settings.run_lease_seconds)
+            self.o.run_finished(self.session_id, finished)
             self.run_id = nxt.id if nxt else None
             return
         await self._step()
@@ -229,6 +231,7 @@ class RunLoop:
     async def _finish_step(self, mid: str, result: StepResult) -> None:
         text = self.o.buffer.text(self.session_id, mid) or ""
         nxt: Any = self.run_id
+        finished = None
         async with self._tx() as tx:
             run = await repo.get_run(tx.db, self.run_id)
             row = await tx.db.get(Message, mid)
@@ -260,8 +263,11 @@ class RunLoop:
                     await state.register_tool_calls(tx, run, row, calls, definitions)
                 elif not await repo.steered_after(tx.db, self.session_id, run.id, row.ordinal):
                     state.end_run(tx, run, "finished", finish_reason=result.finish)
+                    finished = run.id
                     nxt = await state.next_or_idle(tx, self.o.owner, self.o.settings.run_lease_seconds)
                     nxt = nxt.id if nxt is not None else None
+        if finished is not None:
+            self.o.run_finished(self.session_id, finished)  # after the commit: the answer is out already
         self.run_id = nxt
 
     async def _finish_aborted(self, mid: str | None = None) -> None:

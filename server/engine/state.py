@@ -4,7 +4,8 @@ the durable events describing what it changed, so state and events commit togeth
 Both the user-facing service (``server.services.runs``) and the run loop (``server.engine.run``) change
 run state only through these functions, which keeps the event vocabulary in one place:
 
-* ``message-created`` / ``message-completed``: every message row written or finalised;
+* ``message-created`` / ``message-completed``: every message row written or finalised; a user message
+  stored in an untitled session is followed by its ``title-changed`` (``server.services.titles``);
 * ``run-started {runId, trigger}`` (trigger: ``message`` | ``queue`` | ``instructions``),
   ``run-finished {runId, finishReason, usage}``, ``run-failed {runId, error}``, ``run-aborted {runId}``;
 * ``tool-call-ready``, ``tool-approval-requested``, ``tool-approval-resolved``, ``tool-call-result``;
@@ -18,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..llm import ToolCallEvent
+from ..services.titles import title_from_first_message
 from ..services.uow import SessionTx
 from ..store import repo
 from ..store.models import Message, Run, ToolCallRow, utcnow
@@ -44,6 +46,8 @@ async def add_message(tx: SessionTx, role: str, content: str = "", *, status: st
     tx.db.add(row)
     await tx.db.flush()
     tx.emit("message-created", message=repo.message_wire(row).wire())
+    if role == "user":
+        await title_from_first_message(tx)  # seed 004: in the transaction that stores the message
     return row
 
 

@@ -1,4 +1,17 @@
-"""Session lifecycle: create, read, update, titles, delete."""
+"""Session lifecycle: create, read, update, titles, context switches, delete.
+
+``switch_context`` (seed 004; issue 5 point 2), where the issue is silent:
+
+* One transaction: ``session-updated`` (the new ``metadata``), then the system message "Context changed to:
+  directory=…, agent=…" naming only the parts given (``message-created``), then — with
+  ``regenerateTitle`` and the truncate method — ``title-changed``. The model method asks the model after that
+  transaction commits (never holding the session lock during a model call) and writes its own transaction.
+* A switch is recorded even when the values equal the current ones: the caller said the context changed, and
+  the model should read that. It may happen while a run is in progress (as ``message.addInstructions`` may);
+  the run sees the system message at its next step.
+* ``regenerateTitle: true`` is an explicit request, so it may replace a ``user`` title (as
+  ``session.regenerateTitle`` does). A session without a user message keeps its title; the switch succeeds.
+"""
 from __future__ import annotations
 
 import base64
@@ -7,10 +20,12 @@ from datetime import datetime
 from typing import Any
 
 from ..domain import models as wire
+from ..engine import state
 from ..protocol.errors import RpcError
 from ..store import repo
 from ..store.db import Database
 from ..store.models import ChatSession, User, utcnow
+from .titles import TitleService, apply_title
 from .uow import UnitOfWork, can_read
 
 UPDATABLE = ("provider", "model", "system_prompt", "defaults", "tools", "tool_mode", "busy_policy", "disable_streaming")
@@ -30,9 +45,10 @@ def _decode_cursor(cursor: str) -> tuple[datetime, str]:
 
 
 class SessionService:
-    def __init__(self, db: Database, uow: UnitOfWork) -> None:
+    def __init__(self, db: Database, uow: UnitOfWork, titles: TitleService | None = None) -> None:
         self.db = db
         self.uow = uow
+        self.titles = titles
 
     async def create(self, user: User, fields: dict[str, Any]) -> wire.Session:
         now = utcnow()
@@ -106,11 +122,29 @@ class SessionService:
 
     async def set_title(self, user: User, session_id: str, title: str, source: str) -> wire.Session:
         async with self.uow.session(user, session_id) as tx:
-            if tx.row.title != title or tx.row.title_source != source:
-                tx.row.title, tx.row.title_source = title, source
-                tx.row.updated_at = utcnow()
-                tx.emit("title-changed", title=title, source=source)
+            apply_title(tx, title, source)
             return repo.session_wire(tx.row)
+
+    async def switch_context(self, user: User, session_id: str, directory: str | None, agent: str | None,
+                             regenerate_title: bool) -> wire.Session:
+        """``session.switchContext`` (see the module docstring)."""
+        given = {k: v for k, v in (("directory", directory), ("agent", agent)) if v is not None}
+        if not given:
+            raise RpcError("BAD_REQUEST", "Invalid input: give a directory, an agent, or both")
+        by_model = regenerate_title and self.titles is not None and self.titles.mode == "model"
+        async with self.uow.session(user, session_id) as tx:
+            tx.row.meta = {**(tx.row.meta or {}), **given}  # a new dict: JSON columns track assignment
+            tx.row.updated_at = utcnow()
+            tx.emit("session-updated", session=repo.session_wire(tx.row).wire())
+            note = ", ".join(f"{k}={v}" for k, v in given.items())
+            await state.add_message(tx, "system", f"Context changed to: {note}")
+            if regenerate_title and not by_model and self.titles is not None:
+                await self.titles.truncate_in(tx, required=False)
+            session = repo.session_wire(tx.row)
+        if by_model:
+            assert self.titles is not None
+            return await self.titles.regenerate(user, session_id, "model", required=False)
+        return session
 
     async def delete(self, user: User, session_id: str) -> None:
         async with self.uow.session(user, session_id) as tx:

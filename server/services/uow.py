@@ -59,14 +59,15 @@ class UnitOfWork:
         self.retention = retention
 
     @asynccontextmanager
-    async def session(self, user: User, session_id: str) -> AsyncIterator[SessionTx]:
+    async def session(self, user: User | None, session_id: str) -> AsyncIterator[SessionTx]:
         """Lock the caller's session, yield a :class:`SessionTx`, commit, then publish its events.
 
-        Someone else's session is ``NOT_FOUND``: we do not reveal that it exists.
+        Someone else's session is ``NOT_FOUND``: we do not reveal that it exists. ``user=None`` is the server
+        itself (background work such as model titles): no owner to check.
         """
         async with self.db.write() as s:
             row = await repo.get_session(s, session_id, lock=True)
-            if row is None or row.owner_id != user.id:
+            if row is None or (user is not None and row.owner_id != user.id):
                 raise RpcError("NOT_FOUND", "Session not found")
             tx = SessionTx(s, row, self.retention)
             yield tx

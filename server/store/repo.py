@@ -100,6 +100,21 @@ async def list_messages(
     return list(reversed(rows))
 
 
+async def first_user_message(db: AsyncSession, session_id: str) -> Message | None:
+    """The session's first user message with text (a blank one, e.g. attachments only, names nothing)."""
+    stmt = select(Message).where(Message.session_id == session_id, Message.role == "user", Message.content != "") \
+        .order_by(Message.ordinal).limit(20)
+    return next((m for m in (await db.execute(stmt)).scalars() if m.content.strip()), None)
+
+
+async def first_answer_after(db: AsyncSession, session_id: str, ordinal: int) -> Message | None:
+    """The first finished assistant message with text after ``ordinal`` (the answer of a first exchange)."""
+    stmt = select(Message).where(Message.session_id == session_id, Message.role == "assistant",
+                                 Message.ordinal > ordinal, Message.status != "streaming", Message.content != "") \
+        .order_by(Message.ordinal).limit(1)
+    return (await db.execute(stmt)).scalar_one_or_none()
+
+
 def message_wire(row: Message) -> wire.Message:
     return wire.Message(
         id=row.id,

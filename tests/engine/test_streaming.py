@@ -29,8 +29,8 @@ async def test_three_clients_get_identical_streams(engine):
         assert deltas[0] == deltas[1] == deltas[2] and len(deltas[0]) == 40  # word by word
         durable = [[e["type"] for e in st.events if e["type"] not in ("text-delta",)] for st in streams]
         assert durable[0] == durable[1] == durable[2] == [
-            "message-created", "run-started", "session-updated", "message-created", "message-completed",
-            "run-finished", "session-updated"]
+            "message-created", "title-changed", "run-started", "session-updated", "message-created",
+            "message-completed", "run-finished", "session-updated"]
         finished = streams[0].of("run-finished")[0]
         assert finished["runId"] == res["runId"] and finished["finishReason"] == "stop"
         assert finished["usage"] == answer["usage"] == {"inputTokens": 40, "outputTokens": 40}

@@ -28,6 +28,8 @@ def valid_input(path: str, sid: str, qid: str):
         "session.delete": base,
         "session.setTitle": {**base, "title": "mine"},
         "session.clearTitle": base,
+        "session.regenerateTitle": {**base, "method": "truncate"},
+        "session.switchContext": {**base, "directory": "/work", "agent": "coder", "regenerateTitle": True},
         "session.events": base,
         "message.list": base,
         "message.enqueueMessage": {**base, "content": "x"},
