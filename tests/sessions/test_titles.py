@@ -13,6 +13,7 @@ from server.domain.titles import ELLIPSIS
 from server.llm import Completion, ErrorEvent
 from server.llm.providers.echo import EchoProvider
 from server.services.titles import TITLE_INSTRUCTION
+from server.settings import SettingsError, load_settings
 
 
 async def test_first_message_sets_the_title_in_its_transaction(server_factory, db_url):
@@ -81,7 +82,30 @@ async def test_a_user_title_is_never_overwritten(engine, model_engine):
             assert ((await get(c, t["id"]))["title"], (await get(c, t["id"]))["titleSource"]) == ("Given", "user")
 
 
-async def test_model_title_after_the_first_answer(model_engine):
+async def test_system_messages_name_nothing_the_next_user_message_does(engine):
+    # (steer policy: if the instructions run is still going, the user message is steered into it)
+    async with engine.client() as c:
+        s = await c.mutation("session.create", {"busyPolicy": "steer"})
+        st = await subscribe(c, s["id"])
+        run = await c.mutation("message.addInstructions", {"sessionId": s["id"], "instructions": "be brief"})
+        assert run["runId"]
+        assert (await get(c, s["id"]))["titleSource"] == "none"  # a system message names nothing
+        res = await c.mutation("message.send", {"sessionId": s["id"], "content": "steered in"})
+        await idle(c, s["id"])
+        await settle(st)
+        assert titles(st) == [("steered in", "truncate")]
+        assert res["status"] in ("steered", "started")
+
+
+def test_title_mode_setting_is_validated():
+    assert load_settings().title_mode == "truncate"
+    assert load_settings(title_mode="model").title_mode == "model"
+    with pytest.raises(SettingsError, match="CHATSYNC_TITLE_MODE"):
+        load_settings(title_mode="llm")
+
+
+async def test_model_title_after_the_first_answer(server_factory, db_url):
+    model_engine = await server_factory(db_url, title_mode="model", **FAST)
     async with model_engine.client() as c:
         s = await c.mutation("session.create", {})
         st = await subscribe(c, s["id"])
