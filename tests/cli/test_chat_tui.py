@@ -17,7 +17,9 @@ from server.tui.widgets import ApprovalBar, MessageView, QueueList, StatusLine
 
 pytestmark = pytest.mark.timeout(60)
 
-LONG = " ".join(f"word{i}" for i in range(300))
+PARAGRAPH = ("Day one: take the morning train to Lyon, leave the bags at the hotel near Bellecour and walk up "
+             "to Fourvière before lunch. In the afternoon, the traboules of the old town, then dinner in a bouchon. ")
+LONG = " ".join((PARAGRAPH * 9).split()[:300])
 SIZE = (110, 32)
 # Regenerate the screenshot in docs/ with CHATSYNC_SCREENSHOT_DIR=docs (it is written only when that is set).
 SHOTS = os.environ.get("CHATSYNC_SCREENSHOT_DIR")
@@ -155,6 +157,21 @@ async def test_approve_a_tool_from_the_terminal(paced: Any) -> None:
         tool = [m for m in snap.messages if m.role == "tool"]
         assert len(tool) == 1 and "denied" not in tool[0].content.lower()
         assert "current_time" in snap.messages[-1].content
+
+
+async def test_deny_a_tool_from_the_terminal(paced: Any) -> None:
+    async with ChatClient(paced.url, paced.tokens["alice"]) as chat:
+        s = await chat.create_session(tools=[{"name": "current_time", "requiresApproval": True}])
+        app = ChatApp(paced.url, paced.tokens["alice"], s.id)
+        async with app.run_test(size=SIZE) as pilot:
+            await submit(pilot, "/tool current_time {}")
+            bar = app.query_one("#approval", ApprovalBar)
+            await until(pilot, lambda: bar.has_class("pending"))
+            await pilot.press("ctrl+d")
+            await until(pilot, lambda: app.view is not None and app.view.run is None and not bar.has_class("pending"))
+        snap = await chat.get_session(s.id)
+        tool = [m for m in snap.messages if m.role == "tool"]
+        assert len(tool) == 1 and "denied" in tool[0].content.lower()
 
 
 async def test_abort_key_stops_the_answer(paced: Any) -> None:
