@@ -61,8 +61,9 @@ def shown(app: ChatApp, role: str) -> list[str]:
 
 async def test_typing_while_streaming_is_queued_then_sent(server_factory: Callable[..., Any], sqlite_url: str,
                                                           tmp_path: Path) -> None:
-    # 25 ms a word: the harness's key presses wait for a quiet screen, so typing is slow while text streams
-    slow = await server_factory(sqlite_url, echo_delay=0.025, sweep_seconds=0.2, stream_flush_seconds=0.2)
+    # 40 ms a word (12 s for the answer): the harness's key presses wait for a quiet screen, so typing is
+    # slow while text streams, and slower still on a loaded machine; the answer must outlast the typing.
+    slow = await server_factory(sqlite_url, echo_delay=0.04, sweep_seconds=0.2, stream_flush_seconds=0.2)
     async with ChatClient(slow.url, slow.tokens["alice"]) as chat:
         s = await chat.create_session(title="Trip planning")
         app = ChatApp(slow.url, slow.tokens["alice"], s.id)
@@ -81,7 +82,7 @@ async def test_typing_while_streaming_is_queued_then_sent(server_factory: Callab
             svg = (tmp_path / "chat.svg").read_text()
             assert "Trip" in svg and "Queue" in svg
             # sent by the server when the first answer finishes, with no key pressed
-            await until(pilot, lambda: shown(app, "assistant") == [LONG, "next"], timeout=15)
+            await until(pilot, lambda: shown(app, "assistant") == [LONG, "next"], timeout=40)
             assert shown(app, "user") == [LONG, "next"]
             assert queue.items == []
         stored = await chat.get_session(s.id)
