@@ -78,6 +78,8 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
             Orchestrator(settings, db, uow, bus, tools, MemoryStreamBuffer()))
         runs = RunService(uow, orchestrator, max_content_chars=settings.max_content_chars,
                           max_queue_length=settings.max_queue_length)
+        sessions = RunAwareSessionService(db, uow, runs=runs, titles=orchestrator.titles)
+        sessions.default_provider, sessions.default_model = settings.default_provider, settings.default_model
         yield Services(
             settings=settings,
             db=db,
@@ -85,7 +87,7 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
             hub=hub,
             uow=uow,
             auth=AuthService(db),
-            sessions=RunAwareSessionService(db, uow, runs=runs, titles=orchestrator.titles),
+            sessions=sessions,
             queue=QueueService(uow, max_length=settings.max_queue_length,
                                max_content_chars=settings.max_content_chars, dispatch=orchestrator.dispatch),
             tools=tools,

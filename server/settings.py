@@ -56,6 +56,9 @@ class Settings(BaseSettings):
     # How sessions get their automatic title (docs/api.md "Titles"): ``truncate`` the first user message, or
     # ``model``: that first, then a 3-5 word title from the session's model after the first answer.
     title_mode: Literal["truncate", "model"] = "truncate"
+    # Provider and model of a session created without them (services/sessions.py ``resolve_model``).
+    default_provider: Literal["echo", "openai", "anthropic", "google", "ollama"] | None = None
+    default_model: str | None = None
     allow_method_override: bool = False
     run_migrations_on_start: bool = True
     log_level: str = "info"

@@ -3,6 +3,7 @@ real sockets. Services that are missing make tests fail, never skip."""
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -26,6 +27,19 @@ from testkit import PG_HOST, REDIS_URL, fresh_pg_database  # noqa: F401  (re-exp
 async def pg_url() -> AsyncIterator[str]:
     async with fresh_pg_database() as url:
         yield url
+
+
+PROVIDER_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "OLLAMA_HOST",
+                 "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "CHATSYNC_DEFAULT_PROVIDER", "CHATSYNC_DEFAULT_MODEL")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_provider_keys():
+    """Tests talk to no real provider: a key in the developer's shell must not change their sessions'
+    default model (the offline echo model). Server processes started by tests inherit this environment."""
+    saved = {k: os.environ.pop(k) for k in PROVIDER_KEYS if k in os.environ}
+    yield
+    os.environ.update(saved)
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ from typing import Any
 
 from ..domain import models as wire
 from ..engine import state
+from ..llm import PROVIDER_IDS, default_provider_id
 from ..protocol.errors import RpcError
 from ..store import repo
 from ..store.db import Database
@@ -50,15 +51,37 @@ class SessionService:
         self.uow = uow
         self.titles = titles
 
+    # Where a session asks for no provider/model: the deployment's defaults (see ``resolve_model``).
+    default_provider: str | None = None
+    default_model: str | None = None
+
+    def resolve_model(self, provider: str | None, model: str | None) -> tuple[str, str]:
+        """The provider is the caller's, else ``CHATSYNC_DEFAULT_PROVIDER``, else the first provider whose
+        key is in the environment, else the offline ``echo`` model. A real provider needs a model name: the
+        caller's or ``CHATSYNC_DEFAULT_MODEL`` (we do not guess model names, which change every few months)."""
+        chosen = provider or self.default_provider or default_provider_id()
+        if chosen not in PROVIDER_IDS:
+            raise RpcError("BAD_REQUEST", f"unknown provider {chosen!r}; known: {', '.join(PROVIDER_IDS)}")
+        if not model:
+            if provider is None and self.default_model:
+                model = self.default_model  # the default model goes with the default provider only
+            elif chosen == "echo":
+                model = "echo"
+            else:
+                raise RpcError("BAD_REQUEST", f"model is required for provider {chosen!r} "
+                                              "(or set CHATSYNC_DEFAULT_MODEL)")
+        return chosen, model
+
     async def create(self, user: User, fields: dict[str, Any]) -> wire.Session:
         now = utcnow()
+        provider, model = self.resolve_model(fields.get("provider"), fields.get("model"))
         row = ChatSession(
             id=str(uuid.uuid4()),
             owner_id=user.id,
             title=fields.get("title") or "",
             title_source="user" if fields.get("title") else "none",
-            provider=fields.get("provider") or "echo",
-            model=fields.get("model") or "echo",
+            provider=provider,
+            model=model,
             system_prompt=fields.get("system_prompt"),
             defaults=fields.get("defaults") or {},
             tools=fields.get("tools") or [],
