@@ -71,7 +71,7 @@ def serve() -> None:
     from server.cli import main
     from server.llm import providers
 
-    providers._PROVIDERS["stamp"] = ("bench.streaming", "StampProvider")
+    providers.register_provider("stamp", "bench.streaming", "StampProvider")
     main(["serve"])
 
 

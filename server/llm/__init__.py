@@ -9,7 +9,7 @@ Typical use by the orchestrator::
 """
 
 from .errors import ErrorCode, ProviderError
-from .providers import PROVIDER_IDS, Provider, default_provider_id, get_provider
+from .providers import PROVIDER_IDS, Provider, default_provider_id, get_provider, known_provider, register_provider
 from .retry import NO_RETRY, RetryPolicy
 from .types import (
     ChatRequest,
@@ -58,5 +58,7 @@ __all__ = [
     "TurnEvent",
     "Usage",
     "default_provider_id",
+    "known_provider",
+    "register_provider",
     "get_provider",
 ]

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..domain import models as wire
 from ..engine import state
-from ..llm import PROVIDER_IDS, default_provider_id
+from ..llm import PROVIDER_IDS, default_provider_id, known_provider
 from ..protocol.errors import RpcError
 from ..store import repo
 from ..store.db import Database
@@ -60,7 +60,7 @@ class SessionService:
         key is in the environment, else the offline ``echo`` model. A real provider needs a model name: the
         caller's or ``CHATSYNC_DEFAULT_MODEL`` (we do not guess model names, which change every few months)."""
         chosen = provider or self.default_provider or default_provider_id()
-        if chosen not in PROVIDER_IDS:
+        if not known_provider(chosen):
             raise RpcError("BAD_REQUEST", f"unknown provider {chosen!r}; known: {', '.join(PROVIDER_IDS)}")
         if not model:
             if provider is None and self.default_model:
@@ -132,6 +132,8 @@ class SessionService:
         )
 
     async def update(self, user: User, session_id: str, changes: dict[str, Any]) -> wire.Session:
+        if changes.get("provider") is not None and not known_provider(changes["provider"]):
+            raise RpcError("BAD_REQUEST", f"unknown provider {changes['provider']!r}; known: {', '.join(PROVIDER_IDS)}")
         async with self.uow.session(user, session_id) as tx:
             changed = False
             for name in UPDATABLE:

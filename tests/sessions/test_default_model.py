@@ -34,3 +34,12 @@ async def test_configured_defaults(server_factory, sqlite_url):
         with pytest.raises(TrpcError) as err:
             await c.mutation("session.create", {"provider": "nope"})
         assert err.value.code == "BAD_REQUEST"
+
+
+async def test_update_rejects_an_unknown_provider(live):
+    async with live.client() as c:
+        s = await c.mutation("session.create", {})
+        with pytest.raises(TrpcError) as err:
+            await c.mutation("session.update", {"sessionId": s["id"], "provider": "nope"})
+        assert err.value.code == "BAD_REQUEST"
+        assert (await c.query("session.get", {"sessionId": s["id"]}))["session"]["provider"] == "echo"

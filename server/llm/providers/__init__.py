@@ -43,6 +43,15 @@ def get_provider(provider_id: str, **config: Any) -> Provider:
     return getattr(module, class_name)(**config)
 
 
+def register_provider(provider_id: str, module: str, class_name: str) -> None:
+    """Make another provider available by id (an absolute module path and a :class:`Provider` subclass)."""
+    _PROVIDERS[provider_id] = (module, class_name)
+
+
+def known_provider(provider_id: str) -> bool:
+    return provider_id in _PROVIDERS
+
+
 def default_provider_id(environ: Any = None) -> str:
     """The first provider whose credentials are in the environment (openai, anthropic, google), else ``echo``."""
     env = os.environ if environ is None else environ
@@ -52,4 +61,4 @@ def default_provider_id(environ: Any = None) -> str:
     return "echo"
 
 
-__all__ = ["PROVIDER_IDS", "Provider", "default_provider_id", "get_provider"]
+__all__ = ["PROVIDER_IDS", "Provider", "default_provider_id", "get_provider", "known_provider", "register_provider"]
