@@ -161,9 +161,11 @@ async def test_provider_error_fails_the_run_and_keeps_the_partial_answer(engine)
         assert snap["session"]["queuePaused"] is True
 
 
-async def test_unknown_provider_fails_the_run_cleanly(engine):
+async def test_unconfigured_provider_fails_the_run_cleanly(engine):
+    """A provider without credentials (no ANTHROPIC_API_KEY in the tests' environment) fails the run, not
+    the server. (An unknown provider id is refused by session.create itself.)"""
     async with engine.client() as c:
-        s = await c.mutation("session.create", {"provider": "nope"})
+        s = await c.mutation("session.create", {"provider": "anthropic", "model": "any"})
         st = await subscribe(c, s["id"])
         await c.mutation("message.send", {"sessionId": s["id"], "content": "hi"})
         failed = await st.until(lambda e: e["type"] == "run-failed")
