@@ -92,6 +92,21 @@ class EventEnvelope:
             tail = self._ws_tail_b = self.ws_tail().encode()
         return tail
 
+    def ws_frame_as(self, prefix: bytes, event_id: str, header: "Callable[[int], bytes]") -> bytes:
+        """A frame tracked under another event's id (ephemeral events carry the last durable id); shared
+        by subscribers with the same prefix and the same id, like :meth:`ws_frame`."""
+        frames = self._frames
+        if frames is None:
+            frames = self._frames = {}
+        key = prefix + b"@" + event_id.encode()
+        frame = frames.get(key)
+        if frame is None:
+            payload = prefix + tracked_tail(event_id, self.json).encode()
+            frame = header(len(payload)) + payload
+            if len(frames) < MAX_CACHED_FRAMES:
+                frames[key] = frame
+        return frame
+
     def ws_frame(self, prefix: bytes, header: "Callable[[int], bytes]") -> bytes:
         """The complete frame (WebSocket header + ``prefix`` + shared tail), built once per prefix."""
         frames = self._frames

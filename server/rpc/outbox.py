@@ -23,7 +23,7 @@ from typing import Any
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from ..domain.events import EventEnvelope
+from ..domain.events import EventEnvelope, tracked_tail
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +49,10 @@ class Outbox(abc.ABC):
     def send_event(self, prefix: bytes, env: EventEnvelope) -> None:
         """Queue a tracked data frame for a durable event (``prefix`` is ``{"id":<sub id>``)."""
         self.send(prefix.decode() + env.ws_tail())
+
+    def send_event_as(self, prefix: bytes, env: EventEnvelope, event_id: str) -> None:
+        """Queue a data frame for an ephemeral event, tracked under ``event_id``."""
+        self.send(prefix.decode() + tracked_tail(event_id, env.json))
 
     @abc.abstractmethod
     def pending(self) -> int:
@@ -104,6 +108,15 @@ class TransportOutbox(Outbox):
         frames = env._frames
         frame = frames.get(prefix) if frames is not None else None
         transport.write(frame if frame is not None else env.ws_frame(prefix, frame_header))
+        if transport.get_write_buffer_size() > self._limit:
+            self.closed = True
+            self._on_overflow()
+
+    def send_event_as(self, prefix: bytes, env: EventEnvelope, event_id: str) -> None:
+        transport = self._transport
+        if self.closed or self._proto.close_sent or transport.is_closing():
+            return
+        transport.write(env.ws_frame_as(prefix, event_id, frame_header))
         if transport.get_write_buffer_size() > self._limit:
             self.closed = True
             self._on_overflow()

@@ -263,7 +263,7 @@ class WsConnection:
                     if item.seq is not None:
                         outbox.send_event(prefix_bytes, item)  # shared tail, built once per event
                     elif event_id is not None:
-                        outbox.send(prefix + tracked_tail(event_id, item.json))
+                        outbox.send_event_as(prefix_bytes, item, event_id)
                     else:
                         outbox.send(prefix + untracked_tail(item.json))
                 elif event_id is not None:

@@ -80,3 +80,19 @@ def test_shared_frames_are_per_prefix():
     assert orjson.loads(a[2:]) == {"id": 1, "result": {"type": "data", "data": {"id": "7", "data": {
         "type": "queue-cleared", "sessionId": "s"}}, "id": "7"}}
     assert orjson.loads(b[2:])["id"] == 22 and b[1] == len(b) - 2
+
+
+def _payload(frame: bytes) -> bytes:
+    n = frame[1] & 0x7F
+    return frame[2:] if n < 126 else frame[4:] if n == 126 else frame[10:]
+
+
+def test_ephemeral_frames_are_shared_per_prefix_and_id():
+    from server.domain.events import EventEnvelope
+
+    env = EventEnvelope.build("s", None, "text-delta", {"messageId": "m", "offset": 0, "delta": "hi"})
+    a = env.ws_frame_as(b'{"id":1', "7", frame_header)
+    assert env.ws_frame_as(b'{"id":1', "7", frame_header) is a
+    b = env.ws_frame_as(b'{"id":1', "8", frame_header)
+    assert orjson.loads(_payload(a))["result"]["id"] == "7" and orjson.loads(_payload(b))["result"]["id"] == "8"
+    assert orjson.loads(_payload(b))["result"]["data"] == {"id": "8", "data": orjson.loads(env.json)}
