@@ -76,8 +76,10 @@ class Server:
 
 
 @contextlib.contextmanager
-def run_server(database_url: str | None = None, token: str | None = None, **env_overrides: str) -> Iterator[Server]:
-    """A `chatsync serve` process; ``token`` reuses a user of a shared database instead of creating one."""
+def run_server(database_url: str | None = None, token: str | None = None,
+               command: tuple[str, ...] = ("-m", "server.cli", "serve"), **env_overrides: str) -> Iterator[Server]:
+    """A `chatsync serve` process (or ``python *command``, which must serve the same way); ``token`` reuses a
+    user of a shared database instead of creating one."""
     with tempfile.TemporaryDirectory() as tmp:
         port = free_port()
         env = {**os.environ,
@@ -88,7 +90,7 @@ def run_server(database_url: str | None = None, token: str | None = None, **env_
                                    cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
         # CHATSYNC_BENCH_SERVER_LOG keeps the server's log for a look afterwards.
         log = open(os.environ.get("CHATSYNC_BENCH_SERVER_LOG") or os.path.join(tmp, "server.log"), "wb")
-        proc = subprocess.Popen([sys.executable, "-m", "server.cli", "serve"], env=env, cwd=ROOT,
+        proc = subprocess.Popen([sys.executable, *command], env=env, cwd=ROOT,
                                 stdout=log, stderr=subprocess.STDOUT)
         url = f"http://127.0.0.1:{port}"
         try:

@@ -23,18 +23,15 @@ import asyncio
 import contextlib
 import multiprocessing as mp
 import os
-import subprocess
 import sys
-import tempfile
 import time
-import urllib.request
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import orjson
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import ROOT, Server, cpu_seconds, free_port, pct, summary  # noqa: E402
+from bench.common import Server, cpu_seconds, pct, run_server, summary  # noqa: E402
 from server.llm.assemble import TurnAssembler  # noqa: E402
 from server.llm.providers.base import Provider  # noqa: E402
 from server.llm.types import ChatRequest, TurnEvent  # noqa: E402
@@ -75,35 +72,9 @@ def serve() -> None:
     main(["serve"])
 
 
-@contextlib.contextmanager
-def bench_server() -> Iterator[Server]:
-    with tempfile.TemporaryDirectory() as tmp:
-        port = free_port()
-        env = {**os.environ, "CHATSYNC_DATABASE_URL": f"sqlite+aiosqlite:///{tmp}/bench.db",
-               "CHATSYNC_PORT": str(port), "CHATSYNC_LOG_LEVEL": "warning", "CHATSYNC_SEND_QUEUE_FRAMES": "1000000"}
-        token = subprocess.run([sys.executable, "-m", "server.cli", "users", "create", "bench"], env=env, cwd=ROOT,
-                               capture_output=True, text=True, check=True).stdout.strip()
-        log = open(os.path.join(tmp, "server.log"), "wb")
-        proc = subprocess.Popen([sys.executable, "-m", "bench.streaming", "--serve"], env=env, cwd=ROOT,
-                                stdout=log, stderr=subprocess.STDOUT)
-        url = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    with urllib.request.urlopen(url + "/readyz", timeout=1) as r:
-                        if r.status == 200:
-                            break
-                except OSError:
-                    pass
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("server did not start")
-                time.sleep(0.1)
-            yield Server(url, token, proc)
-        finally:
-            proc.terminate()
-            proc.wait(20)
-            log.close()
+def bench_server() -> contextlib.AbstractContextManager[Server]:
+    """A real server process with the ``stamp`` provider registered."""
+    return run_server(command=("-m", "bench.streaming", "--serve"), CHATSYNC_SEND_QUEUE_FRAMES="1000000")
 
 
 def subscriber_proc(url: str, token: str, sid: str, count: int, ready: mp.Queue, results: mp.Queue) -> None:  # type: ignore[type-arg]

@@ -22,8 +22,9 @@ class SessionRef(StrictInput):
     session_id: str = Id
 
 
-class SessionCreate(StrictInput):
-    title: str | None = Field(default=None, max_length=500)
+class SessionSettings(StrictInput):
+    """What a session's owner may set at creation and change later (``session.update``)."""
+
     provider: str | None = Field(default=None, max_length=32)
     model: str | None = Field(default=None, max_length=200)
     system_prompt: str | None = Field(default=None, max_length=100_000)
@@ -32,6 +33,10 @@ class SessionCreate(StrictInput):
     tool_mode: ToolMode | None = None
     busy_policy: BusyPolicy | None = None
     disable_streaming: bool | None = None
+
+
+class SessionCreate(SessionSettings):
+    title: str | None = Field(default=None, max_length=500)
     metadata: SessionMetadata | None = None
     # Start with the queue held: queued messages wait until `message.resumeQueue` or a send.
     queue_paused: bool | None = None
@@ -43,15 +48,8 @@ class SessionList(StrictInput):
     search: str | None = Field(default=None, max_length=200)
 
 
-class SessionUpdate(SessionRef):
-    provider: str | None = Field(default=None, max_length=32)
-    model: str | None = Field(default=None, max_length=200)
-    system_prompt: str | None = Field(default=None, max_length=100_000)
-    defaults: GenerationDefaults | None = None
-    tools: list[ToolDefinition] | None = Field(default=None, max_length=128)
-    tool_mode: ToolMode | None = None
-    busy_policy: BusyPolicy | None = None
-    disable_streaming: bool | None = None
+class SessionUpdate(SessionRef, SessionSettings):
+    pass
 
 
 class SetTitle(SessionRef):

@@ -58,8 +58,8 @@ class RunService:
         return self.o.settings.run_lease_seconds
 
     def _check(self, *texts: str) -> None:
-        for text in texts:
-            if len(text) > self.max_content_chars:
+        for content in texts:
+            if len(content) > self.max_content_chars:
                 raise RpcError("PAYLOAD_TOO_LARGE", f"content exceeds {self.max_content_chars} characters")
 
     # --- message.send ---------------------------------------------------------------------------------
