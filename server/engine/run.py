@@ -317,6 +317,11 @@ class RunLoop:
 
     # --- heartbeat ----------------------------------------------------------------------------------------
 
+    async def _lease_still_ours(self) -> bool:
+        async with self.o.db.read() as s:
+            session = await repo.get_session(s, self.session_id)
+        return session is not None and session.lease_owner == self.o.owner
+
     async def _tick(self) -> None:
         """Renew the lease and flush partial text every ``stream_flush_seconds``; between flushes, poll for an
         abort requested on another replica (only when there can be other replicas: not on ``memory://``)."""
@@ -347,7 +352,11 @@ class RunLoop:
                 if abort:
                     self.request_abort()
             except LeaseLost:
-                if run_id == self.run_id:
+                # The heartbeat names the run it read before awaiting; the loop may have moved on to the
+                # next run meanwhile (a finishing transaction that auto-sent the queue commits, then
+                # publishes, and only then updates ``self.run_id``). The lease is lost only if the session's
+                # lease now belongs to someone else.
+                if run_id == self.run_id and not await self._lease_still_ours():
                     self._lease_lost = True
                     if self._inner is not None:
                         self._inner.cancel()

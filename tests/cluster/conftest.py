@@ -91,7 +91,7 @@ async def cluster_factory(tmp_path, redis_url):
         for i in range(n):
             port = free_port()
             replica_env = {**os.environ, "CHATSYNC_DATABASE_URL": db_url, "CHATSYNC_BUS_URL": cluster.bus_url,
-                           "CHATSYNC_PORT": str(port), "CHATSYNC_LOG_LEVEL": "warning",
+                           "CHATSYNC_PORT": str(port), "CHATSYNC_LOG_LEVEL": os.environ.get("CHATSYNC_TEST_REPLICA_LOG_LEVEL", "warning"),
                            "CHATSYNC_RUN_MIGRATIONS_ON_START": "false", **env}
             cluster.replicas.append(Replica(port, replica_env, tmp_path / f"replica-{i}.log"))
         for r in cluster.replicas:
