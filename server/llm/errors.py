@@ -160,6 +160,17 @@ def connection_error(message: str, *, timeout: bool = False) -> ProviderError:
     return ProviderError(ErrorCode.TIMEOUT if timeout else ErrorCode.CONNECTION_ERROR, message, retryable=True)
 
 
+def classify_stream_failure(exc: Exception) -> ProviderError:
+    """The httpx2 errors an SDK lets through mid-stream (OpenAI, Anthropic), else ``UNKNOWN``."""
+    import httpx2
+
+    if isinstance(exc, httpx2.TimeoutException):
+        return connection_error(f"stream timed out: {exc}", timeout=True)
+    if isinstance(exc, httpx2.TransportError):
+        return connection_error(f"stream interrupted: {exc}")
+    return ProviderError(ErrorCode.UNKNOWN, f"{type(exc).__name__}: {exc}")
+
+
 def classify_http(status: int | None, message: str, body: Any = None, headers: Mapping[str, str] | None = None) -> ProviderError:
     """``classify_status`` plus the response headers: ``Retry-After`` and the server's ``x-should-retry`` verdict."""
     error = classify_status(status, message, body, retry_after=parse_retry_after(headers, body))

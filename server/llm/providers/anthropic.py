@@ -18,7 +18,7 @@ import httpx2
 
 from ..assemble import TurnAssembler
 from ..convert.anthropic import to_anthropic_request
-from ..errors import ErrorCode, ProviderError, classify_http, classify_status, connection_error
+from ..errors import ErrorCode, ProviderError, classify_http, classify_status, classify_stream_failure, connection_error
 from ..retry import RetryPolicy
 from ..types import ChatRequest, FinishReason, TurnEvent
 from .base import Provider
@@ -48,11 +48,7 @@ def classify_anthropic_error(exc: Exception) -> ProviderError:
         return connection_error(str(exc))
     if isinstance(exc, anthropic.APIError):
         return classify_status(None, exc.message, exc.body)
-    if isinstance(exc, httpx2.TimeoutException):
-        return connection_error(f"stream timed out: {exc}", timeout=True)
-    if isinstance(exc, httpx2.TransportError):
-        return connection_error(f"stream interrupted: {exc}")
-    return ProviderError(ErrorCode.UNKNOWN, f"{type(exc).__name__}: {exc}")
+    return classify_stream_failure(exc)
 
 
 def _input_tokens(usage: object) -> int | None:

@@ -20,7 +20,7 @@ import openai
 
 from ..assemble import TurnAssembler
 from ..convert.openai import COMPATIBLE, OPENAI, OpenAIProfile, to_openai_request
-from ..errors import ErrorCode, ProviderError, classify_http, classify_status, connection_error
+from ..errors import ErrorCode, ProviderError, classify_http, classify_status, classify_stream_failure, connection_error
 from ..retry import RetryPolicy
 from ..types import ChatRequest, FinishReason, TurnEvent
 from .base import Provider
@@ -45,11 +45,7 @@ def classify_openai_error(exc: Exception) -> ProviderError:
     if isinstance(exc, openai.APIError):
         # Raised by the SDK for an `error` object inside a 200 stream [O6]: no status, the body says what failed.
         return classify_status(None, exc.message, exc.body)
-    if isinstance(exc, httpx2.TimeoutException):
-        return connection_error(f"stream timed out: {exc}", timeout=True)
-    if isinstance(exc, httpx2.TransportError):
-        return connection_error(f"stream interrupted: {exc}")
-    return ProviderError(ErrorCode.UNKNOWN, f"{type(exc).__name__}: {exc}")
+    return classify_stream_failure(exc)
 
 
 class OpenAIProvider(Provider):
