@@ -11,11 +11,15 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from sqlalchemy import insert
+
 from ..domain import models as wire
 from ..protocol.errors import RpcError
 from ..store import repo
 from ..store.models import QueuedMessage, User
 from .uow import UnitOfWork, can_read
+
+_INSERT_QUEUED = insert(QueuedMessage.__table__)
 
 
 def _now_ms() -> int:
@@ -40,19 +44,17 @@ class QueueService:
     ) -> wire.QueuedMessage:
         self._check_content(content)
         async with self.uow.session(user, session_id) as tx:
+            # Read after the row lock is held: on PostgreSQL a statement that waited for the lock still
+            # sees the queue as it was when the statement began.
             length, last_position = await repo.queue_stats(tx.db, session_id)
             if length >= self.max_length:
                 raise RpcError("PRECONDITION_FAILED", f"queue is full ({self.max_length} messages)")
-            row = QueuedMessage(
-                id=f"queue-{uuid.uuid4().hex}",
-                session_id=session_id,
-                position=last_position + 1,
-                content=content,
-                attachments=attachments,
-                enqueued_at=_now_ms(),
-            )
-            tx.db.add(row)
-            item = repo.queued_wire(row)
+            item = wire.QueuedMessage(id=f"queue-{uuid.uuid4().hex}", content=content, attachments=attachments,
+                                      enqueued_at=_now_ms())
+            # A plain INSERT: enqueue is the busiest write there is, and nothing here needs the ORM object.
+            await tx.db.execute(_INSERT_QUEUED, {
+                "id": item.id, "session_id": session_id, "position": last_position + 1, "content": content,
+                "attachments": attachments, "enqueued_at": item.enqueued_at})
             tx.emit("queue-message-added", message=item.wire())
             idle = tx.row.run_id is None and not tx.row.queue_paused
         if idle and self.dispatch is not None:

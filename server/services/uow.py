@@ -8,7 +8,9 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from sqlalchemy import bindparam, insert, update
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm.attributes import set_committed_value
 
 from ..domain.events import EventEnvelope
 from ..protocol.errors import RpcError
@@ -19,7 +21,12 @@ from ..store.models import ChatSession, Event, User, utcnow
 
 log = logging.getLogger(__name__)
 
-TRIM_EVERY = 64  # trim the retained log once per this many events, not on every append
+TRIM_EVERY = 64
+
+# Plain statements, built once, for the two writes every mutation makes.
+_INSERT_EVENT = insert(Event.__table__)
+_ADVANCE_SESSION = (update(ChatSession.__table__).where(ChatSession.__table__.c.id == bindparam("sid"))
+                    .values(last_seq=bindparam("last_seq"), updated_at=bindparam("updated_at")))  # trim the retained log once per this many events, not on every append
 
 
 @dataclass
@@ -32,19 +39,27 @@ class SessionTx:
     events: list[EventEnvelope] = field(default_factory=list)
 
     def emit(self, type_: str, **fields: Any) -> EventEnvelope:
-        self.row.last_seq += 1
-        env = EventEnvelope.build(self.row.id, self.row.last_seq, type_, fields)
-        self.db.add(Event(session_id=self.row.id, seq=env.seq, type=type_, payload=env.json, created_at=utcnow()))
+        # The row's last_seq moves in memory only; ``finish`` writes it (and the log rows) with plain
+        # statements, cheaper than the ORM's unit of work on the hottest path of the server.
+        seq = self.row.last_seq + 1
+        set_committed_value(self.row, "last_seq", seq)
+        env = EventEnvelope.build(self.row.id, seq, type_, fields)
         self.events.append(env)
         return env
 
     async def finish(self) -> None:
         if not self.events:
             return
-        self.row.updated_at = utcnow()
-        last = self.row.last_seq
+        now = utcnow()
+        sid, last = self.row.id, self.row.last_seq
+        rows = [{"session_id": sid, "seq": e.seq, "type": e.type, "payload": e.json, "created_at": now}
+                for e in self.events]
+        # One row: a plain execute (drivers' executemany costs more for a single row).
+        await self.db.execute(_INSERT_EVENT, rows[0] if len(rows) == 1 else rows)
+        await self.db.execute(_ADVANCE_SESSION, {"sid": sid, "last_seq": last, "updated_at": now})
+        set_committed_value(self.row, "updated_at", now)
         if last > self.retention and last // TRIM_EVERY != (last - len(self.events)) // TRIM_EVERY:
-            await repo.trim_events(self.db, self.row.id, last - self.retention)
+            await repo.trim_events(self.db, sid, last - self.retention)
         await self.db.flush()
 
 

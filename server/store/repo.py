@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import bindparam, delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from ..domain import models as wire
@@ -34,12 +34,15 @@ async def count_users(db: AsyncSession) -> int:
 # --- sessions -----------------------------------------------------------------------------------------
 
 
+# The hottest statements are built once: SQLAlchemy then skips building and cache-keying them per call.
+_GET_SESSION = select(ChatSession).where(ChatSession.id == bindparam("sid"), ChatSession.deleted_at.is_(None))
+_GET_SESSION_LOCKED = _GET_SESSION.with_for_update()
+
+
 async def get_session(db: AsyncSession, session_id: str, *, lock: bool = False) -> ChatSession | None:
     """A live (not deleted) session. ``lock`` takes the row lock that serialises writers to one session."""
-    stmt = select(ChatSession).where(ChatSession.id == session_id, ChatSession.deleted_at.is_(None))
-    if lock:
-        stmt = stmt.with_for_update()
-    return (await db.execute(stmt)).scalar_one_or_none()
+    stmt = _GET_SESSION_LOCKED if lock else _GET_SESSION
+    return (await db.execute(stmt, {"sid": session_id})).scalar_one_or_none()
 
 
 async def list_sessions(
@@ -140,12 +143,13 @@ async def queue_rows(db: AsyncSession, session_id: str) -> list[QueuedMessage]:
     return list((await db.execute(stmt)).scalars().all())
 
 
+_QUEUE_STATS = select(func.count(), func.coalesce(func.max(QueuedMessage.position), -1)).where(
+    QueuedMessage.session_id == bindparam("sid"))
+
+
 async def queue_stats(db: AsyncSession, session_id: str) -> tuple[int, int]:
     """(number of queued messages, highest position or -1)."""
-    stmt = select(func.count(), func.coalesce(func.max(QueuedMessage.position), -1)).where(
-        QueuedMessage.session_id == session_id
-    )
-    count, top = (await db.execute(stmt)).one()
+    count, top = (await db.execute(_QUEUE_STATS, {"sid": session_id})).one()
     return int(count), int(top)
 
 

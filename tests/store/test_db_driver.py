@@ -1,0 +1,90 @@
+"""The database layer's connection handling: SQLite calls made on the loop must never wait on it, and
+PostgreSQL connections cut while idle in the pool are replaced before use."""
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+import time
+
+import asyncpg
+import pytest
+from sqlalchemy import text
+
+from server.store import db as db_module
+from server.store import migrate, sqlite_inline
+from server.store.db import Database
+from tests.testkit import PG_ADMIN_DSN, fresh_pg_database
+
+
+async def test_sqlite_write_waits_for_another_process_lock_without_blocking_the_loop(tmp_path):
+    url = f"sqlite+aiosqlite:///{tmp_path / 'locked.db'}"
+    async with Database(url) as db:
+        await migrate.upgrade(db)
+        # Another connection (as `chatsync users create` in another process would) holds the write lock.
+        other = sqlite3.connect(tmp_path / "locked.db", isolation_level=None, check_same_thread=False)
+        other.execute("BEGIN IMMEDIATE")
+        other.execute("INSERT INTO users (id, name, role, created_at) VALUES ('u1', 'other', 'user', '2026-01-01')")
+        release = threading.Timer(0.4, other.execute, args=("COMMIT",))
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        tick_task = asyncio.create_task(ticker())
+        start = time.monotonic()
+        release.start()
+        try:
+            async with db.write() as s:
+                await s.execute(text(
+                    "INSERT INTO users (id, name, role, created_at) VALUES ('u2', 'mine', 'user', '2026-01-01')"))
+        finally:
+            tick_task.cancel()
+            release.join()
+            other.close()
+        waited = time.monotonic() - start
+        # The write waited for the other lock, and the loop kept running meanwhile.
+        assert waited >= 0.35
+        assert ticks >= 10
+        async with db.read() as s:
+            names = (await s.execute(text("SELECT name FROM users ORDER BY id"))).scalars().all()
+        assert names == ["other", "mine"]
+
+
+async def test_sqlite_busy_beyond_the_timeout_is_an_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(sqlite_inline, "BUSY_TIMEOUT_S", 0.2)
+    url = f"sqlite+aiosqlite:///{tmp_path / 'stuck.db'}"
+    async with Database(url) as db:
+        await migrate.upgrade(db)
+        other = sqlite3.connect(tmp_path / "stuck.db", isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        try:
+            with pytest.raises(Exception, match="locked"):
+                async with db.write() as s:
+                    await s.execute(text("SELECT 1"))
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+        async with db.write() as s:  # and the connection is usable again
+            assert (await s.execute(text("SELECT 1"))).scalar_one() == 1
+
+
+async def test_postgres_connection_cut_while_idle_is_replaced(monkeypatch):
+    monkeypatch.setattr(db_module, "PING_IDLE_AFTER_S", 0.0)
+    async with fresh_pg_database() as url:
+        async with Database(url) as db:
+            async with db.read() as s:
+                pid = (await s.execute(text("SELECT pg_backend_pid()"))).scalar_one()
+            # The server ends the pooled connection behind the pool's back (a restart, a proxy timeout).
+            admin = await asyncpg.connect(PG_ADMIN_DSN)
+            try:
+                assert await admin.fetchval("SELECT pg_terminate_backend($1)", pid)
+            finally:
+                await admin.close()
+            await asyncio.sleep(0.1)
+            async with db.read() as s:
+                new_pid = (await s.execute(text("SELECT pg_backend_pid()"))).scalar_one()
+            assert new_pid != pid
