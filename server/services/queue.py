@@ -43,7 +43,7 @@ class QueueService:
         self, user: User, session_id: str, content: str, attachments: list[dict[str, Any]]
     ) -> wire.QueuedMessage:
         self._check_content(content)
-        async with self.uow.session(user, session_id) as tx:
+        async with self.uow.queue(user, session_id) as tx:
             # Read after the row lock is held: on PostgreSQL a statement that waited for the lock still
             # sees the queue as it was when the statement began.
             length, last_position = await repo.queue_stats(tx.db, session_id)
@@ -80,13 +80,9 @@ class QueueService:
             return [repo.queued_wire(q) for q in await repo.queue_rows(s, session_id)]
 
     async def clear(self, user: User, session_id: str) -> None:
-        async with self.uow.session(user, session_id) as tx:
-            rows = await repo.queue_rows(tx.db, session_id)
-            if not rows:
-                return
-            for row in rows:
-                await tx.db.delete(row)
-            tx.emit("queue-cleared")
+        async with self.uow.queue(user, session_id) as tx:
+            if await repo.clear_queue(tx.db, session_id):
+                tx.emit("queue-cleared")
 
     async def remove(self, user: User, session_id: str, message_id: str) -> None:
         async with self.uow.session(user, session_id) as tx:

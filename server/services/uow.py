@@ -8,8 +8,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import bindparam, insert, update
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy import bindparam, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 from sqlalchemy.orm.attributes import set_committed_value
 
 from ..domain.events import EventEnvelope
@@ -21,20 +21,40 @@ from ..store.models import ChatSession, Event, User, utcnow
 
 log = logging.getLogger(__name__)
 
-TRIM_EVERY = 64
+TRIM_EVERY = 64  # trim the retained log once per this many events, not on every append
 
 # Plain statements, built once, for the two writes every mutation makes.
 _INSERT_EVENT = insert(Event.__table__)
-_ADVANCE_SESSION = (update(ChatSession.__table__).where(ChatSession.__table__.c.id == bindparam("sid"))
-                    .values(last_seq=bindparam("last_seq"), updated_at=bindparam("updated_at")))  # trim the retained log once per this many events, not on every append
+_SESSIONS = ChatSession.__table__
+_ADVANCE_SESSION = (update(_SESSIONS).where(_SESSIONS.c.id == bindparam("sid"))
+                    .values(last_seq=bindparam("last_seq"), updated_at=bindparam("updated_at")))
+_LOCK_SESSION_HEAD = (
+    select(_SESSIONS.c.id, _SESSIONS.c.owner_id, _SESSIONS.c.run_id, _SESSIONS.c.queue_paused, _SESSIONS.c.last_seq)
+    .where(_SESSIONS.c.id == bindparam("sid"), _SESSIONS.c.deleted_at.is_(None))
+    .with_for_update()
+)
+
+
+@dataclass
+class SessionHead:
+    """The few columns of a locked session that queue operations read (no ORM object: see ``UnitOfWork.queue``)."""
+
+    id: str
+    owner_id: str
+    run_id: str | None
+    queue_paused: bool
+    last_seq: int
 
 
 @dataclass
 class SessionTx:
-    """An open transaction on one locked session. ``emit`` appends a durable event to its log."""
+    """An open transaction on one locked session. ``emit`` appends a durable event to its log.
 
-    db: AsyncSession
-    row: ChatSession
+    ``db`` is an ORM session with ``row`` a :class:`ChatSession`, or, for the queue's hot path, a plain
+    connection with ``row`` a :class:`SessionHead`."""
+
+    db: AsyncSession | AsyncConnection
+    row: ChatSession | SessionHead
     retention: int
     events: list[EventEnvelope] = field(default_factory=list)
 
@@ -42,7 +62,10 @@ class SessionTx:
         # The row's last_seq moves in memory only; ``finish`` writes it (and the log rows) with plain
         # statements, cheaper than the ORM's unit of work on the hottest path of the server.
         seq = self.row.last_seq + 1
-        set_committed_value(self.row, "last_seq", seq)
+        if isinstance(self.row, SessionHead):
+            self.row.last_seq = seq
+        else:
+            set_committed_value(self.row, "last_seq", seq)
         env = EventEnvelope.build(self.row.id, seq, type_, fields)
         self.events.append(env)
         return env
@@ -57,10 +80,11 @@ class SessionTx:
         # One row: a plain execute (drivers' executemany costs more for a single row).
         await self.db.execute(_INSERT_EVENT, rows[0] if len(rows) == 1 else rows)
         await self.db.execute(_ADVANCE_SESSION, {"sid": sid, "last_seq": last, "updated_at": now})
-        set_committed_value(self.row, "updated_at", now)
         if last > self.retention and last // TRIM_EVERY != (last - len(self.events)) // TRIM_EVERY:
             await repo.trim_events(self.db, sid, last - self.retention)
-        await self.db.flush()
+        if isinstance(self.db, AsyncSession):
+            set_committed_value(self.row, "updated_at", now)
+            await self.db.flush()
 
 
 def can_read(user: User, row: ChatSession) -> bool:
@@ -85,6 +109,22 @@ class UnitOfWork:
             if row is None or (user is not None and row.owner_id != user.id):
                 raise RpcError("NOT_FOUND", "Session not found")
             tx = SessionTx(s, row, self.retention)
+            yield tx
+            await tx.finish()
+        await self.publish(session_id, tx.events)
+
+    @asynccontextmanager
+    async def queue(self, user: User, session_id: str) -> AsyncIterator[SessionTx]:
+        """Like :meth:`session` for operations that need only :class:`SessionHead` and plain statements.
+
+        Queue edits are the busiest writes (every message typed while the model answers, from every client);
+        without the ORM their transaction costs about half as much CPU.
+        """
+        async with self.db.write_connection() as conn:
+            found = (await conn.execute(_LOCK_SESSION_HEAD, {"sid": session_id})).first()
+            if found is None or found.owner_id != user.id:
+                raise RpcError("NOT_FOUND", "Session not found")
+            tx = SessionTx(conn, SessionHead(*found), self.retention)
             yield tx
             await tx.finish()
         await self.publish(session_id, tx.events)

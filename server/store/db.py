@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from sqlalchemy import event, exc, make_url
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
 from . import sqlite_inline
 
@@ -99,6 +99,17 @@ class Database:
         else:
             async with self._writes() as session, session.begin():
                 yield session
+
+    @asynccontextmanager
+    async def write_connection(self) -> AsyncIterator[AsyncConnection]:
+        """Like :meth:`write`, on a plain connection (no ORM session) for statements built by hand."""
+        if self._write_lock is not None:
+            async with self._write_lock:
+                async with self.write_engine.begin() as conn:
+                    yield conn
+        else:
+            async with self.write_engine.begin() as conn:
+                yield conn
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncSession]:
