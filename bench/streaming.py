@@ -14,7 +14,8 @@ Two passes per subscriber count:
   run (including its database writes and the send mutation) divided by deltas x subscribers.
 * ``paced``: ``--rate`` tokens per second (a fast real model). Gives latency provider -> client, p50 and p99.
 
-Subscribers are raw WebSocket clients in ``--procs`` separate processes. Prints median ± half-range over runs.
+Subscribers are raw WebSocket clients (``bench/wsclient.py``, on uvloop) in ``--procs`` separate processes. Prints
+median ± half-range over runs.
 """
 from __future__ import annotations
 
@@ -78,30 +79,49 @@ def bench_server() -> contextlib.AbstractContextManager[Server]:
 
 
 def subscriber_proc(url: str, token: str, sid: str, count: int, ready: mp.Queue, results: mp.Queue) -> None:  # type: ignore[type-arg]
-    from websockets.asyncio.client import connect
+    """``count`` subscribers on the light client of ``bench/wsclient.py`` (as ``bench/fanout.py``): frames are
+    parsed in ``data_received``, so the latency measured is the server's, not a client library's queueing."""
+    from bench.wsclient import open_ws
+
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:
+        pass
 
     async def one(stats: dict) -> None:
-        ws_url = url.replace("http", "ws") + "/trpc?connectionParams=1"
-        async with connect(ws_url, max_size=None, ping_interval=None) as ws:
-            await ws.send(orjson.dumps({"method": "connectionParams", "data": {"token": token}}).decode())
-            await ws.send(orjson.dumps({"id": 1, "method": "subscription", "params": {
-                "path": "session.events", "input": {"sessionId": sid}}}).decode())
-            assert orjson.loads(await ws.recv())["result"]["type"] == "started"
-            ready.put(1)
-            expected_offset = 0
-            while True:
-                raw = await ws.recv()
-                now = time.time_ns()
-                data = orjson.loads(raw)["result"]["data"]
-                ev = data["data"] if "id" in data and isinstance(data.get("data"), dict) else data
-                if ev["type"] == "text-delta":
-                    stats["deltas"] += 1
-                    if ev["offset"] != expected_offset:
-                        stats["gaps"] += 1
-                    expected_offset = ev["offset"] + len(ev["delta"])
-                    stats["lat"].append((now - int(ev["delta"].split()[0])) / 1e6)
-                elif ev["type"] == "run-finished":
-                    return
+        loop = asyncio.get_running_loop()
+        started, finished = loop.create_future(), loop.create_future()
+        expected_offset = 0
+
+        def on_text(raw: bytes) -> None:
+            nonlocal expected_offset
+            now = time.time_ns()
+            result = orjson.loads(raw)["result"]
+            if result.get("type") == "started":
+                started.set_result(None)
+                return
+            data = result["data"]
+            ev = data["data"] if "id" in data and isinstance(data.get("data"), dict) else data
+            if ev["type"] == "text-delta":
+                stats["deltas"] += 1
+                if ev["offset"] != expected_offset:
+                    stats["gaps"] += 1
+                expected_offset = ev["offset"] + len(ev["delta"])
+                stats["lat"].append((now - int(ev["delta"].split()[0])) / 1e6)
+            elif ev["type"] == "run-finished" and not finished.done():
+                finished.set_result(None)
+
+        ws = await open_ws(url.replace("http", "ws") + "/trpc?connectionParams=1", on_text)
+        ws.send_text(orjson.dumps({"method": "connectionParams", "data": {"token": token}}).decode())
+        ws.send_text(orjson.dumps({"id": 1, "method": "subscription", "params": {
+            "path": "session.events", "input": {"sessionId": sid}}}).decode())
+        await started
+        ready.put(1)
+        await finished
+        assert ws.transport is not None
+        ws.transport.close()
 
     async def main() -> None:
         stats = {"deltas": 0, "gaps": 0, "lat": []}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import sys
 from .settings import Settings, SettingsError, load_settings
@@ -23,6 +24,11 @@ def serve(settings: Settings, host: str | None, port: int | None) -> None:
 
     app = create_app(settings)
     config = uvicorn_config(app, settings, host or settings.host, settings.port if port is None else port)
+    # What is loaded by now (modules, SQLAlchemy's mappers, pydantic's validators) lives as long as the
+    # process: take it out of the cyclic collector's view, so a full collection walks only what came after.
+    # With it, one took ~60 ms: a pause every streaming client would feel.
+    gc.collect()
+    gc.freeze()
     ChatsyncServer(config).run()
 
 

@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 
-from sqlalchemy import update
+from sqlalchemy import bindparam, update
 
 from ..services.uow import SessionTx, UnitOfWork
 from ..store import repo
@@ -87,25 +87,36 @@ async def fenced_tx(uow: UnitOfWork, session_id: str, run_id: str, owner: str,
         raise LeaseLost(session_id) from None
 
 
+_SESSIONS, _MESSAGES = ChatSession.__table__, Message.__table__
+# Built once: the heartbeat runs every second of every streaming run, and on SQLite it runs on the loop, so
+# its cost is latency added to whichever token arrives meanwhile.
+_RENEW_LEASE = (
+    update(_SESSIONS)
+    .where(_SESSIONS.c.id == bindparam("sid"), _SESSIONS.c.run_id == bindparam("rid"),
+           _SESSIONS.c.lease_owner == bindparam("owner"), _SESSIONS.c.deleted_at.is_(None))
+    .values(lease_expires_at=bindparam("until"))
+    .returning(_SESSIONS.c.abort_requested)
+)
+_FLUSH_TEXT = (
+    update(_MESSAGES)
+    .where(_MESSAGES.c.id == bindparam("mid"), _MESSAGES.c.status == "streaming")
+    .values(content=bindparam("text"))
+)
+
+
 async def heartbeat(uow: UnitOfWork, session_id: str, run_id: str, owner: str, lease_seconds: float,
                     flush: tuple[str, str] | None) -> bool:
     """Renew the lease and write the partial text ``flush = (message_id, text)``, without an event.
 
     Returns ``abort_requested``; raises :class:`LeaseLost` when this process no longer owns the run.
     """
-    async with uow.db.write() as s:
-        stmt = (
-            update(ChatSession)
-            .where(ChatSession.id == session_id, ChatSession.run_id == run_id,
-                   ChatSession.lease_owner == owner, ChatSession.deleted_at.is_(None))
-            .values(lease_expires_at=utcnow() + timedelta(seconds=lease_seconds))
-            .returning(ChatSession.abort_requested)
-        )
-        abort = (await s.execute(stmt)).scalar_one_or_none()
+    async with uow.db.write_connection() as conn:
+        abort = (await conn.execute(_RENEW_LEASE, {
+            "sid": session_id, "rid": run_id, "owner": owner,
+            "until": utcnow() + timedelta(seconds=lease_seconds)})).scalar_one_or_none()
         if abort is None:
             raise LeaseLost(session_id)
         if flush is not None:
             message_id, text = flush
-            await s.execute(update(Message).where(Message.id == message_id, Message.status == "streaming")
-                            .values(content=text))
+            await conn.execute(_FLUSH_TEXT, {"mid": message_id, "text": text})
         return bool(abort)

@@ -37,6 +37,13 @@ def _sqlite_pragmas(engine: AsyncEngine, *, immediate: bool) -> None:
             conn.exec_driver_sql(begin)
 
 
+async def _let_ready_callbacks_run() -> None:
+    """SQLite statements run on the loop (``sqlite_inline``), so a transaction holds it until it ends. Yield
+    once first: a token delta scheduled for delivery just before goes out now instead of after the
+    transaction (which is where a stream's last tokens used to wait while its step was written down)."""
+    await asyncio.sleep(0)
+
+
 PING_IDLE_AFTER_S = 5.0
 
 
@@ -93,6 +100,7 @@ class Database:
     async def write(self) -> AsyncIterator[AsyncSession]:
         """One transaction; commits when the block ends without an exception, rolls back otherwise."""
         if self._write_lock is not None:
+            await _let_ready_callbacks_run()
             async with self._write_lock:
                 async with self._writes() as session, session.begin():
                     yield session
@@ -104,6 +112,7 @@ class Database:
     async def write_connection(self) -> AsyncIterator[AsyncConnection]:
         """Like :meth:`write`, on a plain connection (no ORM session) for statements built by hand."""
         if self._write_lock is not None:
+            await _let_ready_callbacks_run()
             async with self._write_lock:
                 async with self.write_engine.begin() as conn:
                     yield conn
@@ -113,6 +122,8 @@ class Database:
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncSession]:
+        if self.is_sqlite:
+            await _let_ready_callbacks_run()
         async with self._reads() as session, session.begin():
             yield session
 

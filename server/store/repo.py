@@ -254,17 +254,20 @@ async def steered_after(db: AsyncSession, session_id: str, run_id: str, ordinal:
     return int((await db.execute(stmt)).scalar_one()) > 0
 
 
+_CRASHED_RUNS = select(ChatSession.id).where(
+    ChatSession.deleted_at.is_(None), ChatSession.run_id.is_not(None), ChatSession.status == "running",
+    (ChatSession.lease_expires_at.is_(None)) | (ChatSession.lease_expires_at <= bindparam("now")),
+).limit(bindparam("limit"))
+_UNSENT_QUEUES = select(ChatSession.id).where(
+    ChatSession.deleted_at.is_(None), ChatSession.run_id.is_(None), ChatSession.queue_paused.is_(False),
+    select(QueuedMessage.id).where(QueuedMessage.session_id == ChatSession.id).exists(),
+).limit(bindparam("limit"))
+
+
 async def sessions_needing_work(db: AsyncSession, now: datetime, limit: int = 100) -> list[str]:
     """Sessions the sweeper should look at: a running run whose lease expired (its process died), or an idle
     session whose unpaused queue holds messages (nobody is sending them)."""
-    crashed = select(ChatSession.id).where(
-        ChatSession.deleted_at.is_(None), ChatSession.run_id.is_not(None), ChatSession.status == "running",
-        (ChatSession.lease_expires_at.is_(None)) | (ChatSession.lease_expires_at <= now),
-    ).limit(limit)
-    queued = select(ChatSession.id).where(
-        ChatSession.deleted_at.is_(None), ChatSession.run_id.is_(None), ChatSession.queue_paused.is_(False),
-        select(QueuedMessage.id).where(QueuedMessage.session_id == ChatSession.id).exists(),
-    ).limit(limit)
-    ids = list((await db.execute(crashed)).scalars().all())
-    ids += [i for i in (await db.execute(queued)).scalars().all() if i not in ids]
+    params = {"now": now, "limit": limit}
+    ids = list((await db.execute(_CRASHED_RUNS, params)).scalars().all())
+    ids += [i for i in (await db.execute(_UNSENT_QUEUES, params)).scalars().all() if i not in ids]
     return ids

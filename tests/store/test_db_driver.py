@@ -88,3 +88,17 @@ async def test_postgres_connection_cut_while_idle_is_replaced(monkeypatch):
             async with db.read() as s:
                 new_pid = (await s.execute(text("SELECT pg_backend_pid()"))).scalar_one()
             assert new_pid != pid
+
+
+async def test_sqlite_transaction_lets_ready_callbacks_run_first(tmp_path):
+    """A transaction holds the loop while it runs (statements execute inline), so what was already scheduled —
+    a token delta on its way to subscribers — goes out before it, not after."""
+    async with Database(f"sqlite+aiosqlite:///{tmp_path / 'order.db'}") as db:
+        await migrate.upgrade(db)
+        for open_tx in (db.write, db.write_connection, db.read):
+            ran: list[str] = []
+            asyncio.get_running_loop().call_soon(ran.append, "delta")
+            async with open_tx() as s:
+                ran.append("transaction")
+                await s.execute(text("SELECT 1"))
+            assert ran == ["delta", "transaction"], open_tx.__name__
