@@ -40,6 +40,7 @@ def frame_header(length: int) -> bytes:
 
 
 class Outbox(abc.ABC):
+    __slots__ = ()
     closed: bool = False
 
     @abc.abstractmethod
@@ -74,6 +75,8 @@ class Outbox(abc.ABC):
 
 class TransportOutbox(Outbox):
     """Writes frames directly to uvicorn's transport (see module docstring)."""
+
+    __slots__ = ("_proto", "_transport", "_limit", "_on_overflow", "closed")
 
     def __init__(self, protocol: Any, limit_bytes: int, on_overflow: Callable[[], None]) -> None:
         self._proto = protocol

@@ -54,6 +54,10 @@ class ResyncRequired(Exception):
 class Delivery:
     """A live view of one session for one subscriber; run with :meth:`run`."""
 
+    # Fan-out touches one of these per subscriber per event: no per-instance dict to chase.
+    __slots__ = ("db", "hub", "session_id", "next_seq", "_emit", "_emit_durable", "_finished", "_snapshots",
+                 "_pending", "_stream_offsets", "_held", "_catching_up", "_catch_up_task", "_done")
+
     def __init__(self, db: Database, hub: Hub, session_id: str, after_seq: int, emit: Emit,
                  snapshots: SnapshotSource | None = None,
                  emit_durable: Callable[[EventEnvelope], None] | None = None) -> None:
