@@ -1,6 +1,7 @@
 """Fan-out: N subscribers on one session, one publisher at a fixed rate.
 
     .venv/bin/python bench/fanout.py --subscribers 100 --rate 200 --seconds 10 [--runs 3] [--procs 2] [--replicas 2]
+    .venv/bin/python bench/fanout.py --server reference ...   # the same load on a bare websockets broadcast()
 
 Every published change is durable (committed with its event-log row) before it fans out. Subscribers
 are raw WebSocket clients in ``--procs`` separate processes (sharing the machine with the server, as a
@@ -154,7 +155,10 @@ def one_run(args: argparse.Namespace) -> dict:
             # Replicas share PostgreSQL and Redis (a key prefix of this run's own).
             db_url = stack.enter_context(pg_database())
             env["CHATSYNC_BUS_URL"] = f"redis://127.0.0.1:6379/0?prefix=bench-{uuid.uuid4().hex[:8]}:"
-        srv = stack.enter_context(run_server(db_url, **env))
+        if args.server == "reference":
+            srv = stack.enter_context(run_server(token="reference", command=("bench/reference_broadcast.py",)))
+        else:
+            srv = stack.enter_context(run_server(db_url, **env))
         servers = [srv] + [stack.enter_context(run_server(db_url, token=srv.token, **env))
                            for _ in range(args.replicas - 1)]
         async def create() -> str:
@@ -231,11 +235,16 @@ def main() -> None:
     ap.add_argument("--warmup", type=float, default=2, help="seconds published before measuring")
     ap.add_argument("--procs", type=int, default=2, help="subscriber processes")
     ap.add_argument("--replicas", type=int, default=1, help="server processes (>1: PostgreSQL + Redis)")
+    ap.add_argument("--server", choices=("chatsync", "reference"), default="chatsync",
+                    help="reference: bench/reference_broadcast.py, a bare websockets broadcast() server "
+                         "(nothing durable) under the same load, for a ratio that does not drift with the machine")
     ap.add_argument("--payload", type=int, default=0, help="extra characters per published message")
     ap.add_argument("--stalled", type=int, default=0,
                     help="extra subscribers that stop reading (the others' latency should not move)")
     args = ap.parse_args()
-    print(f"fan-out: {args.replicas} replica(s), {args.subscribers} subscribers, {args.rate:g} events/s for {args.seconds:g} s "
+    if args.server == "reference" and args.replicas != 1:
+        ap.error("--server reference runs one process")
+    print(f"fan-out: {args.server}, {args.replicas} replica(s), {args.subscribers} subscribers, {args.rate:g} events/s for {args.seconds:g} s "
           f"(target {args.subscribers * args.rate:,.0f} deliveries/s), {args.runs} runs")
     runs = [one_run(args) for _ in range(args.runs)]
     for r in runs:

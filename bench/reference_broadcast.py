@@ -1,0 +1,96 @@
+"""The fan-out floor on this machine: a bare ``websockets`` server that broadcasts with ``broadcast()``.
+
+    .venv/bin/python bench/fanout.py --server reference ...
+
+It speaks just enough of tRPC's WebSocket messages for ``bench/fanout.py``'s publisher and subscribers
+(``session.create``, ``message.enqueueMessage``, ``message.clearQueue``, ``session.get``, one
+``session.events`` subscription per connection) and keeps nothing: no database, no auth, no ordering
+guarantees beyond one process's. Each event's frame is serialised once and handed to ``broadcast()``, the
+library's fastest fan-out (it writes the same frame to every connection without awaiting). Running both
+servers under the same load generator, minutes apart, turns chatsync's CPU per delivery into a ratio that
+does not drift with the machine.
+"""
+from __future__ import annotations
+
+import asyncio
+import http
+import os
+import time
+
+import orjson
+from websockets.asyncio.server import ServerConnection, broadcast, serve
+from websockets.http11 import Request, Response
+
+
+class Reference:
+    def __init__(self) -> None:
+        self.subscribers: dict[ServerConnection, object] = {}  # connection -> its subscription id
+        self.seq = 0
+
+    def publish(self, event: dict) -> None:
+        self.seq += 1
+        eid = str(self.seq)
+        by_id: dict[object, list[ServerConnection]] = {}
+        for conn, sub_id in self.subscribers.items():
+            by_id.setdefault(sub_id, []).append(conn)
+        for sub_id, conns in by_id.items():
+            frame = orjson.dumps({"id": sub_id, "result": {"type": "data", "data": {"id": eid, "data": event},
+                                                          "id": eid}}).decode()
+            broadcast(conns, frame)
+
+    def call(self, path: str, inp: dict | None) -> object:
+        inp = inp or {}
+        if path == "session.create":
+            return {"id": "reference"}
+        if path == "session.get":
+            return {"lastEventId": str(self.seq)}
+        if path == "message.enqueueMessage":
+            message = {"id": f"queue-{self.seq + 1}", "content": inp.get("content", ""), "attachments": [],
+                       "enqueuedAt": int(time.time() * 1000)}
+            self.publish({"type": "queue-message-added", "sessionId": inp.get("sessionId"), "message": message})
+            return message
+        if path == "message.clearQueue":
+            self.publish({"type": "queue-cleared", "sessionId": inp.get("sessionId")})
+            return None
+        raise KeyError(path)
+
+    async def handle(self, conn: ServerConnection) -> None:
+        try:
+            async for raw in conn:
+                msg = orjson.loads(raw)
+                if msg == "PING" or msg.get("method") == "connectionParams":
+                    continue
+                rid, method = msg.get("id"), msg.get("method")
+                if method == "subscription":
+                    self.subscribers[conn] = rid
+                    await conn.send(orjson.dumps({"id": rid, "result": {"type": "started"}}).decode())
+                elif method in ("query", "mutation"):
+                    params = msg["params"]
+                    result = self.call(params["path"], params.get("input"))
+                    await conn.send(orjson.dumps({"id": rid, "result": {"type": "data", "data": result}}).decode())
+        finally:
+            self.subscribers.pop(conn, None)
+
+
+def ready(conn: ServerConnection, request: Request) -> Response | None:
+    if request.path.startswith("/readyz"):
+        return conn.respond(http.HTTPStatus.OK, "ok\n")
+    return None
+
+
+async def main() -> None:
+    ref = Reference()
+    port = int(os.environ.get("CHATSYNC_PORT", "8787"))
+    # Compression off, as for chatsync's frames (and as a broadcast server would choose for small frames).
+    async with serve(ref.handle, "127.0.0.1", port, process_request=ready, compression=None, max_size=None):
+        await asyncio.Future()
+
+
+if __name__ == "__main__":
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:
+        pass
+    asyncio.run(main())
