@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, a
 from . import sqlite_inline
 
 
-def _sqlite_pragmas(engine: AsyncEngine, *, immediate: bool) -> None:
+def _sqlite_pragmas(engine: AsyncEngine, *, immediate: bool, background_checkpoints: Callable[[], bool]) -> None:
     """WAL so readers never block the writer; BEGIN IMMEDIATE on the writer so two processes
     (the server and `chatsync users create`) queue on the lock instead of failing to upgrade it."""
 
@@ -25,6 +25,8 @@ def _sqlite_pragmas(engine: AsyncEngine, *, immediate: bool) -> None:
         cur.execute("PRAGMA synchronous=NORMAL")
         cur.execute("PRAGMA busy_timeout=0")  # lock waits are retried off the loop (sqlite_inline)
         cur.execute("PRAGMA foreign_keys=ON")
+        if background_checkpoints():
+            cur.execute("PRAGMA wal_autocheckpoint=0")  # a worker thread checkpoints instead
         cur.close()
 
     begin = "BEGIN IMMEDIATE" if immediate else "BEGIN"
@@ -45,6 +47,7 @@ async def _let_ready_callbacks_run() -> None:
 
 
 PING_IDLE_AFTER_S = 5.0
+CHECKPOINT_SECONDS = 1.0
 
 
 def _ping_idle_connections(engine: AsyncEngine) -> None:
@@ -82,12 +85,15 @@ class Database:
     def __init__(self, url: str) -> None:
         self.url = url
         self.is_sqlite = url.startswith("sqlite")
+        self._sqlite_path = ""
         if self.is_sqlite:
             path = make_url(url).database or ":memory:"
             self.write_engine = create_async_engine(url, async_creator=sqlite_inline.connector(path))
             self.read_engine = create_async_engine(url, async_creator=sqlite_inline.connector(path))
-            _sqlite_pragmas(self.write_engine, immediate=True)
-            _sqlite_pragmas(self.read_engine, immediate=False)
+            checkpoints = lambda: self._checkpointer is not None  # noqa: E731
+            _sqlite_pragmas(self.write_engine, immediate=True, background_checkpoints=checkpoints)
+            _sqlite_pragmas(self.read_engine, immediate=False, background_checkpoints=checkpoints)
+            self._sqlite_path = path
         else:
             self.write_engine = create_async_engine(url, pool_size=10, max_overflow=20)
             _ping_idle_connections(self.write_engine)
@@ -95,6 +101,7 @@ class Database:
         self._writes = async_sessionmaker(self.write_engine, expire_on_commit=False)
         self._reads = async_sessionmaker(self.read_engine, expire_on_commit=False)
         self._write_lock = asyncio.Lock() if self.is_sqlite else None
+        self._checkpointer: sqlite_inline.Checkpointer | None = None
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncSession]:
@@ -131,8 +138,15 @@ class Database:
         await self.write_engine.dispose()
         if self.read_engine is not self.write_engine:
             await self.read_engine.dispose()
+        if self._checkpointer is not None:
+            await self._checkpointer.close()
+            self._checkpointer = None
 
     async def __aenter__(self) -> "Database":
+        """A long-lived user (the server): on a SQLite file, checkpoints move to a worker thread."""
+        if self.is_sqlite and self._sqlite_path != ":memory:" and self._checkpointer is None:
+            self._checkpointer = sqlite_inline.Checkpointer(self._sqlite_path, CHECKPOINT_SECONDS)
+            self._checkpointer.start()
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -9,6 +9,11 @@ What that costs, and how it is contained:
 
 * A call now holds the event loop for as long as SQLite works: microseconds for the statements this server
   issues (indexed lookups, single-row writes), a few milliseconds for the occasional WAL checkpoint.
+* Checkpoints — copying the write-ahead log into the database file, with an fsync — are the one slow part.
+  SQLite runs them inside whichever commit crosses ``wal_autocheckpoint`` pages, which here would be on the
+  loop; so connections opened for a running server turn that off and :class:`Checkpointer` does the work from
+  a worker thread once a second (``PRAGMA wal_checkpoint(PASSIVE)``: it never waits for, nor blocks, the
+  writer or the readers).
 * A call must never *wait* on the loop. The busy timeout is therefore 0: a lock held by another process
   (``chatsync users create`` while the server runs) fails the statement with SQLITE_BUSY at once, and we
   retry it after an ``asyncio.sleep`` with backoff, for up to ``BUSY_TIMEOUT_S``. Retrying is safe: a
@@ -18,9 +23,13 @@ What that costs, and how it is contained:
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import sqlite3
 from collections.abc import Callable, Iterable
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_S = 10.0
 _FIRST_BACKOFF_S = 0.002
@@ -179,6 +188,49 @@ class InlineConnection:
     @property
     def in_transaction(self) -> bool:
         return self._conn.in_transaction
+
+
+class Checkpointer:
+    """Checkpoints the database at ``path`` from a worker thread every ``interval`` seconds (see above)."""
+
+    def __init__(self, path: str, interval: float = 1.0) -> None:
+        self.path = path
+        self.interval = interval
+        self._conn: sqlite3.Connection | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="sqlite-checkpointer")
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            try:
+                await asyncio.to_thread(self.checkpoint, "PASSIVE")
+            except sqlite3.Error:
+                log.warning("SQLite checkpoint failed; retrying in %s s", self.interval, exc_info=True)
+
+    def checkpoint(self, mode: str) -> None:
+        """Runs in a worker thread (its own connection; the sqlite3 module releases the GIL meanwhile)."""
+        if self._conn is None:
+            self._conn = sqlite3.connect(self.path, timeout=1.0, isolation_level=None, check_same_thread=False,
+                                         uri=self.path.startswith("file:"))
+        self._conn.execute(f"PRAGMA wal_checkpoint({mode})").fetchall()
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        try:
+            # Leave the log empty for whoever opens the file next.
+            await asyncio.to_thread(self.checkpoint, "TRUNCATE")
+        except sqlite3.Error:
+            log.warning("final SQLite checkpoint failed", exc_info=True)
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
 
 
 def connector(path: str) -> Callable[[], Any]:

@@ -102,3 +102,36 @@ async def test_sqlite_transaction_lets_ready_callbacks_run_first(tmp_path):
                 ran.append("transaction")
                 await s.execute(text("SELECT 1"))
             assert ran == ["delta", "transaction"], open_tx.__name__
+
+
+async def test_sqlite_checkpoints_happen_in_the_background_not_in_commits(tmp_path, monkeypatch):
+    monkeypatch.setattr(db_module, "CHECKPOINT_SECONDS", 0.05)
+    path = tmp_path / "wal.db"
+    async with Database(f"sqlite+aiosqlite:///{path}") as db:
+        await migrate.upgrade(db)
+        await asyncio.sleep(0.2)  # the migration's pages reach the file
+        async with db.write() as s:
+            # Commits on the loop never checkpoint: that fsync happens in the checkpointer's thread.
+            assert (await s.execute(text("PRAGMA wal_autocheckpoint"))).scalar_one() == 0
+        size_before = path.stat().st_size
+        async with db.write() as s:
+            insert_user = text("INSERT INTO users (id, name, role, created_at) "
+                               "VALUES (:id, :name, 'user', '2026-01-01')")
+            for i in range(300):
+                await s.execute(insert_user, {"id": f"u{i}", "name": "x" * 500 + str(i)})
+        deadline = time.monotonic() + 5
+        while path.stat().st_size == size_before and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        # The rows left the write-ahead log for the database file without any commit checkpointing.
+        assert path.stat().st_size > size_before
+    # Closed: the log was truncated for whoever opens the file next.
+    assert not (tmp_path / "wal.db-wal").exists() or (tmp_path / "wal.db-wal").stat().st_size == 0
+
+
+async def test_sqlite_without_the_server_lifecycle_keeps_automatic_checkpoints(tmp_path):
+    db = Database(f"sqlite+aiosqlite:///{tmp_path / 'cli.db'}")  # as a one-off command uses it
+    try:
+        async with db.write() as s:
+            assert (await s.execute(text("PRAGMA wal_autocheckpoint"))).scalar_one() == 1000
+    finally:
+        await db.close()
