@@ -42,7 +42,9 @@ Emit = Callable[[str | None, EventEnvelope | dict[str, Any]], None]
 SnapshotSource = Callable[[str], Awaitable[list[dict[str, Any]]]]
 """Returns ``[{messageId, offset, text}]`` for the session's messages that are streaming right now."""
 
-CATCH_UP_PAGE = 500
+# Events per log read while catching up. Each read runs on the loop (SQLite) and its page is decoded in one go,
+# so the page stays small enough that large events (up to max_content_chars each) cannot stall everyone else.
+CATCH_UP_PAGE = 100
 MAX_HELD_EPHEMERAL = 10_000
 _ENDING_TYPES = frozenset({"message-completed", "session-deleted"})
 

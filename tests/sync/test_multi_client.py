@@ -65,6 +65,24 @@ async def test_subscribe_from_last_event_id_replays_then_goes_live(live):
             (3, "queue-message-added"), (4, "queue-message-added"), (5, "queue-cleared")]
 
 
+async def test_replay_spanning_several_log_pages_arrives_whole_and_in_order(live):
+    from server.sync.delivery import CATCH_UP_PAGE
+
+    total = CATCH_UP_PAGE * 2 + 37
+    async with live.client() as c:
+        s = await c.mutation("session.create", {"queuePaused": True})
+        for i in range(total):
+            if i and i % 90 == 0:
+                await c.mutation("message.clearQueue", {"sessionId": s["id"]})
+            await c.mutation("message.enqueueMessage", {"sessionId": s["id"], "content": f"p{i}"})
+        last = int((await c.query("session.get", {"sessionId": s["id"]}))["lastEventId"])
+        sub = await c.subscribe("session.events", {"sessionId": s["id"], "lastEventId": "0"})
+        got = await collect(sub, last)
+        assert [int(i) for i, _e in got] == list(range(1, last + 1))
+        contents = [e["message"]["content"] for _i, e in got if e["type"] == "queue-message-added"]
+        assert contents == [f"p{i}" for i in range(total)]
+
+
 async def test_without_last_event_id_starts_live(live):
     async with live.client() as c:
         s = await c.mutation("session.create", {"queuePaused": True})
