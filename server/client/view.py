@@ -169,11 +169,15 @@ class SessionView:
                         return
             except TrpcError as exc:
                 if exc.code == "NOT_FOUND":
-                    self.deleted = True
-                    self._notify(Change("session-deleted"))
+                    self._mark_deleted()
                     return
                 log.warning("session.events failed (%s); resyncing", exc)
             await self._resync_retrying()
+
+    def _mark_deleted(self) -> None:
+        """The session is gone (deleted, or no longer ours): stop following it."""
+        self.deleted = True
+        self._notify(Change("session-deleted"))
 
     async def _resync_retrying(self) -> None:
         delay = 0.05
@@ -183,8 +187,7 @@ class SessionView:
                 return
             except TrpcError as exc:
                 if exc.code == "NOT_FOUND":
-                    self.deleted = True
-                    self._notify(Change("session-deleted"))
+                    self._mark_deleted()
                     return
                 raise
             except (ConnectionLost, TimeoutError) as exc:  # the socket is down: the trpc client reconnects

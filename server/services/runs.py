@@ -30,8 +30,6 @@ import time
 import uuid
 from typing import Any
 
-from sqlalchemy import text
-
 from ..domain import models as wire
 from ..engine import Orchestrator, state
 from ..engine.lease import lease_live
@@ -39,7 +37,7 @@ from ..protocol.errors import RpcError
 from ..store import repo
 from ..store.models import QueuedMessage, User
 from .sessions import SessionService
-from .uow import UnitOfWork, can_read
+from .uow import UnitOfWork
 
 INTERRUPT_WAIT_SECONDS = 10.0
 ABORT_WAIT_SECONDS = 5.0
@@ -256,32 +254,13 @@ class RunService:
 
 
 class RunAwareSessionService(SessionService):
-    """``session.get`` with its ``run`` field filled in (API.md ``SessionSnapshot``).
-
-    Everything is read in one transaction, at REPEATABLE READ on PostgreSQL (SQLite's WAL read transaction is a
-    snapshot already): read separately, a run that ended between two reads showed up as "no run" next to a
-    message still ``streaming``. The partial text comes from the stream buffer, which may be ahead of the rows;
-    that is safe because stream events carry offsets.
-    """
+    """``session.get`` with its ``run`` field filled in (API.md ``SessionSnapshot``), read in the same
+    transaction as the rest. The partial text comes from the stream buffer, which may be ahead of the rows;
+    that is safe because stream events carry offsets."""
 
     def __init__(self, *args: Any, runs: RunService, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.runs = runs
 
-    async def snapshot(self, user: User, session_id: str) -> wire.SessionSnapshot:
-        async with self.db.read() as s:
-            if not self.db.is_sqlite:
-                await s.execute(text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"))
-            row = await repo.get_session(s, session_id)
-            if row is None or not can_read(user, row):
-                raise RpcError("NOT_FOUND", "Session not found")
-            messages = await repo.list_messages(s, session_id)
-            queue = await repo.queue_rows(s, session_id)
-            run = await self.runs.run_snapshot(s, row)
-        return wire.SessionSnapshot(
-            session=repo.session_wire(row),
-            messages=[repo.message_wire(m) for m in messages],
-            queue=[repo.queued_wire(q) for q in queue],
-            run=run,
-            last_event_id=str(row.last_seq),
-        )
+    async def _run_snapshot(self, db: Any, row: Any) -> dict[str, Any] | None:
+        return await self.runs.run_snapshot(db, row)

@@ -19,6 +19,8 @@ import uuid
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy import text
+
 from ..domain import models as wire
 from ..engine import state
 from ..llm import PROVIDER_IDS, default_provider_id, known_provider
@@ -117,19 +119,29 @@ class SessionService:
         return {"items": [repo.session_wire(r).wire() for r in page], "nextCursor": next_cursor}
 
     async def snapshot(self, user: User, session_id: str) -> wire.SessionSnapshot:
+        """Everything read in one transaction, at REPEATABLE READ on PostgreSQL (SQLite's WAL read transaction is
+        a snapshot already): read separately, a run that ended between two reads showed up as "no run" next to
+        a message still ``streaming``."""
         async with self.db.read() as s:
+            if not self.db.is_sqlite:
+                await s.execute(text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"))
             row = await repo.get_session(s, session_id)
             if row is None or not can_read(user, row):
                 raise RpcError("NOT_FOUND", "Session not found")
             messages = await repo.list_messages(s, session_id)
             queue = await repo.queue_rows(s, session_id)
+            run = await self._run_snapshot(s, row)
         return wire.SessionSnapshot(
             session=repo.session_wire(row),
             messages=[repo.message_wire(m) for m in messages],
             queue=[repo.queued_wire(q) for q in queue],
-            run=None,
+            run=run,
             last_event_id=str(row.last_seq),
         )
+
+    async def _run_snapshot(self, db: Any, row: ChatSession) -> dict[str, Any] | None:
+        """The snapshot's ``run`` field; sessions without the run engine have none."""
+        return None
 
     async def update(self, user: User, session_id: str, changes: dict[str, Any]) -> wire.Session:
         if changes.get("provider") is not None and not known_provider(changes["provider"]):

@@ -106,26 +106,24 @@ class Database:
     @asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncSession]:
         """One transaction; commits when the block ends without an exception, rolls back otherwise."""
-        if self._write_lock is not None:
-            await _let_ready_callbacks_run()
-            async with self._write_lock:
-                async with self._writes() as session, session.begin():
-                    yield session
-        else:
-            async with self._writes() as session, session.begin():
-                yield session
+        async with self._one_writer(), self._writes() as session, session.begin():
+            yield session
 
     @asynccontextmanager
     async def write_connection(self) -> AsyncIterator[AsyncConnection]:
         """Like :meth:`write`, on a plain connection (no ORM session) for statements built by hand."""
-        if self._write_lock is not None:
-            await _let_ready_callbacks_run()
-            async with self._write_lock:
-                async with self.write_engine.begin() as conn:
-                    yield conn
-        else:
-            async with self.write_engine.begin() as conn:
-                yield conn
+        async with self._one_writer(), self.write_engine.begin() as conn:
+            yield conn
+
+    @asynccontextmanager
+    async def _one_writer(self) -> AsyncIterator[None]:
+        """On SQLite, this process's writers take turns (after letting ready callbacks run)."""
+        if self._write_lock is None:
+            yield
+            return
+        await _let_ready_callbacks_run()
+        async with self._write_lock:
+            yield
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncSession]:
