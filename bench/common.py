@@ -31,6 +31,23 @@ def cpu_split(pid: int) -> tuple[float, float]:
     return int(fields[11]) / CLK_TCK, int(fields[12]) / CLK_TCK
 
 
+def machine_ticks() -> tuple[int, int]:
+    """(steal, total) CPU ticks of the whole machine so far, from /proc/stat."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    # user nice system idle iowait irq softirq steal [guest guest_nice: already counted in user/nice]
+    return fields[7], sum(fields[:8])
+
+
+def steal_share(before: tuple[int, int], after: tuple[int, int]) -> float:
+    """Share of the machine's CPU time that its host took away (steal) between two ``machine_ticks``.
+
+    On a virtual machine this is time the vCPUs were ready to run and not running; a benchmark's tail
+    latency follows it, so each run prints it beside its numbers."""
+    total = after[1] - before[1]
+    return (after[0] - before[0]) / total if total > 0 else 0.0
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process, from /proc."""
     return sum(cpu_split(pid))

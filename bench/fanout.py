@@ -23,7 +23,7 @@ import orjson
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import cpu_seconds, cpu_split, pct, pg_database, run_server, summary  # noqa: E402
+from bench.common import cpu_seconds, cpu_split, machine_ticks, pct, pg_database, run_server, steal_share, summary  # noqa: E402
 from server.client import TrpcClient  # noqa: E402
 
 
@@ -186,6 +186,7 @@ def one_run(args: argparse.Namespace) -> dict:
         time.sleep(0.5)
         cpu0 = sum(cpu_seconds(x.pid) for x in servers)
         split0 = [sum(v) for v in zip(*(cpu_split(x.pid) for x in servers))]
+        ticks0 = machine_ticks()
         last_seq = asyncio.run(publish(srv.url, srv.token, sid, args.rate, args.seconds, pad=pad))
         # One more event after the stop mark, so every subscriber wakes up and sees it.
         stop_at.value = last_seq + 2
@@ -200,6 +201,7 @@ def one_run(args: argparse.Namespace) -> dict:
         stats = [results.get(timeout=120) for _ in procs]
         cpu1 = sum(cpu_seconds(x.pid) for x in servers)
         split1 = [sum(v) for v in zip(*(cpu_split(x.pid) for x in servers))]
+        steal = steal_share(ticks0, machine_ticks())
         for p in procs:
             p.join(10)
         deliveries = sum(s["deliveries"] for s in stats)
@@ -221,6 +223,7 @@ def one_run(args: argparse.Namespace) -> dict:
             # Deliveries of the measured phase (the warm-up's are checked for losses but not timed).
             "cpu_us": (cpu1 - cpu0) * 1e6 / max((last_seq - warm_seq) * args.subscribers, 1),
             "sys_share": (split1[1] - split0[1]) / max(cpu1 - cpu0, 1e-9),
+            "steal": steal,
             "stalled_closed": sum(s.get("stalled_closed", 0) for s in stats),
             "rate": (last_seq - 2 - warm_seq) * args.subscribers / args.seconds,
         }
@@ -250,7 +253,7 @@ def main() -> None:
     for r in runs:
         print(f"  run: events={r['events']} deliveries={r['deliveries']}/{r['expected']} losses={r['losses']} "
               f"p50={r['p50']:.2f}ms p99={r['p99']:.2f}ms cpu={r['cpu_us']:.1f}us/delivery "
-              f"(kernel {r['sys_share'] * 100:.0f}%)")
+              f"(kernel {r['sys_share'] * 100:.0f}%) host steal={r['steal'] * 100:.1f}%")
     print(f"deliveries/s      {summary([r['rate'] for r in runs])}")
     print(f"losses            {sum(r['losses'] for r in runs)}")
     print(f"latency p50 ms    {summary([r['p50'] for r in runs])}")

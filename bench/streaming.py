@@ -14,6 +14,11 @@ Two passes per subscriber count:
   run (including its database writes and the send mutation) divided by deltas x subscribers.
 * ``paced``: ``--rate`` tokens per second (a fast real model). Gives latency provider -> client, p50 and p99.
 
+Each paced run also prints the host's steal time (the share of the machine's CPU time its hypervisor took
+away). ``--trace`` adds the server's own share of the latency, timed inside the server process: provider ->
+start of the fan-out, the fan-out (one ``write()`` per subscriber), and how many tokens had a single
+``write()`` call that took over 0.5 ms (the kernel waking a subscriber, or the vCPU not running).
+
 Subscribers are raw WebSocket clients (``bench/wsclient.py``, on uvloop) in ``--procs`` separate processes. Prints
 median ± half-range over runs.
 """
@@ -25,6 +30,7 @@ import contextlib
 import multiprocessing as mp
 import os
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator
 
@@ -32,7 +38,7 @@ import orjson
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import Server, cpu_seconds, pct, run_server, summary  # noqa: E402
+from bench.common import Server, cpu_seconds, machine_ticks, pct, run_server, steal_share, summary  # noqa: E402
 from server.llm.assemble import TurnAssembler  # noqa: E402
 from server.llm.providers.base import Provider  # noqa: E402
 from server.llm.types import ChatRequest, TurnEvent  # noqa: E402
@@ -70,12 +76,54 @@ def serve() -> None:
     from server.llm import providers
 
     providers.register_provider("stamp", "bench.streaming", "StampProvider")
+    if os.environ.get("BENCH_TRACE_FILE"):
+        trace_fan_out(os.environ["BENCH_TRACE_FILE"])
     main(["serve"])
 
 
-def bench_server() -> contextlib.AbstractContextManager[Server]:
+def trace_fan_out(path: str) -> None:
+    """Time every text delta's fan-out inside the server; one line per delta:
+    ``<ms from provider to fan-out start> <ms in fan-out> <ms of its slowest write()>``."""
+    from server.rpc.outbox import TransportOutbox
+    from server.sync.hub import Hub
+
+    out = open(path, "a", buffering=1)
+    writes: list[int] = []
+    send_event_as, on_message = TransportOutbox.send_event_as, Hub._on_message
+
+    def timed_send(self, prefix, env, event_id):  # type: ignore[no-untyped-def]
+        t = time.perf_counter_ns()
+        send_event_as(self, prefix, env, event_id)
+        writes.append(time.perf_counter_ns() - t)
+
+    def timed_fan_out(self, session_id, events):  # type: ignore[no-untyped-def]
+        writes.clear()
+        start_wall, start = time.time_ns(), time.perf_counter_ns()
+        on_message(self, session_id, events)
+        took = time.perf_counter_ns() - start
+        if events[0].type == "text-delta" and writes:
+            stamp = int(orjson.loads(events[0].json)["delta"].split()[0])
+            out.write(f"{(start_wall - stamp) / 1e6:.4f} {took / 1e6:.4f} {max(writes) / 1e6:.4f}\n")
+
+    TransportOutbox.send_event_as = timed_send  # type: ignore[method-assign]
+    Hub._on_message = timed_fan_out  # type: ignore[method-assign]
+
+
+def bench_server(trace_file: str | None = None) -> contextlib.AbstractContextManager[Server]:
     """A real server process with the ``stamp`` provider registered."""
-    return run_server(command=("-m", "bench.streaming", "--serve"), CHATSYNC_SEND_QUEUE_FRAMES="1000000")
+    extra = {"BENCH_TRACE_FILE": trace_file} if trace_file else {}
+    return run_server(command=("-m", "bench.streaming", "--serve"), CHATSYNC_SEND_QUEUE_FRAMES="1000000", **extra)
+
+
+def read_trace(path: str) -> dict:
+    """Percentiles of the server-side trace lines written since the file was last truncated."""
+    with open(path) as f:
+        rows = [tuple(float(x) for x in line.split()) for line in f if line.strip()]
+    open(path, "w").close()
+    if not rows:
+        return {}
+    return {"to_fan_out": [r[0] for r in rows], "fan_out": [r[1] for r in rows],
+            "stalled_write": sum(1 for r in rows if r[2] > 0.5) / len(rows)}
 
 
 def subscriber_proc(url: str, token: str, sid: str, count: int, ready: mp.Queue, results: mp.Queue) -> None:  # type: ignore[type-arg]
@@ -138,7 +186,7 @@ async def _call(url: str, token: str, path: str, inp: dict) -> dict:
         return await c.mutation(path, inp)
 
 
-def one_run(srv: Server, subscribers: int, tokens: int, pace: str, procs: int) -> dict:
+def one_run(srv: Server, subscribers: int, tokens: int, pace: str, procs: int, trace_file: str | None = None) -> dict:
     sid = asyncio.run(_call(srv.url, srv.token, "session.create", {"provider": "stamp", "model": pace}))["id"]
     ctx = mp.get_context("spawn")
     ready, results = ctx.Queue(), ctx.Queue()
@@ -149,19 +197,21 @@ def one_run(srv: Server, subscribers: int, tokens: int, pace: str, procs: int) -
         p.start()
     for _ in range(subscribers):
         ready.get(timeout=120)
-    cpu0 = cpu_seconds(srv.pid)
+    if trace_file:
+        read_trace(trace_file)  # start empty
+    cpu0, ticks0 = cpu_seconds(srv.pid), machine_ticks()
     t0 = time.perf_counter()
     asyncio.run(_call(srv.url, srv.token, "message.send", {"sessionId": sid, "content": str(tokens)}))
     stats = [results.get(timeout=300) for _ in ps]
     elapsed = time.perf_counter() - t0
-    cpu1 = cpu_seconds(srv.pid)
+    cpu1, steal = cpu_seconds(srv.pid), steal_share(ticks0, machine_ticks())
     for p in ps:
         p.join(10)
     delivered = sum(s["deltas"] for s in stats)
     lat = [x for s in stats for x in s["lat"]]
     return {"delivered": delivered, "expected": tokens * subscribers, "gaps": sum(s["gaps"] for s in stats),
             "cpu_us": (cpu1 - cpu0) * 1e6 / max(delivered, 1), "p50": pct(lat, 50), "p99": pct(lat, 99),
-            "rate": delivered / elapsed}
+            "rate": delivered / elapsed, "steal": steal, "trace": read_trace(trace_file) if trace_file else {}}
 
 
 def main() -> None:
@@ -174,12 +224,17 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=200, help="tokens per second of the paced pass")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--procs", type=int, default=2, help="subscriber processes")
+    ap.add_argument("--trace", action="store_true", help="also time the server's share of the paced latency")
     args = ap.parse_args()
     print(f"streaming: {args.tokens} tokens per answer, {args.runs} runs each; median ± half-range")
+    trace_file = None
+    if args.trace:
+        fd, trace_file = tempfile.mkstemp(prefix="chatsync-trace-")
+        os.close(fd)
     for n in args.subscribers:
-        with bench_server() as srv:
+        with bench_server(trace_file) as srv:
             full = [one_run(srv, n, args.tokens, "full", args.procs) for _ in range(args.runs)]
-            paced = [one_run(srv, n, args.tokens, f"{args.rate:g}", args.procs) for _ in range(args.runs)]
+            paced = [one_run(srv, n, args.tokens, f"{args.rate:g}", args.procs, trace_file) for _ in range(args.runs)]
         lost = sum(r["expected"] - r["delivered"] + r["gaps"] for r in full + paced)
         print(f"{n:>4} subscribers | full speed: CPU/delivered delta {summary([r['cpu_us'] for r in full])} µs, "
               f"{summary([r['rate'] for r in full])} deltas/s delivered, latency p50 "
@@ -187,6 +242,18 @@ def main() -> None:
         print(f"     {'':>12} | paced {args.rate:g} tok/s: latency p50 {summary([r['p50'] for r in paced])} ms, "
               f"p99 {summary([r['p99'] for r in paced])} ms, CPU/delivered delta "
               f"{summary([r['cpu_us'] for r in paced])} µs | lost or out of order: {lost}")
+        for r in paced:
+            line = (f"     {'':>12} | paced run: p50 {r['p50']:.2f} ms, p99 {r['p99']:.2f} ms, "
+                    f"host steal {r['steal'] * 100:.1f}%")
+            tr = r["trace"]
+            if tr:
+                line += (f" | in the server: provider -> fan-out p50 {pct(tr['to_fan_out'], 50):.2f} / p99 "
+                         f"{pct(tr['to_fan_out'], 99):.2f} ms, fan-out p50 {pct(tr['fan_out'], 50):.2f} / p99 "
+                         f"{pct(tr['fan_out'], 99):.2f} ms, tokens with a write() over 0.5 ms "
+                         f"{tr['stalled_write'] * 100:.1f}%")
+            print(line)
+    if trace_file:
+        os.unlink(trace_file)
 
 
 if __name__ == "__main__":
