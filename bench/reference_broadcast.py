@@ -1,6 +1,7 @@
 """The fan-out floor on this machine: a bare ``websockets`` server that broadcasts with ``broadcast()``.
 
     .venv/bin/python bench/fanout.py --server reference ...
+    .venv/bin/python bench/streaming.py --server reference ...
 
 It speaks just enough of tRPC's WebSocket messages for ``bench/fanout.py``'s publisher and subscribers
 (``session.create``, ``message.enqueueMessage``, ``message.clearQueue``, ``session.get``, one
@@ -9,6 +10,12 @@ guarantees beyond one process's. Each event's frame is serialised once and hande
 library's fastest fan-out (it writes the same frame to every connection without awaiting). Running both
 servers under the same load generator, minutes apart, turns chatsync's CPU per delivery into a ratio that
 does not drift with the machine.
+
+For ``bench/streaming.py`` it also answers ``message.send`` the way that benchmark's ``stamp`` provider does:
+``content`` tokens, each the wall-clock time it was produced, at the pace named by the session's ``model``
+(``full`` or tokens per second), broadcast as ``text-delta`` events and closed by ``run-finished``. No
+database, no stream buffer, no run: the latency it shows is the floor of producing a token and writing it to
+every subscriber on this machine at that moment.
 """
 from __future__ import annotations
 
@@ -26,9 +33,12 @@ class Reference:
     def __init__(self) -> None:
         self.subscribers: dict[ServerConnection, object] = {}  # connection -> its subscription id
         self.seq = 0
+        self.model = "full"
+        self.streams: set[asyncio.Task] = set()
 
-    def publish(self, event: dict) -> None:
-        self.seq += 1
+    def publish(self, event: dict, durable: bool = True) -> None:
+        if durable:
+            self.seq += 1
         eid = str(self.seq)
         by_id: dict[object, list[ServerConnection]] = {}
         for conn, sub_id in self.subscribers.items():
@@ -41,7 +51,13 @@ class Reference:
     def call(self, path: str, inp: dict | None) -> object:
         inp = inp or {}
         if path == "session.create":
+            self.model = str(inp.get("model") or "full")
             return {"id": "reference"}
+        if path == "message.send":
+            task = asyncio.get_running_loop().create_task(self.stream(int(str(inp.get("content", "0")).split()[0])))
+            self.streams.add(task)
+            task.add_done_callback(self.streams.discard)
+            return {"status": "started"}
         if path == "session.get":
             return {"lastEventId": str(self.seq)}
         if path == "message.enqueueMessage":
@@ -53,6 +69,18 @@ class Reference:
             self.publish({"type": "queue-cleared", "sessionId": inp.get("sessionId")})
             return None
         raise KeyError(path)
+
+    async def stream(self, tokens: int) -> None:
+        """The ``stamp`` provider's tokens, each broadcast as it is produced."""
+        interval = 0.0 if self.model == "full" else 1.0 / float(self.model)
+        start, offset = time.perf_counter(), 0
+        for i in range(tokens):
+            await asyncio.sleep(max(start + i * interval - time.perf_counter(), 0) if interval else 0)
+            delta = f"{time.time_ns()} "
+            self.publish({"type": "text-delta", "sessionId": "reference", "messageId": "answer", "offset": offset,
+                          "delta": delta}, durable=False)
+            offset += len(delta)
+        self.publish({"type": "run-finished", "sessionId": "reference", "runId": "run", "finishReason": "stop"})
 
     async def handle(self, conn: ServerConnection) -> None:
         try:

@@ -14,6 +14,10 @@ Two passes per subscriber count:
   run (including its database writes and the send mutation) divided by deltas x subscribers.
 * ``paced``: ``--rate`` tokens per second (a fast real model). Gives latency provider -> client, p50 and p99.
 
+``--server reference`` runs the same passes against ``bench/reference_broadcast.py`` (a bare ``websockets``
+server broadcasting the same stamped tokens): run it beside chatsync, minutes apart, to tell the server's cost
+from the machine's.
+
 Each paced run also prints the host's steal time (the share of the machine's CPU time its hypervisor took
 away). ``--trace`` adds the server's own share of the latency, timed inside the server process: provider ->
 start of the fan-out, the fan-out (one ``write()`` per subscriber), and how many tokens had a single
@@ -109,8 +113,10 @@ def trace_fan_out(path: str) -> None:
     Hub._on_message = timed_fan_out  # type: ignore[method-assign]
 
 
-def bench_server(trace_file: str | None = None) -> contextlib.AbstractContextManager[Server]:
-    """A real server process with the ``stamp`` provider registered."""
+def bench_server(trace_file: str | None = None, reference: bool = False) -> contextlib.AbstractContextManager[Server]:
+    """A real server process with the ``stamp`` provider registered (or the bare reference server)."""
+    if reference:
+        return run_server(token="reference", command=("bench/reference_broadcast.py",))
     extra = {"BENCH_TRACE_FILE": trace_file} if trace_file else {}
     return run_server(command=("-m", "bench.streaming", "--serve"), CHATSYNC_SEND_QUEUE_FRAMES="1000000", **extra)
 
@@ -225,14 +231,19 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--procs", type=int, default=2, help="subscriber processes")
     ap.add_argument("--trace", action="store_true", help="also time the server's share of the paced latency")
+    ap.add_argument("--server", choices=("chatsync", "reference"), default="chatsync",
+                    help="reference: bench/reference_broadcast.py, a bare websockets broadcast() of the same tokens "
+                         "(no run, no database, no stream buffer): the floor on this machine at this hour")
     args = ap.parse_args()
-    print(f"streaming: {args.tokens} tokens per answer, {args.runs} runs each; median ± half-range")
+    if args.trace and args.server == "reference":
+        ap.error("--trace times chatsync's own fan-out")
+    print(f"streaming: {args.server}, {args.tokens} tokens per answer, {args.runs} runs each; median ± half-range")
     trace_file = None
     if args.trace:
         fd, trace_file = tempfile.mkstemp(prefix="chatsync-trace-")
         os.close(fd)
     for n in args.subscribers:
-        with bench_server(trace_file) as srv:
+        with bench_server(trace_file, args.server == "reference") as srv:
             full = [one_run(srv, n, args.tokens, "full", args.procs) for _ in range(args.runs)]
             paced = [one_run(srv, n, args.tokens, f"{args.rate:g}", args.procs, trace_file) for _ in range(args.runs)]
         lost = sum(r["expected"] - r["delivered"] + r["gaps"] for r in full + paced)
