@@ -22,6 +22,12 @@ def register(router: Router) -> None:
             ctx.require_user(), inp.session_id, inp.content, _attachments(inp.attachments) or []
         )
 
+    @router.batch("message.enqueueMessage")
+    async def enqueue_many(ctx: Context, inps: list[inputs.Enqueue]) -> list[Any]:
+        return await ctx.services.queue.enqueue_many(
+            ctx.require_user(), [(i.session_id, i.content, _attachments(i.attachments) or []) for i in inps]
+        )
+
     @router.mutation("message.dequeueMessage", inputs.SessionRef)
     async def dequeue(ctx: Context, inp: inputs.SessionRef) -> Any:
         return await ctx.services.queue.dequeue(ctx.require_user(), inp.session_id)

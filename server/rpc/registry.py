@@ -4,11 +4,17 @@ Handlers are ``async def handler(ctx, input_model)``. Query and mutation handler
 (pydantic models are dumped camelCase). Subscription handlers return a :class:`Subscription`, whose
 ``run(emit)`` pushes items synchronously into the transport (no queue hop per event: fan-out is the hot
 path) and returns when the stream ends.
+
+A mutation may also have a *batch handler* (``@router.batch(path)``): ``async def many(ctx, inputs)``
+returning one result or exception per input, in order, with the same effect as calling the handler on
+each input in turn. Transports use it for consecutive calls of that procedure that queued up behind each
+other (:func:`call_many`), so a client that sends faster than the database commits gets one transaction
+for the lot instead of one each.
 """
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ValidationError
@@ -41,6 +47,8 @@ class Subscription(Protocol):
 
 
 Handler = Callable[[Context, Any], Awaitable[Any]]
+BatchHandler = Callable[[Context, list[Any]], Awaitable[list[Any]]]
+"""Takes parsed inputs; returns, in the same order, each call's result or the exception it failed with."""
 
 
 @dataclass(frozen=True)
@@ -49,6 +57,7 @@ class Procedure:
     kind: Kind
     input_model: type[BaseModel] | None
     handler: Handler
+    batch: BatchHandler | None = None
 
     def parse_input(self, raw: Any) -> Any:
         """Validate the input at the boundary; any failure is ``BAD_REQUEST`` naming the fields."""
@@ -90,6 +99,18 @@ class Router:
     def subscription(self, path: str, input: type[BaseModel] | None = None) -> Callable[[Handler], Handler]:
         return self._add("subscription", path, input)
 
+    def batch(self, path: str) -> Callable[[BatchHandler], BatchHandler]:
+        """Give the (already registered) mutation ``path`` a batch handler: see the module docstring."""
+
+        def register(fn: BatchHandler) -> BatchHandler:
+            proc = self.procedures[path]
+            if proc.kind != "mutation":
+                raise ValueError(f"only mutations take batches, not {path}")
+            self.procedures[path] = replace(proc, batch=fn)
+            return fn
+
+        return register
+
     def lookup(self, path: str, kind: Kind | None = None) -> Procedure:
         proc = self.procedures.get(path)
         if proc is None or (kind is not None and proc.kind != kind):
@@ -121,3 +142,28 @@ async def call(proc: Procedure, ctx: Context, raw_input: Any) -> Any:
     """Validate, run, and make the result JSON-able (queries and mutations)."""
     parsed = proc.parse_input(raw_input)
     return to_jsonable(await proc.handler(ctx, parsed))
+
+
+async def call_many(proc: Procedure, ctx: Context, raw_inputs: Sequence[Any]) -> list[Any]:
+    """Several calls of a mutation with a batch handler, in order: one JSON-able result or one exception per
+    input. An input that fails validation fails alone."""
+    assert proc.batch is not None, f"{proc.path} has no batch handler"
+    parsed: list[Any] = []
+    for raw in raw_inputs:
+        try:
+            parsed.append(proc.parse_input(raw))
+        except RpcError as exc:
+            parsed.append(exc)
+    valid = [p for p in parsed if not isinstance(p, RpcError)]
+    try:
+        done = iter(await proc.batch(ctx, valid)) if valid else iter(())
+    except Exception as exc:  # nothing in the batch happened
+        return [p if isinstance(p, RpcError) else exc for p in parsed]
+    out = []
+    for p in parsed:
+        if isinstance(p, RpcError):
+            out.append(p)
+        else:
+            result = next(done)
+            out.append(result if isinstance(result, BaseException) else to_jsonable(result))
+    return out

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+from collections import deque
 from contextlib import suppress
 from typing import Any
 
@@ -28,11 +29,13 @@ from ..protocol.envelopes import (
 )
 from ..protocol.errors import RpcError, to_rpc_error
 from .outbox import Outbox, TaskOutbox, TransportOutbox
-from .registry import Context, Router, call, merge_last_event_id
+from .registry import Context, Router, call, call_many, merge_last_event_id
 
 log = logging.getLogger(__name__)
 
 REJECT_GRACE_SECONDS = 0.1
+# Most calls of a batchable mutation (see ``_run_mutations``) that share one transaction.
+MAX_MUTATION_BATCH = 64
 
 
 class WsConnection:
@@ -48,7 +51,9 @@ class WsConnection:
         self.outbox: Outbox = TaskOutbox(websocket, self.settings.send_queue_frames, self._overflow)
         self.subscriptions: dict[Any, asyncio.Task[None]] = {}
         self.tasks: set[asyncio.Task[Any]] = set()
-        self._mutation_lock = asyncio.Lock()
+        # Mutations waiting their turn (prefix, path, raw input), run in order by one task at a time.
+        self._mutations: deque[tuple[str, str, Any]] = deque()
+        self._mutation_runner: asyncio.Task[None] | None = None
         self._awaiting_params = False
         self._close_code: int | None = None
         self._closing = False
@@ -232,21 +237,51 @@ class WsConnection:
             raw = merge_last_event_id(params.get("input"), params.get("lastEventId"))
             self.subscriptions[rid] = asyncio.create_task(self._subscribe(rid, prefix, path, raw))
             return
+        if method == "mutation":
+            self._mutations.append((prefix, path, params.get("input")))
+            if self._mutation_runner is None:
+                self._mutation_runner = self._spawn(self._run_mutations())
+            return
         self._spawn(self._call(prefix, method, path, params.get("input")))
 
     async def _call(self, prefix: str, method: str, path: str, raw: Any) -> None:
         try:
             proc = self.router.lookup(path, method)  # type: ignore[arg-type]
-            if method == "mutation":
-                # Mutations from one connection apply in the order they were sent.
-                async with self._mutation_lock:
-                    result = await call(proc, self.ctx, raw)
-            else:
-                result = await call(proc, self.ctx, raw)
+            result = await call(proc, self.ctx, raw)
         except Exception as exc:
             self.outbox.send(ws_error(prefix, to_rpc_error(exc), path))
             return
         self.outbox.send(ws_result(prefix, "data", result))
+
+    async def _run_mutations(self) -> None:
+        """Mutations from one connection apply one after the other, in the order they were sent.
+
+        Calls of a mutation with a batch handler that queued up behind each other while an earlier one ran
+        go together (up to :data:`MAX_MUTATION_BATCH`): a client sending faster than the database commits
+        gets one transaction per batch instead of one per call, so it cannot fall further and further
+        behind. Each call still gets its own reply, in order. A lone call runs as itself.
+        """
+        pending = self._mutations
+        try:
+            while pending:
+                prefix, path, raw = pending.popleft()
+                proc = self.router.procedures.get(path)
+                if proc is None or proc.kind != "mutation" or proc.batch is None or not pending \
+                        or pending[0][1] != path:
+                    await self._call(prefix, "mutation", path, raw)
+                    continue
+                batch = [(prefix, raw)]
+                while pending and pending[0][1] == path and len(batch) < MAX_MUTATION_BATCH:
+                    nxt_prefix, _path, nxt_raw = pending.popleft()
+                    batch.append((nxt_prefix, nxt_raw))
+                results = await call_many(proc, self.ctx, [r for _p, r in batch])
+                for (p, _r), result in zip(batch, results):
+                    if isinstance(result, BaseException):
+                        self.outbox.send(ws_error(p, to_rpc_error(result), path))
+                    else:
+                        self.outbox.send(ws_result(p, "data", result))
+        finally:
+            self._mutation_runner = None
 
     async def _subscribe(self, rid: Any, prefix: str, path: str, raw: Any) -> None:
         outbox = self.outbox

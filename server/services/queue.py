@@ -43,25 +43,66 @@ class QueueService:
         self, user: User, session_id: str, content: str, attachments: list[dict[str, Any]]
     ) -> wire.QueuedMessage:
         self._check_content(content)
+        (result,) = await self._enqueue_run(user, session_id, [(content, attachments)])
+        if isinstance(result, RpcError):
+            raise result
+        return result
+
+    async def enqueue_many(
+        self, user: User, items: list[tuple[str, str, list[dict[str, Any]]]]
+    ) -> list[wire.QueuedMessage | Exception]:
+        """Several ``(session_id, content, attachments)`` enqueues, with the effect of calling :meth:`enqueue`
+        on each in turn: one result or exception per item, in order. The items of one session share one
+        transaction; one that cannot be queued (too long, queue full) fails alone, one that the
+        transaction could not commit fails with the whole of its session's share."""
+        results: list[wire.QueuedMessage | Exception | None] = [None] * len(items)
+        by_session: dict[str, list[int]] = {}
+        for i, (session_id, content, _attachments) in enumerate(items):
+            try:
+                self._check_content(content)
+            except RpcError as exc:
+                results[i] = exc
+                continue
+            by_session.setdefault(session_id, []).append(i)
+        for session_id, indexes in by_session.items():
+            try:
+                done = await self._enqueue_run(user, session_id, [(items[i][1], items[i][2]) for i in indexes])
+            except Exception as exc:
+                done = [exc] * len(indexes)
+            for i, result in zip(indexes, done):
+                results[i] = result
+        return results  # type: ignore[return-value]
+
+    async def _enqueue_run(
+        self, user: User, session_id: str, items: list[tuple[str, list[dict[str, Any]]]]
+    ) -> list[wire.QueuedMessage | RpcError]:
+        """Append ``items`` to one session's queue in one transaction, in order, each as far as it fits."""
+        results: list[wire.QueuedMessage | RpcError] = []
         async with self.uow.queue(user, session_id) as tx:
             # Read after the row lock is held: on PostgreSQL a statement that waited for the lock still
             # sees the queue as it was when the statement began.
             length, last_position = await repo.queue_stats(tx.db, session_id)
-            if length >= self.max_length:
-                raise RpcError("PRECONDITION_FAILED", f"queue is full ({self.max_length} messages)")
-            item = wire.QueuedMessage(id=f"queue-{uuid.uuid4().hex}", content=content, attachments=attachments,
-                                      enqueued_at=_now_ms())
-            # A plain INSERT: enqueue is the busiest write there is, and nothing here needs the ORM object.
-            await tx.db.execute(_INSERT_QUEUED, {
-                "id": item.id, "session_id": session_id, "position": last_position + 1, "content": content,
-                "attachments": attachments, "enqueued_at": item.enqueued_at})
-            tx.emit("queue-message-added", message=item.wire())
+            rows = []
+            for content, attachments in items:
+                if length >= self.max_length:
+                    results.append(RpcError("PRECONDITION_FAILED", f"queue is full ({self.max_length} messages)"))
+                    continue
+                length, last_position = length + 1, last_position + 1
+                item = wire.QueuedMessage(id=f"queue-{uuid.uuid4().hex}", content=content,
+                                          attachments=attachments, enqueued_at=_now_ms())
+                rows.append({"id": item.id, "session_id": session_id, "position": last_position,
+                             "content": content, "attachments": attachments, "enqueued_at": item.enqueued_at})
+                tx.emit("queue-message-added", message=item.wire())
+                results.append(item)
+            if rows:
+                # Plain INSERTs: enqueue is the busiest write there is, and nothing here needs ORM objects.
+                await tx.db.execute(_INSERT_QUEUED, rows[0] if len(rows) == 1 else rows)
             idle = tx.row.run_id is None and not tx.row.queue_paused
-        if idle and self.dispatch is not None:
+        if rows and idle and self.dispatch is not None:
             # Nothing is running, so nothing would end and send it: send it now. (This also closes the
             # race of a message enqueued just as the previous run finished.)
             await self.dispatch(session_id)
-        return item
+        return results
 
     async def dequeue(self, user: User, session_id: str, reason: str = "dequeued") -> wire.QueuedMessage | None:
         async with self.uow.session(user, session_id) as tx:
