@@ -51,8 +51,9 @@ class WsConnection:
         self.outbox: Outbox = TaskOutbox(websocket, self.settings.send_queue_frames, self._overflow)
         self.subscriptions: dict[Any, asyncio.Task[None]] = {}
         self.tasks: set[asyncio.Task[Any]] = set()
-        # Mutations waiting their turn (prefix, path, raw input), run in order by one task at a time.
-        self._mutations: deque[tuple[str, str, Any]] = deque()
+        # Mutations waiting their turn (prefix, path, raw input), run in order by one task at a time. Made on
+        # the first mutation: most connections only subscribe, and an empty deque is 760 bytes.
+        self._mutations: deque[tuple[str, str, Any]] | None = None
         self._mutation_runner: asyncio.Task[None] | None = None
         self._awaiting_params = False
         self._close_code: int | None = None
@@ -238,9 +239,11 @@ class WsConnection:
             self.subscriptions[rid] = asyncio.create_task(self._subscribe(rid, prefix, path, raw))
             return
         if method == "mutation":
+            if self._mutations is None:
+                self._mutations = deque()
             self._mutations.append((prefix, path, params.get("input")))
             if self._mutation_runner is None:
-                self._mutation_runner = self._spawn(self._run_mutations())
+                self._mutation_runner = self._spawn(self._run_mutations(self._mutations))
             return
         self._spawn(self._call(prefix, method, path, params.get("input")))
 
@@ -253,7 +256,7 @@ class WsConnection:
             return
         self.outbox.send(ws_result(prefix, "data", result))
 
-    async def _run_mutations(self) -> None:
+    async def _run_mutations(self, pending: deque[tuple[str, str, Any]]) -> None:
         """Mutations from one connection apply one after the other, in the order they were sent.
 
         Calls of a mutation with a batch handler that queued up behind each other while an earlier one ran
@@ -261,7 +264,6 @@ class WsConnection:
         gets one transaction per batch instead of one per call, so it cannot fall further and further
         behind. Each call still gets its own reply, in order. A lone call runs as itself.
         """
-        pending = self._mutations
         try:
             while pending:
                 prefix, path, raw = pending.popleft()
