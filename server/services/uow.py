@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import bindparam, insert, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm.attributes import set_committed_value
 
 from ..domain.events import EventEnvelope
@@ -17,6 +17,7 @@ from ..protocol.errors import RpcError
 from ..pubsub.base import Bus
 from ..store import repo
 from ..store.db import Database
+from ..store.prepared import PlainConnection, plain_connection
 from ..store.models import ChatSession, Event, User, utcnow
 
 log = logging.getLogger(__name__)
@@ -51,9 +52,9 @@ class SessionTx:
     """An open transaction on one locked session. ``emit`` appends a durable event to its log.
 
     ``db`` is an ORM session with ``row`` a :class:`ChatSession`, or, for the queue's hot path, a plain
-    connection with ``row`` a :class:`SessionHead`."""
+    connection (``store.prepared``) with ``row`` a :class:`SessionHead`."""
 
-    db: AsyncSession | AsyncConnection
+    db: AsyncSession | PlainConnection
     row: ChatSession | SessionHead
     retention: int
     events: list[EventEnvelope] = field(default_factory=list)
@@ -118,13 +119,17 @@ class UnitOfWork:
         """Like :meth:`session` for operations that need only :class:`SessionHead` and plain statements.
 
         Queue edits are the busiest writes (every message typed while the model answers, from every client);
-        without the ORM their transaction costs about half as much CPU.
+        without the ORM, and on SQLite without SQLAlchemy's per-statement work, their transaction costs a
+        fraction of the CPU.
         """
         async with self.db.write_connection() as conn:
-            found = (await conn.execute(_LOCK_SESSION_HEAD, {"sid": session_id})).first()
-            if found is None or found.owner_id != user.id:
+            db = await plain_connection(conn)
+            found = (await db.execute(_LOCK_SESSION_HEAD, {"sid": session_id})).first()
+            head = SessionHead(*found) if found is not None else None
+            if head is None or head.owner_id != user.id:
                 raise RpcError("NOT_FOUND", "Session not found")
-            tx = SessionTx(conn, SessionHead(*found), self.retention)
+            head.queue_paused = bool(head.queue_paused)  # SQLite's 0/1 when read without SQLAlchemy
+            tx = SessionTx(db, head, self.retention)
             yield tx
             await tx.finish()
         await self.publish(session_id, tx.events)

@@ -5,10 +5,11 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from sqlalchemy import bindparam, delete, func, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from ..domain import models as wire
 from .models import ApiToken, ChatSession, Event, Message, QueuedMessage, Run, ToolCallRow, User
+from .prepared import PlainConnection
 
 
 def ms(ts: datetime) -> int:
@@ -147,15 +148,18 @@ _QUEUE_STATS = select(func.count(), func.coalesce(func.max(QueuedMessage.positio
     QueuedMessage.session_id == bindparam("sid"))
 
 
-async def queue_stats(db: AsyncSession | AsyncConnection, session_id: str) -> tuple[int, int]:
+async def queue_stats(db: AsyncSession | PlainConnection, session_id: str) -> tuple[int, int]:
     """(number of queued messages, highest position or -1)."""
     count, top = (await db.execute(_QUEUE_STATS, {"sid": session_id})).one()
     return int(count), int(top)
 
 
-async def clear_queue(db: AsyncSession | AsyncConnection, session_id: str) -> int:
+_CLEAR_QUEUE = delete(QueuedMessage).where(QueuedMessage.session_id == bindparam("sid"))
+
+
+async def clear_queue(db: AsyncSession | PlainConnection, session_id: str) -> int:
     """Delete every queued message of the session; returns how many there were."""
-    result = await db.execute(delete(QueuedMessage).where(QueuedMessage.session_id == session_id))
+    result = await db.execute(_CLEAR_QUEUE, {"sid": session_id})
     return int(result.rowcount)  # type: ignore[attr-defined]
 
 
@@ -200,8 +204,11 @@ async def oldest_retained_seq(db: AsyncSession, session_id: str) -> int | None:
     return (await db.execute(select(func.min(Event.seq)).where(Event.session_id == session_id))).scalar_one()
 
 
-async def trim_events(db: AsyncSession | AsyncConnection, session_id: str, keep_after_seq: int) -> None:
-    await db.execute(delete(Event).where(Event.session_id == session_id, Event.seq <= keep_after_seq))
+_TRIM_EVENTS = delete(Event).where(Event.session_id == bindparam("sid"), Event.seq <= bindparam("keep_after"))
+
+
+async def trim_events(db: AsyncSession | PlainConnection, session_id: str, keep_after_seq: int) -> None:
+    await db.execute(_TRIM_EVENTS, {"sid": session_id, "keep_after": keep_after_seq})
 
 
 async def session_log_bounds(db: AsyncSession, session_id: str) -> tuple[int, int] | None:

@@ -144,6 +144,10 @@ class InlineConnection:
     def cursor(self) -> InlineCursor:
         return InlineCursor(self._conn.cursor())
 
+    def sqlite_connection(self) -> sqlite3.Connection:
+        """The ``sqlite3`` connection itself, for statements run without the driver layer (``prepared``)."""
+        return self._conn
+
     async def execute(self, sql: str, parameters: Any = ()) -> InlineCursor:
         return await self.cursor().execute(sql, parameters)
 

@@ -1,0 +1,74 @@
+"""The queue's hot path on SQLite runs SQLAlchemy-compiled statements straight on the driver connection
+(server/store/prepared.py): what it writes must read back exactly as what SQLAlchemy writes."""
+from __future__ import annotations
+
+import sqlite3
+from datetime import timezone
+
+import orjson
+import pytest
+from sqlalchemy import select
+
+from server.app import open_services
+from server.settings import load_settings
+from server.store import repo
+from server.store.models import Event, QueuedMessage
+from server.store.prepared import PreparedConnection, plain_connection
+
+
+@pytest.fixture
+async def services(sqlite_url):
+    async with open_services(load_settings(database_url=sqlite_url, max_queue_length=5)) as svc:
+        yield svc
+
+
+async def test_sqlite_queue_writes_go_through_prepared_statements(services):
+    async with services.db.write_connection() as conn:
+        db = await plain_connection(conn)
+        assert isinstance(db, PreparedConnection)
+        assert await repo.queue_stats(db, "no-such-session") == (0, -1)  # the literal -1 inside the statement
+
+
+async def test_rows_written_directly_read_back_as_sqlalchemy_writes_them(services, sqlite_url):
+    alice, _ = await services.auth.create_user("alice")
+    s = await services.sessions.create(alice, {"queue_paused": True})
+    attachments = [{"path": "/tmp/a.txt", "size": 3, "mimeType": "text/plain"}]
+    item = await services.queue.enqueue(alice, s.id, "hello ünïcode", attachments)  # prepared path
+    await services.queue.pause(alice, s.id)  # no change (already paused): nothing written
+    await services.sessions.set_title(alice, s.id, "renamed", "user")  # ORM path: one event
+
+    async with services.db.read() as read:
+        queued = (await read.execute(select(QueuedMessage))).scalars().one()
+        events = (await read.execute(select(Event).order_by(Event.seq))).scalars().all()
+        session = await repo.get_session(read, s.id)
+    assert (queued.id, queued.content, queued.attachments, queued.position) == (
+        item.id, "hello ünïcode", attachments, 0)
+    assert [e.seq for e in events] == [1, 2] and events[0].type == "queue-message-added"
+    assert orjson.loads(events[0].payload)["message"]["id"] == item.id
+    assert events[0].created_at.tzinfo == timezone.utc
+    assert session is not None and session.last_seq == 2 and session.updated_at >= events[0].created_at
+
+    # Stored the same way as SQLAlchemy stores them: same text shape for timestamps, JSON for attachments.
+    raw = sqlite3.connect(sqlite_url.split("///", 1)[1])
+    try:
+        stamps = [r[0] for r in raw.execute("SELECT created_at FROM events ORDER BY seq")]
+        assert len(stamps[0]) == len(stamps[1]) and stamps[0][10] == stamps[1][10] == " "
+        assert raw.execute("SELECT typeof(created_at) FROM events").fetchall() == [("text",), ("text",)]
+        assert orjson.loads(raw.execute("SELECT attachments FROM queued_messages").fetchone()[0]) == attachments
+    finally:
+        raw.close()
+
+
+async def test_a_failed_transaction_leaves_nothing(services):
+    alice, _ = await services.auth.create_user("alice")
+    s = await services.sessions.create(alice, {"queue_paused": True})
+    with pytest.raises(RuntimeError):
+        async with services.uow.queue(alice, s.id) as tx:
+            await tx.db.execute(repo._CLEAR_QUEUE, {"sid": s.id})
+            tx.emit("queue-cleared")
+            await tx.finish()  # the event row is written ...
+            raise RuntimeError("... and rolled back with everything else")
+    snap = await services.sessions.snapshot(alice, s.id)
+    assert snap.last_event_id == "0"
+    async with services.db.read() as read:
+        assert (await read.execute(select(Event))).scalars().all() == []
