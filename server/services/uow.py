@@ -17,7 +17,7 @@ from ..protocol.errors import RpcError
 from ..pubsub.base import Bus
 from ..store import repo
 from ..store.db import Database
-from ..store.prepared import PlainConnection, plain_connection
+from ..store.prepared import PlainConnection
 from ..store.models import ChatSession, Event, User, utcnow
 
 log = logging.getLogger(__name__)
@@ -122,8 +122,7 @@ class UnitOfWork:
         without the ORM, and on SQLite without SQLAlchemy's per-statement work, their transaction costs a
         fraction of the CPU.
         """
-        async with self.db.write_connection() as conn:
-            db = await plain_connection(conn)
+        async with self.db.plain_write() as db:
             found = (await db.execute(_LOCK_SESSION_HEAD, {"sid": session_id})).first()
             head = SessionHead(*found) if found is not None else None
             if head is None or head.owner_id != user.id:

@@ -11,6 +11,7 @@ from sqlalchemy import event, exc, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
 from . import sqlite_inline
+from .prepared import PlainConnection, PreparedConnection
 
 
 def _sqlite_pragmas(engine: AsyncEngine, *, immediate: bool, background_checkpoints: Callable[[], bool]) -> None:
@@ -18,16 +19,10 @@ def _sqlite_pragmas(engine: AsyncEngine, *, immediate: bool, background_checkpoi
     (the server and `chatsync users create`) queue on the lock instead of failing to upgrade it."""
 
     @event.listens_for(engine.sync_engine, "connect")
-    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+    def _on_connect(dbapi_conn: Any, record: Any) -> None:
         dbapi_conn.isolation_level = None  # let us issue BEGIN ourselves
-        cur = dbapi_conn.cursor()
-        cur.execute("PRAGMA journal_mode=WAL")
-        cur.execute("PRAGMA synchronous=NORMAL")
-        cur.execute("PRAGMA busy_timeout=0")  # lock waits are retried off the loop (sqlite_inline)
-        cur.execute("PRAGMA foreign_keys=ON")
-        if background_checkpoints():
-            cur.execute("PRAGMA wal_autocheckpoint=0")  # a worker thread checkpoints instead
-        cur.close()
+        sqlite_inline.configure(record.driver_connection.sqlite_connection(),
+                                background_checkpoints=background_checkpoints())
 
     begin = "BEGIN IMMEDIATE" if immediate else "BEGIN"
 
@@ -102,6 +97,8 @@ class Database:
         self._reads = async_sessionmaker(self.read_engine, expire_on_commit=False)
         self._write_lock = asyncio.Lock() if self.is_sqlite else None
         self._checkpointer: sqlite_inline.Checkpointer | None = None
+        # SQLite file: the write connection of ``plain_write`` (opened on first use).
+        self._plain: sqlite_inline.InlineConnection | None = None
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncSession]:
@@ -114,6 +111,40 @@ class Database:
         """Like :meth:`write`, on a plain connection (no ORM session) for statements built by hand."""
         async with self._one_writer(), self.write_engine.begin() as conn:
             yield conn
+
+    @asynccontextmanager
+    async def plain_write(self) -> AsyncIterator[PlainConnection]:
+        """A transaction for constant Core statements only (``store.prepared``): the queue's hot path.
+
+        On a SQLite file it runs on a connection of its own, without SQLAlchemy: ``BEGIN IMMEDIATE``,
+        the statements prepared, ``COMMIT`` — SQLAlchemy's connection, pool and transaction bookkeeping cost
+        more CPU than the work itself. It takes its turn with every other writer of this process (one
+        lock), so the two connections never contend. Elsewhere it is :meth:`write_connection`.
+        """
+        if not self.is_sqlite or sqlite_inline.is_memory(self._sqlite_path):
+            async with self.write_connection() as conn:
+                yield conn
+            return
+        async with self._one_writer():
+            conn = await self._plain_connection()
+            await conn.begin_immediate()
+            try:
+                yield PreparedConnection(conn.sqlite_connection(), self.write_engine.dialect)
+                await conn.commit()
+            except BaseException:
+                try:
+                    await conn.rollback()
+                except Exception:  # a connection that cannot roll back is not used again
+                    self._plain = None
+                    await conn.close()
+                raise
+
+    async def _plain_connection(self) -> sqlite_inline.InlineConnection:
+        if self._plain is None:
+            conn = await sqlite_inline.connector(self._sqlite_path)()
+            sqlite_inline.configure(conn.sqlite_connection(), background_checkpoints=self._checkpointer is not None)
+            self._plain = conn
+        return self._plain
 
     @asynccontextmanager
     async def _one_writer(self) -> AsyncIterator[None]:
@@ -133,6 +164,9 @@ class Database:
             yield session
 
     async def close(self) -> None:
+        if self._plain is not None:
+            await self._plain.close()
+            self._plain = None
         await self.write_engine.dispose()
         if self.read_engine is not self.write_engine:
             await self.read_engine.dispose()

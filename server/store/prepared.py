@@ -5,10 +5,10 @@ processing, the async adaptation's greenlet switches) around a SQLite call that 
 enqueue — the busiest write this server makes — runs five statements. :class:`Prepared` keeps what
 SQLAlchemy would work out on every call — the SQL text for the dialect, the positional parameter order, each
 parameter's bind processor (so timestamps and JSON are stored exactly as SQLAlchemy stores them) — and
-:class:`PreparedConnection` runs such statements on the ``sqlite3`` connection, inside the transaction
-SQLAlchemy began (``BEGIN IMMEDIATE``: the write lock is held, so no statement can meet SQLITE_BUSY).
+:class:`PreparedConnection` runs such statements on a ``sqlite3`` connection inside ``BEGIN IMMEDIATE`` (the
+write lock is held, so no statement can meet SQLITE_BUSY).
 
-:func:`plain_connection` hands this out on SQLite and the SQLAlchemy connection itself elsewhere: both answer
+``Database.plain_write()`` hands this out on a SQLite file and a SQLAlchemy connection elsewhere: both answer
 ``await execute(statement, params)`` with a result offering ``first()``, ``one()`` and ``rowcount``.
 Statements must be built once (module constants with ``bindparam``): each is compiled on first use.
 """
@@ -21,8 +21,6 @@ from typing import Any
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql import Executable
-
-from .sqlite_inline import InlineConnection
 
 _NAMED = object()
 MAX_PREPARED = 64  # a guard: the statements that come here are a handful of constants
@@ -104,13 +102,3 @@ class PreparedConnection:
 
 
 PlainConnection = AsyncConnection | PreparedConnection
-
-
-async def plain_connection(conn: AsyncConnection) -> PlainConnection:
-    """What runs the hot path's statements in ``conn``'s transaction (see the module docstring)."""
-    if conn.dialect.name != "sqlite":
-        return conn
-    driver = (await conn.get_raw_connection()).driver_connection
-    if not isinstance(driver, InlineConnection):
-        return conn
-    return PreparedConnection(driver.sqlite_connection(), conn.dialect)

@@ -161,6 +161,11 @@ class InlineConnection:
             raise
         return True
 
+    async def begin_immediate(self) -> None:
+        """Start a write transaction, waiting (with backoff, never blocking the loop) for another process's lock."""
+        if not self.try_execute("BEGIN IMMEDIATE"):
+            await _retry_busy(self._conn.execute, "BEGIN IMMEDIATE")
+
     async def commit(self) -> None:
         await _retry_busy(self._conn.commit)
 
@@ -235,6 +240,22 @@ class Checkpointer:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+
+def configure(conn: sqlite3.Connection, *, background_checkpoints: bool) -> None:
+    """The settings every connection of the server gets: WAL so readers never block the writer, no fsync per
+    commit, no busy waiting inside SQLite (see the module docstring), foreign keys enforced."""
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA busy_timeout=0")
+    conn.execute("PRAGMA foreign_keys=ON")
+    if background_checkpoints:
+        conn.execute("PRAGMA wal_autocheckpoint=0")  # a worker thread checkpoints instead (Checkpointer)
+
+
+def is_memory(path: str) -> bool:
+    """An in-memory database: every connection would see a database of its own."""
+    return path in ("", ":memory:") or "mode=memory" in path
 
 
 def connector(path: str) -> Callable[[], Any]:

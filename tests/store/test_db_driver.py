@@ -17,7 +17,13 @@ from server.store.db import Database
 from tests.testkit import PG_ADMIN_DSN, fresh_pg_database
 
 
-async def test_sqlite_write_waits_for_another_process_lock_without_blocking_the_loop(tmp_path):
+# Both ways this process writes: SQLAlchemy's unit of work, and the queue's plain statements on a connection
+# of their own (``Database.plain_write``).
+WRITERS = pytest.mark.parametrize("writer", ["write", "plain_write"])
+
+
+@WRITERS
+async def test_sqlite_write_waits_for_another_process_lock_without_blocking_the_loop(tmp_path, writer):
     url = f"sqlite+aiosqlite:///{tmp_path / 'locked.db'}"
     async with Database(url) as db:
         await migrate.upgrade(db)
@@ -38,7 +44,7 @@ async def test_sqlite_write_waits_for_another_process_lock_without_blocking_the_
         start = time.monotonic()
         release.start()
         try:
-            async with db.write() as s:
+            async with getattr(db, writer)() as s:
                 await s.execute(text(
                     "INSERT INTO users (id, name, role, created_at) VALUES ('u2', 'mine', 'user', '2026-01-01')"))
         finally:
@@ -54,7 +60,8 @@ async def test_sqlite_write_waits_for_another_process_lock_without_blocking_the_
         assert names == ["other", "mine"]
 
 
-async def test_sqlite_busy_beyond_the_timeout_is_an_error(tmp_path, monkeypatch):
+@WRITERS
+async def test_sqlite_busy_beyond_the_timeout_is_an_error(tmp_path, monkeypatch, writer):
     monkeypatch.setattr(sqlite_inline, "BUSY_TIMEOUT_S", 0.2)
     url = f"sqlite+aiosqlite:///{tmp_path / 'stuck.db'}"
     async with Database(url) as db:
@@ -63,13 +70,13 @@ async def test_sqlite_busy_beyond_the_timeout_is_an_error(tmp_path, monkeypatch)
         other.execute("BEGIN IMMEDIATE")
         try:
             with pytest.raises(Exception, match="locked"):
-                async with db.write() as s:
+                async with getattr(db, writer)() as s:
                     await s.execute(text("SELECT 1"))
         finally:
             other.execute("ROLLBACK")
             other.close()
-        async with db.write() as s:  # and the connection is usable again
-            assert (await s.execute(text("SELECT 1"))).scalar_one() == 1
+        async with getattr(db, writer)() as s:  # and the connection is usable again
+            assert (await s.execute(text("SELECT 1"))).first()[0] == 1
 
 
 async def test_postgres_connection_cut_while_idle_is_replaced(monkeypatch):

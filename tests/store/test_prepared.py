@@ -13,7 +13,7 @@ from server.app import open_services
 from server.settings import load_settings
 from server.store import repo
 from server.store.models import Event, QueuedMessage
-from server.store.prepared import PreparedConnection, plain_connection
+from server.store.prepared import PreparedConnection
 
 
 @pytest.fixture
@@ -23,8 +23,7 @@ async def services(sqlite_url):
 
 
 async def test_sqlite_queue_writes_go_through_prepared_statements(services):
-    async with services.db.write_connection() as conn:
-        db = await plain_connection(conn)
+    async with services.db.plain_write() as db:
         assert isinstance(db, PreparedConnection)
         assert await repo.queue_stats(db, "no-such-session") == (0, -1)  # the literal -1 inside the statement
 
