@@ -24,15 +24,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from ..domain.events import EventEnvelope
 from ..store import repo
 from ..store.db import Database
-from .hub import Hub
+
+if TYPE_CHECKING:
+    from .hub import Hub
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +97,7 @@ class Delivery:
             if self._catch_up_task is not None:
                 self._catch_up_task.cancel()
 
-    # --- called by the hub (synchronously, on the loop) ------------------------------------------------
+    # --- called by the hub (synchronously, on the loop; see also ``fan_out``) ---------------------------
 
     def on_event(self, env: EventEnvelope) -> None:
         # Called once per event per subscriber: the common case (the next seq, live) is kept short.
@@ -231,6 +233,33 @@ class Delivery:
                           "lastEventId": str(self.next_seq - 1)})
         self._finished = True
         self._done.set_result(None)
+
+
+def fan_out(deliveries: tuple[Delivery, ...], events: Sequence[EventEnvelope]) -> None:
+    """Hand ``events`` to every delivery of one session, in order.
+
+    The common case — one durable event that every subscriber is waiting for next, written by a transport's
+    fast path — is handled in this loop rather than through ``on_event``: at 1000 subscribers a delivery is
+    ~1 µs of Python and ~10 µs of kernel, and the method calls and cold attribute reads saved here are a
+    measurable share of the Python. Anything else goes through ``on_event``, which holds the full rules.
+    """
+    if len(events) == 1:
+        env = events[0]
+        seq = env.seq
+        if seq is not None and env.type not in _ENDING_TYPES:
+            after = seq + 1
+            for d in deliveries:
+                emit = d._emit_durable
+                if d.next_seq == seq and emit is not None and not d._catching_up and not d._finished \
+                        and not d._pending:
+                    emit(env)
+                    d.next_seq = after
+                else:
+                    d.on_event(env)
+            return
+    for d in deliveries:
+        for env in events:
+            d.on_event(env)
 
 
 def _completed_message_id(env: EventEnvelope) -> str | None:

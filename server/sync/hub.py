@@ -4,13 +4,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from ..domain.events import EventEnvelope
 from ..pubsub.base import Bus
-
-if TYPE_CHECKING:
-    from .delivery import Delivery
+from .delivery import Delivery, fan_out
 
 log = logging.getLogger(__name__)
 
@@ -25,11 +22,11 @@ class Hub:
 
     def __init__(self, bus: Bus) -> None:
         self.bus = bus
-        self._local: dict[str, set["Delivery"]] = {}
+        self._local: dict[str, set[Delivery]] = {}
         self._lock = asyncio.Lock()
         bus.set_handlers(self._on_message, self._on_reconnect)
 
-    async def attach(self, delivery: "Delivery") -> None:
+    async def attach(self, delivery: Delivery) -> None:
         sid = delivery.session_id
         async with self._lock:
             members = self._local.get(sid)
@@ -38,7 +35,7 @@ class Hub:
                 members = self._local[sid] = set()
             members.add(delivery)
 
-    async def detach(self, delivery: "Delivery") -> None:
+    async def detach(self, delivery: Delivery) -> None:
         sid = delivery.session_id
         async with self._lock:
             members = self._local.get(sid)
@@ -62,11 +59,8 @@ class Hub:
 
     def _on_message(self, session_id: str, events: Sequence[EventEnvelope]) -> None:
         members = self._local.get(session_id)
-        if not members:
-            return
-        for delivery in tuple(members):
-            for env in events:
-                delivery.on_event(env)
+        if members:
+            fan_out(tuple(members), events)
 
     def _on_reconnect(self) -> None:
         for members in tuple(self._local.values()):
