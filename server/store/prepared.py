@@ -1,4 +1,4 @@
-"""The queue's statements run straight on SQLite's driver connection, compiled by SQLAlchemy once.
+"""The queue's statements on SQLite: compiled by SQLAlchemy once, run straight on a ``sqlite3`` connection.
 
 A Core ``execute`` costs ~150-250 µs of CPU in SQLAlchemy (execution context, parameter and result
 processing, the async adaptation's greenlet switches) around a SQLite call that takes ~10 µs, and a queue
@@ -75,6 +75,7 @@ class PreparedResult:
 class PreparedConnection:
     """``execute`` for constant Core statements on one SQLite connection, inside its open transaction."""
 
+    # Shared by every connection: they are all SQLite's, and the statements are module constants.
     _cache: dict[int, tuple[Executable, Prepared]] = {}
 
     def __init__(self, conn: sqlite3.Connection, dialect: Dialect) -> None:
