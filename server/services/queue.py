@@ -52,19 +52,22 @@ class QueueService:
         self, user: User, items: list[tuple[str, str, list[dict[str, Any]]]]
     ) -> list[wire.QueuedMessage | Exception]:
         """Several ``(session_id, content, attachments)`` enqueues, with the effect of calling :meth:`enqueue`
-        on each in turn: one result or exception per item, in order. The items of one session share one
-        transaction; one that cannot be queued (too long, queue full) fails alone, one that the
-        transaction could not commit fails with the whole of its session's share."""
+        on each in turn: one result or exception per item, in order. Consecutive items of one session share
+        one transaction; one that cannot be queued (too long, queue full) fails alone, one that the
+        transaction could not commit fails with the rest of that transaction's items."""
         results: list[wire.QueuedMessage | Exception | None] = [None] * len(items)
-        by_session: dict[str, list[int]] = {}
+        runs: list[tuple[str, list[int]]] = []  # (session, indexes of its consecutive items)
         for i, (session_id, content, _attachments) in enumerate(items):
             try:
                 self._check_content(content)
             except RpcError as exc:
                 results[i] = exc
                 continue
-            by_session.setdefault(session_id, []).append(i)
-        for session_id, indexes in by_session.items():
+            if runs and runs[-1][0] == session_id:
+                runs[-1][1].append(i)
+            else:
+                runs.append((session_id, [i]))
+        for session_id, indexes in runs:
             try:
                 done = await self._enqueue_run(user, session_id, [(items[i][1], items[i][2]) for i in indexes])
             except Exception as exc:
