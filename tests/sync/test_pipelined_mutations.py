@@ -14,7 +14,6 @@ from server.store.models import Event
 from testkit import collect
 
 
-
 async def transactions_in_log(live, session_id: str) -> int:
     """How many transactions wrote the session's events: the rows one transaction appends share its
     timestamp (taken once, at its end), and two transactions are never within the same microsecond."""
