@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import functools
 import os
 import statistics
 import sys
@@ -21,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from server.domain.events import EventEnvelope  # noqa: E402
 from server.pubsub.memory import MemoryBus  # noqa: E402
-from server.rpc.outbox import TransportOutbox  # noqa: E402
+from server.rpc.outbox import EventSink, TransportOutbox  # noqa: E402
 from server.sync.delivery import Delivery  # noqa: E402
 from server.sync.hub import Hub  # noqa: E402
 
@@ -60,7 +59,7 @@ async def main() -> None:
         protocols.append(proto)
         outbox = TransportOutbox(proto, 1 << 20, lambda: None)
         delivery = Delivery(None, hub, "s", 0, lambda *_: None, None,  # type: ignore[arg-type]
-                            functools.partial(outbox.send_event, b'{"id":1'))
+                            EventSink(outbox, b'{"id":1'))
         delivery._catching_up = False  # live, as after its catch-up
         delivery._done = asyncio.get_running_loop().create_future()
         await hub.attach(delivery)

@@ -180,3 +180,61 @@ class TaskOutbox(Outbox):
         self.closed = True
         with suppress(Exception):
             await asyncio.wait_for(self._ws.close(code), ABORT_AFTER_CLOSE_SECONDS)
+
+
+class EventSink:
+    """Where one subscription's events go: its connection's outbox and the frame prefix
+    (``{"id":<subscription id>``). Called with a durable event it sends it (the event's own id is the tracked
+    one); fan-out hands many sinks to :func:`send_event_many` / :func:`send_tracked_many` at once."""
+
+    __slots__ = ("outbox", "prefix")
+
+    def __init__(self, outbox: Outbox, prefix: bytes) -> None:
+        self.outbox = outbox
+        self.prefix = prefix
+
+    def __call__(self, env: EventEnvelope) -> None:
+        self.outbox.send_event(self.prefix, env)
+
+
+def send_event_many(sinks: list[EventSink], env: EventEnvelope) -> None:
+    """Send one durable event to many subscriptions (each tracked under the event's own id).
+
+    Every frame is chosen first — Python only, over the connections' state — and the writes then run back
+    to back. Interleaving the two costs more than it looks: each ``write()`` runs the kernel's TCP path (on
+    loopback the receiver's too), and Python run between two writes runs on caches the kernel just
+    evicted. Measured at 1000 subscribers: ~1.3 µs less CPU per delivery (``docs/performance.md``).
+    """
+    writes: list[tuple[TransportOutbox, bytes]] = []
+    for sink in sinks:
+        ob = sink.outbox
+        if type(ob) is not TransportOutbox:
+            ob.send_event(sink.prefix, env)
+        elif not (ob.closed or ob._proto.close_sent or ob._transport.is_closing()):
+            frames = env._frames
+            frame = frames.get(sink.prefix) if frames is not None else None
+            writes.append((ob, frame if frame is not None else env.ws_frame(sink.prefix, frame_header)))
+    _write_all(writes)
+
+
+def send_tracked_many(targets: list[tuple[EventSink, str]], env: EventEnvelope) -> None:
+    """Send one ephemeral event to many subscriptions, each tracked under its own ``event_id`` (the last
+    durable id that subscriber got); two passes, as :func:`send_event_many`."""
+    writes: list[tuple[TransportOutbox, bytes]] = []
+    for sink, event_id in targets:
+        ob = sink.outbox
+        if type(ob) is not TransportOutbox:
+            ob.send_event_as(sink.prefix, env, event_id)
+        elif not (ob.closed or ob._proto.close_sent or ob._transport.is_closing()):
+            writes.append((ob, env.ws_frame_as(sink.prefix, event_id, frame_header)))
+    _write_all(writes)
+
+
+def _write_all(writes: list[tuple[TransportOutbox, bytes]]) -> None:
+    for ob, frame in writes:
+        transport = ob._transport
+        transport.write(frame)
+        if transport.get_write_buffer_size() > ob._limit:
+            ob.closed = True
+            ob._on_overflow()
+

@@ -8,7 +8,6 @@ others lose no time).
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 from collections import deque
 from contextlib import suppress
@@ -28,7 +27,7 @@ from ..protocol.envelopes import (
     ws_result,
 )
 from ..protocol.errors import RpcError, to_rpc_error
-from .outbox import Outbox, TaskOutbox, TransportOutbox
+from .outbox import EventSink, Outbox, TaskOutbox, TransportOutbox
 from .registry import Context, Router, call, call_many, merge_last_event_id
 
 log = logging.getLogger(__name__)
@@ -308,7 +307,7 @@ class WsConnection:
                 else:
                     outbox.send(prefix + untracked_tail(dumps(item)))
 
-            await stream.run(emit, functools.partial(outbox.send_event, prefix_bytes))
+            await stream.run(emit, EventSink(outbox, prefix_bytes))
         except asyncio.CancelledError:
             pass
         except Exception as exc:

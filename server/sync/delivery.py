@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ..domain.events import EventEnvelope
+from ..rpc.outbox import EventSink, send_event_many, send_tracked_many
 from ..store import repo
 from ..store.db import Database
 
@@ -238,28 +239,59 @@ class Delivery:
 def fan_out(deliveries: tuple[Delivery, ...], events: Sequence[EventEnvelope]) -> None:
     """Hand ``events`` to every delivery of one session, in order.
 
-    The common case — one durable event that every subscriber is waiting for next, written by a transport's
-    fast path — is handled in this loop rather than through ``on_event``: at 1000 subscribers a delivery is
-    ~1 µs of Python and ~10 µs of kernel, and the method calls and cold attribute reads saved here are a
-    measurable share of the Python. Anything else goes through ``on_event``, which holds the full rules.
+    The common cases — one durable event every subscriber is waiting for next, or one stream delta for
+    subscribers that are live — are decided here for all deliveries first, then written in one batch
+    (``rpc.outbox.send_event_many``: at 1000 subscribers a delivery is ~1 µs of Python and ~10 µs of kernel,
+    and keeping the two apart is a measurable share of the whole). A delivery in any other state (catching
+    up, holding a gap, finished, or without an :class:`EventSink`) goes through ``on_event``, which holds
+    the full rules; deliveries are independent, so the order between them does not matter.
     """
     if len(events) == 1:
         env = events[0]
         seq = env.seq
-        if seq is not None and env.type not in _ENDING_TYPES:
+        if seq is None:
+            _fan_out_ephemeral(deliveries, env)
+            return
+        if env.type not in _ENDING_TYPES:
             after = seq + 1
+            sinks: list[EventSink] = []
             for d in deliveries:
-                emit = d._emit_durable
-                if d.next_seq == seq and emit is not None and not d._catching_up and not d._finished \
+                sink = d._emit_durable
+                if d.next_seq == seq and type(sink) is EventSink and not d._catching_up and not d._finished \
                         and not d._pending:
-                    emit(env)
+                    sinks.append(sink)
                     d.next_seq = after
                 else:
                     d.on_event(env)
+            if sinks:
+                send_event_many(sinks, env)
             return
     for d in deliveries:
         for env in events:
             d.on_event(env)
+
+
+def _fan_out_ephemeral(deliveries: tuple[Delivery, ...], env: EventEnvelope) -> None:
+    mid, offset = env.message_id, env.offset
+    positioned = mid is not None and offset is not None and env.type == "text-delta"
+    targets: list[tuple[EventSink, str]] = []
+    ids: dict[int, str] = {}
+    for d in deliveries:
+        sink = d._emit_durable
+        if type(sink) is not EventSink or d._catching_up or d._finished:
+            d.on_event(env)
+            continue
+        if positioned and d._stream_offsets:
+            known = d._stream_offsets.get(mid)  # type: ignore[arg-type]
+            if known is not None and offset < known:  # type: ignore[operator]
+                continue  # already contained in the snapshot this subscriber got
+        last = d.next_seq - 1
+        event_id = ids.get(last)
+        if event_id is None:
+            event_id = ids[last] = str(last)
+        targets.append((sink, event_id))
+    if targets:
+        send_tracked_many(targets, env)
 
 
 def _completed_message_id(env: EventEnvelope) -> str | None:
