@@ -17,7 +17,7 @@ import abc
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import suppress
 from typing import Any
 
@@ -197,23 +197,34 @@ class EventSink:
         self.outbox.send_event(self.prefix, env)
 
 
-def send_event_many(sinks: list[EventSink], env: EventEnvelope) -> None:
-    """Send one durable event to many subscriptions (each tracked under the event's own id).
+def send_event_many(sinks: list[EventSink], events: Sequence[EventEnvelope]) -> None:
+    """Send consecutive durable events to many subscriptions (each tracked under the event's own id).
 
     Every frame is chosen first — Python only, over the connections' state — and the writes then run back
     to back. Interleaving the two costs more than it looks: each ``write()`` runs the kernel's TCP path (on
     loopback the receiver's too), and Python run between two writes runs on caches the kernel just
-    evicted. Measured at 1000 subscribers: ~1.3 µs less CPU per delivery (``docs/performance.md``).
+    evicted. Several events (a batch committed together) go to a connection in one write.
     """
     writes: list[tuple[TransportOutbox, bytes]] = []
+    single = events[0] if len(events) == 1 else None
+    joined: dict[bytes, bytes] = {}
     for sink in sinks:
         ob = sink.outbox
+        prefix = sink.prefix
         if type(ob) is not TransportOutbox:
-            ob.send_event(sink.prefix, env)
+            for env in events:
+                ob.send_event(prefix, env)
         elif not (ob.closed or ob._proto.close_sent or ob._transport.is_closing()):
-            frames = env._frames
-            frame = frames.get(sink.prefix) if frames is not None else None
-            writes.append((ob, frame if frame is not None else env.ws_frame(sink.prefix, frame_header)))
+            if single is not None:
+                frames = single._frames
+                frame = frames.get(prefix) if frames is not None else None
+                if frame is None:
+                    frame = single.ws_frame(prefix, frame_header)
+            else:
+                frame = joined.get(prefix)  # type: ignore[assignment]
+                if frame is None:
+                    frame = joined[prefix] = b"".join(env.ws_frame(prefix, frame_header) for env in events)
+            writes.append((ob, frame))
     _write_all(writes)
 
 

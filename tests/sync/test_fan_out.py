@@ -59,16 +59,17 @@ class Subscriber:
         self.outbox.send_event_as(self.sink.prefix, env, event_id or "")
 
     def received(self) -> list[tuple[int, str, dict]]:
-        """(subscription id, tracked id, event) per frame, header stripped."""
+        """(subscription id, tracked id, event) per frame, headers stripped; a write may hold several."""
         out = []
-        for frame in self.proto.transport.frames:
-            assert frame[0] == 0x81  # one final text frame, unmasked
-            length, start = frame[1], 2
-            if length == 126:
-                length, start = int.from_bytes(frame[2:4], "big"), 4
-            assert len(frame) - start == length
-            msg = orjson.loads(frame[start:])
-            out.append((msg["id"], msg["result"]["data"]["id"], msg["result"]["data"]["data"]))
+        for data in self.proto.transport.frames:
+            while data:
+                assert data[0] == 0x81  # one final text frame, unmasked
+                length, start = data[1], 2
+                if length == 126:
+                    length, start = int.from_bytes(data[2:4], "big"), 4
+                msg = orjson.loads(data[start:start + length])
+                data = data[start + length:]
+                out.append((msg["id"], msg["result"]["data"]["id"], msg["result"]["data"]["data"]))
         return out
 
 
@@ -180,3 +181,26 @@ async def test_a_delivery_without_a_sink_gets_the_same_events_through_emit(hub: 
     hub._on_message("s", (delta(0, "Hi"),))
     assert got == [("1", "queue-message-added"), ("1", "text-delta")]
     assert [(g[1], g[2]["type"]) for g in sub.received()] == [("1", "queue-message-added"), ("1", "text-delta")]
+
+
+async def test_events_committed_together_go_to_each_connection_in_one_write(hub: Hub) -> None:
+    subs = [Subscriber(hub, 1 + i % 2) for i in range(4)]
+    behind = Subscriber(hub, 1, after_seq=2)  # already has 1 and 2 (it read them from the log)
+    await attach(hub, *subs, behind)
+    hub._on_message("s", (durable(1), durable(2), durable(3)))
+    for i, sub in enumerate(subs):
+        assert len(sub.proto.transport.frames) == 1
+        assert [(g[0], g[1]) for g in sub.received()] == [(1 + i % 2, "1"), (1 + i % 2, "2"), (1 + i % 2, "3")]
+        assert sub.delivery.next_seq == 4
+    assert [g[1] for g in behind.received()] == ["3"] and behind.delivery.next_seq == 4
+
+
+async def test_a_batch_that_is_not_a_plain_run_of_durable_events_keeps_the_full_rules(hub: Hub) -> None:
+    sub = Subscriber(hub, 1)
+    await attach(hub, sub)
+    completed = EventEnvelope.build("s", 2, "message-completed", {"message": {"id": "m1"}})
+    sub.delivery._stream_offsets["m1"] = 3
+    hub._on_message("s", (durable(1), completed, durable(3)))
+    assert [(g[1], g[2]["type"]) for g in sub.received()] == [
+        ("1", "queue-message-added"), ("2", "message-completed"), ("3", "queue-message-added")]
+    assert "m1" not in sub.delivery._stream_offsets  # the ending event's own rule ran
