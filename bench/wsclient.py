@@ -14,6 +14,7 @@ class WsProtocol(asyncio.Protocol):
     def __init__(self, host: str, path: str, on_text: Callable[[bytes], None]) -> None:
         self.host, self.path, self.on_text = host, path, on_text
         self.buf = b""
+        self.upgraded = False
         self.handshake_done = asyncio.get_running_loop().create_future()
         self.closed = asyncio.get_running_loop().create_future()
         self.close_code: int | None = None
@@ -44,7 +45,7 @@ class WsProtocol(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.buf += data
-        if not self.handshake_done.done():
+        if not self.upgraded:
             end = self.buf.find(b"\r\n\r\n")
             if end < 0:
                 return
@@ -53,6 +54,7 @@ class WsProtocol(asyncio.Protocol):
             if b" 101 " not in status:
                 self.handshake_done.set_exception(ConnectionError(status.decode()))
                 return
+            self.upgraded = True
             self.handshake_done.set_result(None)
         buf = self.buf
         pos = 0
