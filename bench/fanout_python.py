@@ -35,6 +35,9 @@ class CountingTransport:
     def is_closing(self) -> bool:
         return False
 
+    def get_extra_info(self, name: str) -> None:
+        return None  # no socket: every frame goes through write()
+
     def get_write_buffer_size(self) -> int:
         return 0
 

@@ -3,9 +3,9 @@
 Fan-out is the hot path: one event goes to every subscriber of a session. Two writers share one interface:
 
 * :class:`TransportOutbox` (used under uvicorn's sans-I/O WebSocket protocol): frames are encoded here and
-  written straight to the socket's transport, synchronously, by the code that produced them. No queue, no
-  task switch, no per-frame ASGI message. The transport's own write buffer is the bounded buffer: when a
-  client stops reading and it grows past ``limit_bytes``, the client is closed as a slow consumer.
+  written straight to the socket (or its transport), synchronously, by the code that produced them. No
+  queue, no task switch, no per-frame ASGI message. The transport's own write buffer is the bounded buffer:
+  when a client stops reading and it grows past ``limit_bytes``, the client is closed as a slow consumer.
 * :class:`TaskOutbox` (any other ASGI server): a bounded deque of text frames drained by one writer task
   through the ASGI ``send``.
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import logging
+import os
 from collections import deque
 from collections.abc import Callable, Sequence
 from contextlib import suppress
@@ -73,14 +74,43 @@ class Outbox(abc.ABC):
             await asyncio.sleep(0.01)
 
 
-class TransportOutbox(Outbox):
-    """Writes frames directly to uvicorn's transport (see module docstring)."""
+def _plain_socket_fd(transport: asyncio.BaseTransport) -> int:
+    """The socket's file descriptor if frames may be written to it directly; -1 when the transport must
+    write them itself (TLS: it encrypts; or no socket to be found)."""
+    if transport.get_extra_info("sslcontext") is not None or transport.get_extra_info("ssl_object") is not None:
+        return -1
+    sock = transport.get_extra_info("socket")
+    try:
+        return int(sock.fileno()) if sock is not None else -1
+    except (OSError, AttributeError, ValueError):
+        return -1
 
-    __slots__ = ("_proto", "_transport", "_limit", "_on_overflow", "closed")
+
+def _write_fd(fd: int, frame: bytes) -> int:
+    """Bytes of ``frame`` written to the socket now: 0 when its buffer is full, or when the connection
+    failed (the transport then writes the frame, finds the error and reports the connection lost)."""
+    try:
+        return os.write(fd, frame)
+    except OSError:  # BlockingIOError, InterruptedError, BrokenPipeError, ConnectionResetError, ...
+        return 0
+
+
+class TransportOutbox(Outbox):
+    """Writes frames directly to uvicorn's transport (see module docstring).
+
+    A frame goes to the socket with one ``os.write`` when nothing is buffered before it; the transport takes
+    the rest of a partial write (and everything while it holds anything, so frames stay in order), and it
+    alone writes to a TLS connection. Measured on loopback, this saves ~0.85 µs per frame against
+    ``transport.write`` under uvloop (9.5 vs 10.4 µs, ``docs/performance.md``), and fan-out is a write per
+    subscriber per event.
+    """
+
+    __slots__ = ("_proto", "_transport", "_fd", "_limit", "_on_overflow", "closed")
 
     def __init__(self, protocol: Any, limit_bytes: int, on_overflow: Callable[[], None]) -> None:
         self._proto = protocol
         self._transport: asyncio.WriteTransport = protocol.transport
+        self._fd = _plain_socket_fd(self._transport)
         self._limit = limit_bytes
         self._on_overflow = on_overflow
         self.closed = False
@@ -91,38 +121,38 @@ class TransportOutbox(Outbox):
 
         return isinstance(protocol, WebSocketsSansIOProtocol)
 
-    def _write(self, payload: bytes) -> None:
+    def _push(self, frame: bytes) -> None:
+        """Write one frame (the caller checked that the connection is open)."""
         transport = self._transport
-        if self.closed or self._proto.close_sent or transport.is_closing():
-            return
-        transport.write(frame_header(len(payload)) + payload)
+        if self._fd >= 0 and not transport.get_write_buffer_size():
+            sent = _write_fd(self._fd, frame)
+            if sent == len(frame):
+                return
+            frame = frame[sent:]
+        transport.write(frame)
         if transport.get_write_buffer_size() > self._limit:
             self.closed = True
             self._on_overflow()
+
+    def _write(self, payload: bytes) -> None:
+        if self.closed or self._proto.close_sent or self._transport.is_closing():
+            return
+        self._push(frame_header(len(payload)) + payload)
 
     def send(self, text: str) -> None:
         self._write(text.encode())
 
     def send_event(self, prefix: bytes, env: EventEnvelope) -> None:
-        # The hot path of fan-out: usually a cached frame and one write.
-        transport = self._transport
-        if self.closed or self._proto.close_sent or transport.is_closing():
+        if self.closed or self._proto.close_sent or self._transport.is_closing():
             return
         frames = env._frames
         frame = frames.get(prefix) if frames is not None else None
-        transport.write(frame if frame is not None else env.ws_frame(prefix, frame_header))
-        if transport.get_write_buffer_size() > self._limit:
-            self.closed = True
-            self._on_overflow()
+        self._push(frame if frame is not None else env.ws_frame(prefix, frame_header))
 
     def send_event_as(self, prefix: bytes, env: EventEnvelope, event_id: str) -> None:
-        transport = self._transport
-        if self.closed or self._proto.close_sent or transport.is_closing():
+        if self.closed or self._proto.close_sent or self._transport.is_closing():
             return
-        transport.write(env.ws_frame_as(prefix, event_id, frame_header))
-        if transport.get_write_buffer_size() > self._limit:
-            self.closed = True
-            self._on_overflow()
+        self._push(env.ws_frame_as(prefix, event_id, frame_header))
 
     def pending(self) -> int:
         return 0 if self._transport.is_closing() else self._transport.get_write_buffer_size()
@@ -242,10 +272,20 @@ def send_tracked_many(targets: list[tuple[EventSink, str]], env: EventEnvelope) 
 
 
 def _write_all(writes: list[tuple[TransportOutbox, bytes]]) -> None:
+    # TransportOutbox._push, inline: this loop runs once per subscriber per event.
+    write_fd = os.write
     for ob, frame in writes:
         transport = ob._transport
+        fd = ob._fd
+        if fd >= 0 and not transport.get_write_buffer_size():
+            try:
+                sent = write_fd(fd, frame)
+            except OSError:
+                sent = 0
+            if sent == len(frame):
+                continue
+            frame = frame[sent:]
         transport.write(frame)
         if transport.get_write_buffer_size() > ob._limit:
             ob.closed = True
             ob._on_overflow()
-

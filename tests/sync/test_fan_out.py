@@ -27,6 +27,9 @@ class RecordingTransport:
     def is_closing(self) -> bool:
         return self.closing
 
+    def get_extra_info(self, name: str) -> None:
+        return None  # no socket: every frame goes through write()
+
     def get_write_buffer_size(self) -> int:
         return self.buffered
 
