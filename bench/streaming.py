@@ -88,17 +88,18 @@ def serve() -> None:
 def trace_fan_out(path: str) -> None:
     """Time every text delta's fan-out inside the server; one line per delta:
     ``<ms from provider to fan-out start> <ms in fan-out> <ms of its slowest write()>``."""
-    from server.rpc.outbox import TransportOutbox
+    from server.rpc import outbox
     from server.sync.hub import Hub
 
     out = open(path, "a", buffering=1)
     writes: list[int] = []
-    send_event_as, on_message = TransportOutbox.send_event_as, Hub._on_message
+    write_all, on_message = outbox._write_all, Hub._on_message
 
-    def timed_send(self, prefix, env, event_id):  # type: ignore[no-untyped-def]
-        t = time.perf_counter_ns()
-        send_event_as(self, prefix, env, event_id)
-        writes.append(time.perf_counter_ns() - t)
+    def timed_write_all(batch):  # type: ignore[no-untyped-def]
+        for item in batch:
+            t = time.perf_counter_ns()
+            write_all([item])
+            writes.append(time.perf_counter_ns() - t)
 
     def timed_fan_out(self, session_id, events):  # type: ignore[no-untyped-def]
         writes.clear()
@@ -109,7 +110,7 @@ def trace_fan_out(path: str) -> None:
             stamp = int(orjson.loads(events[0].json)["delta"].split()[0])
             out.write(f"{(start_wall - stamp) / 1e6:.4f} {took / 1e6:.4f} {max(writes) / 1e6:.4f}\n")
 
-    TransportOutbox.send_event_as = timed_send  # type: ignore[method-assign]
+    outbox._write_all = timed_write_all  # type: ignore[assignment]
     Hub._on_message = timed_fan_out  # type: ignore[method-assign]
 
 
