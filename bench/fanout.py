@@ -18,7 +18,6 @@ import os
 import sys
 import time
 import uuid
-from typing import Any
 
 import orjson
 
@@ -29,7 +28,7 @@ from server.client import TrpcClient  # noqa: E402
 
 
 def subscriber_proc(url: str, token: str, sid: str, count: int, ready: mp.Queue, results: mp.Queue,
-                    stop_at_seq: Any, stalled_count: int = 0) -> None:  # type: ignore[type-arg]
+                    stalled_count: int = 0) -> None:  # type: ignore[type-arg]
     from bench.wsclient import open_ws
 
     try:
@@ -62,13 +61,13 @@ def subscriber_proc(url: str, token: str, sid: str, count: int, ready: mp.Queue,
             state["expected"] = seq + 1
             stats["deliveries"] += 1
             ev = result["data"]["data"]
-            stamp = ev["message"]["content"].partition("-")[0] if ev["type"] == "queue-message-added" else ""
+            content = ev["message"]["content"] if ev["type"] == "queue-message-added" else ""
+            stamp = content.partition("-")[0]
             if stamp.isdigit():
                 lat.append((now - int(stamp)) / 1e6)
                 if debug:
                     stats.setdefault("by_seq", {}).setdefault(seq, []).append(lat[-1])
-            stop = stop_at_seq.value
-            if stop and seq >= stop and not done.done():
+            elif content == STOP and not done.done():  # the last event of the run: everything before it came
                 done.set_result(None)
 
         ws = await open_ws(url.replace("http", "ws") + "/trpc?connectionParams=1", on_text)
@@ -120,6 +119,9 @@ def subscriber_proc(url: str, token: str, sid: str, count: int, ready: mp.Queue,
 
     asyncio.run(main())
 
+
+STOP = "stop"
+"""Content of the sentinel change that ends a run (timed changes carry the publisher's clock)."""
 
 CLEAR_EVERY = 500
 """Changes between two clears of the queue (the server runs with a queue limit of 1000)."""
@@ -182,14 +184,11 @@ def one_run(args: argparse.Namespace) -> dict:
         sid = asyncio.run(create())
         ctx = mp.get_context("spawn")
         ready, results = ctx.Queue(), ctx.Queue()
-        # Read by every subscriber on every frame: a RawValue, not a Value, whose lock would make the load
-        # generator pay a semaphore round trip per delivery (one writer; an aligned 64-bit read is atomic).
-        stop_at = ctx.RawValue("q", 0)
         per = [args.subscribers // args.procs + (1 if i < args.subscribers % args.procs else 0)
                for i in range(args.procs)]
         # Subscriber processes spread over the replicas; the publisher talks to the first one.
         procs = [ctx.Process(target=subscriber_proc,
-                             args=(servers[i % len(servers)].url, srv.token, sid, n, ready, results, stop_at,
+                             args=(servers[i % len(servers)].url, srv.token, sid, n, ready, results,
                                    args.stalled if i == 0 else 0))
                  for i, n in enumerate(per) if n]
         for p in procs:
@@ -204,17 +203,16 @@ def one_run(args: argparse.Namespace) -> dict:
         load0 = sum(cpu_seconds(p.pid) for p in procs if p.pid)
         split0 = [sum(v) for v in zip(*(cpu_split(x.pid) for x in servers))]
         ticks0 = machine_ticks()
-        last_seq = asyncio.run(publish(srv.url, srv.token, sid, args.rate, args.seconds, pad=pad))
-        # One more event after the stop mark, so every subscriber wakes up and sees it.
-        stop_at.value = last_seq + 2
+        published_seq = asyncio.run(publish(srv.url, srv.token, sid, args.rate, args.seconds, pad=pad))
 
-        async def sentinel() -> None:
+        async def sentinel() -> int:
+            """The last change of the run, which tells every subscriber to stop; returns its seq."""
             async with TrpcClient(srv.url, srv.token) as c:
-                await c.mutation("message.clearQueue", {"sessionId": sid})
-                await c.mutation("message.enqueueMessage", {"sessionId": sid, "content": "stop"})
+                await c.mutation("message.clearQueue", {"sessionId": sid})  # (no event if already empty)
+                await c.mutation("message.enqueueMessage", {"sessionId": sid, "content": STOP})
+                return int((await c.query("session.get", {"sessionId": sid}))["lastEventId"])
 
-        asyncio.run(sentinel())
-        last_seq += 2
+        last_seq = asyncio.run(sentinel())
         stats = [results.get(timeout=120) for _ in procs]
         cpu1 = sum(cpu_seconds(x.pid) for x in servers)
         load1 = sum(cpu_seconds(p.pid) for p in procs if p.pid)
@@ -245,7 +243,7 @@ def one_run(args: argparse.Namespace) -> dict:
             "sys_share": (split1[1] - split0[1]) / max(cpu1 - cpu0, 1e-9),
             "steal": steal,
             "stalled_closed": sum(s.get("stalled_closed", 0) for s in stats),
-            "rate": (last_seq - 2 - warm_seq) * args.subscribers / args.seconds,
+            "rate": (published_seq - warm_seq) * args.subscribers / args.seconds,
         }
 
 
