@@ -38,10 +38,12 @@ class Provider(ABC):
     def _attempt(self, request: ChatRequest) -> AsyncIterator[TurnEvent]:
         """One request to the provider; raise ``ProviderError`` on failure."""
 
-    async def stream(self, request: ChatRequest) -> AsyncIterator[TurnEvent]:
-        """Stream one step of ``request`` as Turn events, with retries before any output."""
-        async for event in with_retries(lambda: self._attempt(request), self.retry_policy):
-            yield event
+    def stream(self, request: ChatRequest) -> AsyncIterator[TurnEvent]:
+        """Stream one step of ``request`` as Turn events, with retries before any output.
+
+        Returns the retrying generator itself rather than re-yielding from it: every token passes each
+        generator layer once, and this one would add nothing but the hop."""
+        return with_retries(lambda: self._attempt(request), self.retry_policy)
 
     async def complete(self, request: ChatRequest) -> Completion:
         """Run one step to the end and return it whole (for sessions with streaming disabled)."""
