@@ -272,20 +272,5 @@ def send_tracked_many(targets: list[tuple[EventSink, str]], env: EventEnvelope) 
 
 
 def _write_all(writes: list[tuple[TransportOutbox, bytes]]) -> None:
-    # TransportOutbox._push, inline: this loop runs once per subscriber per event.
-    write_fd = os.write
     for ob, frame in writes:
-        transport = ob._transport
-        fd = ob._fd
-        if fd >= 0 and not transport.get_write_buffer_size():
-            try:
-                sent = write_fd(fd, frame)
-            except OSError:
-                sent = 0
-            if sent == len(frame):
-                continue
-            frame = frame[sent:]
-        transport.write(frame)
-        if transport.get_write_buffer_size() > ob._limit:
-            ob.closed = True
-            ob._on_overflow()
+        ob._push(frame)

@@ -145,14 +145,18 @@ class Delivery:
                 self._done.set_result(None)
 
     def _deliver_ephemeral(self, env: EventEnvelope) -> None:
-        mid = env.message_id
+        if not self._in_snapshot(env):
+            self._emit(str(self.next_seq - 1), env)
+
+    def _in_snapshot(self, env: EventEnvelope) -> bool:
+        """True when the stream-snapshot this subscriber got already contains this delta."""
+        mid, offset = env.message_id, env.offset
         # Only text deltas are positioned in the message text the snapshot covered; a tool-call delta's
         # offset is a position in that call's arguments.
-        if mid is not None and env.offset is not None and env.type == "text-delta":
-            known = self._stream_offsets.get(mid)
-            if known is not None and env.offset < known:
-                return  # already contained in the snapshot this subscriber got
-        self._emit(str(self.next_seq - 1), env)
+        if mid is None or offset is None or env.type != "text-delta":
+            return False
+        known = self._stream_offsets.get(mid)
+        return known is not None and offset < known
 
     def _drain_pending(self) -> None:
         pending = self._pending
@@ -273,8 +277,6 @@ def fan_out(deliveries: tuple[Delivery, ...], events: Sequence[EventEnvelope]) -
 
 
 def _fan_out_ephemeral(deliveries: tuple[Delivery, ...], env: EventEnvelope) -> None:
-    mid, offset = env.message_id, env.offset
-    positioned = mid is not None and offset is not None and env.type == "text-delta"
     targets: list[tuple[EventSink, str]] = []
     ids: dict[int, str] = {}
     for d in deliveries:
@@ -282,10 +284,8 @@ def _fan_out_ephemeral(deliveries: tuple[Delivery, ...], env: EventEnvelope) -> 
         if type(sink) is not EventSink or d._catching_up or d._finished:
             d.on_event(env)
             continue
-        if positioned and d._stream_offsets:
-            known = d._stream_offsets.get(mid)  # type: ignore[arg-type]
-            if known is not None and offset < known:  # type: ignore[operator]
-                continue  # already contained in the snapshot this subscriber got
+        if d._stream_offsets and d._in_snapshot(env):
+            continue
         last = d.next_seq - 1
         event_id = ids.get(last)
         if event_id is None:
