@@ -1,6 +1,6 @@
 """Streaming overhead: one model answer streamed token by token to 1, 10 and 100 subscribers.
 
-    .venv/bin/python bench/streaming.py [--subscribers 1 10 100] [--tokens 2000] [--rate 200] [--runs 3]
+    .venv/bin/python bench/streaming.py [--subscribers 1 10 100] [--tokens 2000] [--full-tokens N] [--rate 200] [--runs 3]
 
 The server is a real `chatsync serve` process (SQLite, in-process bus) with one extra provider, ``stamp``:
 the echo model's shape (streamed words, ``stop``), but each token is the wall-clock time at which the provider
@@ -133,11 +133,20 @@ def read_trace(path: str) -> dict:
             "stalled_write": sum(1 for r in rows if r[2] > 0.5) / len(rows)}
 
 
-def subscriber_proc(url: str, token: str, sid: str, count: int, ready: mp.Queue, results: mp.Queue) -> None:  # type: ignore[type-arg]
+def pin(pid: int, cpus: set[int]) -> None:
+    """Every thread of process ``pid`` on ``cpus`` only (threads it starts later inherit it)."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        os.sched_setaffinity(int(tid), cpus)
+
+
+def subscriber_proc(url: str, token: str, sid: str, count: int, ready: mp.Queue, results: mp.Queue,  # type: ignore[type-arg]
+                    cpus: set[int] | None = None) -> None:
     """``count`` subscribers on the light client of ``bench/wsclient.py`` (as ``bench/fanout.py``): frames are
     parsed in ``data_received``, so the latency measured is the server's, not a client library's queueing."""
     from bench.wsclient import open_ws
 
+    if cpus:
+        os.sched_setaffinity(0, cpus)
     try:
         import uvloop
 
@@ -193,13 +202,18 @@ async def _call(url: str, token: str, path: str, inp: dict) -> dict:
         return await c.mutation(path, inp)
 
 
-def one_run(srv: Server, subscribers: int, tokens: int, pace: str, procs: int, trace_file: str | None = None) -> dict:
+def one_run(srv: Server, subscribers: int, tokens: int, pace: str, procs: int, trace_file: str | None = None,
+            pinned: bool = False) -> dict:
     sid = asyncio.run(_call(srv.url, srv.token, "session.create", {"provider": "stamp", "model": pace}))["id"]
     ctx = mp.get_context("spawn")
     ready, results = ctx.Queue(), ctx.Queue()
     nprocs = min(procs, subscribers)
     per = [subscribers // nprocs + (1 if i < subscribers % nprocs else 0) for i in range(nprocs)]
-    ps = [ctx.Process(target=subscriber_proc, args=(srv.url, srv.token, sid, n, ready, results)) for n in per]
+    client_cpus = {1} if pinned else None
+    if pinned:
+        pin(srv.pid, {0})
+    ps = [ctx.Process(target=subscriber_proc, args=(srv.url, srv.token, sid, n, ready, results, client_cpus))
+          for n in per]
     for p in ps:
         p.start()
     for _ in range(subscribers):
@@ -228,9 +242,15 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--subscribers", type=int, nargs="+", default=[1, 10, 100])
     ap.add_argument("--tokens", type=int, default=2000)
+    ap.add_argument("--full-tokens", type=int, default=0,
+                    help="tokens per answer in the full-speed pass (default: --tokens); at ~150,000 deltas/s "
+                         "2,000 tokens last a tenth of a second, so one scheduler hiccup is the whole p99")
     ap.add_argument("--rate", type=float, default=200, help="tokens per second of the paced pass")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--procs", type=int, default=2, help="subscriber processes")
+    ap.add_argument("--pin", action="store_true",
+                    help="server on CPU 0, subscriber processes on CPU 1 (the scheduler then never runs a woken "
+                         "subscriber in the server's place, nor the server in a subscriber's)")
     ap.add_argument("--trace", action="store_true", help="also time the server's share of the paced latency")
     ap.add_argument("--server", choices=("chatsync", "reference"), default="chatsync",
                     help="reference: bench/reference_broadcast.py, a bare websockets broadcast() of the same tokens "
@@ -238,15 +258,18 @@ def main() -> None:
     args = ap.parse_args()
     if args.trace and args.server == "reference":
         ap.error("--trace times chatsync's own fan-out")
-    print(f"streaming: {args.server}, {args.tokens} tokens per answer, {args.runs} runs each; median ± half-range")
+    print(f"streaming: {args.server}, {args.tokens} tokens per answer ({args.full_tokens or args.tokens} at full "
+          f"speed), {args.runs} runs each; median ± half-range")
     trace_file = None
     if args.trace:
         fd, trace_file = tempfile.mkstemp(prefix="chatsync-trace-")
         os.close(fd)
     for n in args.subscribers:
         with bench_server(trace_file, args.server == "reference") as srv:
-            full = [one_run(srv, n, args.tokens, "full", args.procs) for _ in range(args.runs)]
-            paced = [one_run(srv, n, args.tokens, f"{args.rate:g}", args.procs, trace_file) for _ in range(args.runs)]
+            full = [one_run(srv, n, args.full_tokens or args.tokens, "full", args.procs, pinned=args.pin)
+                    for _ in range(args.runs)]
+            paced = [one_run(srv, n, args.tokens, f"{args.rate:g}", args.procs, trace_file, pinned=args.pin)
+                     for _ in range(args.runs)]
         lost = sum(r["expected"] - r["delivered"] + r["gaps"] for r in full + paced)
         print(f"{n:>4} subscribers | full speed: CPU/delivered delta {summary([r['cpu_us'] for r in full])} µs, "
               f"{summary([r['rate'] for r in full])} deltas/s delivered, latency p50 "
@@ -254,6 +277,9 @@ def main() -> None:
         print(f"     {'':>12} | paced {args.rate:g} tok/s: latency p50 {summary([r['p50'] for r in paced])} ms, "
               f"p99 {summary([r['p99'] for r in paced])} ms, CPU/delivered delta "
               f"{summary([r['cpu_us'] for r in paced])} µs | lost or out of order: {lost}")
+        for r in full:
+            print(f"     {'':>12} | full-speed run: {r['rate']:.0f} deltas/s, CPU/delta {r['cpu_us']:.1f} µs, "
+                  f"p50 {r['p50']:.2f} ms, p99 {r['p99']:.2f} ms, host steal {r['steal'] * 100:.1f}%")
         for r in paced:
             line = (f"     {'':>12} | paced run: p50 {r['p50']:.2f} ms, p99 {r['p99']:.2f} ms, "
                     f"host steal {r['steal'] * 100:.1f}%")
