@@ -17,6 +17,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
+from .admin.api import AdminApi
 from .api import build_router
 from .pubsub import Bus, create_bus
 from .rpc.http import HttpTransport, bearer_token
@@ -166,6 +167,7 @@ def create_app(settings: Settings, *, announce_owner_token: bool = True) -> Star
         Route("/healthz", healthz),
         Route("/readyz", readyz),
     ]
+    routes += AdminApi(state).routes()
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.chatsync = state
     return _KeepRawSend(app)  # type: ignore[return-value]

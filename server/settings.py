@@ -62,6 +62,9 @@ class Settings(BaseSettings):
     allow_method_override: bool = False
     run_migrations_on_start: bool = True
     log_level: str = "info"
+    # /metrics is open (counts and timings only, no user content) unless this is set; then it takes this
+    # bearer token, so a scraper need not hold an admin's.
+    metrics_token: str | None = None
 
     @field_validator("allowed_origins", mode="before")
     @classmethod

@@ -1,6 +1,7 @@
 """``session.*`` procedures: thin — validate (done by the registry), authorise, call a service."""
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from pydantic import BaseModel
@@ -71,16 +72,19 @@ def register(router: Router) -> None:
         user = ctx.require_user()
         row = await ctx.services.sessions.readable(user, inp.session_id)
         after = int(inp.last_event_id) if inp.last_event_id is not None else row.last_seq
-        return _EventStream(ctx.services, inp.session_id, after)
+        client = {"userId": user.id, "userName": user.name, "transport": ctx.transport,
+                  "subscribedAt": int(time.time() * 1000)}
+        return _EventStream(ctx.services, inp.session_id, after, client)
 
 
 class _EventStream:
-    def __init__(self, services: Any, session_id: str, after: int) -> None:
+    def __init__(self, services: Any, session_id: str, after: int, client: dict[str, Any] | None = None) -> None:
         self.services = services
         self.session_id = session_id
         self.after = after
+        self.client = client
 
     async def run(self, emit: Any, emit_durable: Any = None) -> None:
         delivery = Delivery(self.services.db, self.services.hub, self.session_id, self.after, emit,
-                            getattr(self.services, "stream_snapshots", None), emit_durable)
+                            getattr(self.services, "stream_snapshots", None), emit_durable, self.client)
         await delivery.run()

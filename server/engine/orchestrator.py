@@ -60,6 +60,10 @@ class Orchestrator:
         self._stop = asyncio.Event()
         self.titles = TitleService(uow, settings.title_mode, self.provider)
 
+    def running_sessions(self) -> list[str]:
+        """Sessions whose run loop is in this process now (for admins and metrics)."""
+        return list(self._loops)
+
     async def __aenter__(self) -> "Orchestrator":
         self._sweeper = asyncio.create_task(self._sweep_forever())
         return self

@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from ..admin.metrics import COUNTERS
 from ..domain.events import EventEnvelope, dumps, tracked_tail, untracked_tail
 from ..protocol import close_codes
 from ..protocol.envelopes import (
@@ -126,6 +127,7 @@ class WsConnection:
 
     def _overflow(self) -> None:
         log.info("closing slow consumer (%d buffered)", self.outbox.pending())
+        COUNTERS.slow_consumer_closes += 1
         self._close_code = close_codes.SLOW_CONSUMER
         self._request_close()
 

@@ -12,6 +12,7 @@ from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm.attributes import set_committed_value
 
+from ..admin.metrics import COUNTERS
 from ..domain.events import EventEnvelope
 from ..protocol.errors import RpcError
 from ..pubsub.base import Bus
@@ -137,6 +138,7 @@ class UnitOfWork:
         """Best effort: a lost publish is repaired by subscribers reading the log, so never fail the call."""
         if not events:
             return
+        COUNTERS.events.update(e.type for e in events if e.seq is not None)
         try:
             await self.bus.publish(session_id, events)
         except Exception:

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import bindparam, delete, func, select, update
+from sqlalchemy import Row, bindparam, delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from ..domain import models as wire
@@ -278,3 +279,45 @@ async def sessions_needing_work(db: AsyncSession, now: datetime, limit: int = 10
     ids = list((await db.execute(_CRASHED_RUNS, params)).scalars().all())
     ids += [i for i in (await db.execute(_UNSENT_QUEUES, params)).scalars().all() if i not in ids]
     return ids
+
+
+# --- admin inspection -------------------------------------------------------------------------------------
+
+async def admin_list_sessions(
+    db: AsyncSession, *, owner: str | None, status: str | None, limit: int, after: tuple[datetime, str] | None,
+) -> Sequence[Row[tuple[ChatSession, str, int]]]:
+    """Every user's live sessions, newest first, with the owner's name and the queue length. ``owner`` is a
+    user id or name; ``after`` as in :func:`list_sessions`."""
+    queued = (select(func.count()).select_from(QueuedMessage)
+              .where(QueuedMessage.session_id == ChatSession.id).scalar_subquery())
+    stmt = (select(ChatSession, User.name, queued).join(User, User.id == ChatSession.owner_id)
+            .where(ChatSession.deleted_at.is_(None)))
+    if owner:
+        stmt = stmt.where((User.id == owner) | (User.name == owner))
+    if status:
+        stmt = stmt.where(ChatSession.status == status)
+    if after is not None:
+        created, sid = after
+        stmt = stmt.where(
+            (ChatSession.created_at < created) | ((ChatSession.created_at == created) & (ChatSession.id < sid))
+        )
+    stmt = stmt.order_by(ChatSession.created_at.desc(), ChatSession.id.desc()).limit(limit)
+    return (await db.execute(stmt)).all()
+
+
+async def admin_stats(db: AsyncSession) -> dict[str, Any]:
+    """Counts over the whole database (every replica's work)."""
+    async def grouped(column: Any, *where: Any) -> dict[str, int]:
+        stmt = select(column, func.count()).where(*where).group_by(column)
+        return {str(k): int(n) for k, n in (await db.execute(stmt)).all()}
+
+    async def count(model: Any) -> int:
+        return int((await db.execute(select(func.count()).select_from(model))).scalar_one())
+
+    return {
+        "users": await count(User),
+        "sessions": await grouped(ChatSession.status, ChatSession.deleted_at.is_(None)),
+        "queuedMessages": await count(QueuedMessage),
+        "runs": await grouped(Run.status),
+        "retainedEvents": await count(Event),
+    }

@@ -61,13 +61,15 @@ class Delivery:
 
     # Fan-out touches one of these per subscriber per event: no per-instance dict to chase.
     __slots__ = ("db", "hub", "session_id", "next_seq", "_emit", "_emit_durable", "_finished", "_snapshots",
-                 "_pending", "_stream_offsets", "_held", "_catching_up", "_catch_up_task", "_done")
+                 "_pending", "_stream_offsets", "_held", "_catching_up", "_catch_up_task", "_done", "client")
 
     def __init__(self, db: Database, hub: Hub, session_id: str, after_seq: int, emit: Emit,
                  snapshots: SnapshotSource | None = None,
-                 emit_durable: Callable[[EventEnvelope], None] | None = None) -> None:
+                 emit_durable: Callable[[EventEnvelope], None] | None = None,
+                 client: dict[str, Any] | None = None) -> None:
         """``emit_durable``, when given, takes durable events instead of ``emit`` (a transport's fast path:
-        the tracked id is the event's own)."""
+        the tracked id is the event's own). ``client`` describes the subscriber for admins (who, over what,
+        since when)."""
         self.db = db
         self.hub = hub
         self.session_id = session_id
@@ -82,6 +84,7 @@ class Delivery:
         self._catching_up = True
         self._catch_up_task: asyncio.Task[None] | None = None
         self._done: asyncio.Future[None] | None = None
+        self.client = client
 
     async def run(self) -> None:
         """Deliver until the session is deleted, the position is lost, or the task is cancelled."""

@@ -5,6 +5,7 @@ import asyncio
 import logging
 from collections.abc import Sequence
 
+from ..admin.metrics import COUNTERS
 from ..domain.events import EventEnvelope
 from ..pubsub.base import Bus
 from .delivery import Delivery, fan_out
@@ -54,12 +55,17 @@ class Hub:
             return len(self._local.get(session_id, ()))
         return sum(len(m) for m in self._local.values())
 
+    def deliveries(self, session_id: str) -> tuple[Delivery, ...]:
+        """This process's subscribers of one session (for admins)."""
+        return tuple(self._local.get(session_id, ()))
+
     def subscribed_sessions(self) -> list[str]:
         return list(self._local)
 
     def _on_message(self, session_id: str, events: Sequence[EventEnvelope]) -> None:
         members = self._local.get(session_id)
         if members:
+            COUNTERS.deliveries += len(members) * len(events)
             fan_out(tuple(members), events)
 
     def _on_reconnect(self) -> None:

@@ -1,0 +1,291 @@
+"""Admin inspection over HTTP: JSON under ``/admin/api`` (an admin's bearer token), a page at ``/admin``
+and Prometheus metrics at ``/metrics``.
+
+Everything here reads; nothing changes state. Database-backed answers (sessions, events, counts, leases)
+cover every replica; what lives in a process — its connections, subscribers and running loops — is this
+replica's, and every such answer names the replica (``replica``: its lease-owner id) so that, behind a load
+balancer, an admin can tell which one answered.
+
+Errors are JSON ``{"error": {"code", "message"}}`` with tRPC's codes and HTTP statuses: no or an unknown
+token ``UNAUTHORIZED`` (401), a token of a user who is not an admin ``FORBIDDEN`` (403), a bad parameter
+``BAD_REQUEST`` (400), an unknown or deleted session ``NOT_FOUND`` (404).
+"""
+from __future__ import annotations
+
+import hmac
+import importlib.metadata
+import secrets
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from ..domain.models import SessionStatus
+from ..protocol.errors import RpcError
+from ..rpc.http import bearer_token
+from ..services.sessions import _decode_cursor, _encode_cursor
+from ..store import repo
+from ..store.models import User
+from . import metrics
+from .page import PAGE
+
+try:
+    VERSION = importlib.metadata.version("chatsync")
+except importlib.metadata.PackageNotFoundError:  # running from a checkout that was never installed
+    VERSION = "unknown"
+_STATUSES = frozenset(SessionStatus.__args__)  # type: ignore[attr-defined]
+_HTTP_STATUS = {"BAD_REQUEST": 400, "UNAUTHORIZED": 401, "FORBIDDEN": 403, "NOT_FOUND": 404}
+
+
+class _Json(Response):
+    media_type = "application/json"
+
+    def render(self, content: Any) -> bytes:
+        return orjson.dumps(content)
+
+
+def _error(code: str, message: str) -> Response:
+    return _Json({"error": {"code": code, "message": message}}, status_code=_HTTP_STATUS[code])
+
+
+def _ms(ts: datetime | None) -> int | None:
+    return repo.ms(ts) if ts is not None else None
+
+
+def _int_param(request: Request, name: str, default: int, low: int, high: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise RpcError("BAD_REQUEST", f"{name} must be an integer") from None
+    if not low <= value <= high:
+        raise RpcError("BAD_REQUEST", f"{name} must be between {low} and {high}")
+    return value
+
+
+class AdminApi:
+    """The handlers; ``state["services"]`` is the running app's :class:`server.app.Services`."""
+
+    def __init__(self, state: dict[str, Any]) -> None:
+        self.state = state
+
+    @property
+    def services(self) -> Any:
+        return self.state["services"]
+
+    def routes(self) -> list[Route]:
+        return [
+            Route("/admin", self.page),
+            Route("/admin/api/sessions", self._guard(self.list_sessions)),
+            Route("/admin/api/sessions/{session_id}", self._guard(self.session_detail)),
+            Route("/admin/api/sessions/{session_id}/events", self._guard(self.session_events)),
+            Route("/admin/api/stats", self._guard(self.stats)),
+            Route("/admin/api/openapi.json", self.openapi),
+            Route("/metrics", self.metrics),
+        ]
+
+    def _guard(self, handler: Any) -> Any:
+        async def endpoint(request: Request) -> Response:
+            if self.state.get("services") is None:
+                return _Json({"error": {"code": "SERVICE_UNAVAILABLE", "message": "Starting"}}, status_code=503)
+            user = await self.services.auth.authenticate(bearer_token(request))
+            if user is None:
+                return _error("UNAUTHORIZED", "Missing or invalid token")
+            if user.role != "admin":
+                return _error("FORBIDDEN", "Admins only")
+            try:
+                return _Json(await handler(request, user))
+            except RpcError as err:
+                return _Json({"error": {"code": err.code, "message": err.message}}, status_code=err.http_status)
+        return endpoint
+
+    # --- JSON ---------------------------------------------------------------------------------------------
+
+    async def list_sessions(self, request: Request, _admin: User) -> dict[str, Any]:
+        """``?owner=<user id or name>&status=<idle|running|requires-action|error>&limit=1..200&cursor=``"""
+        q = request.query_params
+        status = q.get("status") or None
+        if status is not None and status not in _STATUSES:
+            raise RpcError("BAD_REQUEST", f"status must be one of {', '.join(sorted(_STATUSES))}")
+        limit = _int_param(request, "limit", 50, 1, 200)
+        after = _decode_cursor(q["cursor"]) if q.get("cursor") else None
+        async with self.services.db.read() as s:
+            rows = await repo.admin_list_sessions(s, owner=q.get("owner") or None, status=status,
+                                                  limit=limit + 1, after=after)
+        page = rows[:limit]
+        now = datetime.now(UTC)
+        items = [{**repo.session_wire(row).wire(), "owner": {"id": row.owner_id, "name": name},
+                  "queueLength": queued, "lease": _lease(row, now)} for row, name, queued in page]
+        return {"items": items, "nextCursor": _encode_cursor(page[-1][0]) if len(rows) > limit else None}
+
+    async def session_detail(self, request: Request, admin: User) -> dict[str, Any]:
+        """The snapshot a client gets from ``session.get``, plus its owner, lease, event log bounds and the
+        clients subscribed to it on this replica."""
+        sid = request.path_params["session_id"]
+        snapshot = await self.services.sessions.snapshot(admin, sid)  # NOT_FOUND when missing or deleted
+        async with self.services.db.read() as s:
+            row = await repo.get_session(s, sid)
+            if row is None:
+                raise RpcError("NOT_FOUND", "Session not found")
+            owner = await s.get(User, row.owner_id)
+            oldest = await repo.oldest_retained_seq(s, sid)
+        hub = self.services.hub
+        clients = [{**(d.client or {}), "position": str(d.next_seq - 1)} for d in hub.deliveries(sid)]
+        return {
+            "snapshot": snapshot.wire(),
+            "owner": {"id": row.owner_id, "name": owner.name if owner else None},
+            "lease": _lease(row, datetime.now(UTC)),
+            "eventLog": {"oldestRetainedSeq": oldest, "lastSeq": row.last_seq},
+            "connectedClients": {"replica": self.services.orchestrator.owner, "clients": clients},
+        }
+
+    async def session_events(self, request: Request, admin: User) -> dict[str, Any]:
+        """``?after=<seq>&limit=1..1000``: the retained event log, oldest first, as clients received it."""
+        sid = request.path_params["session_id"]
+        await self.services.sessions.readable(admin, sid)
+        after = _int_param(request, "after", 0, 0, 2**63 - 1)
+        limit = _int_param(request, "limit", 100, 1, 1000)
+        async with self.services.db.read() as s:
+            rows = await repo.events_after(s, sid, after, limit)
+            oldest = await repo.oldest_retained_seq(s, sid)
+        items = [{"seq": e.seq, "type": e.type, "createdAt": repo.ms(e.created_at), "event": orjson.loads(e.payload)}
+                 for e in rows]
+        return {"items": items, "oldestRetainedSeq": oldest,
+                "nextAfter": rows[-1].seq if len(rows) == limit else None}
+
+    async def stats(self, _request: Request, _admin: User) -> dict[str, Any]:
+        services = self.services
+        async with services.db.read() as s:
+            totals = await repo.admin_stats(s)
+        return {
+            "database": totals,
+            "replica": {
+                "id": services.orchestrator.owner,
+                "version": VERSION,
+                "uptimeSeconds": round(time.time() - metrics.PROCESS_START, 1),
+                "webSocketConnections": len(services.connections),
+                "sseStreams": len(self.state["http"].sse_streams),
+                "subscriptions": services.hub.subscriber_count(),
+                "subscribedSessions": len(services.hub.subscribed_sessions()),
+                "runningSessions": services.orchestrator.running_sessions(),
+                "bus": services.settings.bus_url.split("://", 1)[0],
+            },
+        }
+
+    async def openapi(self, _request: Request) -> Response:
+        return _Json(OPENAPI)
+
+    # --- page and metrics ---------------------------------------------------------------------------------
+
+    async def page(self, _request: Request) -> Response:
+        """The page holds no data: it asks for a token and calls the JSON API with it. A nonce keeps the
+        Content-Security-Policy strict (no other script or style runs, nothing is loaded from elsewhere)."""
+        nonce = secrets.token_urlsafe(16)
+        return HTMLResponse(PAGE.replace("{nonce}", nonce), headers={
+            "Content-Security-Policy": (f"default-src 'none'; script-src 'nonce-{nonce}'; "
+                                        f"style-src 'nonce-{nonce}'; connect-src 'self'; base-uri 'none'; "
+                                        "frame-ancestors 'none'"),
+            "X-Content-Type-Options": "nosniff",
+            "Referrer-Policy": "no-referrer",
+            "Cache-Control": "no-store",
+        })
+
+    async def metrics(self, request: Request) -> Response:
+        """Prometheus text format. Open unless ``CHATSYNC_METRICS_TOKEN`` is set; then that bearer token."""
+        services = self.state.get("services")
+        if services is None:
+            return PlainTextResponse("starting\n", status_code=503)
+        required = services.settings.metrics_token
+        if required:
+            given = bearer_token(request) or ""
+            if not hmac.compare_digest(given.encode(), required.encode()):
+                return PlainTextResponse("unauthorized\n", status_code=401,
+                                         headers={"WWW-Authenticate": "Bearer"})
+        return PlainTextResponse(metrics.render(self._families(services)),
+                                 media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    def _families(self, services: Any) -> list[tuple[str, str, str, list[metrics.Sample]]]:
+        c = metrics.COUNTERS
+        bus_reconnects = getattr(services.bus, "reconnects", 0)
+        return [
+            ("chatsync_build_info", "gauge", "Version of this chatsync process.", [({"version": VERSION}, 1)]),
+            ("chatsync_websocket_connections", "gauge", "Open WebSocket connections.",
+             [({}, len(services.connections))]),
+            ("chatsync_sse_streams", "gauge", "Open server-sent-event subscription streams.",
+             [({}, len(self.state["http"].sse_streams))]),
+            ("chatsync_subscriptions", "gauge", "Live session.events subscriptions.",
+             [({}, services.hub.subscriber_count())]),
+            ("chatsync_subscribed_sessions", "gauge", "Sessions with at least one subscriber here.",
+             [({}, len(services.hub.subscribed_sessions()))]),
+            ("chatsync_running_sessions", "gauge", "Sessions whose run is executing in this process.",
+             [({}, len(services.orchestrator.running_sessions()))]),
+            ("chatsync_durable_events_total", "counter", "Durable events committed by this process, by type.",
+             [({"type": t}, n) for t, n in sorted(c.events.items())]),
+            ("chatsync_fanout_deliveries_total", "counter",
+             "Events handed to this process's subscribers (one event to one subscriber counts one).",
+             [({}, c.deliveries)]),
+            ("chatsync_slow_consumer_closes_total", "counter",
+             "Connections closed with code 4000 because they did not read fast enough.",
+             [({}, c.slow_consumer_closes)]),
+            ("chatsync_bus_reconnects_total", "counter", "Times the bus listener reconnected after an error.",
+             [({}, bus_reconnects)]),
+            *metrics.process_families(),
+        ]
+
+
+def _lease(row: Any, now: datetime) -> dict[str, Any] | None:
+    if row.lease_owner is None:
+        return None
+    return {"owner": row.lease_owner, "runId": row.run_id, "expiresAt": _ms(row.lease_expires_at),
+            "live": row.lease_expires_at is not None and row.lease_expires_at > now}
+
+
+def _op(summary: str, params: list[dict[str, Any]] | None = None, path_id: bool = False) -> dict[str, Any]:
+    parameters = list(params or [])
+    if path_id:
+        parameters.insert(0, {"name": "session_id", "in": "path", "required": True, "schema": {"type": "string"}})
+    return {"get": {"summary": summary, "parameters": parameters, "security": [{"bearer": []}],
+                    "responses": {"200": {"description": "OK", "content": {"application/json": {}}},
+                                  "400": {"$ref": "#/components/responses/Error"},
+                                  "401": {"$ref": "#/components/responses/Error"},
+                                  "403": {"$ref": "#/components/responses/Error"},
+                                  "404": {"$ref": "#/components/responses/Error"}}}}
+
+
+def _q(name: str, schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {"name": name, "in": "query", "required": False, "schema": schema, "description": description}
+
+
+OPENAPI: dict[str, Any] = {
+    "openapi": "3.1.0",
+    "info": {"title": "chatsync admin API", "version": VERSION,
+             "description": "Read-only inspection of every session. Bearer token of an admin user."},
+    "components": {
+        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        "responses": {"Error": {"description": "Error", "content": {"application/json": {"schema": {
+            "type": "object", "properties": {"error": {"type": "object", "properties": {
+                "code": {"type": "string"}, "message": {"type": "string"}}}}}}}}},
+    },
+    "paths": {
+        "/admin/api/sessions": _op("Every user's sessions, newest first", [
+            _q("owner", {"type": "string"}, "user id or name"),
+            _q("status", {"type": "string", "enum": sorted(_STATUSES)}, "session status"),
+            _q("limit", {"type": "integer", "minimum": 1, "maximum": 200, "default": 50}, "page size"),
+            _q("cursor", {"type": "string"}, "nextCursor of the previous page"),
+        ]),
+        "/admin/api/sessions/{session_id}": _op(
+            "Snapshot, owner, lease, event log bounds and the clients subscribed on the answering replica",
+            path_id=True),
+        "/admin/api/sessions/{session_id}/events": _op("The retained event log, oldest first", [
+            _q("after", {"type": "integer", "minimum": 0, "default": 0}, "events with a greater seq"),
+            _q("limit", {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100}, "page size"),
+        ], path_id=True),
+        "/admin/api/stats": _op("Database totals and the answering replica's live state"),
+    },
+}
