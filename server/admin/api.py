@@ -27,7 +27,7 @@ from starlette.routing import Route
 from ..domain.models import SessionStatus
 from ..protocol.errors import RpcError
 from ..rpc.http import bearer_token
-from ..services.sessions import _decode_cursor, _encode_cursor
+from ..services.sessions import decode_cursor, encode_cursor
 from ..store import repo
 from ..store.models import User
 from . import metrics
@@ -38,7 +38,6 @@ try:
 except importlib.metadata.PackageNotFoundError:  # running from a checkout that was never installed
     VERSION = "unknown"
 _STATUSES = frozenset(SessionStatus.__args__)  # type: ignore[attr-defined]
-_HTTP_STATUS = {"BAD_REQUEST": 400, "UNAUTHORIZED": 401, "FORBIDDEN": 403, "NOT_FOUND": 404}
 
 
 class _Json(Response):
@@ -48,8 +47,8 @@ class _Json(Response):
         return orjson.dumps(content)
 
 
-def _error(code: str, message: str) -> Response:
-    return _Json({"error": {"code": code, "message": message}}, status_code=_HTTP_STATUS[code])
+def _error(err: RpcError) -> Response:
+    return _Json({"error": {"code": err.code, "message": err.message}}, status_code=err.http_status)
 
 
 def _ms(ts: datetime | None) -> int | None:
@@ -96,13 +95,13 @@ class AdminApi:
                 return _Json({"error": {"code": "SERVICE_UNAVAILABLE", "message": "Starting"}}, status_code=503)
             user = await self.services.auth.authenticate(bearer_token(request))
             if user is None:
-                return _error("UNAUTHORIZED", "Missing or invalid token")
+                return _error(RpcError("UNAUTHORIZED", "Missing or invalid token"))
             if user.role != "admin":
-                return _error("FORBIDDEN", "Admins only")
+                return _error(RpcError("FORBIDDEN", "Admins only"))
             try:
                 return _Json(await handler(request, user))
             except RpcError as err:
-                return _Json({"error": {"code": err.code, "message": err.message}}, status_code=err.http_status)
+                return _error(err)
         return endpoint
 
     # --- JSON ---------------------------------------------------------------------------------------------
@@ -114,7 +113,7 @@ class AdminApi:
         if status is not None and status not in _STATUSES:
             raise RpcError("BAD_REQUEST", f"status must be one of {', '.join(sorted(_STATUSES))}")
         limit = _int_param(request, "limit", 50, 1, 200)
-        after = _decode_cursor(q["cursor"]) if q.get("cursor") else None
+        after = decode_cursor(q["cursor"]) if q.get("cursor") else None
         async with self.services.db.read() as s:
             rows = await repo.admin_list_sessions(s, owner=q.get("owner") or None, status=status,
                                                   limit=limit + 1, after=after)
@@ -122,7 +121,7 @@ class AdminApi:
         now = datetime.now(UTC)
         items = [{**repo.session_wire(row).wire(), "owner": {"id": row.owner_id, "name": name},
                   "queueLength": queued, "lease": _lease(row, now)} for row, name, queued in page]
-        return {"items": items, "nextCursor": _encode_cursor(page[-1][0]) if len(rows) > limit else None}
+        return {"items": items, "nextCursor": encode_cursor(page[-1][0]) if len(rows) > limit else None}
 
     async def session_detail(self, request: Request, admin: User) -> dict[str, Any]:
         """The snapshot a client gets from ``session.get``, plus its owner, lease, event log bounds and the

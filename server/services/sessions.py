@@ -34,12 +34,12 @@ from .uow import UnitOfWork, can_read
 UPDATABLE = ("provider", "model", "system_prompt", "defaults", "tools", "tool_mode", "busy_policy", "disable_streaming")
 
 
-def _encode_cursor(row: ChatSession) -> str:
+def encode_cursor(row: ChatSession) -> str:
     raw = f"{row.created_at.isoformat()}|{row.id}".encode()
     return base64.urlsafe_b64encode(raw).decode()
 
 
-def _decode_cursor(cursor: str) -> tuple[datetime, str]:
+def decode_cursor(cursor: str) -> tuple[datetime, str]:
     try:
         created, sid = base64.urlsafe_b64decode(cursor.encode()).decode().split("|", 1)
         return datetime.fromisoformat(created), sid
@@ -111,11 +111,11 @@ class SessionService:
         return row
 
     async def list(self, user: User, limit: int, cursor: str | None, search: str | None) -> dict[str, Any]:
-        after = _decode_cursor(cursor) if cursor else None
+        after = decode_cursor(cursor) if cursor else None
         async with self.db.read() as s:
             rows = await repo.list_sessions(s, user.id, limit=limit + 1, after=after, search=search)
         page = rows[:limit]
-        next_cursor = _encode_cursor(page[-1]) if len(rows) > limit else None
+        next_cursor = encode_cursor(page[-1]) if len(rows) > limit else None
         return {"items": [repo.session_wire(r).wire() for r in page], "nextCursor": next_cursor}
 
     async def snapshot(self, user: User, session_id: str) -> wire.SessionSnapshot:

@@ -57,13 +57,17 @@ async def list_sessions(
     if search:
         escaped = search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
         stmt = stmt.where(ChatSession.title.ilike(f"%{escaped}%", escape="\\"))
+    return (await db.execute(_newest_first(stmt, after, limit))).scalars().all()
+
+
+def _newest_first(stmt: Any, after: tuple[datetime, str] | None, limit: int) -> Any:
+    """One page of sessions, newest first, starting after ``(created_at, id)`` of the previous page's last."""
     if after is not None:
         created, sid = after
         stmt = stmt.where(
             (ChatSession.created_at < created) | ((ChatSession.created_at == created) & (ChatSession.id < sid))
         )
-    stmt = stmt.order_by(ChatSession.created_at.desc(), ChatSession.id.desc()).limit(limit)
-    return (await db.execute(stmt)).scalars().all()
+    return stmt.order_by(ChatSession.created_at.desc(), ChatSession.id.desc()).limit(limit)
 
 
 def session_wire(row: ChatSession) -> wire.Session:
@@ -296,13 +300,7 @@ async def admin_list_sessions(
         stmt = stmt.where((User.id == owner) | (User.name == owner))
     if status:
         stmt = stmt.where(ChatSession.status == status)
-    if after is not None:
-        created, sid = after
-        stmt = stmt.where(
-            (ChatSession.created_at < created) | ((ChatSession.created_at == created) & (ChatSession.id < sid))
-        )
-    stmt = stmt.order_by(ChatSession.created_at.desc(), ChatSession.id.desc()).limit(limit)
-    return (await db.execute(stmt)).all()
+    return (await db.execute(_newest_first(stmt, after, limit))).all()
 
 
 async def admin_stats(db: AsyncSession) -> dict[str, Any]:
