@@ -34,6 +34,7 @@ from .store import migrate
 from .store.db import Database
 from .sync.hub import Hub
 from .tools import ToolRegistry, register_builtins
+from .web import web_routes
 
 log = logging.getLogger("chatsync")
 
@@ -168,6 +169,7 @@ def create_app(settings: Settings, *, announce_owner_token: bool = True) -> Star
         Route("/readyz", readyz),
     ]
     routes += AdminApi(state).routes()
+    routes += web_routes(settings)  # last: the web app answers paths nothing above claimed
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.chatsync = state
     return _KeepRawSend(app)  # type: ignore[return-value]
