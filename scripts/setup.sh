@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs everything chatsync needs into ./.venv (Python); with --with-node also client_js/node_modules (Node)
-# and Debian's chromium for the browser test.
+# Installs everything chatsync needs: ./.venv (Python), client_js/node_modules (npm ci) and the web app's build
+# (server/web/dist, rebuilt when its sources changed); with --with-node also Debian's chromium for the browser tests.
 # Safe to run again: it only does work that is missing or out of date.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,15 +16,39 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   touch "$stamp"
 fi
 
-if [ "${1:-}" = "--with-node" ] && [ -f client_js/package.json ]; then
+# Builds the web app (client_js/app, with the library in client_js/src) into server/web/dist when its inputs
+# changed since the last build. The build is not committed. A hash of every input, kept beside the output,
+# decides: timestamps would not, since a checkout or a branch switch sets them arbitrarily.
+build_web() {
+  local dist=server/web/dist
+  local stamp=$dist/.sources-sha256
+  local hash
+  hash=$(cd client_js && { find app src -type f 2>/dev/null || true; ls vite.config.* package-lock.json 2>/dev/null || true; } \
+    | LC_ALL=C sort | while IFS= read -r f; do printf '%s %s\n' "$(sha256sum < "$f" | cut -c1-64)" "$f"; done \
+    | sha256sum | cut -c1-64)
+  if [ -f "$dist/index.html" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$hash" ]; then
+    return 0
+  fi
+  echo "setup: building the web app (client_js/app -> $dist)" >&2
+  (cd client_js && node node_modules/vite/bin/vite.js build --logLevel warn)
+  printf '%s\n' "$hash" > "$stamp"
+}
+
+# client_js/node_modules and the web app are needed in both modes: the server serves the app at `/`.
+if [ -f client_js/package.json ]; then
   if ! command -v node >/dev/null; then
-    echo "setup: node is required for the client_js conformance suite (Node 20+)" >&2
+    echo "setup: node (20+) and npm are required to build the web app and run the client_js suite" >&2
     exit 1
   fi
   if [ ! -d client_js/node_modules ] || [ client_js/package-lock.json -nt client_js/node_modules ]; then
     (cd client_js && npm ci --no-audit --no-fund --loglevel=error)
+    touch client_js/node_modules
   fi
-  # The admin page's test drives Debian's Chromium through playwright-core (no browser download at run time).
+  build_web
+fi
+
+if [ "${1:-}" = "--with-node" ]; then
+  # The browser tests drive Debian's Chromium through playwright-core (no browser download at run time).
   if [ ! -x /usr/bin/chromium ]; then
     SUDO=""
     if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
