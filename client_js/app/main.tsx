@@ -1,2 +1,5 @@
 import { render } from "preact";
-render(<p>hello</p>, document.getElementById("app")!);
+import { App } from "./components/App";
+import "./styles.css";
+
+render(<App />, document.getElementById("app")!);

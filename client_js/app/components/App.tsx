@@ -1,0 +1,66 @@
+import { useStore } from "@nanostores/preact";
+import { useEffect, useState } from "preact/hooks";
+import { $rpc, $token, redeemLink, resume } from "../stores/auth";
+import { $route, navigate, sessionPath } from "../stores/route";
+import { $sessionList, $sessionsLoaded, startSessions, stopSessions } from "../stores/sessions";
+import { close as closeConversation } from "../stores/conversation";
+import { SignIn } from "./SignIn";
+import { Sidebar } from "./Sidebar";
+import { Conversation } from "./Conversation";
+import { Devices } from "./Devices";
+import { ConnectionStatus } from "./ConnectionStatus";
+import { RunStatus } from "./RunStatus";
+
+/** `/` opens the newest chat; with none yet, it offers to start one. */
+function Home() {
+  const loaded = useStore($sessionsLoaded);
+  const list = useStore($sessionList);
+  useEffect(() => {
+    if (loaded && list.length > 0) navigate(sessionPath(list[0].id), true);
+  }, [loaded, list.length > 0]);
+  return (
+    <section class="chat">
+      <p class="empty">{loaded ? "No chats yet: press “New chat” to start one." : "Loading…"}</p>
+      <RunStatus />
+    </section>
+  );
+}
+
+function Shell() {
+  const route = useStore($route);
+  const rpc = useStore($rpc);
+  const [menu, setMenu] = useState(false);
+  useEffect(() => {
+    if (!rpc) return;
+    startSessions();
+    return () => { stopSessions(); closeConversation(); };
+  }, [rpc]);
+  useEffect(() => setMenu(false), [route]);
+  return (
+    <div class="shell">
+      <header class="topbar">
+        <button type="button" class="menu-toggle" aria-expanded={menu} aria-controls="sidebar"
+                onClick={() => setMenu(!menu)}>Chats</button>
+        <span class="brand">chatsync</span>
+        <ConnectionStatus />
+      </header>
+      <Sidebar open={menu} />
+      <main class="main">
+        {route.name === "session" ? <Conversation sessionId={route.sessionId} />
+          : route.name === "devices" ? <Devices /> : <Home />}
+      </main>
+    </div>
+  );
+}
+
+export function App() {
+  const token = useStore($token);
+  const route = useStore($route);
+  useEffect(() => {
+    if (route.name === "link") void redeemLink(route.code).then(() => navigate("/", true));
+    else resume();
+  }, []);
+  if (route.name === "link") return <main class="sign-in"><p>Signing in…</p></main>;
+  if (!token) return <SignIn />;
+  return <Shell />;
+}

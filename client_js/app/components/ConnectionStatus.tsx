@@ -1,0 +1,14 @@
+import { useStore } from "@nanostores/preact";
+import { $connection } from "../stores/auth";
+
+const TEXT = { connecting: "connecting", connected: "connected", reconnecting: "reconnecting", resumed: "resumed" };
+
+/** The socket's state: connected, reconnecting (it dropped), resumed (back, caught up from where it was). */
+export function ConnectionStatus() {
+  const state = useStore($connection);
+  return (
+    <div class={`connection connection-${state}`} role="status" aria-label="Connection">
+      <span class="dot" aria-hidden="true" />{TEXT[state]}
+    </div>
+  );
+}

@@ -1,0 +1,25 @@
+import { useStore } from "@nanostores/preact";
+import { useEffect } from "preact/hooks";
+import { $loadState, openSession } from "../stores/conversation";
+import { ChatHeader } from "./ChatHeader";
+import { MessageLog } from "./MessageLog";
+import { RunStatus } from "./RunStatus";
+import { QueuePanel } from "./QueuePanel";
+import { Composer } from "./Composer";
+
+export function Conversation({ sessionId }: { sessionId: string }) {
+  const state = useStore($loadState);
+  useEffect(() => openSession(sessionId), [sessionId]);
+  if (state === "missing") {
+    return <section class="chat"><p class="empty">This chat does not exist (or was deleted).</p></section>;
+  }
+  return (
+    <section class="chat" aria-label="Chat">
+      <ChatHeader />
+      <MessageLog />
+      <RunStatus />
+      <QueuePanel />
+      <Composer />
+    </section>
+  );
+}

@@ -1,0 +1,40 @@
+import { memo } from "preact/compat";
+import { useStore } from "@nanostores/preact";
+import { $toolCalls, type MessageState } from "../stores/conversation";
+import { Markdown } from "./Markdown";
+import { ToolCard } from "./ToolCard";
+
+/** Calls of the message still streaming: their cards appear with tool-call-start, before the message completes. */
+function StreamingToolCalls({ messageId }: { messageId: string }) {
+  const calls = [...useStore($toolCalls).values()].filter((c) => c.messageId === messageId);
+  return <>{calls.map((c) => <ToolCard key={c.callId} callId={c.callId} />)}</>;
+}
+
+const ENDINGS: Record<string, string> = { interrupted: "Stopped", error: "Failed" };
+
+/** One message of the log. Memoised on the message object: a token for another message leaves it alone. */
+export const MessageItem = memo(function MessageItem({ m }: { m: MessageState }) {
+  if (m.role === "tool") return null; // shown inside its tool call's card
+  if (m.role === "system") {
+    return <div class="msg msg-system" data-role="system"><p>{m.content}</p></div>;
+  }
+  if (m.role === "user") {
+    return (
+      <div class="msg msg-user" data-role="user" data-message-id={m.id}>
+        <span class="sr-only">You: </span>
+        <p class="plain">{m.content}</p>
+      </div>
+    );
+  }
+  const streaming = m.status === "streaming";
+  return (
+    <div class={streaming ? "msg msg-assistant streaming" : "msg msg-assistant"} data-role="assistant"
+         data-message-id={m.id} data-status={m.status}>
+      <span class="sr-only">Assistant: </span>
+      {(m.content || !m.toolCalls?.length) && <Markdown text={m.content} final={!streaming} />}
+      {streaming ? <StreamingToolCalls messageId={m.id} />
+                 : m.toolCalls?.map((c) => <ToolCard key={c.id} callId={c.id} />)}
+      {ENDINGS[m.status] && <p class="msg-ending">{ENDINGS[m.status]}</p>}
+    </div>
+  );
+});

@@ -1,0 +1,62 @@
+import { useState } from "preact/hooks";
+import type { QueuedMessage } from "../lib/types";
+import { editQueued, moveQueued, removeQueued, sendQueuedNow } from "../stores/actions";
+import { act } from "../stores/call";
+
+export const PREVIEW_CHARS = 50;
+
+/** The first 50 characters (code points: an emoji is never cut in half). */
+export function preview(text: string): string {
+  const chars = Array.from(text);
+  return chars.length > PREVIEW_CHARS ? chars.slice(0, PREVIEW_CHARS).join("") + "…" : text;
+}
+
+interface Props {
+  item: QueuedMessage;
+  index: number;
+  count: number;
+  onDragStart(id: string): void;
+  onDrop(toIndex: number): void;
+}
+
+/** One queued message: its preview, edited in place, removed, sent now, moved (buttons or dragging). */
+export function QueueItem({ item, index, count, onDragStart, onDrop }: Props) {
+  const [editing, setEditing] = useState(false);
+  const [draft, setDraft] = useState(item.content);
+  const [over, setOver] = useState(false);
+  const save = () => {
+    const text = draft.trim();
+    setEditing(false);
+    if (text && text !== item.content) void act("Editing", () => editQueued(item.id, draft));
+  };
+  return (
+    <li class={over ? "queue-item drop-target" : "queue-item"} draggable={!editing} data-queue-id={item.id}
+        onDragStart={(e) => { e.dataTransfer?.setData("text/plain", item.id); onDragStart(item.id); }}
+        onDragOver={(e) => { e.preventDefault(); setOver(true); }}
+        onDragLeave={() => setOver(false)}
+        onDrop={(e) => { e.preventDefault(); setOver(false); onDrop(index); }}>
+      {editing ? (
+        <form class="queue-edit" onSubmit={(e) => { e.preventDefault(); save(); }}>
+          <textarea aria-label="Edit queued message" value={draft} rows={3} autoFocus
+                    onInput={(e) => setDraft(e.currentTarget.value)}
+                    onKeyDown={(e) => { if (e.key === "Escape") setEditing(false); }} />
+          <button type="submit" class="primary">Save</button>
+          <button type="button" onClick={() => setEditing(false)}>Cancel</button>
+        </form>
+      ) : (
+        <>
+          <span class="queue-text" title={item.content}>{preview(item.content)}</span>
+          <span class="queue-actions">
+            <button type="button" onClick={() => { setDraft(item.content); setEditing(true); }}>Edit</button>
+            <button type="button" onClick={() => act("Sending now", () => sendQueuedNow(item.id))}>Send now</button>
+            <button type="button" disabled={index === 0}
+                    onClick={() => act("Moving", () => moveQueued(item.id, index - 1))}>Move up</button>
+            <button type="button" disabled={index === count - 1}
+                    onClick={() => act("Moving", () => moveQueued(item.id, index + 1))}>Move down</button>
+            <button type="button" onClick={() => act("Removing", () => removeQueued(item.id))}>Remove</button>
+          </span>
+        </>
+      )}
+    </li>
+  );
+}
