@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..rpc.registry import Context, Router
+from ..services.requests import request_key
 from . import inputs
 
 
@@ -15,15 +16,22 @@ def _attachments(items: list[Any]) -> list[dict[str, Any]]:
 def register(router: Router) -> None:
     @router.mutation("message.send", inputs.Send)
     async def send(ctx: Context, inp: inputs.Send) -> Any:
+        user = ctx.require_user()
         return await ctx.services.runs.send(
-            ctx.require_user(), inp.session_id, inp.content, _attachments(inp.attachments),
-            inputs.instruction_list(inp.instructions), inp.busy_policy,
+            user, inp.session_id, inp.content, _attachments(inp.attachments),
+            inputs.instruction_list(inp.instructions), inp.busy_policy, request_key(user.id, "message.send", inp),
         )
 
     @router.mutation("message.addInstructions", inputs.AddInstructions)
     async def add_instructions(ctx: Context, inp: inputs.AddInstructions) -> Any:
+        user = ctx.require_user()
         return await ctx.services.runs.add_instructions(
-            ctx.require_user(), inp.session_id, inputs.instruction_list(inp.instructions), inp.respond)
+            user, inp.session_id, inputs.instruction_list(inp.instructions), inp.respond,
+            request_key(user.id, "message.addInstructions", inp))
+
+    @router.mutation("message.sendQueuedNow", inputs.SendQueuedNow)
+    async def send_queued_now(ctx: Context, inp: inputs.SendQueuedNow) -> Any:
+        return await ctx.services.runs.send_queued_now(ctx.require_user(), inp.session_id, inp.message_id, inp.mode)
 
     @router.mutation("message.resumeQueue", inputs.SessionRef)
     async def resume_queue(ctx: Context, inp: inputs.SessionRef) -> Any:

@@ -18,6 +18,13 @@ from ..domain.models import (
 Id = Field(min_length=1, max_length=64)
 
 
+class Idempotent(StrictInput):
+    """A write a client may repeat safely: the same ``clientRequestId`` again returns the first reply and
+    changes nothing (``server.services.requests``)."""
+
+    client_request_id: str | None = Field(default=None, min_length=1, max_length=64)
+
+
 class SessionRef(StrictInput):
     session_id: str = Id
 
@@ -35,7 +42,7 @@ class SessionSettings(StrictInput):
     disable_streaming: bool | None = None
 
 
-class SessionCreate(SessionSettings):
+class SessionCreate(SessionSettings, Idempotent):
     title: str | None = Field(default=None, max_length=500)
     metadata: SessionMetadata | None = None
     # Start with the queue held: queued messages wait until `message.resumeQueue` or a send.
@@ -81,7 +88,7 @@ class MessageList(SessionRef):
     limit: int = Field(default=100, ge=1, le=500)
 
 
-class Enqueue(SessionRef):
+class Enqueue(SessionRef, Idempotent):
     content: str
     attachments: list[FileAttachment] = Field(default_factory=list, max_length=32)
 
@@ -93,6 +100,10 @@ class QueuedRef(SessionRef):
 class UpdateQueued(QueuedRef):
     content: str | None = None
     attachments: list[FileAttachment] | None = Field(default=None, max_length=32)
+
+
+class SendQueuedNow(QueuedRef):
+    mode: Literal["interrupt", "steer", "next"] = "interrupt"
 
 
 class MoveQueued(QueuedRef):
@@ -110,14 +121,14 @@ def instruction_list(value: Instructions | None) -> list[str]:
     return [value] if isinstance(value, str) else list(value)
 
 
-class Send(SessionRef):
+class Send(SessionRef, Idempotent):
     content: str
     attachments: list[FileAttachment] = Field(default_factory=list, max_length=32)
     instructions: str | list[str] | None = Field(default=None)
     busy_policy: BusyPolicy | None = None
 
 
-class AddInstructions(SessionRef):
+class AddInstructions(SessionRef, Idempotent):
     instructions: str | list[str]
     respond: bool = True
 
@@ -128,11 +139,11 @@ class ToolOutput(StrictInput):
     is_error: bool = False
 
 
-class SubmitOutputs(SessionRef):
+class SubmitOutputs(SessionRef, Idempotent):
     tool_outputs: list[ToolOutput] = Field(min_length=1, max_length=128)
 
 
-class Approve(SessionRef):
+class Approve(SessionRef, Idempotent):
     call_id: str = Field(min_length=1, max_length=200)
     approved: bool
     reason: str | None = Field(default=None, max_length=4096)

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..rpc.registry import Context, Router
+from ..services.requests import request_key
 from . import inputs
 
 
@@ -18,15 +19,18 @@ def register(router: Router) -> None:
 
     @router.mutation("message.enqueueMessage", inputs.Enqueue)
     async def enqueue(ctx: Context, inp: inputs.Enqueue) -> Any:
+        user = ctx.require_user()
         return await ctx.services.queue.enqueue(
-            ctx.require_user(), inp.session_id, inp.content, _attachments(inp.attachments) or []
+            user, inp.session_id, inp.content, _attachments(inp.attachments) or [],
+            request_key(user.id, "message.enqueueMessage", inp),
         )
 
     @router.batch("message.enqueueMessage")
     async def enqueue_many(ctx: Context, inps: list[inputs.Enqueue]) -> list[Any]:
-        return await ctx.services.queue.enqueue_many(
-            ctx.require_user(), [(i.session_id, i.content, _attachments(i.attachments) or []) for i in inps]
-        )
+        user = ctx.require_user()
+        return await ctx.services.queue.enqueue_many(user, [
+            (i.session_id, i.content, _attachments(i.attachments) or [],
+             request_key(user.id, "message.enqueueMessage", i)) for i in inps])
 
     @router.mutation("message.dequeueMessage", inputs.SessionRef)
     async def dequeue(ctx: Context, inp: inputs.SessionRef) -> Any:

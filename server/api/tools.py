@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..rpc.registry import Context, Router
+from ..services.requests import request_key
 from . import inputs
 
 
@@ -11,9 +12,12 @@ def register(router: Router) -> None:
     @router.mutation("tool.submitOutputs", inputs.SubmitOutputs)
     async def submit_outputs(ctx: Context, inp: inputs.SubmitOutputs) -> Any:
         outputs = [{"callId": o.call_id, "output": o.output, "isError": o.is_error} for o in inp.tool_outputs]
-        return await ctx.services.runs.submit_outputs(ctx.require_user(), inp.session_id, outputs)
+        user = ctx.require_user()
+        return await ctx.services.runs.submit_outputs(user, inp.session_id, outputs,
+                                                      request_key(user.id, "tool.submitOutputs", inp))
 
     @router.mutation("tool.approve", inputs.Approve)
     async def approve(ctx: Context, inp: inputs.Approve) -> Any:
-        return await ctx.services.runs.approve(ctx.require_user(), inp.session_id, inp.call_id, inp.approved,
-                                               inp.reason)
+        user = ctx.require_user()
+        return await ctx.services.runs.approve(user, inp.session_id, inp.call_id, inp.approved, inp.reason,
+                                               request_key(user.id, "tool.approve", inp), ctx.device_name)

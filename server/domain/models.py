@@ -100,15 +100,19 @@ class Message(WireModel):
     usage: dict[str, Any] | None = None
     run_id: str | None = None
     created_at: int
+    # The ``clientRequestId`` of the write that stored it (a send or the queued message it came from).
+    client_request_id: str | None = None
 
 
 class QueuedMessage(WireModel):
-    """A message waiting to be sent (seed 001's shape)."""
+    """A message waiting to be sent."""
 
     id: str
     content: str
     attachments: list[dict[str, Any]]
     enqueued_at: int
+    # The ``clientRequestId`` of the enqueue, so a client can match its optimistic item to this one.
+    client_request_id: str | None = None
 
 
 class SessionSnapshot(WireModel):

@@ -70,7 +70,7 @@ async def session_tx(uow: UnitOfWork, session_id: str) -> AsyncIterator[SessionT
         tx = SessionTx(s, row, uow.retention)
         yield tx
         await tx.finish()
-    await uow.publish(session_id, tx.events)
+    await uow.publish_tx(tx)
 
 
 @asynccontextmanager

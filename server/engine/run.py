@@ -88,7 +88,7 @@ class RunLoop:
             while self.run_id is not None:
                 if self.abort_requested:
                     await self._finish_aborted()
-                    break
+                    continue  # None, or the queue's head an abort made room for
                 await self._advance()
         except LeaseLost:
             log.info("session %s: run %s is no longer ours; stopping without writing", self.session_id, self.run_id)
@@ -268,7 +268,15 @@ class RunLoop:
                     nxt = nxt.id if nxt is not None else None
         if finished is not None:
             self.o.run_finished(self.session_id, finished)  # after the commit: the answer is out already
-        self.run_id = nxt
+        self._next_run(nxt)
+
+    def _next_run(self, run_id: str | None) -> None:
+        """Go on with ``run_id`` (the same run's next step, the queue's next run, or None: stop)."""
+        if run_id != self.run_id:
+            # An abort asked of this process belonged to the run that just ended (its transaction cleared the
+            # row's flag); one meant for the new run is on the row, which every step reads.
+            self.abort_requested = False
+        self.run_id = run_id
 
     async def _finish_aborted(self, mid: str | None = None) -> None:
         text = self.o.buffer.text(self.session_id, mid) if mid else None
@@ -277,9 +285,8 @@ class RunLoop:
             for row in await repo.streaming_messages(tx.db, self.session_id):
                 content = text if row.id == mid and text is not None else row.content
                 state.complete_message(tx, row, status="interrupted", content=content, finish_reason="aborted")
-            state.end_run(tx, run, "aborted", pause=True)
-            state.go_idle(tx)
-        self.run_id = None
+            nxt = await state.end_aborted(tx, run, self.o.owner, self.o.settings.run_lease_seconds)
+        self._next_run(nxt.id if nxt is not None else None)
 
     async def _fail(self, code: str, message: str, *, retryable: bool = False) -> None:
         if self.run_id is None:

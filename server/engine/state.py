@@ -22,7 +22,7 @@ from ..llm import ToolCallEvent
 from ..services.titles import title_from_first_message
 from ..services.uow import SessionTx
 from ..store import repo
-from ..store.models import Message, Run, ToolCallRow, utcnow
+from ..store.models import Message, QueuedMessage, Run, ToolCallRow, utcnow
 from . import lease
 
 DENIED_RESULT = "The user denied this tool call."
@@ -37,11 +37,13 @@ def new_id() -> str:
 
 async def add_message(tx: SessionTx, role: str, content: str = "", *, status: str = "complete",
                       run_id: str | None = None, attachments: list[dict[str, Any]] | None = None,
-                      tool_call_id: str | None = None, is_error: bool = False) -> Message:
+                      tool_call_id: str | None = None, is_error: bool = False,
+                      client_request_id: str | None = None) -> Message:
     row = Message(
         id=new_id(), session_id=tx.row.id, ordinal=await repo.next_ordinal(tx.db, tx.row.id), role=role,
         content=content, attachments=attachments or [], tool_calls=None, tool_call_id=tool_call_id,
         status=status, finish_reason=None, usage=None, run_id=run_id, created_at=utcnow(), is_error=is_error,
+        client_request_id=client_request_id,
     )
     tx.db.add(row)
     await tx.db.flush()
@@ -61,8 +63,10 @@ def complete_message(tx: SessionTx, row: Message, *, status: str, content: str, 
     tx.emit("message-completed", message=repo.message_wire(row).wire())
 
 
-async def add_system_messages(tx: SessionTx, instructions: Iterable[str]) -> list[Message]:
-    return [await add_message(tx, "system", text) for text in instructions if text.strip()]
+async def add_system_messages(tx: SessionTx, instructions: Iterable[str],
+                              client_request_id: str | None = None) -> list[Message]:
+    return [await add_message(tx, "system", text, client_request_id=client_request_id)
+            for text in instructions if text.strip()]
 
 
 # --- session status and queue ---------------------------------------------------------------------------
@@ -93,25 +97,29 @@ def resume_queue(tx: SessionTx) -> None:
 # --- runs -----------------------------------------------------------------------------------------------
 
 
-def begin_run(tx: SessionTx, owner: str, lease_seconds: float, trigger: str, run_id: str | None = None) -> Run:
-    """Start a run and claim its lease. Callers checked, under the lock, that no run is in progress."""
+def begin_run(tx: SessionTx, owner: str, lease_seconds: float, trigger: str, run_id: str | None = None,
+              client_request_id: str | None = None) -> Run:
+    """Start a run and claim its lease. Callers checked, under the lock, that no run is in progress.
+    ``client_request_id`` is the client's id of the write that caused it (on ``run-started``)."""
     run = Run(id=run_id or new_id(), session_id=tx.row.id, status="running", trigger=trigger, steps=0,
               usage_input_tokens=0, usage_output_tokens=0, created_at=utcnow())
     tx.db.add(run)
     tx.row.run_id = run.id
     tx.row.abort_requested = False
     lease.claim(tx.row, owner, lease_seconds)
-    tx.emit("run-started", runId=run.id, trigger=trigger)
+    tx.emit("run-started", runId=run.id, trigger=trigger, clientRequestId=client_request_id)
     set_status(tx, "running")
     return run
 
 
 async def start_with_message(tx: SessionTx, owner: str, lease_seconds: float, content: str,
-                             attachments: list[dict[str, Any]] | None, trigger: str) -> tuple[Message, Run]:
+                             attachments: list[dict[str, Any]] | None, trigger: str,
+                             client_request_id: str | None = None) -> tuple[Message, Run]:
     """Store the user message (before any model call: invariant 7), then start a run for it."""
     run_id = new_id()
-    message = await add_message(tx, "user", content, attachments=attachments, run_id=run_id)
-    return message, begin_run(tx, owner, lease_seconds, trigger, run_id)
+    message = await add_message(tx, "user", content, attachments=attachments, run_id=run_id,
+                                client_request_id=client_request_id)
+    return message, begin_run(tx, owner, lease_seconds, trigger, run_id, client_request_id)
 
 
 def add_usage(tx: SessionTx, run: Run, input_tokens: int, output_tokens: int) -> None:
@@ -130,6 +138,7 @@ def end_run(tx: SessionTx, run: Run | None, outcome: str, *, finish_reason: str 
         run.status, run.finish_reason, run.error, run.ended_at = outcome, finish_reason, error, utcnow()
     tx.row.run_id = None
     tx.row.abort_requested = False
+    tx.row.abort_then_send = False
     if outcome == "finished":
         usage = {"inputTokens": run.usage_input_tokens if run else 0,
                  "outputTokens": run.usage_output_tokens if run else 0}
@@ -158,9 +167,16 @@ async def send_next_queued(tx: SessionTx, owner: str, lease_seconds: float) -> R
     head = await repo.queue_head(tx.db, tx.row.id)
     if head is None:
         return None
-    await tx.db.delete(head)
-    tx.emit("queue-message-removed", messageId=head.id, reason="sent")
-    _message, run = await start_with_message(tx, owner, lease_seconds, head.content, head.attachments, "queue")
+    return await send_queued(tx, owner, lease_seconds, head)
+
+
+async def send_queued(tx: SessionTx, owner: str, lease_seconds: float, item: QueuedMessage) -> Run:
+    """Take ``item`` out of the queue (``queue-message-removed``, reason ``sent``) and start a run with it,
+    in one transaction (callers checked that no run is in progress)."""
+    await tx.db.delete(item)
+    tx.emit("queue-message-removed", messageId=item.id, reason="sent")
+    _message, run = await start_with_message(tx, owner, lease_seconds, item.content, item.attachments, "queue",
+                                             item.client_request_id)
     return run
 
 
@@ -192,6 +208,18 @@ async def abort_in_tx(tx: SessionTx) -> None:
     run = await repo.get_run(tx.db, tx.row.run_id) if tx.row.run_id else None
     end_run(tx, run, "aborted", pause=True)
     go_idle(tx)
+
+
+async def end_aborted(tx: SessionTx, run: Run | None, owner: str, lease_seconds: float) -> Run | None:
+    """Write down an abort (partial messages already marked). A plain abort pauses the queue; one that made
+    room for the queue's head (``abort_then_send``) keeps the queue going and sends the head at once, returning
+    the run it started."""
+    then_send = tx.row.abort_then_send
+    end_run(tx, run, "aborted", pause=not then_send)
+    if then_send:
+        return await next_or_idle(tx, owner, lease_seconds)
+    go_idle(tx)
+    return None
 
 
 # --- tools ----------------------------------------------------------------------------------------------

@@ -32,6 +32,9 @@ class Context:
     user: User | None
     services: Any  # server.app.Services; Any to keep the rpc layer free of app imports
     transport: Literal["ws", "http"]
+    # The device (token) the caller signed in with, when it used one.
+    device_id: str | None = None
+    device_name: str | None = None
 
     def require_user(self) -> User:
         if self.user is None:

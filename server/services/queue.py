@@ -17,6 +17,7 @@ from ..domain import models as wire
 from ..protocol.errors import RpcError
 from ..store import repo
 from ..store.models import QueuedMessage, User
+from .requests import MISSING, RequestKey
 from .uow import UnitOfWork, can_read
 
 _INSERT_QUEUED = insert(QueuedMessage.__table__)
@@ -40,24 +41,26 @@ class QueueService:
             raise RpcError("PAYLOAD_TOO_LARGE", f"content exceeds {self.max_content_chars} characters")
 
     async def enqueue(
-        self, user: User, session_id: str, content: str, attachments: list[dict[str, Any]]
-    ) -> wire.QueuedMessage:
+        self, user: User, session_id: str, content: str, attachments: list[dict[str, Any]],
+        request: RequestKey | None = None,
+    ) -> Any:
+        """Append to the queue; a repeated ``request`` returns the first call's reply (``services.requests``)."""
         self._check_content(content)
-        (result,) = await self._enqueue_run(user, session_id, [(content, attachments)])
+        (result,) = await self._enqueue_run(user, session_id, [(content, attachments, request)])
         if isinstance(result, RpcError):
             raise result
         return result
 
     async def enqueue_many(
-        self, user: User, items: list[tuple[str, str, list[dict[str, Any]]]]
-    ) -> list[wire.QueuedMessage | Exception]:
-        """Several ``(session_id, content, attachments)`` enqueues, with the effect of calling :meth:`enqueue`
-        on each in turn: one result or exception per item, in order. Consecutive items of one session share
-        one transaction; one that cannot be queued (too long, queue full) fails alone, one that the
-        transaction could not commit fails with the rest of that transaction's items."""
-        results: list[wire.QueuedMessage | Exception | None] = [None] * len(items)
+        self, user: User, items: list[tuple[str, str, list[dict[str, Any]], RequestKey | None]]
+    ) -> list[Any]:
+        """Several ``(session_id, content, attachments, request)`` enqueues, with the effect of calling
+        :meth:`enqueue` on each in turn: one result or exception per item, in order. Consecutive items of one
+        session share one transaction; one that cannot be queued (too long, queue full) fails alone, one that
+        the transaction could not commit fails with the rest of that transaction's items."""
+        results: list[Any] = [None] * len(items)
         runs: list[tuple[str, list[int]]] = []  # (session, indexes of its consecutive items)
-        for i, (session_id, content, _attachments) in enumerate(items):
+        for i, (session_id, content, _attachments, _request) in enumerate(items):
             try:
                 self._check_content(content)
             except RpcError as exc:
@@ -69,33 +72,55 @@ class QueueService:
                 runs.append((session_id, [i]))
         for session_id, indexes in runs:
             try:
-                done = await self._enqueue_run(user, session_id, [(items[i][1], items[i][2]) for i in indexes])
+                done = await self._enqueue_run(user, session_id, [items[i][1:] for i in indexes])
             except Exception as exc:
                 done = [exc] * len(indexes)
             for i, result in zip(indexes, done):
                 results[i] = result
-        return results  # type: ignore[return-value]
+        return results
 
     async def _enqueue_run(
-        self, user: User, session_id: str, items: list[tuple[str, list[dict[str, Any]]]]
-    ) -> list[wire.QueuedMessage | RpcError]:
-        """Append ``items`` to one session's queue in one transaction, in order, each as far as it fits."""
-        results: list[wire.QueuedMessage | RpcError] = []
+        self, user: User, session_id: str, items: list[tuple[str, list[dict[str, Any]], RequestKey | None]]
+    ) -> list[Any]:
+        """Append ``items`` to one session's queue in one transaction, in order, each as far as it fits. An
+        item whose client request was made before gets that request's reply and adds nothing."""
+        results: list[Any] = []
         async with self.uow.queue(user, session_id) as tx:
             # Read after the row lock is held: on PostgreSQL a statement that waited for the lock still
             # sees the queue as it was when the statement began.
             length, last_position = await repo.queue_stats(tx.db, session_id)
             rows = []
-            for content, attachments in items:
+            seen: dict[str, tuple[RequestKey, Any]] = {}  # request ids of this transaction
+            for content, attachments, request in items:
+                if request is not None:
+                    try:
+                        earlier = seen.get(request.request_id)
+                        if earlier is not None:
+                            if earlier[0] != request:
+                                raise RpcError("CONFLICT", "clientRequestId was already used for a different request")
+                            results.append(earlier[1])
+                            continue
+                        replayed = await tx.replay(request)
+                    except RpcError as exc:
+                        results.append(exc)
+                        continue
+                    if replayed is not MISSING:
+                        results.append(replayed)
+                        continue
                 if length >= self.max_length:
                     results.append(RpcError("PRECONDITION_FAILED", f"queue is full ({self.max_length} messages)"))
                     continue
                 length, last_position = length + 1, last_position + 1
+                crid = request.request_id if request is not None else None
                 item = wire.QueuedMessage(id=f"queue-{uuid.uuid4().hex}", content=content,
-                                          attachments=attachments, enqueued_at=_now_ms())
+                                          attachments=attachments, enqueued_at=_now_ms(), client_request_id=crid)
                 rows.append({"id": item.id, "session_id": session_id, "position": last_position,
-                             "content": content, "attachments": attachments, "enqueued_at": item.enqueued_at})
+                             "content": content, "attachments": attachments, "enqueued_at": item.enqueued_at,
+                             "client_request_id": crid})
                 tx.emit("queue-message-added", message=item.wire())
+                tx.remember(request, item)
+                if request is not None:
+                    seen[request.request_id] = (request, item.wire())
                 results.append(item)
             if rows:
                 # Plain INSERTs: enqueue is the busiest write there is, and nothing here needs ORM objects.

@@ -36,6 +36,7 @@ from ..engine.lease import lease_live
 from ..protocol.errors import RpcError
 from ..store import repo
 from ..store.models import QueuedMessage, User
+from .requests import MISSING, RequestKey
 from .sessions import SessionService
 from .uow import UnitOfWork
 
@@ -63,13 +64,17 @@ class RunService:
     # --- message.send ---------------------------------------------------------------------------------
 
     async def send(self, user: User, session_id: str, content: str, attachments: list[dict[str, Any]],
-                   instructions: list[str], busy_policy: str | None) -> dict[str, Any]:
+                   instructions: list[str], busy_policy: str | None, request: RequestKey | None = None) -> Any:
         self._check(content, *instructions)
+        crid = request.request_id if request is not None else None
         deadline = time.monotonic() + INTERRUPT_WAIT_SECONDS
         while True:
             started = None
             result: dict[str, Any] | None = None
             async with self.uow.session(user, session_id) as tx:
+                replayed = await tx.replay(request)
+                if replayed is not MISSING:
+                    return replayed
                 row = tx.row
                 policy = busy_policy or row.busy_policy
                 if row.run_id is not None and row.status == "running" and not lease_live(row) \
@@ -84,22 +89,24 @@ class RunService:
                         else:
                             row.abort_requested = True
                     elif policy == "steer":
-                        await state.add_system_messages(tx, instructions)
+                        await state.add_system_messages(tx, instructions, crid)
                         message = await state.add_message(tx, "user", content, attachments=attachments,
-                                                          run_id=row.run_id)
+                                                          run_id=row.run_id, client_request_id=crid)
                         result = {"status": "steered", "message": repo.message_wire(message).wire(),
                                   "runId": row.run_id}
                     else:
-                        await state.add_system_messages(tx, instructions)
-                        queued = await self._enqueue(tx, content, attachments)
+                        await state.add_system_messages(tx, instructions, crid)
+                        queued = await self._enqueue(tx, content, attachments, crid)
                         result = {"status": "queued", "queued": queued.wire()}
                 if result is None and row.run_id is None:
                     state.resume_queue(tx)
-                    await state.add_system_messages(tx, instructions)
+                    await state.add_system_messages(tx, instructions, crid)
                     message, run = await state.start_with_message(tx, self.o.owner, self._lease, content,
-                                                                  attachments, "message")
+                                                                  attachments, "message", crid)
                     started = run.id
                     result = {"status": "started", "message": repo.message_wire(message).wire(), "runId": run.id}
+                if result is not None:
+                    tx.remember(request, result)
             if started is not None:
                 self.o.start(session_id, started)
             if result is not None:
@@ -109,12 +116,14 @@ class RunService:
                 raise RpcError("TIMEOUT", "The running answer did not stop in time")
             await self._wait_stopped(session_id, min(1.0, deadline - time.monotonic()))
 
-    async def _enqueue(self, tx: Any, content: str, attachments: list[dict[str, Any]]) -> wire.QueuedMessage:
+    async def _enqueue(self, tx: Any, content: str, attachments: list[dict[str, Any]],
+                       client_request_id: str | None) -> wire.QueuedMessage:
         length, last_position = await repo.queue_stats(tx.db, tx.row.id)
         if length >= self.max_queue_length:
             raise RpcError("PRECONDITION_FAILED", f"queue is full ({self.max_queue_length} messages)")
         row = QueuedMessage(id=f"queue-{uuid.uuid4().hex}", session_id=tx.row.id, position=last_position + 1,
-                            content=content, attachments=attachments, enqueued_at=int(time.time() * 1000))
+                            content=content, attachments=attachments, enqueued_at=int(time.time() * 1000),
+                            client_request_id=client_request_id)
         tx.db.add(row)
         item = repo.queued_wire(row)
         tx.emit("queue-message-added", message=item.wire())
@@ -133,17 +142,22 @@ class RunService:
     # --- message.addInstructions / message.resumeQueue -------------------------------------------------
 
     async def add_instructions(self, user: User, session_id: str, instructions: list[str],
-                               respond: bool) -> dict[str, Any]:
+                               respond: bool, request: RequestKey | None = None) -> Any:
         self._check(*instructions)
+        crid = request.request_id if request is not None else None
         started = None
         async with self.uow.session(user, session_id) as tx:
-            messages = await state.add_system_messages(tx, instructions)
+            replayed = await tx.replay(request)
+            if replayed is not MISSING:
+                return replayed
+            messages = await state.add_system_messages(tx, instructions, crid)
             if respond and tx.row.run_id is None:
-                started = state.begin_run(tx, self.o.owner, self._lease, "instructions").id
-            out = [repo.message_wire(m).wire() for m in messages]
+                started = state.begin_run(tx, self.o.owner, self._lease, "instructions", client_request_id=crid).id
+            result = tx.remember(request, {"messages": [repo.message_wire(m).wire() for m in messages],
+                                           "runId": started})
         if started is not None:
             self.o.start(session_id, started)
-        return {"messages": out, "runId": started}
+        return result
 
     async def resume_queue(self, user: User, session_id: str) -> dict[str, Any]:
         started = None
@@ -157,11 +171,15 @@ class RunService:
 
     # --- tools ------------------------------------------------------------------------------------------
 
-    async def submit_outputs(self, user: User, session_id: str, outputs: list[dict[str, Any]]) -> dict[str, Any]:
+    async def submit_outputs(self, user: User, session_id: str, outputs: list[dict[str, Any]],
+                             request: RequestKey | None = None) -> Any:
         for item in outputs:
             self._check(item["output"])
         resumed = None
         async with self.uow.session(user, session_id) as tx:
+            replayed = await tx.replay(request)
+            if replayed is not MISSING:
+                return replayed
             messages = []
             for item in outputs:
                 call = await repo.get_tool_call(tx.db, session_id, item["callId"])
@@ -177,14 +195,18 @@ class RunService:
                 messages.append(repo.message_wire(message).wire())
             run = await state.maybe_resume(tx, self.o.owner, self._lease)
             resumed = run.id if run is not None else None
+            result = tx.remember(request, {"messages": messages, "resumed": resumed is not None})
         if resumed is not None:
             self.o.start(session_id, resumed)
-        return {"messages": messages, "resumed": resumed is not None}
+        return result
 
     async def approve(self, user: User, session_id: str, call_id: str, approved: bool,
-                      reason: str | None) -> dict[str, Any]:
+                      reason: str | None, request: RequestKey | None = None, device_name: str | None = None) -> Any:
         resumed = None
         async with self.uow.session(user, session_id) as tx:
+            replayed = await tx.replay(request)
+            if replayed is not MISSING:
+                return replayed
             call = await repo.get_tool_call(tx.db, session_id, call_id)
             if call is None:
                 raise RpcError("NOT_FOUND", f"No tool call {call_id!r} in this session")
@@ -194,15 +216,84 @@ class RunService:
                 raise RpcError("CONFLICT", "The run that made this tool call has ended")
             call.approval = "approved" if approved else "denied"
             call.approval_reason = reason
-            tx.emit("tool-approval-resolved", callId=call.id, approved=approved)
+            # Who decided, so every other device can show it (the first answer wins; later ones are CONFLICT).
+            tx.emit("tool-approval-resolved", callId=call.id, approved=approved,
+                    decidedBy={"userId": user.id, "userName": user.name, "deviceName": device_name})
             if not approved:
                 text = state.DENIED_RESULT + (f" Reason: {reason}" if reason else "")
                 await state.add_tool_result(tx, call, text, True)
             run = await state.maybe_resume(tx, self.o.owner, self._lease)
             resumed = run.id if run is not None else None
+            tx.remember(request, {"resolved": True})
         if resumed is not None:
             self.o.start(session_id, resumed)
         return {"resolved": True}
+
+    # --- message.sendQueuedNow ---------------------------------------------------------------------------
+
+    async def send_queued_now(self, user: User, session_id: str, message_id: str, mode: str) -> dict[str, Any]:
+        """Send one queued message ahead of the rest, in one locked transaction (docs/runs.md):
+
+        * idle session: it is sent at once (``started``);
+        * ``steer``: it leaves the queue and joins the current run, answered at its next step boundary;
+        * ``next``: it moves to the head of the queue and goes when the current run ends;
+        * ``interrupt``: it moves to the head, and the current run is aborted (partial answer kept) with
+          ``abort_then_send``, so the abort does not pause the queue and the head goes at once after it.
+
+        In every case the queue is resumed (pressing "send now" means the queue should flow) and the other
+        items keep their order behind it. Two presses for two items at once both move their item to the
+        head; the session's lock orders them, and the runs follow each other, never two at once.
+        """
+        signal = False
+        started = None
+        async with self.uow.session(user, session_id) as tx:
+            row = tx.row
+            items = await repo.queue_rows(tx.db, session_id)
+            item = next((q for q in items if q.id == message_id), None)
+            if item is None:
+                raise RpcError("NOT_FOUND", "Queued message not found")
+            if row.run_id is not None and row.status == "running" and not lease_live(row) \
+                    and self.o.local_loop(session_id) is None:
+                await state.recover(tx)  # its process died; write that down before going on
+            state.resume_queue(tx)
+            if row.run_id is None:
+                run = await state.send_queued(tx, self.o.owner, self._lease, item)
+                started = run.id
+                return_value = {"status": "started", "mode": mode, "runId": run.id}
+            elif mode == "steer":
+                await tx.db.delete(item)
+                tx.emit("queue-message-removed", messageId=item.id, reason="sent")
+                await state.add_message(tx, "user", item.content, attachments=item.attachments, run_id=row.run_id,
+                                        client_request_id=item.client_request_id)
+                return_value = {"status": "steered", "mode": mode, "runId": row.run_id}
+            else:
+                if items[0] is not item:
+                    items.remove(item)
+                    items.insert(0, item)
+                    await repo.renumber_queue(tx.db, items)
+                    tx.emit("queue-reordered", order=[q.id for q in items])
+                return_value = {"status": "next", "mode": mode, "runId": row.run_id}
+                if mode == "interrupt":
+                    if row.status == "requires-action":
+                        # Nobody drives a suspended run: abort it here and send the head in this transaction.
+                        for streaming in await repo.streaming_messages(tx.db, session_id):
+                            state.complete_message(tx, streaming, status="interrupted", content=streaming.content,
+                                                   finish_reason="aborted")
+                        run_row = await repo.get_run(tx.db, row.run_id)
+                        tx.row.abort_then_send = True
+                        run = await state.end_aborted(tx, run_row, self.o.owner, self._lease)
+                        started = run.id if run is not None else None
+                        return_value = {"status": "started", "mode": mode, "runId": started}
+                    else:
+                        row.abort_requested = True
+                        row.abort_then_send = True
+                        signal = True
+                        return_value = {"status": "interrupting", "mode": mode, "runId": row.run_id}
+        if started is not None:
+            self.o.start(session_id, started)
+        if signal:
+            self.o.abort_local(session_id)  # on another replica, its owner polls abort_requested
+        return return_value
 
     # --- run.abort --------------------------------------------------------------------------------------
 
@@ -216,6 +307,7 @@ class RunService:
                 await state.abort_in_tx(tx)  # no process drives it
             else:
                 row.abort_requested = True
+                row.abort_then_send = False  # Stop wins over a send-now waiting for this abort: the queue pauses
                 signal = True
         if signal:
             loop = self.o.abort_local(session_id)

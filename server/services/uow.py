@@ -20,6 +20,8 @@ from ..store import repo
 from ..store.db import Database
 from ..store.prepared import PlainConnection
 from ..store.models import ChatSession, Event, User, utcnow
+from . import feed, requests
+from .requests import RequestKey
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +33,9 @@ _SESSIONS = ChatSession.__table__
 _ADVANCE_SESSION = (update(_SESSIONS).where(_SESSIONS.c.id == bindparam("sid"))
                     .values(last_seq=bindparam("last_seq"), updated_at=bindparam("updated_at")))
 _LOCK_SESSION_HEAD = (
-    select(_SESSIONS.c.id, _SESSIONS.c.owner_id, _SESSIONS.c.run_id, _SESSIONS.c.queue_paused, _SESSIONS.c.last_seq)
+    select(_SESSIONS.c.id, _SESSIONS.c.owner_id, _SESSIONS.c.run_id, _SESSIONS.c.queue_paused, _SESSIONS.c.last_seq,
+           _SESSIONS.c.title, _SESSIONS.c.title_source, _SESSIONS.c.status, _SESSIONS.c.provider, _SESSIONS.c.model,
+           _SESSIONS.c.created_at)
     .where(_SESSIONS.c.id == bindparam("sid"), _SESSIONS.c.deleted_at.is_(None))
     .with_for_update()
 )
@@ -39,13 +43,21 @@ _LOCK_SESSION_HEAD = (
 
 @dataclass
 class SessionHead:
-    """The few columns of a locked session that queue operations read (no ORM object: see ``UnitOfWork.queue``)."""
+    """The few columns of a locked session that queue operations read (no ORM object: see ``UnitOfWork.queue``),
+    and what the user's session feed shows of it."""
 
     id: str
     owner_id: str
     run_id: str | None
     queue_paused: bool
     last_seq: int
+    title: str
+    title_source: str
+    status: str
+    provider: str
+    model: str
+    created_at: Any
+    updated_at: Any = None
 
 
 @dataclass
@@ -59,6 +71,9 @@ class SessionTx:
     row: ChatSession | SessionHead
     retention: int
     events: list[EventEnvelope] = field(default_factory=list)
+    # The user feed's event for this transaction (written by ``finish``), and client request records.
+    feed_events: list[EventEnvelope] = field(default_factory=list)
+    records: list[dict[str, Any]] = field(default_factory=list)
 
     def emit(self, type_: str, **fields: Any) -> EventEnvelope:
         # The row's last_seq moves in memory only; ``finish`` writes it (and the log rows) with plain
@@ -72,7 +87,20 @@ class SessionTx:
         self.events.append(env)
         return env
 
+    async def replay(self, key: RequestKey | None) -> Any:
+        """The first reply to this client request if it was made before (see ``services.requests``), else
+        ``requests.MISSING``. Call it with the session locked, before changing anything."""
+        return await requests.replay(self.db, key)
+
+    def remember(self, key: RequestKey | None, result: Any) -> Any:
+        """Record ``result`` as the reply to the client request ``key`` (committed with this transaction)."""
+        if key is not None:
+            self.records.append(requests.record_row(key, result, utcnow()))
+        return result
+
     async def finish(self) -> None:
+        if self.records:
+            await requests.record(self.db, self.records)
         if not self.events:
             return
         now = utcnow()
@@ -87,6 +115,21 @@ class SessionTx:
         if isinstance(self.db, AsyncSession):
             set_committed_value(self.row, "updated_at", now)
             await self.db.flush()
+        await self._feed(now)
+
+    async def _feed(self, now: Any) -> None:
+        """One feed event for the owner when this transaction changed what a session list shows."""
+        types = {e.type for e in self.events}
+        owner = self.row.owner_id
+        if "session-deleted" in types:
+            env = await feed.append(self.db, owner, "session-deleted", {"sessionId": self.row.id}, now)
+        elif not types.isdisjoint(feed.TRIGGERS):
+            length = await feed.queue_length(self.db, self.row.id)
+            env = await feed.append(self.db, owner, "session-updated",
+                                    {"sessionId": self.row.id, "session": feed.summary(self.row, length, now)}, now)
+        else:
+            return
+        self.feed_events.append(env)
 
 
 def can_read(user: User, row: ChatSession) -> bool:
@@ -113,7 +156,7 @@ class UnitOfWork:
             tx = SessionTx(s, row, self.retention)
             yield tx
             await tx.finish()
-        await self.publish(session_id, tx.events)
+        await self.publish_tx(tx)
 
     @asynccontextmanager
     async def queue(self, user: User, session_id: str) -> AsyncIterator[SessionTx]:
@@ -132,7 +175,12 @@ class UnitOfWork:
             tx = SessionTx(db, head, self.retention)
             yield tx
             await tx.finish()
-        await self.publish(session_id, tx.events)
+        await self.publish_tx(tx)
+
+    async def publish_tx(self, tx: SessionTx) -> None:
+        await self.publish(tx.row.id, tx.events)
+        if tx.feed_events:
+            await self.publish(feed.channel(tx.row.owner_id), tx.feed_events)
 
     async def publish(self, session_id: str, events: list[EventEnvelope]) -> None:
         """Best effort: a lost publish is repaired by subscribers reading the log, so never fail the call."""

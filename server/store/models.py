@@ -62,15 +62,67 @@ class User(Base):
     name: Mapped[str] = mapped_column(String(200), unique=True)
     role: Mapped[str] = mapped_column(String(16), default="user")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # Sequence number of the newest event in the user's session feed (``user_events``); bumped under this
+    # row's lock by every transaction that changes what the feed shows.
+    feed_seq: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
 
 
 class ApiToken(Base):
+    """One token is one device: a browser, a phone, a terminal. Its id is the device id clients see."""
+
     __tablename__ = "api_tokens"
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
     user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
     # sha256 of the token; the token itself is shown once and never stored.
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    name: Mapped[str] = mapped_column(String(200), default="", server_default="")
+    # Written at most once a minute per token (``services.auth``), so reads stay reads.
+    last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    # A revoked token is refused from then on; the row stays so every replica can tell its connections apart.
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True, index=True)
+
+
+class LinkCode(Base):
+    """A one-time device sign-in code (``auth.createLink``), stored hashed like tokens."""
+
+    __tablename__ = "link_codes"
+
+    code_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    device_name: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
+    used_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
+class ClientRequest(Base):
+    """The outcome of a write made with a ``clientRequestId``: a retry with the same id gets this result back
+    instead of doing the write again. Written in the write's own transaction; trimmed by age."""
+
+    __tablename__ = "client_requests"
+    __table_args__ = (PrimaryKeyConstraint("user_id", "request_id"),)
+
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    request_id: Mapped[str] = mapped_column(String(64))
+    procedure: Mapped[str] = mapped_column(String(64))
+    # sha256 of the call's input (without the id): the same id with another input is a conflict.
+    input_hash: Mapped[str] = mapped_column(String(64))
+    result: Mapped[str] = mapped_column(Text)  # the reply's JSON, exactly as first sent
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+
+
+class UserEvent(Base):
+    """The per-user session feed (``session.feed``): ``seq`` is 1, 2, 3, ... per user, like ``events``."""
+
+    __tablename__ = "user_events"
+    __table_args__ = (PrimaryKeyConstraint("user_id", "seq"),)
+
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    seq: Mapped[int] = mapped_column(BigInteger, autoincrement=False)
+    type: Mapped[str] = mapped_column(String(48))
+    payload: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
@@ -106,6 +158,9 @@ class ChatSession(Base):
     lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True, index=True)
     # Set by run.abort on any replica; the lease owner polls it while the run streams.
     abort_requested: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # With abort_requested: the abort makes room for the queue's head (``message.sendQueuedNow``), so the run
+    # ends without pausing the queue and the head is sent at once.
+    abort_then_send: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
 
 class Message(Base):
@@ -128,6 +183,8 @@ class Message(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     # Tool results only: the tool reported a failure (Anthropic ``is_error``); not on the wire message.
     is_error: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # The client's id for the write that stored this message (a send, or the queued message it came from).
+    client_request_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
 
 class Run(Base):
@@ -182,6 +239,7 @@ class QueuedMessage(Base):
     content: Mapped[str] = mapped_column(Text)
     attachments: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
     enqueued_at: Mapped[int] = mapped_column(BigInteger)  # ms since epoch, as on the wire
+    client_request_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
 
 class Event(Base):

@@ -138,6 +138,7 @@ def message_wire(row: Message) -> wire.Message:
         usage=row.usage,
         run_id=row.run_id,
         created_at=ms(row.created_at),
+        client_request_id=row.client_request_id,
     )
 
 
@@ -188,7 +189,8 @@ async def renumber_queue(db: AsyncSession, rows: list[QueuedMessage]) -> None:
 
 def queued_wire(row: QueuedMessage) -> wire.QueuedMessage:
     return wire.QueuedMessage(
-        id=row.id, content=row.content, attachments=row.attachments or [], enqueued_at=row.enqueued_at
+        id=row.id, content=row.content, attachments=row.attachments or [], enqueued_at=row.enqueued_at,
+        client_request_id=row.client_request_id,
     )
 
 

@@ -56,20 +56,45 @@ class ResyncRequired(Exception):
     """The requested position is no longer in the retained log (or never was)."""
 
 
+class SessionLog:
+    """A session's event log as a delivery reads it (the user feed has another: ``services.feed.FeedLog``).
+
+    ``ending_types``: events after which the subscription ends (the session is gone)."""
+
+    ending_types = frozenset({"session-deleted"})
+
+    async def events_after(self, s: Any, key: str, after: int, limit: int) -> Sequence[Any]:
+        return await repo.events_after(s, key, after, limit)
+
+    async def last_seq(self, s: Any, key: str) -> int | None:
+        bounds = await repo.session_log_bounds(s, key)
+        return None if bounds is None else bounds[0]
+
+    async def oldest_seq(self, s: Any, key: str) -> int | None:
+        return await repo.oldest_retained_seq(s, key)
+
+    def resync_body(self, key: str, last: int) -> dict[str, Any]:
+        return {"type": "resync-required", "sessionId": key, "lastEventId": str(last)}
+
+
+SESSION_LOG = SessionLog()
+
+
 class Delivery:
     """A live view of one session for one subscriber; run with :meth:`run`."""
 
     # Fan-out touches one of these per subscriber per event: no per-instance dict to chase.
     __slots__ = ("db", "hub", "session_id", "next_seq", "_emit", "_emit_durable", "_finished", "_snapshots",
-                 "_pending", "_stream_offsets", "_held", "_catching_up", "_catch_up_task", "_done", "client")
+                 "_pending", "_stream_offsets", "_held", "_catching_up", "_catch_up_task", "_done", "client", "_log")
 
     def __init__(self, db: Database, hub: Hub, session_id: str, after_seq: int, emit: Emit,
                  snapshots: SnapshotSource | None = None,
                  emit_durable: Callable[[EventEnvelope], None] | None = None,
-                 client: dict[str, Any] | None = None) -> None:
+                 client: dict[str, Any] | None = None, log: Any = SESSION_LOG) -> None:
         """``emit_durable``, when given, takes durable events instead of ``emit`` (a transport's fast path:
         the tracked id is the event's own). ``client`` describes the subscriber for admins (who, over what,
-        since when)."""
+        since when). ``log`` is the event log read to catch up (:class:`SessionLog`, or a user's feed, whose
+        channel is then ``session_id``)."""
         self.db = db
         self.hub = hub
         self.session_id = session_id
@@ -85,6 +110,7 @@ class Delivery:
         self._catch_up_task: asyncio.Task[None] | None = None
         self._done: asyncio.Future[None] | None = None
         self.client = client
+        self._log = log
 
     async def run(self) -> None:
         """Deliver until the session is deleted, the position is lost, or the task is cancelled."""
@@ -143,7 +169,7 @@ class Delivery:
             if env.type == "message-completed":
                 # The snapshot filter for a finished message is no longer needed.
                 self._stream_offsets.pop(_completed_message_id(env), None)
-            elif self._done is not None and not self._done.done():  # session-deleted
+            elif env.type in self._log.ending_types and self._done is not None and not self._done.done():
                 self._finished = True
                 self._done.set_result(None)
 
@@ -176,7 +202,7 @@ class Delivery:
         try:
             while True:
                 async with self.db.read() as s:
-                    rows = await repo.events_after(s, self.session_id, self.next_seq - 1, CATCH_UP_PAGE)
+                    rows = await self._log.events_after(s, self.session_id, self.next_seq - 1, CATCH_UP_PAGE)
                     if (not rows or rows[0].seq != self.next_seq) and await self._position_lost(s):
                         raise ResyncRequired
                 for row in rows:
@@ -223,22 +249,20 @@ class Delivery:
 
     async def _position_lost(self, s: Any) -> bool:
         """True when ``next_seq`` can never be read: trimmed from the log, or beyond the session's end."""
-        bounds = await repo.session_log_bounds(s, self.session_id)
-        if bounds is None:
+        last_seq = await self._log.last_seq(s, self.session_id)
+        if last_seq is None:
             return True
-        last_seq, _deleted = bounds
         if self.next_seq > last_seq + 1:
             return True  # a lastEventId from the future: another session's, or a restored database
         if self.next_seq == last_seq + 1:
             return False  # up to date; nothing to read yet
-        oldest = await repo.oldest_retained_seq(s, self.session_id)
+        oldest = await self._log.oldest_seq(s, self.session_id)
         return oldest is None or oldest > self.next_seq
 
     def _resync(self) -> None:
         if self._done is None or self._done.done():
             return
-        self._emit(None, {"type": "resync-required", "sessionId": self.session_id,
-                          "lastEventId": str(self.next_seq - 1)})
+        self._emit(None, self._log.resync_body(self.session_id, self.next_seq - 1))
         self._finished = True
         self._done.set_result(None)
 
