@@ -11,12 +11,16 @@ import type {
 // --- wire models (server/domain/models.py) and procedure inputs (server/api/inputs.py) ---
 export type AddInstructionsInput = {
   /** min length 1; max length 64 */
+  clientRequestId?: string | null;
+  /** min length 1; max length 64 */
   sessionId: string;
   instructions: string | string[];
   /** @default true */
   respond?: boolean;
 };
 export type ApproveInput = {
+  /** min length 1; max length 64 */
+  clientRequestId?: string | null;
   /** min length 1; max length 64 */
   sessionId: string;
   /** min length 1; max length 200 */
@@ -26,6 +30,8 @@ export type ApproveInput = {
   reason?: string | null;
 };
 export type EnqueueInput = {
+  /** min length 1; max length 64 */
+  clientRequestId?: string | null;
   /** min length 1; max length 64 */
   sessionId: string;
   content: string;
@@ -63,6 +69,7 @@ export type Message = {
   usage: Record<string, unknown> | null;
   runId: string | null;
   createdAt: number;
+  clientRequestId: string | null;
 };
 export type MessageListInput = {
   /** min length 1; max length 64 */
@@ -85,6 +92,7 @@ export type QueuedMessage = {
   content: string;
   attachments: Record<string, unknown>[];
   enqueuedAt: number;
+  clientRequestId: string | null;
 };
 export type QueuedRefInput = {
   /** min length 1; max length 64 */
@@ -98,6 +106,8 @@ export type RegenerateTitleInput = {
   method?: "truncate" | "model" | null;
 };
 export type SendInput = {
+  /** min length 1; max length 64 */
+  clientRequestId?: string | null;
   /** min length 1; max length 64 */
   sessionId: string;
   content: string;
@@ -127,6 +137,8 @@ export type Session = {
   updatedAt: number;
 };
 export type SessionCreateInput = {
+  /** min length 1; max length 64 */
+  clientRequestId?: string | null;
   /** max length 32 */
   provider?: string | null;
   /** max length 200 */
@@ -199,6 +211,8 @@ export type SetTitleInput = {
 };
 export type SubmitOutputsInput = {
   /** min length 1; max length 64 */
+  clientRequestId?: string | null;
+  /** min length 1; max length 64 */
   sessionId: string;
   /** max items 128 */
   toolOutputs: ToolOutput[];
@@ -263,7 +277,7 @@ export type PendingToolCall = {
   arguments: string;
   executor: "client" | "server";
   requiresApproval: boolean;
-  approval: "pending" | "approved" | "denied" | null;
+  approval: "none" | "pending" | "approved" | "denied";
 };
 
 /** A call waiting for `tool.approve`. */

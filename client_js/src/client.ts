@@ -1,0 +1,51 @@
+/**
+ * `createChatsyncClient`: the connection, typed calls, the live session list and open sessions, in one object.
+ */
+import type { TRPCClient } from "@trpc/client";
+import type { ReadableAtom } from "nanostores";
+import { createConnection, type ConnectionState } from "./connection.js";
+import type { ChatsyncOptions } from "./options.js";
+import { createRequests, type Requests, type WriteInput } from "./requests.js";
+import type { AppRouter, Procedures } from "./router.gen.js";
+import { openSession, type FollowOptions, type OpenSession } from "./stores/session.js";
+import { watchSessions, type SessionList, type SessionListOptions } from "./stores/sessions.js";
+
+export interface ChatsyncClient {
+  /** `connecting | connected | reconnecting | resumed | signed-out | closed`. */
+  readonly connection: ReadableAtom<ConnectionState>;
+  /** The close code of the last WebSocket the server closed (4501 token rejected, 4503 revoked...). */
+  readonly closeCode: ReadableAtom<number | null>;
+  /** The typed `@trpc/client` for anything not wrapped here: `trpc.auth.me.query()`. */
+  readonly trpc: TRPCClient<AppRouter>;
+  /** Calls by path, with the retry rules of writes. */
+  readonly requests: Requests;
+  /** Follow the session list (call once; `close()` it when done). */
+  watchSessions(options?: SessionListOptions): SessionList;
+  /** Follow one session: stores plus actions. */
+  openSession(sessionId: string, options?: FollowOptions): OpenSession;
+  /** `session.create` as a deduplicated write (retried after a drop without creating two). */
+  createSession(input?: WriteInput<"session.create">): Promise<Procedures["session.create"]["output"]>;
+  /** Close the connection; every follower stops with status `closed`. */
+  close(): Promise<void>;
+}
+
+export function createChatsyncClient(options: ChatsyncOptions): ChatsyncClient {
+  const connection = createConnection(options);
+  const requests = createRequests({
+    call: (kind, path, input) =>
+      kind === "query" ? connection.untyped.query(path, input) : connection.untyped.mutation(path, input),
+    ...(options.retry ? { retry: options.retry } : {}),
+    isFinal: connection.isFinal,
+    onUnauthorized: () => connection.signOut(),
+  });
+  return {
+    connection: connection.state,
+    closeCode: connection.closeCode,
+    trpc: connection.trpc,
+    requests,
+    watchSessions: (o) => watchSessions(connection, requests, o),
+    openSession: (id, o) => openSession(connection, requests, id, o),
+    createSession: (input = {}) => requests.write("session.create", input),
+    close: () => connection.close(),
+  };
+}

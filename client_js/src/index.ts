@@ -1,0 +1,33 @@
+/**
+ * chatsync's TypeScript client: `createChatsyncClient({url, token})`, then `openSession(id)` for stores and
+ * actions of one session and `watchSessions()` for the live list. See client_js/README.md.
+ */
+export { createChatsyncClient, type ChatsyncClient } from "./client.js";
+export { createConnection, type Connection, type ConnectionState } from "./connection.js";
+export * from "./closeCodes.js";
+export * from "./options.js";
+export {
+  ConnectionClosedError,
+  WRITE_PATHS,
+  createRequests,
+  errorCode,
+  isNoAnswer,
+  newClientRequestId,
+  type InputOf,
+  type MutationPath,
+  type OutputOf,
+  type QueryPath,
+  type Requests,
+  type WriteInput,
+  type WritePath,
+} from "./requests.js";
+export { openSession, type FollowStatus, type OpenSession, type SendNowMode, type SendOptions, type SessionSettings } from "./stores/session.js";
+export { watchSessions, type SessionList, type SessionListOptions, type SessionListStatus } from "./stores/sessions.js";
+export * from "./reducers/messages.js";
+export * from "./reducers/queue.js";
+export * from "./reducers/run.js";
+export * from "./reducers/session.js";
+export * from "./reducers/sessions.js";
+export { cpLength, cpSliceFrom } from "./reducers/text.js";
+export type * from "./router.gen.js";
+export { DURABLE_EVENT_TYPES, STREAM_EVENT_TYPES } from "./router.gen.js";

@@ -1,0 +1,149 @@
+/**
+ * Messages of one session, with the text of streaming answers assembled from `text-delta` and
+ * `stream-snapshot`.
+ *
+ * Invariant: a streaming message's text only grows by the part of a delta past its current end. A delta whose
+ * range is already there (a repeat, or text a snapshot covered) is dropped; one that starts past the end is
+ * held until the gap is filled by other deltas or by a snapshot. A snapshot replaces the text; the final text
+ * of `message-completed` replaces everything, and later stream events for that message are ignored.
+ */
+import type { Message, RunState, StreamEvent, TextDeltaEvent } from "../router.gen.js";
+import { cpLength, cpSliceFrom } from "./text.js";
+
+export interface HeldDelta {
+  offset: number;
+  delta: string;
+}
+
+/** Per streaming message: its text length in code points and the deltas that arrived ahead of it. */
+export interface StreamState {
+  length: number;
+  held: HeldDelta[];
+}
+
+export interface MessagesState {
+  /** History order, as `session.get` returns it. */
+  list: Message[];
+  streams: Record<string, StreamState>;
+}
+
+export const emptyMessages: MessagesState = Object.freeze({ list: [], streams: {} }) as MessagesState;
+
+/** The state after `session.get`: a streaming message takes the run's partial text, which may be newer. */
+export function messagesFromSnapshot(messages: Message[], run: RunState | null): MessagesState {
+  let list = messages;
+  const streams: Record<string, StreamState> = {};
+  for (const m of messages) {
+    if (m.status === "streaming") streams[m.id] = { length: cpLength(m.content), held: [] };
+  }
+  const live = run?.streaming;
+  if (live) {
+    list = messages.map((m) => (m.id === live.messageId ? { ...m, content: live.text } : m));
+    streams[live.messageId] = { length: cpLength(live.text), held: [] };
+  }
+  return { list, streams };
+}
+
+function indexOf(state: MessagesState, id: string): number {
+  // Recent messages change most: search from the end.
+  for (let i = state.list.length - 1; i >= 0; i--) if (state.list[i]!.id === id) return i;
+  return -1;
+}
+
+function replaceAt(list: Message[], i: number, msg: Message): Message[] {
+  const next = list.slice();
+  next[i] = msg;
+  return next;
+}
+
+/** A message created or completed: insert or replace it; completion ends its stream. */
+export function putMessage(state: MessagesState, msg: Message): MessagesState {
+  const i = indexOf(state, msg.id);
+  const list = i < 0 ? [...state.list, msg] : replaceAt(state.list, i, msg);
+  const streams = { ...state.streams };
+  const held = streams[msg.id]?.held ?? [];
+  if (msg.status === "streaming") {
+    streams[msg.id] = { length: cpLength(msg.content), held: [] };
+    return drain({ list, streams }, msg.id, held);
+  }
+  delete streams[msg.id];
+  return { list, streams };
+}
+
+/** Append what `delta` adds past the current end; returns `null` when it adds nothing. */
+function extend(text: string, length: number, d: HeldDelta): { text: string; length: number } | null {
+  const end = d.offset + cpLength(d.delta);
+  if (end <= length || d.offset > length) return null;
+  return { text: text + cpSliceFrom(d.delta, length - d.offset), length: end };
+}
+
+function drain(state: MessagesState, id: string, extra: HeldDelta[]): MessagesState {
+  const stream = state.streams[id];
+  const i = indexOf(state, id);
+  if (!stream || i < 0) return state;
+  let text = state.list[i]!.content;
+  let length = stream.length;
+  let held = [...stream.held, ...extra];
+  for (let progressed = true; progressed && held.length; ) {
+    progressed = false;
+    const rest: HeldDelta[] = [];
+    for (const d of held) {
+      if (d.offset + cpLength(d.delta) <= length) continue; // already covered
+      const grown = extend(text, length, d);
+      if (grown) {
+        ({ text, length } = grown);
+        progressed = true;
+      } else rest.push(d);
+    }
+    held = rest;
+  }
+  const msg = state.list[i]!;
+  const list = text === msg.content ? state.list : replaceAt(state.list, i, { ...msg, content: text });
+  return { list, streams: { ...state.streams, [id]: { length, held } } };
+}
+
+function applyDelta(state: MessagesState, e: TextDeltaEvent): MessagesState {
+  const i = indexOf(state, e.messageId);
+  const d = { offset: e.offset, delta: e.delta };
+  if (i < 0) {
+    // Not created yet as far as we know: keep it for when it is.
+    const old = state.streams[e.messageId] ?? { length: 0, held: [] };
+    return { list: state.list, streams: { ...state.streams, [e.messageId]: { length: old.length, held: [...old.held, d] } } };
+  }
+  const msg = state.list[i]!;
+  const stream = state.streams[e.messageId];
+  if (msg.status !== "streaming" || !stream) return state; // completed: its final text is authoritative
+  if (d.offset + cpLength(d.delta) <= stream.length) return state; // a repeat
+  if (d.offset > stream.length) {
+    return { list: state.list, streams: { ...state.streams, [e.messageId]: { ...stream, held: [...stream.held, d] } } };
+  }
+  return drain(state, e.messageId, [d]);
+}
+
+/** Apply a stream event (text and tool-call previews). Tool-call previews do not change messages. */
+export function applyStreamEvent(state: MessagesState, e: StreamEvent): MessagesState {
+  if (e.type === "text-delta") return applyDelta(state, e);
+  if (e.type === "stream-snapshot") {
+    const i = indexOf(state, e.messageId);
+    const msg = i < 0 ? undefined : state.list[i];
+    if (!msg || msg.status !== "streaming") return state;
+    const stream = state.streams[e.messageId] ?? { length: 0, held: [] };
+    const replaced: MessagesState = {
+      list: msg.content === e.text ? state.list : replaceAt(state.list, i, { ...msg, content: e.text }),
+      streams: { ...state.streams, [e.messageId]: { length: cpLength(e.text), held: [] } },
+    };
+    return drain(replaced, e.messageId, stream.held);
+  }
+  return state;
+}
+
+/** The streaming message and its text, as `session.get`'s `run.streaming` has it. */
+export function streamingOf(state: MessagesState): RunState["streaming"] {
+  for (let i = state.list.length - 1; i >= 0; i--) {
+    const m = state.list[i]!;
+    if (m.status === "streaming") {
+      return { messageId: m.id, offset: state.streams[m.id]?.length ?? cpLength(m.content), text: m.content };
+    }
+  }
+  return null;
+}

@@ -1,0 +1,119 @@
+/**
+ * One session's whole local state and the pure function that applies a tracked item of `session.events`.
+ *
+ * Durable events carry their position in the session's log (`id = String(seq)`, 1, 2, 3, ... without gaps).
+ * One at or below the last applied seq is a repeat (a second socket during a reconnect, a replay) and is
+ * ignored; one past the next seq means the copy missed something and must be refetched. Stream events carry
+ * the id of the last durable event and are placed by their offsets instead (see `messages.ts`).
+ */
+import {
+  DURABLE_EVENT_TYPES,
+  type DurableEvent,
+  type Session,
+  type SessionEvent,
+  type SessionState,
+  type StreamEvent,
+} from "../router.gen.js";
+import { applyStreamEvent, messagesFromSnapshot, putMessage, type MessagesState } from "./messages.js";
+import { applyQueueEvent, queueFromSnapshot, type QueueState } from "./queue.js";
+import { applyRunEvent, runFromSnapshot, type RunView } from "./run.js";
+
+export interface SessionSyncState {
+  sessionId: string;
+  /** The seq of the last durable event applied (`session.get`'s `lastEventId` to begin with). */
+  lastSeq: number;
+  session: Session;
+  messages: MessagesState;
+  queue: QueueState;
+  run: RunView | null;
+  /** `session-deleted` was applied. */
+  deleted: boolean;
+  /** Call ids this client answered with `tool.approve`. */
+  ownDecisions: readonly string[];
+}
+
+export type ApplyOutcome = "applied" | "duplicate" | "resync";
+
+const DURABLE = new Set<string>(DURABLE_EVENT_TYPES);
+
+export function isDurable(e: SessionEvent): e is DurableEvent {
+  return DURABLE.has(e.type);
+}
+
+/** The state `session.get` describes. `previous` keeps this client's optimistic queue items and decisions. */
+export function fromSnapshot(snap: SessionState, previous?: SessionSyncState): SessionSyncState {
+  return {
+    sessionId: snap.session.id,
+    lastSeq: Number(snap.lastEventId),
+    session: snap.session,
+    messages: messagesFromSnapshot(snap.messages, snap.run),
+    queue: queueFromSnapshot(snap.queue, previous?.queue),
+    run: runFromSnapshot(snap.run),
+    deleted: false,
+    ownDecisions: previous?.ownDecisions ?? [],
+  };
+}
+
+function applySession(session: Session, e: DurableEvent): Session {
+  switch (e.type) {
+    case "session-updated":
+      return e.session;
+    case "title-changed":
+      return { ...session, title: e.title, titleSource: e.source };
+    case "queue-paused":
+      return session.queuePaused ? session : { ...session, queuePaused: true };
+    case "queue-resumed":
+      return session.queuePaused ? { ...session, queuePaused: false } : session;
+    default:
+      return session;
+  }
+}
+
+function applyDurable(state: SessionSyncState, e: DurableEvent): SessionSyncState {
+  let messages = state.messages;
+  if (e.type === "message-created" || e.type === "message-completed") messages = putMessage(messages, e.message);
+  return {
+    ...state,
+    session: applySession(state.session, e),
+    messages,
+    queue: applyQueueEvent(state.queue, e),
+    run: applyRunEvent(state.run, e, state.ownDecisions),
+    deleted: state.deleted || e.type === "session-deleted",
+  };
+}
+
+/** Apply one tracked item `{id, data}` of `session.events`. */
+export function applyTracked(
+  state: SessionSyncState,
+  id: string,
+  event: SessionEvent,
+): { state: SessionSyncState; outcome: ApplyOutcome } {
+  if (!isDurable(event)) {
+    const messages = applyStreamEvent(state.messages, event as StreamEvent);
+    return { state: messages === state.messages ? state : { ...state, messages }, outcome: "applied" };
+  }
+  const seq = Number(id);
+  if (!Number.isFinite(seq) || seq <= state.lastSeq) return { state, outcome: "duplicate" };
+  if (seq !== state.lastSeq + 1) return { state, outcome: "resync" };
+  return { state: { ...applyDurable(state, event), lastSeq: seq }, outcome: "applied" };
+}
+
+/** Apply a run of tracked items in order; stops at the first that asks for a resync. */
+export function applyAll(
+  state: SessionSyncState,
+  items: Iterable<{ id: string; data: SessionEvent }>,
+): { state: SessionSyncState; outcome: ApplyOutcome } {
+  let outcome: ApplyOutcome = "applied";
+  for (const item of items) {
+    const r = applyTracked(state, item.id, item.data);
+    state = r.state;
+    if (r.outcome === "resync") return r;
+    outcome = r.outcome;
+  }
+  return { state, outcome };
+}
+
+/** Remember that this client answered `callId`, so its decision shows as its own. */
+export function noteOwnDecision(state: SessionSyncState, callId: string): SessionSyncState {
+  return state.ownDecisions.includes(callId) ? state : { ...state, ownDecisions: [...state.ownDecisions, callId] };
+}
