@@ -52,7 +52,7 @@ export type PendingToolCall = {
   arguments: string;
   executor: "client" | "server";
   requiresApproval: boolean;
-  approval: "pending" | "approved" | "denied" | null;
+  approval: "none" | "pending" | "approved" | "denied";
 };
 
 /** A call waiting for `tool.approve`. */
