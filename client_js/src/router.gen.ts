@@ -116,6 +116,14 @@ export type SendInput = {
   instructions?: string | string[] | null;
   busyPolicy?: "enqueue" | "reject" | "interrupt" | "steer" | null;
 };
+export type SendQueuedNowInput = {
+  /** min length 1; max length 64 */
+  sessionId: string;
+  /** min length 1; max length 64 */
+  messageId: string;
+  /** @default "interrupt" */
+  mode?: "interrupt" | "steer" | "next";
+};
 export type Session = {
   id: string;
   title: string;
@@ -407,6 +415,7 @@ export interface Procedures {
   "message.removeQueuedMessage": { kind: "mutation"; input: QueuedRefInput; output: null };
   "message.resumeQueue": { kind: "mutation"; input: SessionRefInput; output: { runId: string | null } };
   "message.send": { kind: "mutation"; input: SendInput; output: SendResult };
+  "message.sendQueuedNow": { kind: "mutation"; input: SendQueuedNowInput; output: { mode: "interrupt" | "steer" | "next"; runId: string | null } };
   "message.updateQueuedMessage": { kind: "mutation"; input: UpdateQueuedInput; output: QueuedMessage };
   "run.abort": { kind: "mutation"; input: SessionRefInput; output: { aborted: boolean } };
   "session.clearTitle": { kind: "mutation"; input: SessionRefInput; output: Session };
@@ -440,6 +449,7 @@ export type AppRouter = TRPCBuiltRouter<
     removeQueuedMessage: TRPCMutationProcedure<{ input: QueuedRefInput; output: null; meta: object }>;
     resumeQueue: TRPCMutationProcedure<{ input: SessionRefInput; output: { runId: string | null }; meta: object }>;
     send: TRPCMutationProcedure<{ input: SendInput; output: SendResult; meta: object }>;
+    sendQueuedNow: TRPCMutationProcedure<{ input: SendQueuedNowInput; output: { mode: "interrupt" | "steer" | "next"; runId: string | null }; meta: object }>;
     updateQueuedMessage: TRPCMutationProcedure<{ input: UpdateQueuedInput; output: QueuedMessage; meta: object }>;
   };
   run: {

@@ -72,7 +72,7 @@ export interface OpenSession {
   removeQueued(messageId: string): Promise<null>;
   moveQueued(messageId: string, toIndex: number): Promise<Out<"message.moveQueuedMessage">>;
   /** Send a queued message now: `interrupt` the run (default), `steer` it into the run, or make it `next`. */
-  sendQueuedNow(messageId: string, mode?: SendNowMode): Promise<{ mode: SendNowMode; runId: string | null } | null>;
+  sendQueuedNow(messageId: string, mode?: SendNowMode): Promise<Out<"message.sendQueuedNow"> | null>;
   clearQueue(): Promise<null>;
   pauseQueue(): Promise<null>;
   resumeQueue(): Promise<Out<"message.resumeQueue">>;
@@ -279,8 +279,7 @@ export function openSession(
     updateQueued: (messageId, change) => requests.mutate("message.updateQueuedMessage", { ...ref, messageId, ...change }),
     removeQueued: (messageId) => requests.mutate("message.removeQueuedMessage", { ...ref, messageId }),
     moveQueued: (messageId, toIndex) => requests.mutate("message.moveQueuedMessage", { ...ref, messageId, toIndex }),
-    sendQueuedNow: (messageId, mode = "interrupt") =>
-      requests.mutate("message.sendQueuedNow" as never, { ...ref, messageId, mode } as never) as never,
+    sendQueuedNow: (messageId, mode = "interrupt") => requests.mutate("message.sendQueuedNow", { ...ref, messageId, mode }),
     clearQueue: () => requests.mutate("message.clearQueue", ref),
     pauseQueue: () => requests.mutate("message.pauseQueue", ref),
     resumeQueue: () => requests.mutate("message.resumeQueue", ref),
