@@ -29,6 +29,14 @@ export type ApproveInput = {
   /** max length 4096 */
   reason?: string | null;
 };
+export type CreateLinkInput = {
+  /** min length 1; max length 200 */
+  deviceName?: string | null;
+};
+export type DeviceRefInput = {
+  /** min length 1; max length 64 */
+  deviceId: string;
+};
 export type EnqueueInput = {
   /** min length 1; max length 64 */
   clientRequestId?: string | null;
@@ -105,6 +113,12 @@ export type RegenerateTitleInput = {
   sessionId: string;
   method?: "truncate" | "model" | null;
 };
+export type RenameDeviceInput = {
+  /** min length 1; max length 64 */
+  deviceId: string;
+  /** min length 1; max length 200 */
+  name: string;
+};
 export type SendInput = {
   /** min length 1; max length 64 */
   clientRequestId?: string | null;
@@ -167,6 +181,10 @@ export type SessionCreateInput = {
 export type SessionEventsInput = {
   /** min length 1; max length 64 */
   sessionId: string;
+  /** max length 32; pattern ^\d+$ */
+  lastEventId?: string | null;
+};
+export type SessionFeedInput = {
   /** max length 32; pattern ^\d+$ */
   lastEventId?: string | null;
 };
@@ -404,6 +422,11 @@ export const STREAM_EVENT_TYPES: readonly StreamEvent["type"][] = ["stream-snaps
 
 /** Every procedure by path: its kind, input and output. */
 export interface Procedures {
+  "auth.createLink": { kind: "mutation"; input: CreateLinkInput | undefined; output: { url: string; code: string; expiresAt: number } };
+  "auth.devices": { kind: "query"; input: void; output: Device[] };
+  "auth.me": { kind: "query"; input: void; output: { user: { id: string; name: string; role: string }; deviceId: string | null } };
+  "auth.renameDevice": { kind: "mutation"; input: RenameDeviceInput; output: Device };
+  "auth.revokeDevice": { kind: "mutation"; input: DeviceRefInput; output: null };
   "message.addInstructions": { kind: "mutation"; input: AddInstructionsInput; output: { messages: Message[]; runId: string | null } };
   "message.clearQueue": { kind: "mutation"; input: SessionRefInput; output: null };
   "message.dequeueMessage": { kind: "mutation"; input: SessionRefInput; output: QueuedMessage | null };
@@ -422,6 +445,7 @@ export interface Procedures {
   "session.create": { kind: "mutation"; input: SessionCreateInput | undefined; output: Session };
   "session.delete": { kind: "mutation"; input: SessionRefInput; output: null };
   "session.events": { kind: "subscription"; input: SessionEventsInput; output: SessionEventItem };
+  "session.feed": { kind: "subscription"; input: SessionFeedInput | undefined; output: FeedEventItem };
   "session.get": { kind: "query"; input: SessionRefInput; output: SessionState };
   "session.list": { kind: "query"; input: SessionListInput | undefined; output: SessionPage };
   "session.regenerateTitle": { kind: "mutation"; input: RegenerateTitleInput; output: Session };
@@ -437,6 +461,13 @@ export type ProcedurePath = keyof Procedures;
 export type AppRouter = TRPCBuiltRouter<
   { ctx: object; meta: object; errorShape: TRPCDefaultErrorShape; transformer: false },
   {
+  auth: {
+    createLink: TRPCMutationProcedure<{ input: CreateLinkInput | undefined; output: { url: string; code: string; expiresAt: number }; meta: object }>;
+    devices: TRPCQueryProcedure<{ input: void; output: Device[]; meta: object }>;
+    me: TRPCQueryProcedure<{ input: void; output: { user: { id: string; name: string; role: string }; deviceId: string | null }; meta: object }>;
+    renameDevice: TRPCMutationProcedure<{ input: RenameDeviceInput; output: Device; meta: object }>;
+    revokeDevice: TRPCMutationProcedure<{ input: DeviceRefInput; output: null; meta: object }>;
+  };
   message: {
     addInstructions: TRPCMutationProcedure<{ input: AddInstructionsInput; output: { messages: Message[]; runId: string | null }; meta: object }>;
     clearQueue: TRPCMutationProcedure<{ input: SessionRefInput; output: null; meta: object }>;
@@ -460,6 +491,7 @@ export type AppRouter = TRPCBuiltRouter<
     create: TRPCMutationProcedure<{ input: SessionCreateInput | undefined; output: Session; meta: object }>;
     delete: TRPCMutationProcedure<{ input: SessionRefInput; output: null; meta: object }>;
     events: TRPCSubscriptionProcedure<{ input: SessionEventsInput; output: AsyncIterable<SessionEventItem, void, any>; meta: object }>;
+    feed: TRPCSubscriptionProcedure<{ input: SessionFeedInput | undefined; output: AsyncIterable<FeedEventItem, void, any>; meta: object }>;
     get: TRPCQueryProcedure<{ input: SessionRefInput; output: SessionState; meta: object }>;
     list: TRPCQueryProcedure<{ input: SessionListInput | undefined; output: SessionPage; meta: object }>;
     regenerateTitle: TRPCMutationProcedure<{ input: RegenerateTitleInput; output: Session; meta: object }>;

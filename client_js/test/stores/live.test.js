@@ -1,0 +1,166 @@
+// The library against a real chatsync server (started by tests/test_client_stores_js.py): a store follows a
+// session while the echo model answers, its socket is killed mid-answer, and after the resume its messages and
+// queue equal session.get's. Also: a write whose socket dies right after sending it, a rejected token, SSE.
+import assert from 'node:assert/strict';
+import { after, describe, test } from 'node:test';
+import WebSocketImpl from 'ws';
+import { EventSource } from 'eventsource';
+import { serverView, storeView, until } from './support/fake-server.js';
+import { lib, skipReason, STORE_TESTS } from './support/guard.js';
+
+const URL_ = process.env.CHATSYNC_URL;
+const TOKEN = process.env.CHATSYNC_TOKEN;
+const T = { timeout: 60_000 };
+const LONG = Array.from({ length: 120 }, (_, i) => `word${i}`).join(' ');
+
+if (STORE_TESTS && (!URL_ || !TOKEN)) throw new Error('CHATSYNC_URL / CHATSYNC_TOKEN are not set');
+
+/** A WebSocket class that records its instances and can be kept from reaching the server (gate closed). */
+function gatedWebSocket() {
+  const rec = { instances: [], sent: [], gate: { open: true }, onSend: null };
+  class Gated extends WebSocketImpl {
+    constructor(url, protocols) {
+      super(rec.gate.open ? url : 'ws://127.0.0.1:9/closed', protocols);
+      this.index = rec.instances.push(this) - 1;
+    }
+    send(data, ...rest) {
+      rec.sent.push({ ws: this.index, data: String(data) });
+      const r = super.send(data, ...rest);
+      rec.onSend?.(this, String(data));
+      return r;
+    }
+  }
+  rec.WebSocket = Gated;
+  rec.live = () => rec.instances.filter((w) => w.readyState === WebSocketImpl.OPEN);
+  rec.frames = () => rec.sent.flatMap(({ ws, data }) => {
+    try {
+      const msg = JSON.parse(data);
+      return (Array.isArray(msg) ? msg : [msg]).map((m) => ({ ws, msg: m }));
+    } catch {
+      return [];
+    }
+  });
+  return rec;
+}
+
+const clients = [];
+function client(extra = {}) {
+  const c = lib.createChatsyncClient({ url: URL_, token: TOKEN, retry: { attempts: 10, baseDelayMs: 50, maxDelayMs: 500 }, ...extra });
+  clients.push(c);
+  return c;
+}
+after(async () => {
+  for (const c of clients) await c.close();
+});
+
+const sameAsServer = async (c, open) => {
+  const snap = await c.trpc.session.get.query({ sessionId: open.id });
+  return JSON.stringify(storeView(open)) === JSON.stringify(serverView(snap));
+};
+
+describe('against a real server', { skip: skipReason }, () => {
+  test('socket killed mid-answer: after the resume, messages and queue equal session.get', T, async () => {
+    const rec = gatedWebSocket();
+    const c = client({ WebSocket: rec.WebSocket, reconnectDelayMs: (n) => (n === 0 ? 0 : 50) });
+    const other = client({ WebSocket: WebSocketImpl });
+    const states = [];
+    c.connection.subscribe((s) => states.push(s));
+    const s = await c.createSession({ title: 'live-kill' });
+    const open = c.openSession(s.id);
+    await open.ready;
+
+    const sent = await open.send(LONG);
+    assert.equal(sent.status, 'started');
+    const q1 = await open.enqueue('queued one');
+    await open.enqueue('queued two');
+    await other.trpc.message.pauseQueue.mutate({ sessionId: s.id }); // hold the queue so it is there to compare
+    await until(() => open.messages.get().some((m) => m.role === 'assistant' && m.status === 'streaming' && m.content.length > 20),
+      'the answer to be streaming');
+    await until(() => open.queue.get().length === 2 && open.session.get().queuePaused, 'the queue to be held');
+
+    // Kill the socket and keep the client away while the answer goes on and another client changes the queue.
+    const seen = open.messages.get().find((m) => m.status === 'streaming');
+    rec.gate.open = false;
+    for (const ws of rec.live()) ws.terminate();
+    await until(() => c.connection.get() === 'reconnecting', 'the client to notice the drop');
+    const q3 = await other.trpc.message.enqueueMessage.mutate({ sessionId: s.id, content: 'queued while away' });
+    await other.trpc.message.moveQueuedMessage.mutate({ sessionId: s.id, messageId: q3.id, toIndex: 0 });
+    await other.trpc.message.updateQueuedMessage.mutate({ sessionId: s.id, messageId: q1.id, content: 'edited while away' });
+    await until(async () => {
+      const snap = await other.trpc.session.get.query({ sessionId: s.id });
+      return (snap.run?.streaming?.offset ?? Infinity) > seen.content.length + 40 || snap.run === null;
+    }, 'the answer to move on while the client is away');
+
+    rec.gate.open = true;
+    await until(() => c.connection.get() === 'resumed', 'the client to resume');
+    await until(() => open.run.get() === null && open.session.get().status === 'idle', 'the answer to finish', 30_000);
+    await until(() => sameAsServer(c, open), 'the stores to equal session.get');
+
+    const snap = await c.trpc.session.get.query({ sessionId: s.id });
+    assert.deepEqual(storeView(open), serverView(snap));
+    assert.deepEqual(open.queue.get().map((q) => q.content), ['queued while away', 'edited while away', 'queued two']);
+    assert.equal(open.messages.get().at(-1).content, LONG);
+    assert.equal(open.resyncs(), 0, 'resumed from the last event id, without refetching');
+    // @trpc/client itself re-sent the subscription on the new socket with the last tracked id it had seen.
+    const resub = rec.frames().filter(({ ws, msg }) => ws > 0 && msg.method === 'subscription' && msg.params?.path === 'session.events');
+    assert.ok(resub.length >= 1 && resub.at(-1).msg.params.lastEventId, JSON.stringify(resub));
+    assert.deepEqual(states.slice(0, 2), ['connecting', 'connected']);
+    assert.ok(states.includes('reconnecting') && states.at(-1) === 'resumed', states.join(' '));
+    open.close();
+  });
+
+  test('a write whose socket dies right after it was sent is retried with the same clientRequestId, once applied', T, async () => {
+    const rec = gatedWebSocket();
+    const c = client({ WebSocket: rec.WebSocket, reconnectDelayMs: () => 0 });
+    const s = await c.createSession({ title: 'live-retry', queuePaused: true });
+    const open = c.openSession(s.id);
+    await open.ready;
+    let killed = 0;
+    rec.onSend = (ws, data) => {
+      if (killed === 0 && data.includes('message.enqueueMessage') && data.includes('exactly once')) {
+        killed += 1;
+        ws.terminate(); // the answer can no longer arrive on this socket
+      }
+    };
+    const item = await open.enqueue('exactly once');
+    const sends = rec.frames().filter(({ msg }) => msg.params?.path === 'message.enqueueMessage');
+    assert.equal(killed, 1);
+    assert.equal(sends.length, 2, JSON.stringify(sends));
+    assert.equal(sends[0].msg.params.input.clientRequestId, sends[1].msg.params.input.clientRequestId);
+    assert.notEqual(sends[0].ws, sends[1].ws);
+    await until(() => sameAsServer(c, open), 'the stores to equal session.get');
+    const snap = await c.trpc.session.get.query({ sessionId: s.id });
+    assert.deepEqual(snap.queue.map((q) => q.content), ['exactly once']);
+    assert.equal(snap.queue[0].id, item.id);
+    assert.deepEqual(open.queue.get(), snap.queue);
+    open.close();
+  });
+
+  test('a rejected token: signed-out, and no reconnecting', T, async () => {
+    const rec = gatedWebSocket();
+    const c = client({ token: 'not-a-token', WebSocket: rec.WebSocket, reconnectDelayMs: () => 0 });
+    await until(() => c.connection.get() === 'signed-out', 'signed-out');
+    assert.equal(c.closeCode.get(), lib.TOKEN_REJECTED);
+    const sockets = rec.instances.length;
+    await assert.rejects(c.requests.query('session.list', {}));
+    assert.equal(rec.instances.length, sockets, 'no new socket after a final close code');
+  });
+
+  test('over SSE: the session list and a session follow an answer to the end', T, async () => {
+    const c = client({ transport: 'sse', EventSource });
+    const list = c.watchSessions();
+    await list.ready;
+    const s = await c.createSession({ title: 'live-sse' });
+    await until(() => list.items.get().some((x) => x.id === s.id), 'the new session in the list');
+    const open = c.openSession(s.id);
+    await open.ready;
+    await open.send('over server-sent events we stream this answer');
+    await until(() => open.run.get() === null && open.messages.get().length === 2 && open.session.get().status === 'idle',
+      'the answer to finish');
+    await until(() => sameAsServer(c, open), 'the stores to equal session.get');
+    assert.equal(open.messages.get()[1].content, 'over server-sent events we stream this answer');
+    assert.equal(c.connection.get(), 'connected');
+    open.close();
+    list.close();
+  });
+});
