@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+import orjson
+
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -22,7 +24,7 @@ from .api import build_router
 from .pubsub import Bus, create_bus
 from .rpc.http import HttpTransport, bearer_token
 from .rpc.ws import WsConnection
-from .services.auth import AuthService
+from .services.auth import AuthService, LinkError
 from .engine import MemoryStreamBuffer, Orchestrator
 from .services.queue import QueueService
 from .services.runs import RunAwareSessionService, RunService
@@ -32,6 +34,7 @@ from .services.uow import UnitOfWork
 from .settings import Settings
 from .store import migrate
 from .store.db import Database
+from .sync import revocation
 from .sync.hub import Hub
 from .tools import ToolRegistry, register_builtins
 from .web import web_routes
@@ -57,6 +60,7 @@ class Services:
     orchestrator: Orchestrator
     runs: RunService
     titles: TitleService
+    devices: revocation.DeviceConnections
     connections: set[WsConnection] = field(default_factory=set)
 
     async def stream_snapshots(self, session_id: str) -> list[dict[str, Any]]:
@@ -72,6 +76,10 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
             await migrate.upgrade(db)
         bus = await stack.enter_async_context(create_bus(settings.bus_url))
         hub = Hub(bus)
+        devices = revocation.DeviceConnections(db, bus)
+        hub.channel_handlers[revocation.CHANNEL] = devices.on_bus
+        await devices.start()
+        stack.push_async_callback(devices.stop)
         uow = UnitOfWork(db, bus, settings.event_retention)
         tools = ToolRegistry()
         register_builtins(tools)
@@ -88,7 +96,8 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
             bus=bus,
             hub=hub,
             uow=uow,
-            auth=AuthService(db),
+            auth=AuthService(db, on_revoked=devices.revoked),
+            devices=devices,
             sessions=sessions,
             queue=QueueService(uow, max_length=settings.max_queue_length,
                                max_content_chars=settings.max_content_chars, dispatch=orchestrator.dispatch),
@@ -133,18 +142,34 @@ def create_app(settings: Settings, *, announce_owner_token: bool = True) -> Star
         if not origin_allowed(settings, websocket.headers.get("origin"), websocket.headers.get("host")):
             await websocket.close(code=1008)  # before accept: the upgrade is refused with 403
             return
-        user = None
+        principal = None
         token = bearer_token(websocket)  # type: ignore[arg-type]
         if token is not None:
-            user = await services.auth.authenticate(token)
-            if user is None:
+            principal = await services.auth.identify(token)
+            if principal is None:
                 await websocket.close(code=1008)
                 return
         raw_send = websocket.scope.get(RAW_SEND_KEY)
-        await WsConnection(websocket, router, services, services.connections, raw_send).serve(user)
+        await WsConnection(websocket, router, services, services.connections, raw_send).serve(principal)
 
     async def http_endpoint(request: Request) -> Any:
         return await state["http"](request)
+
+    async def link_endpoint(request: Request) -> JSONResponse:
+        """``POST /auth/link {code, deviceName}``: spend a one-time sign-in code for a new device token."""
+        services: Services = state["services"]
+        try:
+            body = orjson.loads(await _small_body(request, 4096))
+            code, device_name = body.get("code"), body.get("deviceName")
+            if not isinstance(code, str) or (device_name is not None and not isinstance(device_name, str)):
+                raise ValueError
+        except (ValueError, AttributeError, orjson.JSONDecodeError):
+            return _auth_error("Send JSON {code, deviceName}.")
+        try:
+            answer = await services.auth.exchange_link(code, device_name.strip()[:200] if device_name else None)
+        except LinkError as exc:
+            return _auth_error(str(exc))
+        return JSONResponse(answer, headers={"cache-control": "no-store"})
 
     async def healthz(_request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok"})
@@ -165,6 +190,7 @@ def create_app(settings: Settings, *, announce_owner_token: bool = True) -> Star
     routes = [
         WebSocketRoute("/trpc", ws_endpoint),
         Route("/trpc/{path:path}", http_endpoint, methods=["GET", "POST", "HEAD"]),
+        Route("/auth/link", link_endpoint, methods=["POST"]),
         Route("/healthz", healthz),
         Route("/readyz", readyz),
     ]
@@ -176,6 +202,20 @@ def create_app(settings: Settings, *, announce_owner_token: bool = True) -> Star
 
 
 RAW_SEND_KEY = "chatsync.raw_send"
+
+
+async def _small_body(request: Request, limit: int) -> bytes:
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise ValueError("body too large")
+    return body
+
+
+def _auth_error(message: str) -> JSONResponse:
+    return JSONResponse({"error": {"code": "BAD_REQUEST", "message": message}}, status_code=400,
+                        headers={"cache-control": "no-store"})
 
 
 class _KeepRawSend:

@@ -1,5 +1,6 @@
-"""The ``chatsync`` command: ``serve``, ``db upgrade``, ``users create``, ``tokens create`` (server side), and the
-clients ``sessions ...`` (:mod:`server.cli_sessions`) and ``chat`` (:mod:`server.tui`)."""
+"""The ``chatsync`` command: ``serve``, ``db upgrade``, ``users create|delete``, ``tokens create|list|revoke``,
+``link`` (server side: they open the database directly), and the clients ``sessions ...``
+(:mod:`server.cli_sessions`) and ``chat`` (:mod:`server.tui`)."""
 from __future__ import annotations
 
 import argparse
@@ -51,12 +52,59 @@ async def _create_user(settings: Settings, name: str, admin: bool) -> str:
         return token
 
 
-async def _create_token(settings: Settings, name: str) -> str:
+async def _auth_command(settings: Settings, args: argparse.Namespace) -> None:
+    """``users delete``, ``tokens ...`` and ``link``: the database directly, no server needed."""
+    import json
+
     from .services.auth import AuthService
+    from .store import migrate
     from .store.db import Database
 
     async with Database(settings.database_url) as db:
-        return await AuthService(db).create_token(name)
+        await migrate.upgrade(db)
+        auth = AuthService(db)
+        if args.command == "users":
+            # Revoke first and give running servers a moment to see it (they poll revocations every second),
+            # so every connection of this user is closed even though the token rows are deleted afterwards.
+            ids = [t["id"] for t in await auth.tokens(args.name)]
+            for device_id in ids:
+                await auth.revoke_token(device_id)
+            await asyncio.sleep(2.5 if ids else 0)
+            await auth.delete_user(args.name)
+            print(f"deleted user {args.name!r} and revoked {len(ids)} token(s)", file=sys.stderr)
+        elif args.command == "link":
+            link = await auth.create_link_for(args.user, args.device, settings.link_base())
+            print(link["url"])
+            if not args.no_qr:
+                _print_qr(link["url"])
+            print("valid for 10 minutes, once", file=sys.stderr)
+        elif args.tokens_command == "create":
+            print(await auth.create_token(args.name, args.device or ""))
+        elif args.tokens_command == "list":
+            tokens = await auth.tokens(args.user)
+            if args.json:
+                print(json.dumps(tokens))
+            else:
+                for t in tokens:
+                    print(f"{t['id']}  {t['user']:<16} {t['name'] or '-':<24} created {_when(t['createdAt'])}"
+                          f"  last used {_when(t['lastUsedAt'])}")
+        else:
+            await auth.revoke_token(args.id)
+            print(f"revoked {args.id}", file=sys.stderr)
+
+
+def _when(ms: int | None) -> str:
+    import datetime as dt
+
+    if ms is None:
+        return "never"
+    return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _print_qr(url: str) -> None:
+    import segno
+
+    segno.make(url, error="m").terminal(out=sys.stdout, compact=True)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -76,11 +124,25 @@ def build_parser() -> argparse.ArgumentParser:
     p_create = users_sub.add_parser("create", help="create a user and print its token (only the token)")
     p_create.add_argument("name")
     p_create.add_argument("--admin", action="store_true")
+    p_udel = users_sub.add_parser("delete", help="delete a user and everything they own; their devices are "
+                                                 "signed out everywhere")
+    p_udel.add_argument("name")
 
-    p_tokens = sub.add_parser("tokens", help="manage API tokens")
+    p_tokens = sub.add_parser("tokens", help="manage API tokens (each token is a device)")
     tokens_sub = p_tokens.add_subparsers(dest="tokens_command", required=True)
     p_tok = tokens_sub.add_parser("create", help="issue another token for a user and print it")
     p_tok.add_argument("name")
+    p_tok.add_argument("--device", default=None, help="a name for the device it is for")
+    p_tlist = tokens_sub.add_parser("list", help="every live token: id, user, device name, created, last used")
+    p_tlist.add_argument("--user", default=None, help="only this user's")
+    p_tlist.add_argument("--json", action="store_true")
+    p_trev = tokens_sub.add_parser("revoke", help="revoke a token by id; its connections are closed")
+    p_trev.add_argument("id")
+
+    p_link = sub.add_parser("link", help="print a one-time sign-in link (and its QR code) for a new device")
+    p_link.add_argument("--user", default="owner", help="whose device it signs in (default: owner)")
+    p_link.add_argument("--device", default=None, help="a name for the new device")
+    p_link.add_argument("--no-qr", action="store_true", help="print the link only")
 
     from . import cli_sessions
 
@@ -105,10 +167,10 @@ def main(argv: list[str] | None = None) -> None:
         elif args.command == "db":
             asyncio.run(_db_upgrade(settings))
             print("database is at the newest schema", file=sys.stderr)
-        elif args.command == "users":
+        elif args.command == "users" and args.users_command == "create":
             print(asyncio.run(_create_user(settings, args.name, args.admin)))
-        elif args.command == "tokens":
-            print(asyncio.run(_create_token(settings, args.name)))
+        else:
+            asyncio.run(_auth_command(settings, args))
     except ValueError as exc:
         print(f"chatsync: {exc}", file=sys.stderr)
         raise SystemExit(1) from None

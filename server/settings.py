@@ -65,6 +65,9 @@ class Settings(BaseSettings):
     # /metrics is open (counts and timings only, no user content) unless this is set; then it takes this
     # bearer token, so a scraper need not hold an admin's.
     metrics_token: str | None = None
+    # The address other devices reach this server at, for device sign-in links (``<public URL>/link#code``).
+    # Unset: the address the asking client used (``auth.createLink``), else http://HOST:PORT.
+    public_url: str | None = None
 
     @field_validator("allowed_origins", mode="before")
     @classmethod
@@ -90,6 +93,22 @@ class Settings(BaseSettings):
     @property
     def is_sqlite(self) -> bool:
         return self.database_url.startswith("sqlite")
+
+    def link_base(self, seen_as: str | None = None) -> str:
+        """Where device sign-in links point: ``public_url``, else how the client reached us, else host:port."""
+        if self.public_url:
+            return self.public_url.rstrip("/")
+        if seen_as:
+            return seen_as.rstrip("/")
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
+        return f"http://{host}:{self.port}"
+
+    @field_validator("public_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return value
 
 
 def load_settings(**overrides: object) -> Settings:

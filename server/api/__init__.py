@@ -1,6 +1,6 @@
 """The procedures clients call, registered on one :class:`~server.rpc.registry.Router`."""
 from ..rpc.registry import Router
-from . import chat, messages, runs, sessions, tools
+from . import auth, chat, messages, runs, sessions, tools
 
 
 def build_router() -> Router:
@@ -10,6 +10,7 @@ def build_router() -> Router:
     chat.register(router)
     tools.register(router)
     runs.register(router)
+    auth.register(router)
     return router
 
 

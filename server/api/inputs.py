@@ -83,6 +83,25 @@ class SessionEvents(SessionRef):
     last_event_id: str | None = Field(default=None, max_length=32, pattern=r"^\d+$")
 
 
+class SessionFeed(StrictInput):
+    last_event_id: str | None = Field(default=None, max_length=32, pattern=r"^\d+$")
+
+
+# --- devices (server/api/auth.py) ------------------------------------------------------------------------
+
+
+class DeviceRef(StrictInput):
+    device_id: str = Id
+
+
+class RenameDevice(DeviceRef):
+    name: str = Field(min_length=1, max_length=200)
+
+
+class CreateLink(StrictInput):
+    device_name: str | None = Field(default=None, min_length=1, max_length=200)
+
+
 class MessageList(SessionRef):
     before: int | None = Field(default=None, ge=1)
     limit: int = Field(default=100, ge=1, le=500)

@@ -7,6 +7,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from ..rpc.registry import Context, Router
+from ..services import feed
+from ..services.requests import request_key
 from ..sync.delivery import Delivery
 from . import inputs
 
@@ -29,8 +31,9 @@ def _given(model: BaseModel, names: tuple[str, ...]) -> dict[str, Any]:
 def register(router: Router) -> None:
     @router.mutation("session.create", inputs.SessionCreate)
     async def create(ctx: Context, inp: inputs.SessionCreate) -> Any:
+        user = ctx.require_user()
         fields = _given(inp, (*FIELDS, "title", "metadata", "queue_paused"))
-        return await ctx.services.sessions.create(ctx.require_user(), fields)
+        return await ctx.services.sessions.create(user, fields, request_key(user.id, "session.create", inp))
 
     @router.query("session.list", inputs.SessionList)
     async def list_(ctx: Context, inp: inputs.SessionList) -> Any:
@@ -76,15 +79,30 @@ def register(router: Router) -> None:
                   "subscribedAt": int(time.time() * 1000)}
         return _EventStream(ctx.services, inp.session_id, after, client)
 
+    @router.subscription("session.feed", inputs.SessionFeed)
+    async def feed_(ctx: Context, inp: inputs.SessionFeed) -> Any:
+        """The caller's sessions as they are created, change and go (``services.feed``), tracked by the
+        user's feed seq; ``session.list`` gives the ``feedEventId`` to start from."""
+        user = ctx.require_user()
+        after = int(inp.last_event_id) if inp.last_event_id is not None else \
+            await ctx.services.sessions.feed_position(user)
+        return _EventStream(ctx.services, feed.channel(user.id), after, None, feed.FeedLog())
+
 
 class _EventStream:
-    def __init__(self, services: Any, session_id: str, after: int, client: dict[str, Any] | None = None) -> None:
+    def __init__(self, services: Any, session_id: str, after: int, client: dict[str, Any] | None = None,
+                 log: Any = None) -> None:
         self.services = services
         self.session_id = session_id
         self.after = after
         self.client = client
+        self.log = log
 
     async def run(self, emit: Any, emit_durable: Any = None) -> None:
-        delivery = Delivery(self.services.db, self.services.hub, self.session_id, self.after, emit,
-                            getattr(self.services, "stream_snapshots", None), emit_durable, self.client)
+        if self.log is not None:  # a user feed: no stream snapshots, its own log
+            delivery = Delivery(self.services.db, self.services.hub, self.session_id, self.after, emit,
+                                None, emit_durable, None, self.log)
+        else:
+            delivery = Delivery(self.services.db, self.services.hub, self.session_id, self.after, emit,
+                                getattr(self.services, "stream_snapshots", None), emit_durable, self.client)
         await delivery.run()

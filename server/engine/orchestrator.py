@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from contextlib import suppress
 from typing import Any
 
@@ -25,6 +26,7 @@ from sqlalchemy import select
 from ..domain.events import EventEnvelope
 from ..llm import Provider, get_provider
 from ..pubsub.base import Bus
+from ..services import requests
 from ..services.titles import TitleService
 from ..services.uow import UnitOfWork
 from ..settings import Settings
@@ -38,6 +40,8 @@ from .lease import SessionGone, lease_live, new_owner_id, session_tx
 from .run import RunLoop
 
 log = logging.getLogger(__name__)
+
+TRIM_REQUESTS_SECONDS = 600  # how often old client request records are deleted (they are kept 24 h)
 
 
 class Orchestrator:
@@ -188,9 +192,14 @@ class Orchestrator:
     # --- sweeper ------------------------------------------------------------------------------------------
 
     async def _sweep_forever(self) -> None:
+        next_trim = 0.0
         while not self._stop.is_set():
             try:
                 await self.sweep_once()
+                if time.monotonic() >= next_trim:
+                    next_trim = time.monotonic() + TRIM_REQUESTS_SECONDS
+                    async with self.db.write() as s:
+                        await requests.trim(s, utcnow())
             except Exception:
                 log.warning("sweep failed", exc_info=True)
             with suppress(TimeoutError):

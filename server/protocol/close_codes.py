@@ -17,6 +17,9 @@ UNAUTHORIZED = 4501
 PROTOCOL_ERROR = 4502
 """The connectionParams frame was malformed."""
 
+TOKEN_REVOKED = 4503
+"""The token this connection signed in with was revoked (or its user deleted): sign in again."""
+
 
 def should_reconnect(code: int) -> bool:
     return RECONNECT_MIN <= code <= RECONNECT_MAX or code in (1001, 1006, 1011, 1012, 1013)

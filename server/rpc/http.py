@@ -56,7 +56,7 @@ class HttpTransport:
         is_batch = request.query_params.get("batch") == "1"
         paths = [unquote(p) for p in raw_path.split(",")] if is_batch else [unquote(raw_path)]
         try:
-            user = await self._authenticate(request)
+            principal = await self._authenticate(request)
         except RpcError as err:
             proc = self.router.procedures.get(paths[0])
             if not is_batch and proc is not None and proc.kind == "subscription" and request.method == "GET":
@@ -64,7 +64,8 @@ class HttpTransport:
                 return StreamingResponse(self._sse_error(err, proc.path), media_type="text/event-stream",
                                          headers=SSE_HEADERS)
             return _request_error(err)
-        ctx = Context(user=user, services=self.services, transport="http")
+        ctx = Context(user=None, services=self.services, transport="http", base_url=str(request.base_url).rstrip("/"))
+        ctx.sign_in(principal)
 
         try:
             inputs = await self._read_inputs(request, is_batch, len(paths))
@@ -115,10 +116,10 @@ class HttpTransport:
             token = parsed.get("token")
         if token is None:
             return None
-        user = await self.services.auth.authenticate(token)
-        if user is None:
+        principal = await self.services.auth.identify(token)
+        if principal is None:
             raise RpcError("UNAUTHORIZED", "Invalid token")
-        return user
+        return principal
 
     async def _read_inputs(self, request: Request, is_batch: bool, count: int) -> list[Any]:
         if request.method == "GET":
@@ -212,6 +213,12 @@ class HttpTransport:
 
         producer = asyncio.create_task(produce())
         self.sse_streams.add(items)
+
+        def revoked() -> None:
+            items.put_nowait(RpcError("UNAUTHORIZED", "This device was signed out"))
+
+        if ctx.device_id is not None:
+            self.services.devices.add(ctx.device_id, revoked)
         last_tracked: str | None = None
         try:
             while True:
@@ -238,6 +245,8 @@ class HttpTransport:
                     yield "data: " + body + "\nid: \n\n\n" + "event: restore-id\ndata: \nid: " + last_tracked + "\n\n\n"
         finally:
             self.sse_streams.discard(items)
+            if ctx.device_id is not None:
+                self.services.devices.discard(ctx.device_id, revoked)
             producer.cancel()
 
     def shutdown(self) -> None:

@@ -35,6 +35,15 @@ class Context:
     # The device (token) the caller signed in with, when it used one.
     device_id: str | None = None
     device_name: str | None = None
+    # Where the caller reached this server (``http://host:port``), for links it may hand to other devices.
+    base_url: str | None = None
+
+    def sign_in(self, principal: Any) -> None:
+        """Take the user and device of a ``services.auth.Principal`` (or nothing, for None)."""
+        if principal is None:
+            self.user = self.device_id = self.device_name = None
+        else:
+            self.user, self.device_id, self.device_name = principal.user, principal.device_id, principal.device_name
 
     def require_user(self) -> User:
         if self.user is None:

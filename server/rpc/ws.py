@@ -46,7 +46,7 @@ class WsConnection:
         self.services = services
         self.settings = services.settings
         self.registry = registry
-        self.ctx = Context(user=None, services=services, transport="ws")
+        self.ctx = Context(user=None, services=services, transport="ws", base_url=_base_url(websocket))
         self._raw_send = raw_send
         self.outbox: Outbox = TaskOutbox(websocket, self.settings.send_queue_frames, self._overflow)
         self.subscriptions: dict[Any, asyncio.Task[None]] = {}
@@ -64,13 +64,13 @@ class WsConnection:
 
     # --- lifecycle ------------------------------------------------------------------------------------
 
-    async def serve(self, header_user: Any) -> None:
+    async def serve(self, header_principal: Any) -> None:
         """Read frames until the client leaves or the connection is closed from our side.
 
         The read loop runs in the ASGI task itself; with the transport writer there is no other
         per-connection task (memory per idle connection is what limits how many one process holds).
         """
-        self.ctx.user = header_user
+        self._sign_in(header_principal)
         self._awaiting_params = self.ws.query_params.get("connectionParams") == "1"
         await self.ws.accept()
         protocol = getattr(self._raw_send, "__self__", None)
@@ -90,6 +90,8 @@ class WsConnection:
         finally:
             self._task = None
             self.registry.discard(self)
+            if self.ctx.device_id is not None:
+                self.services.devices.discard(self.ctx.device_id, self._revoked)
             everything = [*self.subscriptions.values(), *self.tasks] + ([writer] if writer else [])
             for task in everything:
                 task.cancel()
@@ -124,6 +126,16 @@ class WsConnection:
             self._request_close()
 
         self._spawn(_finish())
+
+    def _sign_in(self, principal: Any) -> None:
+        self.ctx.sign_in(principal)
+        if self.ctx.device_id is not None:
+            self.services.devices.add(self.ctx.device_id, self._revoked)
+
+    def _revoked(self) -> None:
+        """Its token was revoked (``sync.revocation``): close with a code that says do not reconnect as is."""
+        self._close_code = close_codes.TOKEN_REVOKED
+        self._request_close()
 
     def _overflow(self) -> None:
         log.info("closing slow consumer (%d buffered)", self.outbox.pending())
@@ -215,11 +227,11 @@ class WsConnection:
             return
         token = (data or {}).get("token")
         if token is not None:
-            user = await self.services.auth.authenticate(token)
-            if user is None:
+            principal = await self.services.auth.identify(token)
+            if principal is None:
                 self.reject(RpcError("UNAUTHORIZED", "Invalid token"), close_codes.UNAUTHORIZED)
                 return
-            self.ctx.user = user
+            self._sign_in(principal)
 
     def _dispatch(self, msg: dict[str, Any]) -> None:
         rid = msg["id"]
@@ -319,3 +331,11 @@ class WsConnection:
                 del self.subscriptions[rid]
             if started:
                 outbox.send(ws_result(prefix, "stopped"))
+
+
+def _base_url(websocket: WebSocket) -> str | None:
+    host = websocket.headers.get("host")
+    if not host:
+        return None
+    scheme = "https" if websocket.url.scheme == "wss" else "http"
+    return f"{scheme}://{host}"

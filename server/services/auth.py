@@ -1,21 +1,42 @@
-"""Users and API tokens. Tokens are random, shown once, and stored as sha256 hashes."""
+"""Users, devices and sign-in. Every token is a device (a browser, a phone, a terminal): random, shown once,
+stored as a sha256 hash, revocable on its own.
+
+Device sign-in without copying tokens: a signed-in client (``auth.createLink``) or the server's CLI
+(``chatsync link``) makes a one-time code, valid :data:`LINK_TTL`, shown as ``<public URL>/link#<code>``
+(in the fragment, so it never reaches a server log). ``POST /auth/link`` exchanges it once for a new token
+of that user. Codes are stored hashed like tokens; the exchange is one conditional UPDATE (unused and
+unexpired), so two exchanges of one code racing each other give one token.
+
+Revocation sets ``revoked_at``; the token is refused from then on. What it already opened (WebSockets, SSE
+streams) is closed by :mod:`server.sync.revocation` on every replica.
+"""
 from __future__ import annotations
 
 import hashlib
 import secrets
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
 
+from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError
 
+from ..protocol.errors import RpcError
 from ..store import repo
 from ..store.db import Database
-from ..store.models import ApiToken, User
+from ..store.models import ApiToken, LinkCode, User, utcnow
 
 TOKEN_PREFIX = "cs_"
+LINK_TTL = timedelta(minutes=10)
+# lastUsedAt is written at most this often per device, so authenticating stays a read.
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+MAX_DEVICE_NAME = 200
 
 
 def hash_token(token: str) -> str:
-    # Tokens carry 256 bits of randomness, so a fast hash is enough: there is nothing to brute-force.
+    # Tokens and codes carry 256 / 192 bits of randomness, so a fast hash is enough: nothing to brute-force.
     return hashlib.sha256(token.encode()).hexdigest()
 
 
@@ -23,35 +44,77 @@ def new_token() -> str:
     return TOKEN_PREFIX + secrets.token_urlsafe(32)
 
 
-class AuthService:
-    def __init__(self, db: Database) -> None:
-        self.db = db
+def _ms(ts: datetime | None) -> int | None:
+    return None if ts is None else int(ts.timestamp() * 1000)
 
-    async def authenticate(self, token: str | None) -> User | None:
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who is calling, and with which device."""
+
+    user: User
+    device_id: str
+    device_name: str
+
+
+class LinkError(Exception):
+    """A sign-in code that cannot be exchanged (unknown, used or expired)."""
+
+
+class AuthService:
+    def __init__(self, db: Database, *, clock: Callable[[], datetime] = utcnow,
+                 on_revoked: Callable[[list[str]], Any] | None = None) -> None:
+        self.db = db
+        self.clock = clock  # tests move time with it (link expiry)
+        # Called after a commit that revoked devices (``server.sync.revocation`` closes their connections).
+        self.on_revoked = on_revoked
+
+    # --- authentication ---------------------------------------------------------------------------------
+
+    async def identify(self, token: str | None) -> Principal | None:
+        """The user and device of a live token, or None (unknown, revoked, or malformed)."""
         if not token or len(token) > 256:
             return None
+        token_hash = hash_token(token)
         async with self.db.read() as s:
-            return await repo.user_by_token_hash(s, hash_token(token))
+            found = (await s.execute(
+                select(User, ApiToken.id, ApiToken.name, ApiToken.last_used_at)
+                .join(ApiToken, ApiToken.user_id == User.id)
+                .where(ApiToken.token_hash == token_hash, ApiToken.revoked_at.is_(None)))).first()
+        if found is None:
+            return None
+        user, device_id, device_name, last_used = found
+        now = self.clock()
+        if last_used is None or now - last_used >= LAST_USED_RESOLUTION:
+            async with self.db.write() as s:
+                await s.execute(update(ApiToken).where(ApiToken.id == device_id).values(last_used_at=now))
+        return Principal(user, device_id, device_name)
 
-    async def create_user(self, name: str, *, admin: bool = False) -> tuple[User, str]:
+    async def authenticate(self, token: str | None) -> User | None:
+        principal = await self.identify(token)
+        return None if principal is None else principal.user
+
+    # --- users and tokens (server side: the CLI) --------------------------------------------------------------
+
+    async def create_user(self, name: str, *, admin: bool = False, device_name: str = "first token") -> tuple[User, str]:
         """Create a user with one token; returns the token (the only time it exists in clear)."""
         token = new_token()
         async with self.db.write() as s:
             if await repo.user_by_name(s, name) is not None:
                 raise ValueError(f"user {name!r} already exists")
-            user = User(id=str(uuid.uuid4()), name=name, role="admin" if admin else "user")
+            user = User(id=str(uuid.uuid4()), name=name, role="admin" if admin else "user", feed_seq=0)
             s.add(user)
             await s.flush()
-            s.add(ApiToken(id=str(uuid.uuid4()), user_id=user.id, token_hash=hash_token(token)))
+            s.add(ApiToken(id=str(uuid.uuid4()), user_id=user.id, token_hash=hash_token(token), name=device_name))
         return user, token
 
-    async def create_token(self, name: str) -> str:
+    async def create_token(self, name: str, device_name: str = "") -> str:
         token = new_token()
         async with self.db.write() as s:
             user = await repo.user_by_name(s, name)
             if user is None:
                 raise ValueError(f"no user named {name!r}")
-            s.add(ApiToken(id=str(uuid.uuid4()), user_id=user.id, token_hash=hash_token(token)))
+            s.add(ApiToken(id=str(uuid.uuid4()), user_id=user.id, token_hash=hash_token(token), name=device_name))
         return token
 
     async def ensure_owner(self) -> str | None:
@@ -60,7 +123,120 @@ class AuthService:
             if await repo.count_users(s) > 0:
                 return None
         try:
-            _user, token = await self.create_user("owner", admin=True)
+            _user, token = await self.create_user("owner", admin=True, device_name="owner (first start)")
         except (ValueError, IntegrityError):  # another replica created it first
             return None
         return token
+
+    async def delete_user(self, name: str) -> list[str]:
+        """Delete a user with everything they own; every device is revoked first. Returns the device ids."""
+        async with self.db.write() as s:
+            user = await repo.user_by_name(s, name)
+            if user is None:
+                raise ValueError(f"no user named {name!r}")
+            ids = list((await s.execute(select(ApiToken.id).where(ApiToken.user_id == user.id))).scalars())
+            await s.delete(user)
+        await self._revoked(ids)
+        return ids
+
+    async def tokens(self, user_name: str | None = None) -> list[dict[str, Any]]:
+        """Every live device (of one user, or everyone's), for ``chatsync tokens list``."""
+        stmt = (select(ApiToken, User.name).join(User, User.id == ApiToken.user_id)
+                .where(ApiToken.revoked_at.is_(None)).order_by(User.name, ApiToken.created_at))
+        if user_name is not None:
+            stmt = stmt.where(User.name == user_name)
+        async with self.db.read() as s:
+            rows = (await s.execute(stmt)).all()
+        return [{**_device(t), "user": n} for t, n in rows]
+
+    async def revoke_token(self, device_id: str) -> None:
+        """Revoke any user's device (the CLI; admins)."""
+        if not await self._revoke(None, device_id):
+            raise ValueError(f"no live token with id {device_id!r}")
+
+    # --- devices (the caller's own) -----------------------------------------------------------------------
+
+    async def devices(self, user: User, current: str | None) -> list[dict[str, Any]]:
+        stmt = (select(ApiToken).where(ApiToken.user_id == user.id, ApiToken.revoked_at.is_(None))
+                .order_by(ApiToken.created_at))
+        async with self.db.read() as s:
+            rows = (await s.execute(stmt)).scalars().all()
+        return [{**_device(t), "current": t.id == current} for t in rows]
+
+    async def revoke_device(self, user: User, device_id: str) -> None:
+        if not await self._revoke(user.id, device_id):
+            raise RpcError("NOT_FOUND", "Device not found")
+
+    async def rename_device(self, user: User, device_id: str, name: str, current: str | None) -> dict[str, Any]:
+        async with self.db.write() as s:
+            row = (await s.execute(select(ApiToken).where(
+                ApiToken.id == device_id, ApiToken.user_id == user.id, ApiToken.revoked_at.is_(None)))).scalar()
+            if row is None:
+                raise RpcError("NOT_FOUND", "Device not found")
+            row.name = name
+            return {**_device(row), "current": row.id == current}
+
+    async def _revoke(self, user_id: str | None, device_id: str) -> bool:
+        stmt = update(ApiToken).where(ApiToken.id == device_id, ApiToken.revoked_at.is_(None))
+        if user_id is not None:
+            stmt = stmt.where(ApiToken.user_id == user_id)
+        async with self.db.write() as s:
+            done = (await s.execute(stmt.values(revoked_at=self.clock()))).rowcount == 1
+        if done:
+            await self._revoked([device_id])
+        return done
+
+    async def _revoked(self, device_ids: list[str]) -> None:
+        if device_ids and self.on_revoked is not None:
+            await self.on_revoked(device_ids)
+
+    # --- sign-in links ----------------------------------------------------------------------------------
+
+    async def create_link(self, user_id: str, device_name: str | None, public_url: str) -> dict[str, Any]:
+        """A one-time sign-in link for ``user_id``: ``{url, code, expiresAt}``."""
+        code = secrets.token_urlsafe(24)
+        now = self.clock()
+        expires = now + LINK_TTL
+        async with self.db.write() as s:
+            # Expired codes go as new ones are made: the table holds at most what ten minutes produce.
+            await s.execute(delete(LinkCode).where(LinkCode.expires_at < now))
+            s.add(LinkCode(code_hash=hash_token(code), user_id=user_id, device_name=device_name,
+                           created_at=now, expires_at=expires))
+        return {"url": public_url.rstrip("/") + "/link#" + code, "code": code, "expiresAt": _ms(expires)}
+
+    async def create_link_for(self, user_name: str, device_name: str | None, public_url: str) -> dict[str, Any]:
+        async with self.db.read() as s:
+            user = await repo.user_by_name(s, user_name)
+        if user is None:
+            raise ValueError(f"no user named {user_name!r}")
+        return await self.create_link(user.id, device_name, public_url)
+
+    async def exchange_link(self, code: str, device_name: str | None) -> dict[str, Any]:
+        """Spend a sign-in code: ``{token, deviceId, user: {id, name}}``, or :class:`LinkError`."""
+        if not code or len(code) > 200:
+            raise LinkError("This sign-in link is not valid.")
+        now = self.clock()
+        token = new_token()
+        device_id = str(uuid.uuid4())
+        async with self.db.write() as s:
+            found = (await s.execute(select(LinkCode).where(LinkCode.code_hash == hash_token(code)))).scalar()
+            if found is None:
+                raise LinkError("This sign-in link is not valid.")
+            if found.used_at is not None:
+                raise LinkError("This sign-in link was already used; make a new one.")
+            if found.expires_at <= now:
+                raise LinkError("This sign-in link has expired; make a new one.")
+            spent = await s.execute(update(LinkCode).where(
+                LinkCode.code_hash == found.code_hash, LinkCode.used_at.is_(None)).values(used_at=now))
+            if spent.rowcount != 1:
+                raise LinkError("This sign-in link was already used; make a new one.")
+            user = await s.get(User, found.user_id)
+            assert user is not None  # the code's row would be gone with its user (ON DELETE CASCADE)
+            name = (device_name or found.device_name or "linked device")[:MAX_DEVICE_NAME]
+            s.add(ApiToken(id=device_id, user_id=user.id, token_hash=hash_token(token), name=name, created_at=now))
+            out = {"token": token, "deviceId": device_id, "user": {"id": user.id, "name": user.name}}
+        return out
+
+
+def _device(row: ApiToken) -> dict[str, Any]:
+    return {"id": row.id, "name": row.name, "createdAt": _ms(row.created_at), "lastUsedAt": _ms(row.last_used_at)}

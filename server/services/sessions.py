@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import text
+from sqlalchemy.exc import IntegrityError
 
 from ..domain import models as wire
 from ..engine import state
@@ -28,6 +29,8 @@ from ..protocol.errors import RpcError
 from ..store import repo
 from ..store.db import Database
 from ..store.models import ChatSession, User, utcnow
+from . import feed, requests
+from .requests import MISSING, RequestKey
 from .titles import TitleService, apply_title
 from .uow import UnitOfWork, can_read
 
@@ -74,7 +77,15 @@ class SessionService:
                                               "(or set CHATSYNC_DEFAULT_MODEL)")
         return chosen, model
 
-    async def create(self, user: User, fields: dict[str, Any]) -> wire.Session:
+    async def create(self, user: User, fields: dict[str, Any], request: RequestKey | None = None) -> Any:
+        """A new session, announced on the owner's feed in the same transaction. A repeated ``request``
+        returns the first call's session (two copies racing: the loser's record insert fails, it rolls
+        back and answers with the winner's)."""
+        if request is not None:
+            async with self.db.read() as s:
+                replayed = await requests.replay(s, request)
+            if replayed is not MISSING:
+                return replayed
         now = utcnow()
         provider, model = self.resolve_model(fields.get("provider"), fields.get("model"))
         row = ChatSession(
@@ -99,9 +110,30 @@ class SessionService:
             created_at=now,
             updated_at=now,
         )
-        async with self.db.write() as s:
-            s.add(row)
-        return repo.session_wire(row)
+        session = repo.session_wire(row)
+        try:
+            async with self.db.write() as s:
+                s.add(row)
+                await s.flush()
+                env = await feed.append(s, user.id, "session-created",
+                                        {"sessionId": row.id, "session": feed.summary(row, 0)}, now)
+                if request is not None:
+                    await requests.record(s, [requests.record_row(request, session, now)])
+        except IntegrityError:
+            if request is None:
+                raise
+            async with self.db.read() as s:
+                replayed = await requests.replay(s, request)
+            if replayed is MISSING:
+                raise
+            return replayed
+        await self.uow.publish(feed.channel(user.id), [env])
+        return session
+
+    async def feed_position(self, user: User) -> int:
+        """The end of the user's feed now (where a ``session.feed`` without ``lastEventId`` starts)."""
+        async with self.db.read() as s:
+            return await feed.FeedLog().last_seq(s, feed.channel(user.id)) or 0
 
     async def readable(self, user: User, session_id: str) -> ChatSession:
         async with self.db.read() as s:
@@ -113,10 +145,15 @@ class SessionService:
     async def list(self, user: User, limit: int, cursor: str | None, search: str | None) -> dict[str, Any]:
         after = decode_cursor(cursor) if cursor else None
         async with self.db.read() as s:
+            # The feed's position first: whatever changes after it reaches a ``session.feed`` started there,
+            # so a list plus that feed never misses a change (it may repeat one the list already shows).
+            position = await feed.FeedLog().last_seq(s, feed.channel(user.id)) or 0
             rows = await repo.list_sessions(s, user.id, limit=limit + 1, after=after, search=search)
+            lengths = await repo.queue_lengths(s, [r.id for r in rows[:limit]])
         page = rows[:limit]
         next_cursor = encode_cursor(page[-1]) if len(rows) > limit else None
-        return {"items": [repo.session_wire(r).wire() for r in page], "nextCursor": next_cursor}
+        return {"items": [{**repo.session_wire(r).wire(), "queueLength": lengths.get(r.id, 0)} for r in page],
+                "nextCursor": next_cursor, "feedEventId": str(position)}
 
     async def snapshot(self, user: User, session_id: str) -> wire.SessionSnapshot:
         """Everything read in one transaction, at REPEATABLE READ on PostgreSQL (SQLite's WAL read transaction is

@@ -169,6 +169,15 @@ async def clear_queue(db: AsyncSession | PlainConnection, session_id: str) -> in
     return int(result.rowcount)  # type: ignore[attr-defined]
 
 
+async def queue_lengths(db: AsyncSession, session_ids: list[str]) -> dict[str, int]:
+    """Queued messages per session, for the sessions given (those with none are absent)."""
+    if not session_ids:
+        return {}
+    stmt = (select(QueuedMessage.session_id, func.count()).where(QueuedMessage.session_id.in_(session_ids))
+            .group_by(QueuedMessage.session_id))
+    return {sid: int(n) for sid, n in (await db.execute(stmt)).all()}
+
+
 async def queue_head(db: AsyncSession, session_id: str) -> QueuedMessage | None:
     stmt = (
         select(QueuedMessage)

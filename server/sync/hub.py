@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ..admin.metrics import COUNTERS
 from ..domain.events import EventEnvelope
@@ -24,6 +24,8 @@ class Hub:
     def __init__(self, bus: Bus) -> None:
         self.bus = bus
         self._local: dict[str, set[Delivery]] = {}
+        # Channels that are not sessions' (``sync.revocation``): their messages go to one handler each.
+        self.channel_handlers: dict[str, Callable[[Sequence[EventEnvelope]], None]] = {}
         self._lock = asyncio.Lock()
         bus.set_handlers(self._on_message, self._on_reconnect)
 
@@ -67,6 +69,10 @@ class Hub:
         if members:
             COUNTERS.deliveries += len(members) * len(events)
             fan_out(tuple(members), events)
+        else:
+            handler = self.channel_handlers.get(session_id)
+            if handler is not None:
+                handler(events)
 
     def _on_reconnect(self) -> None:
         for members in tuple(self._local.values()):

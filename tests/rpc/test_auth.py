@@ -15,6 +15,8 @@ from server.api import build_router
 from server.client import TrpcClient, TrpcError
 
 PROCEDURES = build_router().procedures
+# Procedures about the caller, not about a session: someone else's call succeeds on their own data.
+CALLER_SCOPED = ("session.create", "session.list", "session.feed", "auth.me", "auth.devices", "auth.createLink")
 
 
 def valid_input(path: str, sid: str, qid: str):
@@ -46,6 +48,13 @@ def valid_input(path: str, sid: str, qid: str):
         "tool.submitOutputs": {**base, "toolOutputs": [{"callId": "c1", "output": "x"}]},
         "tool.approve": {**base, "callId": "c1", "approved": True},
         "run.abort": base,
+        "message.sendQueuedNow": {**base, "messageId": qid, "mode": "next"},
+        "session.feed": {},
+        "auth.me": None,
+        "auth.devices": None,
+        "auth.createLink": {"deviceName": "phone"},
+        "auth.revokeDevice": {"deviceId": "no-such-device"},
+        "auth.renameDevice": {"deviceId": "no-such-device", "name": "phone"},
     }[path]
 
 
@@ -91,7 +100,7 @@ async def test_no_token_is_unauthorized_over_ws(live, alice_session, path):
     assert await snapshot(live, sid) == before
 
 
-@pytest.mark.parametrize("path", sorted(p for p in PROCEDURES if p not in ("session.create", "session.list")))
+@pytest.mark.parametrize("path", sorted(p for p in PROCEDURES if p not in CALLER_SCOPED))
 async def test_foreign_session_is_not_found(live, alice_session, path):
     sid, qid = alice_session
     before = await snapshot(live, sid)
@@ -118,7 +127,7 @@ async def test_http_bearer_token_rules(live, alice_session, path):
         assert r.status_code == 401 and r.json()["error"]["data"]["code"] == "UNAUTHORIZED"
         r = await send({"authorization": "Bearer cs_not-a-real-token"})
         assert r.status_code == 401
-        if path not in ("session.create", "session.list"):
+        if path not in CALLER_SCOPED:
             r = await send({"authorization": f"Bearer {live.tokens['bob']}"})
             assert r.status_code == 404 and r.json()["error"]["data"]["path"] == path
     assert await snapshot(live, sid) == before
