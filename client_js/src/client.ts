@@ -38,14 +38,28 @@ export function createChatsyncClient(options: ChatsyncOptions): ChatsyncClient {
     isFinal: connection.isFinal,
     onUnauthorized: () => connection.signOut(),
   });
+  // With SSE every subscription is its own stream: closing the client must end them one by one.
+  const followers = new Set<{ close(): void }>();
+  const track = <T extends { close(): void }>(f: T): T => {
+    followers.add(f);
+    const close = f.close.bind(f);
+    f.close = () => {
+      followers.delete(f);
+      close();
+    };
+    return f;
+  };
   return {
     connection: connection.state,
     closeCode: connection.closeCode,
     trpc: connection.trpc,
     requests,
-    watchSessions: (o) => watchSessions(connection, requests, o),
-    openSession: (id, o) => openSession(connection, requests, id, o),
+    watchSessions: (o) => track(watchSessions(connection, requests, o)),
+    openSession: (id, o) => track(openSession(connection, requests, id, o)),
     createSession: (input = {}) => requests.write("session.create", input),
-    close: () => connection.close(),
+    async close() {
+      await connection.close();
+      for (const f of [...followers]) f.close();
+    },
   };
 }
