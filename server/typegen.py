@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -39,7 +40,8 @@ TARGET = ROOT / "client_js" / "src" / "router.gen.ts"
 # ``server.domain.models`` are picked up by name when they are ``WireModel``s and not inputs.
 _SKIP_MODELS = {"WireModel", "StrictInput"}
 
-# Shapes the server builds as dicts (``session.get``'s run, the results of runs), hand-written here.
+# Shapes the server builds as dicts (``session.get``'s run, the results of runs), hand-written here, one
+# declaration per blank-line-separated block. A wire model of the same name, once there is one, replaces it.
 EXTRA_TYPES = """\
 export type TitleSource = Session["titleSource"];
 export type SessionStatus = Session["status"];
@@ -153,7 +155,7 @@ OUTPUTS: dict[str, type[BaseModel] | str] = {
     "tool.submitOutputs": "{ messages: Message[]; resumed: boolean }",
     "tool.approve": "{ resolved: true }",
     "run.abort": "{ aborted: boolean }",
-    "auth.me": '{ user: { id: string; name: string; role: string }; deviceId: string | null }',
+    "auth.me": "{ user: { id: string; name: string; role: string }; deviceId: string | null; deviceName: string | null }",
     "auth.createLink": "{ url: string; code: string; expiresAt: number }",
     "auth.devices": "Device[]",
     "auth.revokeDevice": "null",
@@ -296,6 +298,17 @@ import type {
 """
 
 
+def _extra_types(generated: set[str]) -> str:
+    """:data:`EXTRA_TYPES` without the ones a wire model now defines (the model's schema wins)."""
+    blocks = EXTRA_TYPES.strip().split("\n\n")  # one declaration (with its comment) per block
+    kept = []
+    for block in blocks:
+        names = set(re.findall(r"export type (\w+)", block))
+        if not names & generated:
+            kept.append(block)
+    return "\n\n".join(kept) + "\n"
+
+
 def _check_events() -> None:
     known = set(DURABLE_EVENT_TYPES) | set(EPHEMERAL_EVENT_TYPES)
     missing = sorted(known - set(EVENT_TYPES))
@@ -408,7 +421,7 @@ def generate(router: Any | None = None) -> tuple[str, list[str]]:
 
     parts = [HEADER, "// --- wire models (server/domain/models.py) and procedure inputs (server/api/inputs.py) ---\n"]
     parts.extend(f"export type {name} = {body};\n" for name, body in sorted(em.named.items()))
-    parts.append("\n" + EXTRA_TYPES + "\n" + _event_section())
+    parts.append("\n" + _extra_types(set(em.named)) + "\n" + _event_section())
     parts.append("\n// --- procedures ---\n\n/** Every procedure by path: its kind, input and output. */\nexport interface Procedures {\n"
                  + "\n".join(flat) + "\n}\nexport type ProcedurePath = keyof Procedures;\n")
     parts.append(

@@ -64,6 +64,13 @@ def test_an_event_type_without_a_typescript_type_stops_the_generator(monkeypatch
         typegen.generate()
 
 
+def test_a_wire_model_replaces_the_hand_written_type_of_the_same_name() -> None:
+    kept = typegen._extra_types({"SessionSummary"})
+    assert "export type SessionSummary" not in kept
+    assert "A session as the live list" not in kept  # its comment goes with it
+    assert "export type SessionPage" in kept and "export type Device" in kept
+
+
 CHECK_TS = """\
 import { createTRPCClient, createWSClient, httpBatchLink, splitLink, wsLink } from "@trpc/client";
 import type { AppRouter, Procedures } from "../src/router.gen.js";

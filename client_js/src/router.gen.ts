@@ -424,7 +424,7 @@ export const STREAM_EVENT_TYPES: readonly StreamEvent["type"][] = ["stream-snaps
 export interface Procedures {
   "auth.createLink": { kind: "mutation"; input: CreateLinkInput | undefined; output: { url: string; code: string; expiresAt: number } };
   "auth.devices": { kind: "query"; input: void; output: Device[] };
-  "auth.me": { kind: "query"; input: void; output: { user: { id: string; name: string; role: string }; deviceId: string | null } };
+  "auth.me": { kind: "query"; input: void; output: { user: { id: string; name: string; role: string }; deviceId: string | null; deviceName: string | null } };
   "auth.renameDevice": { kind: "mutation"; input: RenameDeviceInput; output: Device };
   "auth.revokeDevice": { kind: "mutation"; input: DeviceRefInput; output: null };
   "message.addInstructions": { kind: "mutation"; input: AddInstructionsInput; output: { messages: Message[]; runId: string | null } };
@@ -464,7 +464,7 @@ export type AppRouter = TRPCBuiltRouter<
   auth: {
     createLink: TRPCMutationProcedure<{ input: CreateLinkInput | undefined; output: { url: string; code: string; expiresAt: number }; meta: object }>;
     devices: TRPCQueryProcedure<{ input: void; output: Device[]; meta: object }>;
-    me: TRPCQueryProcedure<{ input: void; output: { user: { id: string; name: string; role: string }; deviceId: string | null }; meta: object }>;
+    me: TRPCQueryProcedure<{ input: void; output: { user: { id: string; name: string; role: string }; deviceId: string | null; deviceName: string | null }; meta: object }>;
     renameDevice: TRPCMutationProcedure<{ input: RenameDeviceInput; output: Device; meta: object }>;
     revokeDevice: TRPCMutationProcedure<{ input: DeviceRefInput; output: null; meta: object }>;
   };
