@@ -146,6 +146,51 @@ describe('against a real server', { skip: skipReason }, () => {
     assert.equal(rec.instances.length, sockets, 'no new socket after a final close code');
   });
 
+  test('the session list follows sessions created, renamed and deleted by another client', T, async () => {
+    const c = client({ WebSocket: WebSocketImpl });
+    const other = client({ WebSocket: WebSocketImpl });
+    const list = c.watchSessions();
+    await list.ready;
+    await until(() => list.status.get() === 'live', 'the feed to start');
+    const a = await other.createSession({ title: 'list-a' });
+    const b = await other.createSession({ title: 'list-b' });
+    await until(() => list.items.get().some((x) => x.id === b.id), 'the new sessions in the list');
+    await other.trpc.session.setTitle.mutate({ sessionId: a.id, title: 'list-a renamed' });
+    await other.trpc.session.delete.mutate({ sessionId: b.id });
+    await until(() => !list.items.get().some((x) => x.id === b.id), 'the deleted session to go');
+    await until(() => list.items.get().find((x) => x.id === a.id)?.title === 'list-a renamed', 'the new title');
+    const page = await c.trpc.session.list.query({ limit: 50 });
+    assert.deepEqual(list.items.get().map((x) => [x.id, x.title]), page.items.map((x) => [x.id, x.title]));
+    list.close();
+  });
+
+  test('a device whose token is revoked is signed out (4503) and its open session stops', T, async () => {
+    const owner = client({ WebSocket: WebSocketImpl });
+    const link = await owner.trpc.auth.createLink.mutate({ deviceName: 'laptop' });
+    const res = await fetch(`${URL_}/auth/link`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ code: link.code, deviceName: 'laptop' }),
+    });
+    assert.equal(res.status, 200);
+    const { token, deviceId } = await res.json();
+    const rec = gatedWebSocket();
+    const device = client({ token, WebSocket: rec.WebSocket, reconnectDelayMs: () => 0 });
+    const me = await device.trpc.auth.me.query();
+    assert.equal(me.deviceId, deviceId);
+    const s = await owner.createSession({ title: 'revoked' });
+    const open = device.openSession(s.id);
+    await open.ready;
+    await owner.trpc.auth.revokeDevice.mutate({ deviceId });
+    await until(() => device.connection.get() === 'signed-out', 'the device to be signed out');
+    assert.equal(device.closeCode.get(), lib.TOKEN_REVOKED);
+    await until(() => open.status.get() === 'closed', 'the open session to stop');
+    const sockets = rec.instances.length;
+    await assert.rejects(open.enqueue('after revocation'), (err) => err.name === 'ConnectionClosedError');
+    assert.deepEqual(open.queue.get(), [], 'the pending item was taken away again');
+    assert.equal(rec.instances.length, sockets, 'no reconnecting after 4503');
+  });
+
   test('over SSE: the session list and a session follow an answer to the end', T, async () => {
     const c = client({ transport: 'sse', EventSource });
     const list = c.watchSessions();
