@@ -5,7 +5,7 @@ import type { TRPCClient } from "@trpc/client";
 import type { ReadableAtom } from "nanostores";
 import { createConnection, type ConnectionState } from "./connection.js";
 import type { ChatsyncOptions } from "./options.js";
-import { createRequests, type Requests, type WriteInput } from "./requests.js";
+import { createRequests, isNoAnswer, type Requests, type WriteInput } from "./requests.js";
 import type { AppRouter, Procedures } from "./router.gen.js";
 import { openSession, type FollowOptions, type OpenSession } from "./stores/session.js";
 import { watchSessions, type SessionList, type SessionListOptions } from "./stores/sessions.js";
@@ -32,8 +32,18 @@ export interface ChatsyncClient {
 export function createChatsyncClient(options: ChatsyncOptions): ChatsyncClient {
   const connection = createConnection(options);
   const requests = createRequests({
-    call: (kind, path, input) =>
-      kind === "query" ? connection.untyped.query(path, input) : connection.untyped.mutation(path, input),
+    async call(kind, path, input) {
+      try {
+        const result = await (kind === "query" ? connection.untyped.query(path, input) : connection.untyped.mutation(path, input));
+        // Over SSE there is no socket to watch: an answered call is what says the server is reachable.
+        connection.reportLinkState({ state: "pending" });
+        return result;
+      } catch (err) {
+        if (isNoAnswer(err)) connection.reportLinkState({ state: "connecting", error: err });
+        else connection.reportLinkState({ state: "pending" });
+        throw err;
+      }
+    },
     ...(options.retry ? { retry: options.retry } : {}),
     isFinal: connection.isFinal,
     onUnauthorized: () => connection.signOut(),

@@ -3,6 +3,7 @@
 // queue equal session.get's. Also: a write whose socket dies right after sending it, a rejected token, SSE.
 import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
+import net from 'node:net';
 import WebSocketImpl from 'ws';
 import { EventSource } from 'eventsource';
 import { serverView, storeView, until } from './support/fake-server.js';
@@ -41,6 +42,33 @@ function gatedWebSocket() {
     }
   });
   return rec;
+}
+
+/** A TCP proxy in front of the server whose `cut()` drops every connection, as a flaky network would. */
+async function proxy() {
+  const target = new URL(URL_);
+  const sockets = new Set();
+  const server = net.createServer((inbound) => {
+    const outbound = net.connect(Number(target.port), target.hostname);
+    for (const [a, b] of [[inbound, outbound], [outbound, inbound]]) {
+      sockets.add(a);
+      a.on('error', () => b.destroy());
+      a.on('close', () => {
+        sockets.delete(a);
+        b.destroy();
+      });
+      a.pipe(b);
+    }
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    url: `http://127.0.0.1:${server.address().port}`,
+    cut: () => sockets.forEach((s) => s.destroy()),
+    close: () => {
+      sockets.forEach((s) => s.destroy());
+      return new Promise((r) => server.close(r));
+    },
+  };
 }
 
 const clients = [];
@@ -207,5 +235,29 @@ describe('against a real server', { skip: skipReason }, () => {
     assert.equal(c.connection.get(), 'connected');
     open.close();
     list.close();
+  });
+
+  test('over SSE, the stream cut mid-answer: the store resumes and ends equal to session.get', T, async () => {
+    const p = await proxy();
+    try {
+      const c = client({ url: p.url, transport: 'sse', EventSource });
+      const s = await c.createSession({ title: 'live-sse-cut' });
+      const open = c.openSession(s.id);
+      await open.ready;
+      await open.send(LONG);
+      await open.enqueue('queued over sse');
+      await c.trpc.message.pauseQueue.mutate({ sessionId: s.id });
+      await until(() => open.messages.get().some((m) => m.status === 'streaming' && m.content.length > 20), 'the answer to stream');
+      p.cut();
+      await until(() => open.run.get() === null && open.session.get().status === 'idle', 'the answer to finish', 30_000);
+      await until(() => sameAsServer(c, open), 'the stores to equal session.get');
+      assert.equal(open.messages.get().at(-1).content, LONG);
+      assert.deepEqual(open.queue.get().map((q) => q.content), ['queued over sse']);
+      assert.equal(open.resyncs(), 0, 'resumed with Last-Event-ID, without refetching');
+      assert.equal(c.connection.get(), 'resumed');
+      open.close();
+    } finally {
+      await p.close();
+    }
   });
 });
