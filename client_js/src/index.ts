@@ -21,7 +21,11 @@ export {
   type WriteInput,
   type WritePath,
 } from "./requests.js";
-export { openSession, type FollowStatus, type OpenSession, type SendNowMode, type SendOptions, type SessionSettings } from "./stores/session.js";
+export { openSession, type OpenSession, type SessionSettings } from "./stores/session.js";
+export { followSession, type FollowOptions, type FollowStatus, type SessionFollower } from "./stores/follow.js";
+export { messageActions, messagesStore, type MessageActions, type SendOptions } from "./stores/messages.js";
+export { queueActions, queueStore, type QueueActions, type SendNowMode } from "./stores/queue.js";
+export { runActions, runStore, type RunActions } from "./stores/run.js";
 export { watchSessions, type SessionList, type SessionListOptions, type SessionListStatus } from "./stores/sessions.js";
 export * from "./reducers/messages.js";
 export * from "./reducers/queue.js";
