@@ -153,3 +153,53 @@ class PrivateRedis:
     @property
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
+
+
+class HoldingProxy:
+    """A TCP proxy in front of a server that can stop passing the server's bytes back (``hold``) and cut
+    every connection (``cut``): a client whose request reached the server but whose reply never arrived."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.hold = False
+        self._server: asyncio.base_events.Server | None = None
+        self._writers: list[asyncio.StreamWriter] = []
+        self.port = 0
+
+    async def start(self) -> "HoldingProxy":
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+        self._writers += [writer, up_writer]
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter, holdable: bool) -> None:
+            try:
+                while data := await src.read(65536):
+                    if holdable and self.hold:
+                        continue  # swallowed: the client never sees it
+                    dst.write(data)
+                    await dst.drain()
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                dst.close()
+
+        await asyncio.gather(pipe(reader, up_writer, False), pipe(up_reader, writer, True))
+
+    def cut(self) -> None:
+        for w in self._writers:
+            w.transport.abort()
+        self._writers.clear()
+
+    async def close(self) -> None:
+        self.cut()
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
