@@ -329,7 +329,7 @@ export type SendResult =
   | { status: "steered"; message: Message; runId: string };
 
 /** A page of `session.list`. `feedEventId` is where `session.feed` should start to miss nothing. */
-export type SessionPage = { items: Session[]; nextCursor: string | null; feedEventId?: string };
+export type SessionPage = { items: Session[]; nextCursor: string | null; feedEventId: string };
 
 /** A page of `message.list`; `nextCursor` is the `before` of the previous page. */
 export type MessagePage = { items: Message[]; nextCursor: number | null };

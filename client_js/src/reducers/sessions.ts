@@ -49,10 +49,18 @@ function put(state: SessionsState, summary: SessionSummary): SessionListItem[] {
   return [...state.items, summary].sort(newerFirst);
 }
 
-/** Apply one tracked feed item; repeats (`seq` at or below the last applied) are ignored. */
-export function applyFeed(state: SessionsState, id: string, e: FeedEvent): { state: SessionsState; duplicate: boolean } {
+/**
+ * Apply one tracked feed item. The feed, like a session's log, numbers its events 1, 2, 3, ... per user: a
+ * repeat (seq at or below the last applied) is ignored, and a skipped seq means the list must be read again.
+ */
+export function applyFeed(
+  state: SessionsState,
+  id: string,
+  e: FeedEvent,
+): { state: SessionsState; duplicate: boolean; resync?: true } {
   const seq = Number(id);
   if (Number.isFinite(seq) && seq <= state.feedSeq) return { state, duplicate: true };
+  if (Number.isFinite(seq) && seq > state.feedSeq + 1) return { state, duplicate: false, resync: true };
   const feedSeq = Number.isFinite(seq) ? seq : state.feedSeq;
   switch (e.type) {
     case "session-created":

@@ -1,7 +1,8 @@
 /**
  * The caller's sessions, live: `session.list` (newest first) with its `feedEventId`, then `session.feed` from
- * that id, so sessions created, renamed, busy or deleted on any client show here. A `resync-required` or a failed
- * feed reads the list again; a repeated feed item (seq at or below the last applied) is ignored. Older pages load on demand with {@link SessionList.loadMore}.
+ * that id, so sessions created, renamed, busy or deleted on any client show here. A `resync-required`, a failed
+ * feed or a skipped seq reads the list again; a repeated feed item (seq at or below the last applied) is
+ * ignored. Older pages load on demand with {@link SessionList.loadMore}.
  */
 import { atom, type ReadableAtom } from "nanostores";
 import type { Unsubscribable } from "@trpc/server/observable";
@@ -77,6 +78,7 @@ export function watchSessions(connection: Connection, requests: Requests, option
     if (gen !== generation || closed) return;
     commit(sessionsFromPage(page));
     resolveReady();
+    // A server without the feed sends no position: the list is then only as fresh as the last refresh().
     if (page.feedEventId === undefined) return $status.set("static");
     follow(gen, page.feedEventId);
   }
@@ -95,7 +97,8 @@ export function watchSessions(connection: Connection, requests: Requests, option
           if (item.type === "resync-required") void load();
           return;
         }
-        const { state: next } = applyFeed(state, item.id, item.data);
+        const { state: next, resync } = applyFeed(state, item.id, item.data);
+        if (resync) return void load();
         commit(next);
       },
       onError(err: unknown) {

@@ -170,5 +170,8 @@ describe('session list', { skip: skipReason }, () => {
     assert.equal(apply('10', { type: 'session-deleted', sessionId: 'b' }), false);
     assert.equal(apply('9', { type: 'session-deleted', sessionId: 'c' }), true);
     assert.deepEqual(state.items.map((s) => [s.id, s.title, s.status]), [['c', 'c', 'idle'], ['a', 'renamed', 'running']]);
+    const skipped = lib.applyFeed(state, '12', { type: 'session-deleted', sessionId: 'a' });
+    assert.equal(skipped.resync, true, 'seq 11 is missing: read the list again');
+    assert.equal(skipped.state, state);
   });
 });
