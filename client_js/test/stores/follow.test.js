@@ -114,3 +114,61 @@ describe('openSession on a session model', { skip: skipReason }, () => {
     session.close();
   });
 });
+
+describe('watchSessions on a list model', { skip: skipReason }, () => {
+  const summary = (id, createdAt) => ({ id, title: id, titleSource: 'user', status: 'idle', provider: 'echo', model: 'echo',
+    queuePaused: false, createdAt, updatedAt: createdAt, queueLength: 0 });
+
+  /** The server's side: the caller's sessions, a feed numbered per user, and subscriptions to it. */
+  function listModel() {
+    const model = { sessions: [summary('a', 1)], feedSeq: 3, subs: [], lists: 0 };
+    model.call = async (kind, path) => {
+      assert.equal(path, 'session.list');
+      model.lists += 1;
+      return { items: [...model.sessions].sort((x, y) => y.createdAt - x.createdAt), nextCursor: null,
+        feedEventId: String(model.feedSeq) };
+    };
+    model.create = (id, createdAt) => {
+      model.sessions.push(summary(id, createdAt));
+      model.feedSeq += 1;
+      return { id: String(model.feedSeq), data: { type: 'session-created', session: summary(id, createdAt) } };
+    };
+    model.connection = {
+      isFinal: () => false,
+      reportLinkState() {},
+      untyped: {
+        subscription(path, input, handlers) {
+          assert.equal(path, 'session.feed');
+          const sub = { input, handlers, open: true };
+          model.subs.push(sub);
+          queueMicrotask(() => handlers.onStarted?.({}));
+          return { unsubscribe: () => { sub.open = false; } };
+        },
+      },
+    };
+    return model;
+  }
+
+  test('follows the feed from feedEventId; resync-required reads the list again', T, async () => {
+    const model = listModel();
+    const requests = lib.createRequests({ call: model.call });
+    const list = lib.watchSessions(model.connection, requests);
+    await list.ready;
+    await until(() => list.status.get() === 'live', 'the feed to start');
+    assert.equal(model.subs[0].input.lastEventId, '3');
+    const b = model.create('b', 2);
+    model.subs[0].handlers.onData(b);
+    model.subs[0].handlers.onData(b); // a repeat
+    assert.deepEqual(list.items.get().map((s) => s.id), ['b', 'a']);
+    // Missed while the feed was away and trimmed: the server says so and ends the stream.
+    model.create('c', 3);
+    model.subs[0].handlers.onData({ type: 'resync-required', lastEventId: '4' });
+    await until(() => list.items.get().length === 3, 'the list to be read again');
+    assert.equal(model.lists, 2);
+    assert.deepEqual(list.items.get().map((s) => s.id), ['c', 'b', 'a']);
+    await until(() => model.subs.length === 2, 'a new feed subscription');
+    assert.equal(model.subs[1].input.lastEventId, String(model.feedSeq));
+    assert.equal(model.subs[0].open, false);
+    list.close();
+  });
+});
