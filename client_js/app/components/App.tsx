@@ -1,6 +1,6 @@
 import { useStore } from "@nanostores/preact";
 import { useEffect, useState } from "preact/hooks";
-import { $rpc, $token, redeemLink, resume } from "../stores/auth";
+import { $rpc, $token, redeemLink } from "../stores/auth";
 import { $route, navigate, sessionPath } from "../stores/route";
 import { $sessionList, $sessionsLoaded, startSessions, stopSessions } from "../stores/sessions";
 import { close as closeConversation } from "../stores/conversation";
@@ -58,7 +58,6 @@ export function App() {
   const route = useStore($route);
   useEffect(() => {
     if (route.name === "link") void redeemLink(route.code).then(() => navigate("/", true));
-    else resume();
   }, []);
   if (route.name === "link") return <main class="sign-in"><p>Signing in…</p></main>;
   if (!token) return <SignIn />;

@@ -33,7 +33,7 @@ export function ToolCard({ callId }: { callId: string }) {
   const headingId = `tool-${callId}`;
   return (
     <section class="tool" aria-labelledby={headingId} data-call-id={callId}>
-      <h3 id={headingId} class="tool-name">Tool call: {c.name}</h3>
+      <h2 id={headingId} class="tool-name">Tool call: {c.name}</h2>
       <pre class="tool-args">{prettyArguments(c.arguments)}</pre>
       <p class="tool-status">{statusText(c)}</p>
       {c.approval === "pending" && (

@@ -1,8 +1,9 @@
 // What the buttons and the message box do. Every write names the open session; the server's events, not
 // these calls' replies, update the stores, so every device (this one included) shows the same thing.
-import { $session, $sessionId, noteDecidedHere } from "./conversation";
+import { $session, $sessionId, decidedElsewhere, noteDecidedHere } from "./conversation";
 import { announce } from "./announcer";
 import { mutate, mutateOnce } from "./call";
+import { errorCode } from "../lib/rpc";
 import type { BusyPolicy, QueuedMessage } from "../lib/types";
 
 function sessionId(): string {
@@ -22,9 +23,17 @@ export async function send(content: string): Promise<void> {
 /** Stops the answer on every device: the server aborts the run (the partial answer is kept). */
 export const stop = () => mutate("run.abort", { sessionId: sessionId() });
 
-export function approve(callId: string, approved: boolean): Promise<unknown> {
+export async function approve(callId: string, approved: boolean): Promise<void> {
   noteDecidedHere(callId);
-  return mutateOnce("tool.approve", { sessionId: sessionId(), callId, approved });
+  try {
+    await mutateOnce("tool.approve", { sessionId: sessionId(), callId, approved });
+  } catch (err) {
+    if (errorCode(err) === "CONFLICT") {
+      decidedElsewhere(callId); // the first answer won, and it was not this one: nothing to report
+      return;
+    }
+    throw err;
+  }
 }
 
 export const removeQueued = (messageId: string) =>

@@ -44,6 +44,13 @@ export function noteDecidedHere(callId: string): void {
   decidedHere.add(callId);
 }
 
+/** Our answer lost (another device answered first): the decision shown is not ours. */
+export function decidedElsewhere(callId: string): void {
+  decidedHere.delete(callId);
+  const c = $toolCalls.get().get(callId);
+  if (c?.decidedBy === "this device") updateCall(callId, { decidedBy: "another device" });
+}
+
 let sub: { unsubscribe(): void } | null = null;
 let generation = 0;
 let lastEventId = "0";
@@ -177,7 +184,8 @@ function apply(e: SessionEvent): boolean {
       announce("A tool call is waiting for your approval");
       return true;
     case "tool-approval-resolved": {
-      const by = e.deviceName ?? e.decidedBy ?? (decidedHere.has(e.callId) ? "this device" : "another device");
+      const who = e.decidedBy as { deviceName?: string | null; userName?: string } | undefined;
+      const by = decidedHere.has(e.callId) ? "this device" : who?.deviceName || "another device";
       updateCall(e.callId, { approval: e.approved ? "approved" : "denied", decidedBy: by });
       return true;
     }

@@ -1,0 +1,98 @@
+// Shared by the web app's browser scripts: Debian's Chromium through playwright-core (never a downloaded
+// browser), devices as browser contexts (each its own localStorage, so its own sign-in), and the official
+// @trpc/client over `ws` as a client that is not a browser.
+import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { chromium } from "playwright-core";
+import { createTRPCUntypedClient, createWSClient, wsLink } from "@trpc/client";
+import WebSocket from "ws";
+
+const require = createRequire(import.meta.url);
+
+export const CHROMIUM = "/usr/bin/chromium";
+
+export function launch() {
+  return chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox"] });
+}
+
+/**
+ * A device: a browser context with its own storage. `token` signs it in before the app starts (as if it
+ * had signed in earlier); without one it starts signed out. Console errors, page errors and dialogs are
+ * recorded on `device.problems` — the app must load and run without any.
+ */
+export async function device(browser, url, { token = null, viewport = { width: 1200, height: 800 }, colorScheme,
+                                              reducedMotion } = {}) {
+  const context = await browser.newContext({ viewport, colorScheme, reducedMotion, baseURL: url });
+  if (token) {
+    // Once per tab (a reload keeps what the app did since), and only on the app's origin (not about:blank).
+    await context.addInitScript((t) => {
+      if (location.protocol.startsWith("http") && !sessionStorage.getItem("test.signed-in")) {
+        localStorage.setItem("chatsync.token", t);
+        sessionStorage.setItem("test.signed-in", "1");
+      }
+    }, token);
+  }
+  const problems = [];
+  context.on("console", (m) => { if (m.type() === "error") problems.push(`console: ${m.text()}`); });
+  context.on("weberror", (e) => problems.push(`pageerror: ${e.error()}`));
+  context.on("dialog", async (d) => { problems.push(`dialog: ${d.message()}`); await d.dismiss(); });
+  const page = await context.newPage();
+  return { context, page, problems };
+}
+
+/** Opens a path and waits until the app is signed in and connected. */
+export async function openApp(page, path = "/") {
+  await page.goto(path);
+  await page.getByRole("status", { name: "Connection" }).getByText(/^(connected|resumed)$/).waitFor();
+}
+
+/** The official @trpc/client over a WebSocket, as a terminal or script would use it. */
+export function trpcClient(url, token) {
+  const ws = createWSClient({ url: url.replace(/^http/, "ws") + "/trpc", connectionParams: { token }, WebSocket });
+  const client = createTRPCUntypedClient({ links: [wsLink({ client: ws })] });
+  return {
+    query: (path, input) => client.query(path, input),
+    mutate: (path, input) => client.mutation(path, input),
+    close: () => ws.close(),
+  };
+}
+
+/** axe-core's WCAG 2.x A/AA rules on the page as it is now; returns the violations (ids and targets). */
+export async function axeScan(page) {
+  const source = readFileSync(require.resolve("axe-core/axe.min.js"), "utf8");
+  // evaluate() runs as the debugger does, outside the page's CSP, which rightly refuses inline scripts.
+  await page.evaluate(source + "\n;0");
+  return page.evaluate(async () => {
+    const res = await window.axe.run(document, {
+      runOnly: { type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "best-practice"] },
+    });
+    return res.violations.map((v) => ({ id: v.id, help: v.help, targets: v.nodes.map((n) => n.target.join(" ")) }));
+  });
+}
+
+/** The texts of the queue panel's items as a person sees them. */
+export async function queueTexts(page) {
+  const list = page.getByRole("list", { name: "Queued messages" });
+  if (await list.count() === 0) return [];
+  return list.getByRole("listitem").locator(".queue-text").allTextContents();
+}
+
+/** Waits until `read()` returns a value that `ok` accepts; returns it. Polls on animation frames' pace. */
+export async function until(read, ok, { timeout = 30_000, what = "condition" } = {}) {
+  const deadline = Date.now() + timeout;
+  let last;
+  for (;;) {
+    last = await read();
+    if (ok(last)) return last;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; last: ${JSON.stringify(last)}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+export const previewOf = (text) => {
+  const chars = Array.from(text);
+  return chars.length > 50 ? chars.slice(0, 50).join("") + "…" : text;
+};
+
+/** `n` words, so the echo model (one word per CHATSYNC_ECHO_DELAY) answers for a while. */
+export const words = (n, tag = "w") => Array.from({ length: n }, (_, i) => `${tag}${i}`).join(" ");

@@ -1,0 +1,426 @@
+// The web app's end-to-end scenarios, run by app_driver.mjs for tests/web. Each returns what the browsers
+// showed; the Python tests compare that with the server (their own client) and assert. Every control is
+// found by its role and accessible name, as a screen reader user would find it.
+import { axeScan, device, openApp, queueTexts, until, words } from "./app_helpers.mjs";
+
+const log = (page) => page.getByRole("log", { name: "Conversation" });
+const messageBox = (page) => page.getByRole("textbox", { name: "Message" });
+// What a reader sees of each answer (whitespace collapsed: markdown's own line breaks are not text).
+const assistantTexts = async (page) => (await log(page).locator("[data-role=assistant] .md").allTextContents())
+  .map((t) => t.replace(/\s+/g, " ").trim());
+const busy = (page) => log(page).getAttribute("aria-busy");
+const connection = (page) => page.getByRole("status", { name: "Connection" });
+
+async function devices(browser, url, specs, body) {
+  const made = [];
+  try {
+    for (const spec of specs) made.push(await device(browser, url, spec));
+    return await body(made, () => made.flatMap((d) => d.problems));
+  } finally {
+    for (const d of made) await d.context.close();
+  }
+}
+
+/** Records every text the "Answer status" region takes, to check it speaks per run, not per token. */
+async function recordAnnouncements(page) {
+  await page.evaluate(() => {
+    window.__announced = [];
+    const region = document.querySelector('[role=status][aria-label="Answer status"]');
+    new MutationObserver(() => { if (region.textContent) window.__announced.push(region.textContent); })
+      .observe(region, { childList: true, characterData: true, subtree: true });
+  });
+}
+
+async function waitStreaming(page) {
+  await log(page).locator('[data-role=assistant][data-status=streaming] .md-block').first().waitFor();
+}
+
+async function waitIdle(page) {
+  await page.waitForFunction(() => {
+    const l = document.querySelector('[role=log]');
+    return l && l.getAttribute("aria-busy") === "false" && !document.querySelector('[data-status=streaming]');
+  });
+  await page.getByRole("button", { name: "Stop" }).waitFor({ state: "detached" });
+}
+
+async function sameQueue(pages, ok, what) {
+  return until(async () => Promise.all(pages.map(queueTexts)),
+    (lists) => lists.every((l) => JSON.stringify(l) === JSON.stringify(lists[0])) && ok(lists[0]), { what });
+}
+
+const queueItem = (page, index) =>
+  page.getByRole("list", { name: "Queued messages" }).getByRole("listitem").nth(index);
+
+export const scenarios = {
+  /** Signed out → a wrong token → the right one; a first chat that streams; reload keeps the sign-in. */
+  async sign_in({ browser, url, token }) {
+    return devices(browser, url, [{}], async ([d], problems) => {
+      const { page } = d;
+      await page.goto("/");
+      const tokenBox = page.getByRole("textbox", { name: "Access token" });
+      const axeSignedOut = await axeScan(page);
+      await tokenBox.fill("cs_not-a-real-token");
+      await page.getByRole("button", { name: "Sign in" }).click();
+      const refused = await page.getByRole("alert").textContent();
+      await tokenBox.fill(token);
+      await page.getByRole("button", { name: "Sign in" }).click();
+      await connection(page).getByText("connected").waitFor();
+      const nav = page.getByRole("navigation", { name: "Sessions" });
+      await nav.getByRole("button", { name: "New chat" }).click();
+      await page.waitForURL(/\/s\//);
+      await recordAnnouncements(page);
+      const text = words(40, "hello");
+      await messageBox(page).fill(text);
+      await messageBox(page).press("Enter");
+      await page.waitForFunction(() => document.querySelector("[role=log]").getAttribute("aria-busy") === "true");
+      await waitIdle(page);
+      const announced = await page.evaluate(() => window.__announced);
+      const sessionId = decodeURIComponent(new URL(page.url()).pathname.split("/")[2]);
+      // The sidebar follows the title the server gave the chat (its first message, cut).
+      await nav.getByRole("link", { name: /hello0 hello1/ }).waitFor();
+      const sidebarTitle = await nav.getByRole("link", { name: /hello0 hello1/ }).locator(".session-title").textContent();
+      const shown = await assistantTexts(page);
+      await page.reload();
+      await connection(page).getByText("connected").waitFor();
+      await log(page).locator("[data-role=assistant]").first().waitFor();
+      const afterReload = await assistantTexts(page);
+      const storedToken = await page.evaluate(() => localStorage.getItem("chatsync.token"));
+      return { refused, sessionId, announced, sidebarTitle, shown, afterReload, storedToken: storedToken === token,
+               axeSignedOut, problems: problems() };
+    });
+  },
+
+  /** Typing while the model answers on device 1; device 2 edits, reorders, removes; send-now; all in step. */
+  async queue_sync({ browser, url, token, sessionId, checkpoint }) {
+    return devices(browser, url, [{ token }, { token }], async ([d1, d2], problems) => {
+      const path = `/s/${sessionId}`;
+      await openApp(d1.page, path);
+      await openApp(d2.page, path);
+      const pages = [d1.page, d2.page];
+      // A long answer (1,000 words at the test server's 50 ms a word): the queue is worked while it streams.
+      await messageBox(d1.page).fill(words(1000, "long"));
+      await messageBox(d1.page).press("Enter");
+      await waitStreaming(d1.page);
+      const typed = [1, 2, 3].map((i) => `queued message number ${i}: ` + words(12, `q${i}x`));
+      for (const t of typed) {
+        await messageBox(d1.page).fill(t);
+        await messageBox(d1.page).press("Enter");
+      }
+      const steps = {};
+      steps.enqueued = await sameQueue(pages, (l) => l.length === 3, "three queued items on both devices");
+      const heading = await d2.page.getByRole("heading", { name: /message\(s\) queued/ }).textContent();
+      const busyWhileQueued = await busy(d1.page);
+      await checkpoint("enqueued", { lists: steps.enqueued, heading });
+
+      // Device 2 holds the queue, so nothing leaves it when the answer ends, whenever that is.
+      await d2.page.getByRole("button", { name: "Pause queue" }).click();
+      await d1.page.getByRole("heading", { name: "3 message(s) queued (paused)" }).waitFor();
+      await checkpoint("paused", { lists: await Promise.all(pages.map(queueTexts)) });
+
+      // Device 2 edits the second item in place.
+      await queueItem(d2.page, 1).getByRole("button", { name: "Edit" }).click();
+      const editor = d2.page.getByRole("textbox", { name: "Edit queued message" });
+      await editor.fill("edited on device two: " + words(12, "e"));
+      await d2.page.getByRole("button", { name: "Save" }).click();
+      steps.edited = await sameQueue(pages, (l) => l[1]?.startsWith("edited on device two"), "the edit on both");
+      await checkpoint("edited", { lists: steps.edited });
+
+      // Device 2 moves the third item up.
+      await queueItem(d2.page, 2).getByRole("button", { name: "Move up" }).click();
+      steps.moved = await sameQueue(pages, (l) => l[1]?.startsWith("queued message number 3"), "the move on both");
+      await checkpoint("moved", { lists: steps.moved });
+
+      // Device 1 drags the first item (by its text; the buttons are for clicking) onto the last place.
+      const first = steps.moved[0][0];
+      await queueItem(d1.page, 0).locator(".queue-text").dragTo(queueItem(d1.page, 2).locator(".queue-text"));
+      steps.dragged = await sameQueue(pages, (l) => l[2] === first, "the drag on both");
+      await checkpoint("dragged", { lists: steps.dragged });
+
+      // Device 2 removes the first item.
+      const removed = steps.dragged[0][0];
+      await queueItem(d2.page, 0).getByRole("button", { name: "Remove" }).click();
+      steps.removed = await sameQueue(pages, (l) => l.length === 2 && !l.includes(removed), "the removal on both");
+      await checkpoint("removed", { lists: steps.removed, removed });
+
+      // Device 1 lets the queue flow again; nothing leaves it before the long answer ends.
+      await d1.page.getByRole("button", { name: "Resume queue" }).click();
+      await d2.page.getByRole("heading", { name: "2 message(s) queued" }).waitFor();
+      await checkpoint("resumed", { lists: await Promise.all(pages.map(queueTexts)) });
+
+      // Device 1 sends the first item now: the answer in progress stops, that item is sent, and the last
+      // one follows when its answer ends.
+      const [sentNow, last] = steps.removed[0];
+      await queueItem(d1.page, 0).getByRole("button", { name: "Send now" }).click();
+      await log(d2.page).locator("[data-role=user]").filter({ hasText: sentNow.replace(/…$/, "") }).waitFor();
+      await log(d2.page).locator("[data-role=user]").filter({ hasText: last.replace(/…$/, "") }).waitFor();
+      await sameQueue(pages, (l) => l.length === 0, "the queue drained on both");
+      for (const p of pages) await waitIdle(p);
+      await checkpoint("drained", { sentNow, last, answers: await Promise.all(pages.map(assistantTexts)) });
+
+      // Typed during another answer, cleared from the other device.
+      await messageBox(d1.page).fill(words(1000, "again"));
+      await messageBox(d1.page).press("Enter");
+      await waitStreaming(d1.page);
+      for (const t of ["to be cleared one", "to be cleared two"]) {
+        await messageBox(d1.page).fill(t);
+        await messageBox(d1.page).press("Enter");
+      }
+      await sameQueue(pages, (l) => l.length === 2, "two items on both");
+      await d2.page.getByRole("button", { name: "Clear queue" }).click();
+      await sameQueue(pages, (l) => l.length === 0, "the queue cleared on both");
+      await checkpoint("cleared", { lists: await Promise.all(pages.map(queueTexts)) });
+      await d2.page.getByRole("button", { name: "Stop" }).click();
+      for (const p of pages) await waitIdle(p);
+      return { busyWhileQueued, problems: problems() };
+    });
+  },
+
+  /** A tab reloaded mid-answer and a socket cut mid-answer both end with the server's text, once. */
+  async reload_and_drop({ browser, url, token, sessionId }) {
+    return devices(browser, url, [{ token }, { token }], async ([d1, d2], problems) => {
+      const routes = [];
+      await d1.page.routeWebSocket(/\/trpc/, (ws) => { ws.connectToServer(); routes.push(ws); });
+      const path = `/s/${sessionId}`;
+      await openApp(d1.page, path);
+      await openApp(d2.page, path);
+      const states = [];
+      await d1.page.exposeFunction("__connection", (s) => states.push(s));
+      await d1.page.evaluate(() => {
+        const el = document.querySelector('[role=status][aria-label="Connection"]');
+        new MutationObserver(() => window.__connection(el.textContent)).observe(el, { subtree: true, childList: true, characterData: true });
+      });
+      await messageBox(d1.page).fill(words(240, "turn1"));
+      await messageBox(d1.page).press("Enter");
+      await waitStreaming(d2.page);
+      await until(() => assistantTexts(d2.page), (t) => (t[0] ?? "").length > 40, { what: "some streamed text" });
+      await d2.page.reload();
+      await connection(d2.page).getByText("connected").waitFor();
+      // The reloaded tab picks the answer up mid-stream (session.get's partial text, then the deltas).
+      await log(d2.page).locator("[data-status=streaming]").waitFor();
+      const streamingAfterReload = await log(d2.page).locator("[data-status=streaming]").count();
+      // Cut device 1's socket from the server side mid-answer; it must reconnect and resume.
+      await until(() => assistantTexts(d1.page), (t) => (t[0] ?? "").length > 200, { what: "more streamed text" });
+      for (const r of routes.splice(0)) await r.close({ code: 4000, reason: "cut by the test" });
+      await connection(d1.page).getByText("resumed").waitFor();
+      await waitIdle(d1.page);
+      await waitIdle(d2.page);
+      // A second turn, sent while the page is back, to show the resumed socket carries new runs too.
+      await messageBox(d1.page).fill(words(20, "turn2"));
+      await messageBox(d1.page).press("Enter");
+      await until(() => assistantTexts(d2.page), (t) => t.length === 2 && t[1].includes("turn219"), { what: "turn 2 on d2" });
+      await waitIdle(d1.page);
+      await waitIdle(d2.page);
+      return { d1: await assistantTexts(d1.page), d2: await assistantTexts(d2.page), states, streamingAfterReload,
+               problems: problems() };
+    });
+  },
+
+  /** Two tabs of one device on two sessions: nothing of one shows in the other. */
+  async isolation({ browser, url, token, s1, s2 }) {
+    return devices(browser, url, [{ token }], async ([d], problems) => {
+      const a = d.page;
+      const b = await d.context.newPage();
+      await openApp(a, `/s/${s1}`);
+      await openApp(b, `/s/${s2}`);
+      await messageBox(a).fill(words(60, "alpha"));
+      await messageBox(a).press("Enter");
+      await waitStreaming(a);
+      await messageBox(a).fill("alpha queued while answering");
+      await messageBox(a).press("Enter");
+      await until(() => queueTexts(a), (l) => l.length === 1, { what: "a queued item in tab A" });
+      await messageBox(b).fill("beta question");
+      await messageBox(b).press("Enter");
+      await until(() => assistantTexts(b), (t) => t.length === 1 && t[0].includes("beta question"), { what: "B's answer" });
+      await waitIdle(b);
+      await waitIdle(a);
+      const logText = async (p) => (await log(p).textContent()) ?? "";
+      return {
+        aText: await logText(a), bText: await logText(b), bQueue: await queueTexts(b),
+        aAssistants: (await assistantTexts(a)).length, bAssistants: (await assistantTexts(b)).length,
+        problems: problems(),
+      };
+    });
+  },
+
+  /** A tool call needing approval shows on both devices; one approves, the other shows the decision. */
+  async approval({ browser, url, token, sessionId }) {
+    return devices(browser, url, [{ token }, { token }], async ([d1, d2], problems) => {
+      const path = `/s/${sessionId}`;
+      await openApp(d1.page, path);
+      await openApp(d2.page, path);
+      await messageBox(d1.page).fill('please multiply\n/tool calculator {"expression": "6*7"}');
+      await messageBox(d1.page).press("Enter");
+      const card = (p) => log(p).getByRole("region", { name: "Tool call: calculator" });
+      await card(d2.page).getByRole("button", { name: "Approve" }).waitFor();
+      await card(d1.page).getByRole("button", { name: "Approve" }).waitFor();
+      const argsShown = await card(d2.page).locator(".tool-args").textContent();
+      await card(d2.page).getByRole("button", { name: "Approve" }).click();
+      await card(d2.page).getByText("Approved on this device").waitFor();
+      await card(d1.page).getByText(/^Approved on /).waitFor();
+      const decisionOnD1 = await card(d1.page).getByText(/^Approved on /).textContent();
+      await card(d1.page).locator(".tool-result").waitFor();
+      await card(d2.page).locator(".tool-result").waitFor();
+      await waitIdle(d1.page);
+      return {
+        argsShown, decisionOnD1,
+        approveLeftOnD1: await card(d1.page).getByRole("button", { name: "Approve" }).count(),
+        results: [await card(d1.page).locator(".tool-result").textContent(),
+                  await card(d2.page).locator(".tool-result").textContent()],
+        problems: problems(),
+      };
+    });
+  },
+
+  /** Stop on device 2 ends the run for both; no text arrives after it. */
+  async stop({ browser, url, token, sessionId, checkpoint }) {
+    return devices(browser, url, [{ token }, { token }], async ([d1, d2], problems) => {
+      const path = `/s/${sessionId}`;
+      await openApp(d1.page, path);
+      await openApp(d2.page, path);
+      await messageBox(d1.page).fill(words(300, "stopme"));
+      await messageBox(d1.page).press("Enter");
+      await waitStreaming(d2.page);
+      await until(() => assistantTexts(d2.page), (t) => (t[0] ?? "").length > 50, { what: "streamed text" });
+      await d2.page.getByRole("button", { name: "Stop" }).click();
+      for (const p of [d1.page, d2.page]) {
+        await log(p).locator("[data-role=assistant][data-status=interrupted]").waitFor();
+        await waitIdle(p);
+      }
+      const atStop = [await assistantTexts(d1.page), await assistantTexts(d2.page)];
+      await checkpoint("stopped", { atStop });
+      // Another turn, so anything still in flight for the stopped answer would have arrived by its end.
+      await messageBox(d2.page).fill("after the stop");
+      await messageBox(d2.page).press("Enter");
+      for (const p of [d1.page, d2.page]) {
+        await until(() => assistantTexts(p), (t) => t.length === 2 && t[1].includes("after the stop"), { what: "turn 2" });
+        await waitIdle(p);
+      }
+      const after = [await assistantTexts(d1.page), await assistantTexts(d2.page)];
+      const endings = await log(d1.page).locator(".msg-ending").allTextContents();
+      return { atStop, after, endings, problems: problems() };
+    });
+  },
+
+  /** Enter while an input method is composing picks a candidate; it must not send. */
+  async ime({ browser, url, token, sessionId, checkpoint }) {
+    return devices(browser, url, [{ token }], async ([d], problems) => {
+      const { page } = d;
+      await openApp(page, `/s/${sessionId}`);
+      await messageBox(page).fill("にほんご");
+      await messageBox(page).evaluate((el) => {
+        el.dispatchEvent(new KeyboardEvent("keydown", { key: "Enter", code: "Enter", isComposing: true,
+                                                        bubbles: true, cancelable: true }));
+        // Safari reports the composing Enter only as keyCode 229.
+        const legacy = new KeyboardEvent("keydown", { key: "Enter", code: "Enter", bubbles: true, cancelable: true });
+        Object.defineProperty(legacy, "keyCode", { value: 229 });
+        el.dispatchEvent(legacy);
+      });
+      const boxAfterComposingEnter = await messageBox(page).inputValue();
+      await checkpoint("composing", { boxAfterComposingEnter });
+      await messageBox(page).press("Shift+Enter");
+      await messageBox(page).pressSequentially("二行目");
+      const boxAfterShiftEnter = await messageBox(page).inputValue();
+      await messageBox(page).press("Enter");
+      await log(page).locator("[data-role=user]").first().waitFor();
+      return { boxAfterComposingEnter, boxAfterShiftEnter, boxAfterEnter: await messageBox(page).inputValue(),
+               problems: problems() };
+    });
+  },
+
+  /** HTML and a javascript: link in a message: shown as text, the link neutralised, nothing runs. */
+  async hostile({ browser, url, token, sessionId, content }) {
+    return devices(browser, url, [{ token }], async ([d], problems) => {
+      const { page } = d;
+      await openApp(page, `/s/${sessionId}`);
+      await messageBox(page).fill(content);
+      await messageBox(page).press("Enter");
+      await log(page).locator("[data-role=assistant] .md-block").first().waitFor();
+      await waitIdle(page);
+      return page.evaluate(() => {
+        const l = document.querySelector("[role=log]");
+        return {
+          injected: l.querySelectorAll("img, script, iframe, [onerror], [onclick], style").length,
+          hrefs: [...l.querySelectorAll("a")].map((a) => a.getAttribute("href")),
+          userText: l.querySelector("[data-role=user] .plain").textContent,
+          assistantText: l.querySelector("[data-role=assistant] .md").textContent,
+          ran: window.__hostile ?? null,
+        };
+      }).then((r) => ({ ...r, problems: problems() }));
+    });
+  },
+
+  /** axe-core finds nothing on the chat (messages, a tool card, queue) in light and dark, nor on Devices. */
+  async accessibility({ browser, url, token, sessionId }) {
+    const out = {};
+    for (const colorScheme of ["light", "dark"]) {
+      out[colorScheme] = await devices(browser, url, [{ token, colorScheme }], async ([d], problems) => {
+        await openApp(d.page, `/s/${sessionId}`);
+        await d.page.getByRole("list", { name: "Queued messages" }).waitFor();
+        await log(d.page).locator("[data-role=assistant]").first().waitFor();
+        await d.page.getByRole("region", { name: /Tool call/ }).first().waitFor();
+        const chat = await axeScan(d.page);
+        await d.page.getByRole("link", { name: "Devices" }).click();
+        await d.page.getByRole("heading", { name: "Devices" }).waitFor();
+        await d.page.getByRole("list", { name: "Signed-in devices" }).or(d.page.getByText("Loading…")).first().waitFor();
+        const devicesPage = await axeScan(d.page);
+        const background = await d.page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+        return { chat, devicesPage, background, problems: problems() };
+      });
+    }
+    return out;
+  },
+
+  /** A 360 px wide phone: no sideways scrolling; the chats open from the top bar; reduced motion honoured. */
+  async phone({ browser, url, token, sessionId }) {
+    return devices(browser, url, [{ token, viewport: { width: 360, height: 740 }, reducedMotion: "reduce" }],
+      async ([d], problems) => {
+        const { page } = d;
+        await openApp(page, `/s/${sessionId}`);
+        await log(page).locator("[data-role=assistant]").first().waitFor();
+        const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+        const navHidden = !(await page.getByRole("navigation", { name: "Sessions" }).isVisible());
+        await page.getByRole("button", { name: "Chats" }).click();
+        const nav = page.getByRole("navigation", { name: "Sessions" });
+        await nav.getByRole("button", { name: "New chat" }).waitFor();
+        const navOverflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+        await nav.getByRole("link").first().click();
+        const composerVisible = await messageBox(page).isVisible();
+        await messageBox(page).fill(words(200, "motion"));
+        await messageBox(page).press("Enter");
+        await waitStreaming(page);
+        const animation = await page.evaluate(() => {
+          const tail = document.querySelector(".streaming .md-tail");
+          return tail ? getComputedStyle(tail, "::after").animationName : "no tail";
+        });
+        await page.getByRole("button", { name: "Stop" }).click();
+        await waitIdle(page);
+        return { overflow, navHidden, navOverflow, composerVisible, animation, problems: problems() };
+      });
+  },
+
+  /** Device sign-in: a link made on device 1 signs in device 2 (code in the fragment); revoking signs it out. */
+  async device_link({ browser, url, token }) {
+    return devices(browser, url, [{ token }, {}], async ([d1, d2], problems) => {
+      await openApp(d1.page, "/devices");
+      await d1.page.getByRole("button", { name: "Link a device" }).click();
+      const link = await d1.page.getByRole("textbox", { name: "Sign-in link" }).inputValue();
+      const requests = [];
+      d2.page.on("request", (r) => requests.push(r.url()));
+      await d2.page.goto(new URL(link).pathname + new URL(link).hash);
+      await connection(d2.page).getByText("connected").waitFor();
+      await d2.page.getByRole("navigation", { name: "Sessions" }).waitFor();
+      const addressAfter = d2.page.url();
+      const d2Token = await d2.page.evaluate(() => localStorage.getItem("chatsync.token"));
+      await d1.page.reload();
+      const list = d1.page.getByRole("list", { name: "Signed-in devices" });
+      await until(() => list.getByRole("listitem").count(), (n) => n >= 2, { what: "two devices" });
+      const names = await list.getByRole("listitem").locator(".device-name").allTextContents();
+      const other = list.getByRole("listitem").filter({ hasNotText: "(this device)" }).last();
+      await other.getByRole("button", { name: "Revoke" }).click();
+      await d2.page.getByRole("textbox", { name: "Access token" }).waitFor();
+      const d2Alert = await d2.page.getByRole("alert").textContent();
+      return { link, addressAfter, d2TokenSet: !!d2Token && d2Token !== token, names, d2Alert,
+               codeSentInUrl: requests.some((u) => u.includes(new URL(link).hash.slice(1))), problems: problems() };
+    });
+  },
+};
