@@ -36,7 +36,7 @@ from .domain.events import DURABLE_EVENT_TYPES, EPHEMERAL_EVENT_TYPES
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = ROOT / "client_js" / "src" / "router.gen.ts"
 
-# Wire models emitted as they serialise (every field present). Models the lead adds to
+# Wire models emitted as they serialise (every field present). Models added to
 # ``server.domain.models`` are picked up by name when they are ``WireModel``s and not inputs.
 _SKIP_MODELS = {"WireModel", "StrictInput"}
 
@@ -377,7 +377,7 @@ def _tree(paths: Iterable[tuple[str, str]]) -> str:
             lines.append(f"{pad}  {_ident(key)}: {text};")
         return "{\n" + "\n".join(lines) + f"\n{pad}}}"
 
-    return render(root, 0)
+    return render(root, 1)
 
 
 def generate(router: Any | None = None) -> tuple[str, list[str]]:

@@ -102,6 +102,9 @@ export async function uses(): Promise<string[]> {
       }
     },
   });
+  const me = await client.auth.me.query();
+  const who: string = me.user.name;
+  void who;
   const out: Procedures["run.abort"]["output"] = await client.run.abort.mutate({ sessionId: "s" });
   void out; void firstQueued; void text;
 

@@ -461,47 +461,47 @@ export type ProcedurePath = keyof Procedures;
 export type AppRouter = TRPCBuiltRouter<
   { ctx: object; meta: object; errorShape: TRPCDefaultErrorShape; transformer: false },
   {
-  auth: {
-    createLink: TRPCMutationProcedure<{ input: CreateLinkInput | undefined; output: { url: string; code: string; expiresAt: number }; meta: object }>;
-    devices: TRPCQueryProcedure<{ input: void; output: Device[]; meta: object }>;
-    me: TRPCQueryProcedure<{ input: void; output: { user: { id: string; name: string; role: string }; deviceId: string | null; deviceName: string | null }; meta: object }>;
-    renameDevice: TRPCMutationProcedure<{ input: RenameDeviceInput; output: Device; meta: object }>;
-    revokeDevice: TRPCMutationProcedure<{ input: DeviceRefInput; output: null; meta: object }>;
-  };
-  message: {
-    addInstructions: TRPCMutationProcedure<{ input: AddInstructionsInput; output: { messages: Message[]; runId: string | null }; meta: object }>;
-    clearQueue: TRPCMutationProcedure<{ input: SessionRefInput; output: null; meta: object }>;
-    dequeueMessage: TRPCMutationProcedure<{ input: SessionRefInput; output: QueuedMessage | null; meta: object }>;
-    enqueueMessage: TRPCMutationProcedure<{ input: EnqueueInput; output: QueuedMessage; meta: object }>;
-    getQueuedMessages: TRPCQueryProcedure<{ input: SessionRefInput; output: QueuedMessage[]; meta: object }>;
-    list: TRPCQueryProcedure<{ input: MessageListInput; output: MessagePage; meta: object }>;
-    moveQueuedMessage: TRPCMutationProcedure<{ input: MoveQueuedInput; output: QueuedMessage[]; meta: object }>;
-    pauseQueue: TRPCMutationProcedure<{ input: SessionRefInput; output: null; meta: object }>;
-    removeQueuedMessage: TRPCMutationProcedure<{ input: QueuedRefInput; output: null; meta: object }>;
-    resumeQueue: TRPCMutationProcedure<{ input: SessionRefInput; output: { runId: string | null }; meta: object }>;
-    send: TRPCMutationProcedure<{ input: SendInput; output: SendResult; meta: object }>;
-    sendQueuedNow: TRPCMutationProcedure<{ input: SendQueuedNowInput; output: { mode: "interrupt" | "steer" | "next"; runId: string | null }; meta: object }>;
-    updateQueuedMessage: TRPCMutationProcedure<{ input: UpdateQueuedInput; output: QueuedMessage; meta: object }>;
-  };
-  run: {
-    abort: TRPCMutationProcedure<{ input: SessionRefInput; output: { aborted: boolean }; meta: object }>;
-  };
-  session: {
-    clearTitle: TRPCMutationProcedure<{ input: SessionRefInput; output: Session; meta: object }>;
-    create: TRPCMutationProcedure<{ input: SessionCreateInput | undefined; output: Session; meta: object }>;
-    delete: TRPCMutationProcedure<{ input: SessionRefInput; output: null; meta: object }>;
-    events: TRPCSubscriptionProcedure<{ input: SessionEventsInput; output: AsyncIterable<SessionEventItem, void, any>; meta: object }>;
-    feed: TRPCSubscriptionProcedure<{ input: SessionFeedInput | undefined; output: AsyncIterable<FeedEventItem, void, any>; meta: object }>;
-    get: TRPCQueryProcedure<{ input: SessionRefInput; output: SessionState; meta: object }>;
-    list: TRPCQueryProcedure<{ input: SessionListInput | undefined; output: SessionPage; meta: object }>;
-    regenerateTitle: TRPCMutationProcedure<{ input: RegenerateTitleInput; output: Session; meta: object }>;
-    setTitle: TRPCMutationProcedure<{ input: SetTitleInput; output: Session; meta: object }>;
-    switchContext: TRPCMutationProcedure<{ input: SwitchContextInput; output: Session; meta: object }>;
-    update: TRPCMutationProcedure<{ input: SessionUpdateInput; output: Session; meta: object }>;
-  };
-  tool: {
-    approve: TRPCMutationProcedure<{ input: ApproveInput; output: { resolved: true }; meta: object }>;
-    submitOutputs: TRPCMutationProcedure<{ input: SubmitOutputsInput; output: { messages: Message[]; resumed: boolean }; meta: object }>;
-  };
-}
+    auth: {
+      createLink: TRPCMutationProcedure<{ input: CreateLinkInput | undefined; output: { url: string; code: string; expiresAt: number }; meta: object }>;
+      devices: TRPCQueryProcedure<{ input: void; output: Device[]; meta: object }>;
+      me: TRPCQueryProcedure<{ input: void; output: { user: { id: string; name: string; role: string }; deviceId: string | null; deviceName: string | null }; meta: object }>;
+      renameDevice: TRPCMutationProcedure<{ input: RenameDeviceInput; output: Device; meta: object }>;
+      revokeDevice: TRPCMutationProcedure<{ input: DeviceRefInput; output: null; meta: object }>;
+    };
+    message: {
+      addInstructions: TRPCMutationProcedure<{ input: AddInstructionsInput; output: { messages: Message[]; runId: string | null }; meta: object }>;
+      clearQueue: TRPCMutationProcedure<{ input: SessionRefInput; output: null; meta: object }>;
+      dequeueMessage: TRPCMutationProcedure<{ input: SessionRefInput; output: QueuedMessage | null; meta: object }>;
+      enqueueMessage: TRPCMutationProcedure<{ input: EnqueueInput; output: QueuedMessage; meta: object }>;
+      getQueuedMessages: TRPCQueryProcedure<{ input: SessionRefInput; output: QueuedMessage[]; meta: object }>;
+      list: TRPCQueryProcedure<{ input: MessageListInput; output: MessagePage; meta: object }>;
+      moveQueuedMessage: TRPCMutationProcedure<{ input: MoveQueuedInput; output: QueuedMessage[]; meta: object }>;
+      pauseQueue: TRPCMutationProcedure<{ input: SessionRefInput; output: null; meta: object }>;
+      removeQueuedMessage: TRPCMutationProcedure<{ input: QueuedRefInput; output: null; meta: object }>;
+      resumeQueue: TRPCMutationProcedure<{ input: SessionRefInput; output: { runId: string | null }; meta: object }>;
+      send: TRPCMutationProcedure<{ input: SendInput; output: SendResult; meta: object }>;
+      sendQueuedNow: TRPCMutationProcedure<{ input: SendQueuedNowInput; output: { mode: "interrupt" | "steer" | "next"; runId: string | null }; meta: object }>;
+      updateQueuedMessage: TRPCMutationProcedure<{ input: UpdateQueuedInput; output: QueuedMessage; meta: object }>;
+    };
+    run: {
+      abort: TRPCMutationProcedure<{ input: SessionRefInput; output: { aborted: boolean }; meta: object }>;
+    };
+    session: {
+      clearTitle: TRPCMutationProcedure<{ input: SessionRefInput; output: Session; meta: object }>;
+      create: TRPCMutationProcedure<{ input: SessionCreateInput | undefined; output: Session; meta: object }>;
+      delete: TRPCMutationProcedure<{ input: SessionRefInput; output: null; meta: object }>;
+      events: TRPCSubscriptionProcedure<{ input: SessionEventsInput; output: AsyncIterable<SessionEventItem, void, any>; meta: object }>;
+      feed: TRPCSubscriptionProcedure<{ input: SessionFeedInput | undefined; output: AsyncIterable<FeedEventItem, void, any>; meta: object }>;
+      get: TRPCQueryProcedure<{ input: SessionRefInput; output: SessionState; meta: object }>;
+      list: TRPCQueryProcedure<{ input: SessionListInput | undefined; output: SessionPage; meta: object }>;
+      regenerateTitle: TRPCMutationProcedure<{ input: RegenerateTitleInput; output: Session; meta: object }>;
+      setTitle: TRPCMutationProcedure<{ input: SetTitleInput; output: Session; meta: object }>;
+      switchContext: TRPCMutationProcedure<{ input: SwitchContextInput; output: Session; meta: object }>;
+      update: TRPCMutationProcedure<{ input: SessionUpdateInput; output: Session; meta: object }>;
+    };
+    tool: {
+      approve: TRPCMutationProcedure<{ input: ApproveInput; output: { resolved: true }; meta: object }>;
+      submitOutputs: TRPCMutationProcedure<{ input: SubmitOutputsInput; output: { messages: Message[]; resumed: boolean }; meta: object }>;
+    };
+  }
 >;

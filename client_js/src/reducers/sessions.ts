@@ -1,5 +1,5 @@
 /**
- * The caller's list of sessions: seeded from `session.list` (with its `feedEventId`), kept by `session.feed`.
+ * The caller's list of sessions: read from `session.list` (with its `feedEventId`), kept by `session.feed`.
  * Order is `session.list`'s: newest first by creation time, then id.
  */
 import type { FeedEvent, Session, SessionPage, SessionSummary } from "../router.gen.js";
