@@ -1,6 +1,6 @@
 import { useStore } from "@nanostores/preact";
 import { useEffect, useState } from "preact/hooks";
-import { $rpc, $token, redeemLink } from "../stores/auth";
+import { $client, $token, redeemLink } from "../stores/auth";
 import { $route, navigate, sessionPath } from "../stores/route";
 import { $sessionList, $sessionsLoaded, startSessions, stopSessions } from "../stores/sessions";
 import { close as closeConversation } from "../stores/conversation";
@@ -28,13 +28,13 @@ function Home() {
 
 function Shell() {
   const route = useStore($route);
-  const rpc = useStore($rpc);
+  const client = useStore($client);
   const [menu, setMenu] = useState(false);
   useEffect(() => {
-    if (!rpc) return;
+    if (!client) return;
     startSessions();
     return () => { stopSessions(); closeConversation(); };
-  }, [rpc]);
+  }, [client]);
   useEffect(() => setMenu(false), [route]);
   return (
     <div class="shell">

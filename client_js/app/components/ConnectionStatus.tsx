@@ -1,7 +1,11 @@
 import { useStore } from "@nanostores/preact";
 import { $connection } from "../stores/auth";
+import type { ConnectionState } from "../lib/chatsync";
 
-const TEXT = { connecting: "connecting", connected: "connected", reconnecting: "reconnecting", resumed: "resumed" };
+const TEXT: Record<ConnectionState, string> = {
+  connecting: "connecting", connected: "connected", reconnecting: "reconnecting", resumed: "resumed",
+  "signed-out": "signed out", closed: "closed",
+};
 
 /** The socket's state: connected, reconnecting (it dropped), resumed (back, caught up from where it was). */
 export function ConnectionStatus() {

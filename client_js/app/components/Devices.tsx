@@ -2,7 +2,7 @@ import { useStore } from "@nanostores/preact";
 import { useEffect, useState } from "preact/hooks";
 import { $devices, $link, createLink, loadDevices, renameDevice, revokeDevice } from "../stores/devices";
 import { act } from "../stores/call";
-import type { Device } from "../lib/types";
+import type { Device } from "../lib/chatsync";
 
 const when = (ms: number | null) => (ms ? new Date(ms).toLocaleString() : "never");
 

@@ -1,19 +1,20 @@
 import { memo } from "preact/compat";
 import { useStore } from "@nanostores/preact";
-import { $toolCalls, type MessageState } from "../stores/conversation";
+import { $extras, previewsOf } from "../stores/conversation";
+import type { Message } from "../lib/chatsync";
 import { Markdown } from "./Markdown";
 import { ToolCard } from "./ToolCard";
 
 /** Calls of the message still streaming: their cards appear with tool-call-start, before the message completes. */
 function StreamingToolCalls({ messageId }: { messageId: string }) {
-  const calls = [...useStore($toolCalls).values()].filter((c) => c.messageId === messageId);
-  return <>{calls.map((c) => <ToolCard key={c.callId} callId={c.callId} />)}</>;
+  useStore($extras);
+  return <>{previewsOf(messageId).map((id) => <ToolCard key={id} callId={id} />)}</>;
 }
 
 const ENDINGS: Record<string, string> = { interrupted: "Stopped", error: "Failed" };
 
 /** One message of the log. Memoised on the message object: a token for another message leaves it alone. */
-export const MessageItem = memo(function MessageItem({ m }: { m: MessageState }) {
+export const MessageItem = memo(function MessageItem({ m }: { m: Message }) {
   if (m.role === "tool") return null; // shown inside its tool call's card
   if (m.role === "system") {
     return <div class="msg msg-system" data-role="system"><p>{m.content}</p></div>;

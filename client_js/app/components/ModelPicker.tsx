@@ -3,7 +3,7 @@ import { useEffect, useState } from "preact/hooks";
 import { $session } from "../stores/conversation";
 import { setBusyPolicy, updateModel } from "../stores/actions";
 import { act } from "../stores/call";
-import type { BusyPolicy } from "../lib/types";
+import type { BusyPolicy } from "../lib/chatsync";
 
 const PROVIDERS = ["echo", "openai", "anthropic", "google", "ollama"];
 const POLICIES: [BusyPolicy, string][] = [

@@ -1,5 +1,5 @@
 import { useState } from "preact/hooks";
-import type { QueuedMessage } from "../lib/types";
+import type { QueueItem as Item } from "../lib/chatsync";
 import { editQueued, moveQueued, removeQueued, sendQueuedNow } from "../stores/actions";
 import { act } from "../stores/call";
 
@@ -12,7 +12,7 @@ export function preview(text: string): string {
 }
 
 interface Props {
-  item: QueuedMessage;
+  item: Item;
   index: number;
   count: number;
   onDragStart(id: string): void;
@@ -24,13 +24,15 @@ export function QueueItem({ item, index, count, onDragStart, onDrop }: Props) {
   const [editing, setEditing] = useState(false);
   const [draft, setDraft] = useState(item.content);
   const [over, setOver] = useState(false);
+  // Typed here and not yet confirmed by the server: shown at once, but there is nothing to act on yet.
+  const pending = !!item.pending;
   const save = () => {
     const text = draft.trim();
     setEditing(false);
     if (text && text !== item.content) void act("Editing", () => editQueued(item.id, draft));
   };
   return (
-    <li class={over ? "queue-item drop-target" : "queue-item"} draggable={!editing} data-queue-id={item.id}
+    <li class={over ? "queue-item drop-target" : "queue-item"} draggable={!editing && !pending} data-queue-id={item.id}
         onDragStart={(e) => { e.dataTransfer?.setData("text/plain", item.id); onDragStart(item.id); }}
         onDragOver={(e) => { e.preventDefault(); setOver(true); }}
         onDragLeave={() => setOver(false)}
@@ -47,13 +49,16 @@ export function QueueItem({ item, index, count, onDragStart, onDrop }: Props) {
         <>
           <span class="queue-text" title={item.content}>{preview(item.content)}</span>
           <span class="queue-actions">
-            <button type="button" onClick={() => { setDraft(item.content); setEditing(true); }}>Edit</button>
-            <button type="button" onClick={() => act("Sending now", () => sendQueuedNow(item.id))}>Send now</button>
-            <button type="button" disabled={index === 0}
+            <button type="button" disabled={pending}
+                    onClick={() => { setDraft(item.content); setEditing(true); }}>Edit</button>
+            <button type="button" disabled={pending}
+                    onClick={() => act("Sending now", () => sendQueuedNow(item.id))}>Send now</button>
+            <button type="button" disabled={pending || index === 0}
                     onClick={() => act("Moving", () => moveQueued(item.id, index - 1))}>Move up</button>
-            <button type="button" disabled={index === count - 1}
+            <button type="button" disabled={pending || index === count - 1}
                     onClick={() => act("Moving", () => moveQueued(item.id, index + 1))}>Move down</button>
-            <button type="button" onClick={() => act("Removing", () => removeQueued(item.id))}>Remove</button>
+            <button type="button" disabled={pending}
+                    onClick={() => act("Removing", () => removeQueued(item.id))}>Remove</button>
           </span>
         </>
       )}

@@ -1,5 +1,5 @@
 import { useState } from "preact/hooks";
-import type { SessionSummary } from "../lib/types";
+import type { SessionListItem as SessionSummary } from "../lib/chatsync";
 import { deleteSession, renameSession } from "../stores/sessions";
 import { act } from "../stores/call";
 import { navigate, sessionPath } from "../stores/route";

@@ -1,15 +1,19 @@
-// Who is signed in on this device: the token (kept in localStorage, so every tab of this browser shares it),
-// and the live connection built from it. A refused token (close code 4501/4503) signs the device out.
+// Who is signed in on this device: the token (kept in localStorage, so every tab of this browser shares it)
+// and the client library's connection built from it. A refused or revoked token signs the device out.
 import { atom } from "nanostores";
-import { connect, errorCode, type ConnectionState, type Rpc } from "../lib/rpc";
+import {
+  createChatsyncClient, errorCode, TOKEN_REVOKED, type ChatsyncClient, type ConnectionState,
+} from "../lib/chatsync";
 
 const TOKEN_KEY = "chatsync.token";
 
 export const $token = atom<string | null>(readToken());
-export const $rpc = atom<Rpc | null>(null);
+export const $client = atom<ChatsyncClient | null>(null);
 export const $connection = atom<ConnectionState>("connecting");
 /** Why the sign-in form is shown again (a refused token, an expired link), or null. */
 export const $signInError = atom<string | null>(null);
+
+let stopWatching: (() => void) | null = null;
 
 function readToken(): string | null {
   try {
@@ -19,21 +23,31 @@ function readToken(): string | null {
   }
 }
 
-function open(token: string): Rpc {
-  $rpc.get()?.close();
-  const rpc = connect(token, {
-    onState: (s) => $connection.set(s),
-    onRefused: (code) => signOut(code === 4503 ? "This device was signed out (its access was revoked)."
-                                               : "That access token was not accepted."),
+function close(): void {
+  stopWatching?.();
+  stopWatching = null;
+  void $client.get()?.close();
+  $client.set(null);
+}
+
+function open(token: string): ChatsyncClient {
+  close();
+  const client = createChatsyncClient({ url: location.origin, token });
+  stopWatching = client.connection.subscribe((state) => {
+    $connection.set(state);
+    if (state === "signed-out") {
+      signOut(client.closeCode.get() === TOKEN_REVOKED ? "This device was signed out (its access was revoked)."
+                                                      : "That access token was not accepted.");
+    }
   });
-  $rpc.set(rpc);
-  return rpc;
+  $client.set(client);
+  return client;
 }
 
 /** Starts the connection for a token kept from an earlier visit. */
 export function resume(): void {
   const token = $token.get();
-  if (token && !$rpc.get()) open(token);
+  if (token && !$client.get()) open(token);
 }
 
 /** Signs in with a pasted token: kept only once the server accepted it. */
@@ -43,14 +57,13 @@ export async function signIn(token: string): Promise<boolean> {
     $signInError.set("Paste an access token first.");
     return false;
   }
-  const rpc = open(token);
+  const client = open(token);
   try {
-    await rpc.query("session.list", { limit: 1 });
+    await client.requests.query("session.list", { limit: 1 });
   } catch (err) {
-    rpc.close();
-    $rpc.set(null);
-    $signInError.set(errorCode(err) === "UNAUTHORIZED" ? "That access token was not accepted."
-                                                       : "Could not reach the server; try again.");
+    if ($client.get() === client) close();
+    $signInError.set(errorCode(err) === "UNAUTHORIZED" || client.connection.get() === "signed-out"
+      ? "That access token was not accepted." : "Could not reach the server; try again.");
     return false;
   }
   localStorage.setItem(TOKEN_KEY, token);
@@ -60,8 +73,7 @@ export async function signIn(token: string): Promise<boolean> {
 }
 
 export function signOut(reason: string | null = null): void {
-  $rpc.get()?.close();
-  $rpc.set(null);
+  close();
   localStorage.removeItem(TOKEN_KEY);
   $token.set(null);
   $signInError.set(reason);
@@ -93,12 +105,10 @@ export async function redeemLink(code: string): Promise<boolean> {
       $signInError.set("This sign-in link is invalid, used or expired. Ask for a new one, or paste a token.");
       return false;
     }
-    $rpc.get()?.close();
-    $rpc.set(null);
     localStorage.setItem(TOKEN_KEY, body.token);
     $signInError.set(null);
     $token.set(body.token);
-    resume();
+    open(body.token);
     return true;
   } catch {
     $signInError.set("Could not reach the server to use this sign-in link.");
