@@ -423,4 +423,31 @@ export const scenarios = {
                codeSentInUrl: requests.some((u) => u.includes(new URL(link).hash.slice(1))), problems: problems() };
     });
   },
+
+  /** The sidebar follows sessions changed elsewhere (created, queued, renamed, answering) and renames and
+   * deletes from here. */
+  async sidebar({ browser, url, token, checkpoint }) {
+    return devices(browser, url, [{ token }], async ([d], problems) => {
+      const { page } = d;
+      await openApp(page, "/");
+      const nav = page.getByRole("navigation", { name: "Sessions" });
+      const item = (name) => nav.getByRole("listitem").filter({ has: page.getByRole("link", { name }) });
+      await checkpoint("open", {});
+      await item(/made elsewhere/).getByText("2 queued").waitFor();
+      await checkpoint("created", {});
+      await item(/renamed elsewhere/).waitFor();
+      await item(/renamed elsewhere/).getByText("answering").waitFor();
+      await item(/renamed elsewhere/).getByText("answering").waitFor({ state: "detached" });
+      await item(/renamed elsewhere/).getByRole("button", { name: "Rename" }).click();
+      await nav.getByRole("textbox", { name: "Chat title" }).fill("renamed here");
+      await nav.getByRole("button", { name: "Save" }).click();
+      await item(/renamed here/).waitFor();
+      await checkpoint("renamed", {});
+      await item(/renamed here/).getByRole("button", { name: "Delete" }).click();
+      await nav.getByRole("button", { name: "Confirm delete" }).click();
+      await item(/renamed here/).waitFor({ state: "detached" });
+      await checkpoint("deleted", {});
+      return { problems: problems() };
+    });
+  },
 };

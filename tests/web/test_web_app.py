@@ -209,3 +209,26 @@ def test_device_link_signs_in_another_device_and_revoke_signs_it_out(web_server:
     assert seen["d2TokenSet"]
     assert len(seen["names"]) >= 2 and any("(this device)" in n for n in seen["names"])
     assert "revoked" in seen["d2Alert"]
+
+
+def test_sidebar_follows_changes_from_anywhere(web_server: WebServer, browser: Driver) -> None:
+    api = web_server.api("bob")
+    made: dict[str, str] = {}
+
+    def step(label: str, data: dict[str, Any]) -> None:
+        if label == "open":
+            made["id"] = api.mutate("session.create", {"title": "made elsewhere", "queuePaused": True})["id"]
+            for text in ("first in line", "second in line"):
+                api.mutate("message.enqueueMessage", {"sessionId": made["id"], "content": text})
+        elif label == "created":
+            api.mutate("message.clearQueue", {"sessionId": made["id"]})
+            api.mutate("session.setTitle", {"sessionId": made["id"], "title": "renamed elsewhere"})
+            api.mutate("message.send", {"sessionId": made["id"], "content": "answer for a little while " * 8})
+        elif label == "renamed":
+            session = api.query("session.get", {"sessionId": made["id"]})["session"]
+            assert (session["title"], session["titleSource"]) == ("renamed here", "user")
+        elif label == "deleted":
+            assert made["id"] not in [s["id"] for s in api.query("session.list", {})["items"]]
+
+    seen = browser.run("sidebar", step, token=web_server.tokens["bob"])
+    no_problems(seen)
