@@ -49,7 +49,16 @@ async def test_cli_link_signs_a_device_in_once(server_factory, sqlite_url):
     wrong = await exchange(live.url, "not-a-code")
     assert wrong.status_code == 400 and "not valid" in wrong.json()["error"]["message"]
     listed = cli(sqlite_url, "tokens", "list", "--user", "alice", "--json")
-    assert sorted(t["name"] for t in orjson.loads(listed.stdout)) == ["first token", "kitchen tablet"]
+    tokens = orjson.loads(listed.stdout)
+    assert sorted(t["name"] for t in tokens) == ["first token", "kitchen tablet"]
+    tablet_id = next(t["id"] for t in tokens if t["name"] == "kitchen tablet")
+    assert cli(sqlite_url, "tokens", "revoke", tablet_id).returncode == 0
+    with pytest.raises(TrpcError) as err:
+        async with TrpcClient(live.url, token, reconnect=False) as tablet:
+            await tablet.query("auth.me")
+    assert err.value.code == "UNAUTHORIZED"
+    again = cli(sqlite_url, "tokens", "revoke", tablet_id)
+    assert again.returncode == 1 and "no live token" in again.stderr
 
 
 async def test_an_expired_link_fails(live):

@@ -183,3 +183,27 @@ async def test_pipelined_enqueues_with_repeated_ids_apply_once(md):
         assert ids[:3] * 3 == ids and len(set(ids)) == 3
         queue = await c.query("message.getQueuedMessages", {"sessionId": sid})
         assert [q["content"] for q in queue] == ["m0", "m1", "m2"]
+
+
+async def test_old_records_are_trimmed(md):
+    """Records older than the retention are deleted by the sweeper's trim; newer ones stay."""
+    from datetime import timedelta
+
+    from sqlalchemy import func, select, update
+
+    from server.services import requests
+    from server.store.models import ClientRequest, utcnow
+
+    async with md.client("alice") as c:
+        sid = (await c.mutation("session.create", {"queuePaused": True, "clientRequestId": "keep"}))["id"]
+        await c.mutation("message.enqueueMessage", {"sessionId": sid, "content": "x", "clientRequestId": "old"})
+    db = md.services.db
+    async with db.write() as s:
+        await s.execute(update(ClientRequest).where(ClientRequest.request_id == "old")
+                        .values(created_at=utcnow() - requests.RETENTION - timedelta(minutes=1)))
+    async with db.write() as s:
+        assert await requests.trim(s, utcnow()) == 1
+    async with db.read() as s:
+        left = (await s.execute(select(ClientRequest.request_id))).scalars().all()
+        assert left == ["keep"]
+        assert (await s.execute(select(func.count()).select_from(ClientRequest))).scalar_one() == 1
