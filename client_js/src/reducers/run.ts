@@ -22,15 +22,22 @@ export interface RunView {
   decisions: Record<string, Decision>;
 }
 
-export function runFromSnapshot(run: RunState | null): RunView | null {
+/** `ownDecisions`: call ids this client answered, so decisions already taken show who took them. */
+export function runFromSnapshot(run: RunState | null, ownDecisions: readonly string[] = []): RunView | null {
   if (!run) return null;
+  const decisions: Record<string, Decision> = {};
+  for (const c of run.pendingToolCalls) {
+    if (c.approval === "approved" || c.approval === "denied") {
+      decisions[c.callId] = { approved: c.approval === "approved", by: ownDecisions.includes(c.callId) ? "self" : "other" };
+    }
+  }
   return {
     id: run.id,
     status: run.status,
     streamingMessageId: run.streaming?.messageId ?? null,
     pendingToolCalls: run.pendingToolCalls,
     pendingApprovals: run.pendingApprovals,
-    decisions: {},
+    decisions,
   };
 }
 

@@ -48,7 +48,7 @@ export function fromSnapshot(snap: SessionState, previous?: SessionSyncState): S
     session: snap.session,
     messages: messagesFromSnapshot(snap.messages, snap.run),
     queue: queueFromSnapshot(snap.queue, previous?.queue),
-    run: runFromSnapshot(snap.run),
+    run: runFromSnapshot(snap.run, previous?.ownDecisions),
     deleted: false,
     ownDecisions: previous?.ownDecisions ?? [],
   };

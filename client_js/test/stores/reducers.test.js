@@ -153,6 +153,21 @@ describe('durable events', { skip: skipReason }, () => {
   });
 });
 
+describe('run', { skip: skipReason }, () => {
+  test('joining after an approval was answered elsewhere: the decision shows, as another client\'s', () => {
+    const server = new FakeSession();
+    server.startRun('go');
+    const first = server.toolCall('deploy', { requiresApproval: true });
+    const second = server.toolCall('notify', { requiresApproval: true });
+    server.approve(first, true);
+    const snap = server.get();
+    const state = lib.fromSnapshot(snap);
+    assert.deepEqual(state.run.decisions, { [first]: { approved: true, by: 'other' } });
+    assert.deepEqual(state.run.pendingApprovals.map((a) => a.callId), [second]);
+    assert.deepEqual(state.run.pendingToolCalls, snap.run.pendingToolCalls);
+  });
+});
+
 describe('session list', { skip: skipReason }, () => {
   const summary = (id, createdAt, title = id) => ({ id, title, titleSource: 'user', status: 'idle', provider: 'echo',
     model: 'echo', queuePaused: false, createdAt, updatedAt: createdAt, queueLength: 0 });
