@@ -3,7 +3,9 @@ the database, the bus and the hub, in order."""
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
+import os
 import sys
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -109,13 +111,34 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
 
 
 def origin_allowed(settings: Settings, origin: str | None, host: str | None) -> bool:
-    """Non-browser clients send no Origin; browsers must come from an allowed origin or this host."""
+    """Non-browser clients send no Origin; browsers must come from an allowed origin or this server itself.
+
+    "This server itself" never means "whatever the Host header says": with DNS rebinding, a page of
+    ``evil.example`` whose name now resolves to this machine sends ``Origin`` and ``Host`` that agree. So a
+    page of the server's own is recognised by ``CHATSYNC_PUBLIC_URL``, or by an origin naming the address the
+    browser connected to as an IP literal or ``localhost`` (names an attacker's DNS cannot hand out) — a page
+    served under another domain name needs that name in ``CHATSYNC_ALLOWED_ORIGINS``."""
     if origin is None:
         return True
     origin = origin.rstrip("/")
     if "*" in settings.allowed_origins or origin in settings.allowed_origins:
         return True
-    return host is not None and urlsplit(origin).netloc == host
+    if settings.public_url and origin == settings.public_url.rstrip("/"):
+        return True
+    if host is None:
+        return False
+    parts = urlsplit(origin)
+    return parts.netloc == host and _is_literal_address(parts.hostname or "")
+
+
+def _is_literal_address(hostname: str) -> bool:
+    if hostname == "localhost":
+        return True
+    try:
+        ipaddress.ip_address(hostname)
+    except ValueError:
+        return False
+    return True
 
 
 def create_app(settings: Settings, *, announce_owner_token: bool = True) -> Starlette:
@@ -127,8 +150,7 @@ def create_app(settings: Settings, *, announce_owner_token: bool = True) -> Star
         async with open_services(settings) as services:
             token = await services.auth.ensure_owner()
             if token is not None and announce_owner_token:
-                print(f"chatsync: created the local owner; its token (shown once): {token}",
-                      file=sys.stderr, flush=True)
+                announce_owner(token)
             state["services"] = services
             state["http"] = HttpTransport(router, services)
             try:
@@ -202,6 +224,22 @@ def create_app(settings: Settings, *, announce_owner_token: bool = True) -> Star
 
 
 RAW_SEND_KEY = "chatsync.raw_send"
+OWNER_TOKEN_FILE = "chatsync-owner-token"
+
+
+def announce_owner(token: str) -> None:
+    """Show the first-start owner token once, on a terminal. When stderr is not a terminal (a service
+    manager or container that keeps its output as a log), the token goes to a file only its owner can read,
+    and the log gets the file's name."""
+    if sys.stderr.isatty():
+        print(f"chatsync: created the local owner; its token (shown once): {token}", file=sys.stderr, flush=True)
+        return
+    path = os.path.abspath(OWNER_TOKEN_FILE)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(token + "\n")
+    print(f"chatsync: created the local owner; its token is in {path} (readable by you only; delete it once "
+          "you have it)", file=sys.stderr, flush=True)
 
 
 async def _small_body(request: Request, limit: int) -> bytes:

@@ -6,6 +6,7 @@ from typing import Any
 import uvicorn
 from starlette.applications import Starlette
 
+from . import logredact
 from .app import drain_app
 from .settings import Settings
 
@@ -21,6 +22,11 @@ class ChatsyncServer(uvicorn.Server):
     def __init__(self, config: uvicorn.Config) -> None:
         super().__init__(config)
         self.app: Starlette = config.app  # type: ignore[assignment]
+
+    async def startup(self, sockets: Any = None) -> None:
+        # uvicorn configures its loggers when the config loads; the filter goes on after that.
+        logredact.install()
+        await super().startup(sockets)
 
     async def shutdown(self, sockets: Any = None) -> None:
         for server in self.servers:

@@ -94,6 +94,10 @@ class Settings(BaseSettings):
     def is_sqlite(self) -> bool:
         return self.database_url.startswith("sqlite")
 
+    @property
+    def listens_on_loopback(self) -> bool:
+        return self.host in ("127.0.0.1", "localhost", "::1") or self.host.startswith("127.")
+
     def link_base(self, seen_as: str | None = None) -> str:
         """Where device sign-in links point: ``public_url``, else how the client reached us, else host:port."""
         if self.public_url:

@@ -28,10 +28,10 @@ async def test_db_upgrade_creates_the_schema(tmp_path):
     assert {"sessions", "queued_messages", "events", "alembic_version"} <= tables
 
 
-async def _serve_once(env) -> str:
+async def _serve_once(env, cwd=None, stderr=None) -> str:
     with open(env["LOG"], "wb") as log:
         proc = subprocess.Popen([sys.executable, "-m", "server.cli", "serve"], env=env, stdout=log,
-                                stderr=subprocess.STDOUT)
+                                stderr=stderr if stderr is not None else subprocess.STDOUT, cwd=cwd)
     try:
         async with httpx.AsyncClient() as http:
             for _ in range(300):
@@ -48,16 +48,44 @@ async def _serve_once(env) -> str:
         return f.read()
 
 
-async def test_first_start_creates_the_owner_and_prints_its_token_once(tmp_path):
+async def test_first_start_creates_the_owner_and_prints_its_token_once_on_a_terminal(tmp_path):
+    import pty
+
+    env = {**os.environ, "CHATSYNC_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'tty.db'}",
+           "CHATSYNC_PORT": str(free_port()), "LOG": str(tmp_path / "tty.log")}
+    leader, follower = pty.openpty()
+    try:
+        await _serve_once(env, cwd=tmp_path, stderr=follower)
+        os.close(follower)
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        os.close(leader)
+    assert b"token (shown once): cs_" in shown
+    assert not (tmp_path / "chatsync-owner-token").exists()
+
+
+async def test_first_start_keeps_the_owner_token_out_of_a_kept_log(tmp_path):
+    """Not on a terminal (a service manager keeping the output): the token goes to a file only its owner can
+    read, never into the log."""
     env = {**os.environ, "CHATSYNC_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'own.db'}",
            "CHATSYNC_PORT": str(free_port()), "LOG": str(tmp_path / "first.log")}
-    first = await _serve_once(env)
-    lines = [line for line in first.splitlines() if "token (shown once)" in line]
-    assert len(lines) == 1
-    token = lines[0].rsplit(" ", 1)[1]
+    first = await _serve_once(env, cwd=tmp_path)
+    token_file = tmp_path / "chatsync-owner-token"
+    assert str(token_file) in first and "cs_" not in first
+    assert token_file.stat().st_mode & 0o777 == 0o600
+    token = token_file.read_text().strip()
     assert token.startswith("cs_")
-    second = await _serve_once({**env, "LOG": str(tmp_path / "second.log")})
-    assert "token" not in second
+    token_file.unlink()
+    second = await _serve_once({**env, "LOG": str(tmp_path / "second.log")}, cwd=tmp_path)
+    assert "token" not in second and not token_file.exists()
     # The printed token works, and is an admin's.
     from server.services.auth import AuthService
 

@@ -206,6 +206,12 @@ class AdminApi:
             if not hmac.compare_digest(given.encode(), required.encode()):
                 return PlainTextResponse("unauthorized\n", status_code=401,
                                          headers={"WWW-Authenticate": "Bearer"})
+        elif not services.settings.listens_on_loopback:
+            # Reachable from other machines: counts of users and sessions are not for anyone who asks.
+            user = await services.auth.authenticate(bearer_token(request))
+            if user is None or user.role != "admin":
+                return PlainTextResponse("unauthorized: set CHATSYNC_METRICS_TOKEN for scrapers, or use an admin "
+                                         "token\n", status_code=401, headers={"WWW-Authenticate": "Bearer"})
         return PlainTextResponse(metrics.render(self._families(services)),
                                  media_type="text/plain; version=0.0.4; charset=utf-8")
 

@@ -174,6 +174,82 @@ async def test_upgrade_from_a_foreign_origin_is_refused(server_factory, sqlite_u
         assert await ws.recv() == "PONG"
 
 
+async def _upgrade_status(url: str, host: str, origin: str) -> int:
+    """The status of a WebSocket upgrade sent with exactly these Host and Origin headers."""
+    port = int(url.rsplit(":", 1)[1])
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write((f"GET /trpc HTTP/1.1\r\nHost: {host}\r\nOrigin: {origin}\r\nUpgrade: websocket\r\n"
+                  "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                  "Sec-WebSocket-Version: 13\r\n\r\n").encode())
+    await writer.drain()
+    status = int((await reader.readline()).split()[1])
+    writer.close()
+    return status
+
+
+async def test_dns_rebinding_is_refused(live):
+    """A page of a domain name that now resolves to this machine sends agreeing Origin and Host: refused.
+    The address the browser connected to, as an IP literal or localhost, is the server's own page."""
+    port = live.url.rsplit(":", 1)[1]
+    assert await _upgrade_status(live.url, f"evil.example:{port}", f"http://evil.example:{port}") == 403
+    for name in ("localhost", "127.0.0.1", "[::1]"):
+        assert await _upgrade_status(live.url, f"{name}:{port}", f"http://{name}:{port}") == 101
+    assert await _upgrade_status(live.url, f"127.0.0.1:{port}", f"http://localhost:{port}") == 403
+
+
+async def test_public_url_is_an_allowed_origin(server_factory, sqlite_url):
+    live = await server_factory(sqlite_url, public_url="https://chat.example")
+    ws_url = live.url.replace("http", "ws") + "/trpc"
+    async with connect(ws_url, origin="https://chat.example") as ws:
+        await ws.send("PING")
+        assert await ws.recv() == "PONG"
+
+
+async def test_access_log_never_records_a_token(tmp_path):
+    """Every documented way of sending a token (header, connectionParams in the URL of an SSE stream or a
+    WebSocket) leaves the access log without it."""
+    import os
+
+    from testkit import free_port, start_process, wait_ready
+
+    db = f"sqlite+aiosqlite:///{tmp_path / 'log.db'}"
+    env = {**os.environ, "CHATSYNC_DATABASE_URL": db, "CHATSYNC_PORT": str(free_port()),
+           "CHATSYNC_LOG_LEVEL": "info", "CHATSYNC_TEST_LOG": str(tmp_path / "access.log")}
+    token = subprocess.run([sys.executable, "-m", "server.cli", "users", "create", "dora"], env=env,
+                           capture_output=True, text=True, check=True).stdout.strip()
+    proc = start_process(env)
+    try:
+        url = f"http://127.0.0.1:{env['CHATSYNC_PORT']}"
+        await wait_ready(url, proc)
+        params = orjson.dumps({"token": token}).decode()
+        async with httpx.AsyncClient() as http:
+            r = await http.get(url + "/trpc/session.list", params={"connectionParams": params})
+            assert r.status_code == 200
+            r = await http.get(url + "/trpc/session.list", headers={"authorization": f"Bearer {token}"})
+            assert r.status_code == 200
+            r = await http.get(url + "/trpc/session.list", params={"token": token, "input": "{}"})
+        async with connect(url.replace("http", "ws") + f"/trpc?connectionParams=1&token={token}") as ws:
+            await ws.send(orjson.dumps({"method": "connectionParams", "data": {"token": token}}).decode())
+            await ws.send("PING")
+            assert await ws.recv() == "PONG"
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    log = (tmp_path / "access.log").read_text()
+    assert "GET /trpc/session.list" in log and "[redacted]" in log
+    assert token not in log and token[3:20] not in log
+
+
+async def test_metrics_beyond_loopback_need_a_token(server_factory, sqlite_url):
+    live = await server_factory(sqlite_url, users=("alice", "admin"), host="0.0.0.0")
+    async with httpx.AsyncClient(base_url=live.url) as http:
+        assert (await http.get("/metrics")).status_code == 401
+        r = await http.get("/metrics", headers={"authorization": f"Bearer {live.tokens['alice']}"})
+        assert r.status_code == 401
+        r = await http.get("/metrics", headers={"authorization": f"Bearer {live.tokens['admin']}"})
+        assert r.status_code == 200 and "chatsync_build_info" in r.text
+
+
 async def test_admin_reads_any_session_but_cannot_write(live, alice_session):
     sid, _qid = alice_session
     async with live.client("admin") as admin:
