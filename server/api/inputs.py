@@ -1,7 +1,7 @@
 """Procedure inputs (API.md). Every field is validated here, at the boundary."""
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
@@ -79,12 +79,16 @@ class SwitchContext(SessionRef):
         return self
 
 
+# A position in an event log: a BIGINT, so at most 18 digits (anything longer is no position we gave out).
+EventId = Field(default=None, max_length=18, pattern=r"^\d{1,18}$")
+
+
 class SessionEvents(SessionRef):
-    last_event_id: str | None = Field(default=None, max_length=32, pattern=r"^\d+$")
+    last_event_id: str | None = EventId
 
 
 class SessionFeed(StrictInput):
-    last_event_id: str | None = Field(default=None, max_length=32, pattern=r"^\d+$")
+    last_event_id: str | None = EventId
 
 
 # --- devices (server/api/auth.py) ------------------------------------------------------------------------
@@ -103,7 +107,7 @@ class CreateLink(StrictInput):
 
 
 class MessageList(SessionRef):
-    before: int | None = Field(default=None, ge=1)
+    before: int | None = Field(default=None, ge=1, le=2**31 - 1)
     limit: int = Field(default=100, ge=1, le=500)
 
 
@@ -131,7 +135,8 @@ class MoveQueued(QueuedRef):
 
 # --- runs (server/api/chat.py, tools.py, runs.py) -----------------------------------------------------
 
-Instructions = str | list[str]
+MAX_INSTRUCTIONS = 64  # system messages one call may add (each at most CHATSYNC_MAX_CONTENT_CHARS)
+Instructions = str | Annotated[list[str], Field(max_length=MAX_INSTRUCTIONS)]
 
 
 def instruction_list(value: Instructions | None) -> list[str]:
@@ -143,12 +148,12 @@ def instruction_list(value: Instructions | None) -> list[str]:
 class Send(SessionRef, Idempotent):
     content: str
     attachments: list[FileAttachment] = Field(default_factory=list, max_length=32)
-    instructions: str | list[str] | None = Field(default=None)
+    instructions: Instructions | None = None
     busy_policy: BusyPolicy | None = None
 
 
 class AddInstructions(SessionRef, Idempotent):
-    instructions: str | list[str]
+    instructions: Instructions
     respond: bool = True
 
 

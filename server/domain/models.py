@@ -32,7 +32,7 @@ class StrictInput(WireModel):
 class FileAttachment(StrictInput):
     path: str = Field(max_length=4096)
     relative_path: str | None = Field(default=None, max_length=4096)
-    size: int | None = Field(default=None, ge=0)
+    size: int | None = Field(default=None, ge=0, le=2**53)
     mime_type: str | None = Field(default=None, max_length=200)
 
 
@@ -46,7 +46,7 @@ class ToolDefinition(StrictInput):
 
 class GenerationDefaults(StrictInput):
     temperature: float | None = Field(default=None, ge=0, le=2)
-    max_tokens: int | None = Field(default=None, ge=1)
+    max_tokens: int | None = Field(default=None, ge=1, le=2**31 - 1)
     top_p: float | None = Field(default=None, ge=0, le=1)
 
 

@@ -54,8 +54,32 @@ def to_rpc_error(exc: BaseException) -> RpcError:
     """Map any exception to an :class:`RpcError`; unknown ones become ``INTERNAL_SERVER_ERROR`` and are logged."""
     if isinstance(exc, RpcError):
         return exc
+    unavailable = _infrastructure_failure(exc)
+    if unavailable is not None:
+        log.warning("infrastructure failure answered as SERVICE_UNAVAILABLE: %r", exc)
+        return RpcError("SERVICE_UNAVAILABLE", unavailable)
     log.exception("unhandled error in procedure", exc_info=exc)
     return RpcError("INTERNAL_SERVER_ERROR", "Internal server error")
+
+
+def _infrastructure_failure(exc: BaseException) -> str | None:
+    """A message when ``exc`` is the database or Redis being unreachable or overloaded (retryable: the
+    request may succeed in a moment), else None. Imports lazily: drivers stay optional here."""
+    name = type(exc).__module__.split(".")[0]
+    if name == "sqlalchemy":
+        from sqlalchemy import exc as sa
+
+        if isinstance(exc, (sa.OperationalError, sa.InterfaceError, sa.TimeoutError)) or \
+                (isinstance(exc, sa.DBAPIError) and exc.connection_invalidated):
+            return "The database is unavailable or busy; retry shortly"
+    if name == "redis":
+        from redis import exceptions as rx
+
+        if isinstance(exc, (rx.ConnectionError, rx.TimeoutError)):
+            return "The message bus is unavailable; retry shortly"
+    if isinstance(exc, (ConnectionError, TimeoutError)):
+        return "A service this server needs is unavailable; retry shortly"
+    return None
 
 
 def error_shape(err: RpcError, path: str | None = None) -> dict[str, Any]:

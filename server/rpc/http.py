@@ -133,7 +133,10 @@ class HttpTransport:
                 body += chunk
                 if len(body) > self.settings.max_frame_bytes:
                     raise RpcError("PAYLOAD_TOO_LARGE", f"Body exceeds {self.settings.max_frame_bytes} bytes")
-            raw = body.decode("utf-8", "replace") if body else None
+            try:
+                raw = body.decode("utf-8") if body else None
+            except UnicodeDecodeError:
+                raise RpcError("BAD_REQUEST", "Body is not valid UTF-8") from None
         if raw is None or raw == "":
             return [None] * count
         try:
@@ -165,6 +168,7 @@ class HttpTransport:
                 raise RpcError("METHOD_NOT_SUPPORTED",
                                f'Unsupported {request.method}-request to {proc.kind} procedure at path "{path}"')
             result = await call(proc, ctx, raw)
+            orjson.dumps(result)  # a reply that cannot be serialised is an error reply, not a broken response
         except Exception as exc:
             err = to_rpc_error(exc)
             return {"error": error_shape(err, path)}, err.http_status

@@ -163,7 +163,11 @@ class WsConnection:
                 text = message.get("text")
                 if text is None:
                     data = message.get("bytes") or b""
-                    text = data.decode("utf-8", "replace")
+                    try:
+                        text = data.decode("utf-8")
+                    except UnicodeDecodeError:
+                        self.outbox.send(connection_error(RpcError("PARSE_ERROR", "Frame is not valid UTF-8")))
+                        continue
                 await self._on_frame(text)
         except (WebSocketDisconnect, RuntimeError):
             return
@@ -182,7 +186,7 @@ class WsConnection:
             return
         if text == "PONG":
             return
-        if len(text) > self.settings.max_frame_bytes:
+        if _utf8_length_over(text, self.settings.max_frame_bytes):
             self.outbox.send(connection_error(RpcError(
                 "PAYLOAD_TOO_LARGE", f"Frame exceeds {self.settings.max_frame_bytes} bytes")))
             return
@@ -264,10 +268,11 @@ class WsConnection:
         try:
             proc = self.router.lookup(path, method)  # type: ignore[arg-type]
             result = await call(proc, self.ctx, raw)
+            frame = ws_result(prefix, "data", result)  # serialising can fail too: answer that as an error
         except Exception as exc:
             self.outbox.send(ws_error(prefix, to_rpc_error(exc), path))
             return
-        self.outbox.send(ws_result(prefix, "data", result))
+        self.outbox.send(frame)
 
     async def _run_mutations(self, pending: deque[tuple[str, str, Any]]) -> None:
         """Mutations from one connection apply one after the other, in the order they were sent.
@@ -291,10 +296,13 @@ class WsConnection:
                     batch.append((nxt_prefix, nxt_raw))
                 results = await call_many(proc, self.ctx, [r for _p, r in batch])
                 for (p, _r), result in zip(batch, results):
-                    if isinstance(result, BaseException):
-                        self.outbox.send(ws_error(p, to_rpc_error(result), path))
-                    else:
-                        self.outbox.send(ws_result(p, "data", result))
+                    if not isinstance(result, BaseException):
+                        try:
+                            self.outbox.send(ws_result(p, "data", result))
+                            continue
+                        except Exception as exc:
+                            result = exc
+                    self.outbox.send(ws_error(p, to_rpc_error(result), path))
         finally:
             self._mutation_runner = None
 
@@ -339,3 +347,13 @@ def _base_url(websocket: WebSocket) -> str | None:
         return None
     scheme = "https" if websocket.url.scheme == "wss" else "http"
     return f"{scheme}://{host}"
+
+
+def _utf8_length_over(text: str, limit: int) -> bool:
+    """Whether ``text`` takes more than ``limit`` bytes in UTF-8 (limits count bytes, not characters);
+    encodes only when the character count cannot decide."""
+    if len(text) > limit:
+        return True
+    if len(text) * 4 <= limit:
+        return False
+    return len(text.encode("utf-8", "surrogatepass")) > limit

@@ -45,9 +45,12 @@ def encode_cursor(row: ChatSession) -> str:
 def decode_cursor(cursor: str) -> tuple[datetime, str]:
     try:
         created, sid = base64.urlsafe_b64decode(cursor.encode()).decode().split("|", 1)
-        return datetime.fromisoformat(created), sid
+        when = datetime.fromisoformat(created)
     except Exception as exc:
         raise RpcError("BAD_REQUEST", "Invalid cursor") from exc
+    if when.tzinfo is None or len(sid) > 64:  # never one we made: ours carry their UTC offset
+        raise RpcError("BAD_REQUEST", "Invalid cursor")
+    return when, sid
 
 
 class SessionService:
