@@ -101,7 +101,9 @@ def run_server(database_url: str | None = None, token: str | None = None,
         port = free_port()
         env = {**os.environ,
                "CHATSYNC_DATABASE_URL": database_url or f"sqlite+aiosqlite:///{tmp}/bench.db",
-               "CHATSYNC_PORT": str(port), "CHATSYNC_LOG_LEVEL": "warning", **env_overrides}
+               "CHATSYNC_PORT": str(port), "CHATSYNC_LOG_LEVEL": "warning",
+               # one load-generating user stands in for many: the per-user rate limit would measure itself
+               "CHATSYNC_RATE_LIMIT_PER_SECOND": "0", **env_overrides}
         if token is None:
             token = subprocess.run([sys.executable, "-m", "server.cli", "users", "create", "bench"], env=env,
                                    cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()

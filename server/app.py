@@ -25,6 +25,7 @@ from .admin.api import AdminApi
 from .api import build_router
 from .pubsub import Bus, create_bus
 from .rpc.http import HttpTransport, bearer_token
+from .rpc.limits import RateLimiter
 from .rpc.ws import WsConnection
 from .services.auth import AuthService, LinkError
 from .engine import MemoryStreamBuffer, Orchestrator
@@ -63,6 +64,7 @@ class Services:
     runs: RunService
     titles: TitleService
     devices: revocation.DeviceConnections
+    limiter: RateLimiter
     connections: set[WsConnection] = field(default_factory=set)
 
     async def stream_snapshots(self, session_id: str) -> list[dict[str, Any]]:
@@ -92,6 +94,7 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
                           max_queue_length=settings.max_queue_length)
         sessions = RunAwareSessionService(db, uow, runs=runs, titles=orchestrator.titles)
         sessions.default_provider, sessions.default_model = settings.default_provider, settings.default_model
+        sessions.max_per_user = settings.max_sessions_per_user
         yield Services(
             settings=settings,
             db=db,
@@ -100,6 +103,7 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
             uow=uow,
             auth=AuthService(db, on_revoked=devices.revoked),
             devices=devices,
+            limiter=RateLimiter(settings.rate_limit_per_second, settings.rate_limit_burst),
             sessions=sessions,
             queue=QueueService(uow, max_length=settings.max_queue_length,
                                max_content_chars=settings.max_content_chars, dispatch=orchestrator.dispatch),

@@ -68,6 +68,12 @@ class Settings(BaseSettings):
     # The address other devices reach this server at, for device sign-in links (``<public URL>/link#code``).
     # Unset: the address the asking client used (``auth.createLink``), else http://HOST:PORT.
     public_url: str | None = None
+    # Bounds per connection and per user (docs/api.md "Limits").
+    max_subscriptions_per_connection: int = Field(default=100, ge=1)
+    auth_timeout_seconds: float = Field(default=10.0, gt=0)
+    max_sessions_per_user: int = Field(default=10_000, ge=1)
+    rate_limit_per_second: float = Field(default=200.0, ge=0)  # mutations per user and process; 0: no limit
+    rate_limit_burst: int = Field(default=1000, ge=1)
 
     @field_validator("allowed_origins", mode="before")
     @classmethod

@@ -32,6 +32,9 @@ class TrpcError(Exception):
         self.rpc_code: int | None = shape.get("code")
         self.path: str | None = data.get("path")
         self.message = shape.get("message", self.code)
+        # TOO_MANY_REQUESTS: when to try again.
+        self.retry_after_ms: int | None = data.get("retryAfterMs")
+        self.shape = shape
         super().__init__(f"{self.code}: {self.message}")
 
 

@@ -38,12 +38,14 @@ ERROR_CODES: dict[str, tuple[int, int]] = {
 class RpcError(Exception):
     """An error a client is meant to see, with a tRPC code key such as ``NOT_FOUND``."""
 
-    def __init__(self, code: str, message: str | None = None) -> None:
+    def __init__(self, code: str, message: str | None = None, *, retry_after_ms: int | None = None) -> None:
         if code not in ERROR_CODES:
             raise ValueError(f"unknown tRPC error code {code!r}")
         super().__init__(message or code)
         self.code = code
         self.message = message or code
+        # TOO_MANY_REQUESTS: when the call would be accepted again (``data.retryAfterMs`` on the wire).
+        self.retry_after_ms = retry_after_ms
 
     @property
     def http_status(self) -> int:
@@ -88,4 +90,6 @@ def error_shape(err: RpcError, path: str | None = None) -> dict[str, Any]:
     data: dict[str, Any] = {"code": err.code, "httpStatus": status}
     if path is not None:
         data["path"] = path
+    if err.retry_after_ms is not None:
+        data["retryAfterMs"] = err.retry_after_ms
     return {"message": err.message, "code": number, "data": data}

@@ -10,6 +10,7 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
+from ..admin.metrics import COUNTERS
 from ..domain.events import EventEnvelope, dumps
 from ..protocol.errors import RpcError, error_shape, to_rpc_error
 from .registry import Context, Procedure, Router, call, merge_last_event_id
@@ -204,11 +205,26 @@ class HttpTransport:
         yield "event: connected\ndata: {}\n\n\n"
         items: asyncio.Queue[Any] = asyncio.Queue()
         done = object()
+        limit = self.settings.send_buffer_bytes
+        backlog = [0]  # bytes queued and not yet handed to the response
+
+        def emit(event_id: str | None, item: Any) -> None:
+            if backlog[0] > limit:
+                return  # already over: the stream is ending
+            backlog[0] += len(item.json) if isinstance(item, EventEnvelope) else 256
+            if backlog[0] > limit:
+                # A reader that does not keep up: end its stream with a retryable error, as a slow WebSocket
+                # is closed with 4000; EventSource reconnects with its Last-Event-ID and loses nothing.
+                COUNTERS.slow_consumer_closes += 1
+                items.put_nowait(RpcError("SERVICE_UNAVAILABLE", "Slow consumer: reconnect and resume"))
+                producer.cancel()
+                return
+            items.put_nowait((event_id, item))
 
         async def produce() -> None:
             try:
                 stream = await proc.handler(ctx, proc.parse_input(raw))
-                await stream.run(lambda event_id, item: items.put_nowait((event_id, item)))
+                await stream.run(emit)
                 items.put_nowait(done)
             except asyncio.CancelledError:
                 raise
@@ -238,6 +254,7 @@ class HttpTransport:
                     yield "event: serialized-error\ndata: " + dumps(error_shape(item, proc.path)) + "\n\n\n"
                     return
                 event_id, value = item
+                backlog[0] -= len(value.json) if isinstance(value, EventEnvelope) else 256
                 body = value.json if isinstance(value, EventEnvelope) else dumps(value)
                 if event_id is not None:
                     last_tracked = event_id

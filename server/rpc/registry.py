@@ -180,8 +180,16 @@ def merge_last_event_id(raw_input: Any, last_event_id: str | None) -> Any:
     return raw_input
 
 
+def _admit(proc: Procedure, ctx: Context, n: int = 1) -> None:
+    """The caller's rate limit, for mutations (``rpc.limits``)."""
+    limiter = getattr(ctx.services, "limiter", None)
+    if proc.kind == "mutation" and limiter is not None and ctx.user is not None:
+        limiter.take(ctx.user.id, n)
+
+
 async def call(proc: Procedure, ctx: Context, raw_input: Any) -> Any:
     """Validate, run, and make the result JSON-able (queries and mutations)."""
+    _admit(proc, ctx)
     parsed = proc.parse_input(raw_input)
     return to_jsonable(await proc.handler(ctx, parsed))
 
@@ -190,6 +198,10 @@ async def call_many(proc: Procedure, ctx: Context, raw_inputs: Sequence[Any]) ->
     """Several calls of a mutation with a batch handler, in order: one JSON-able result or one exception per
     input. An input that fails validation fails alone."""
     assert proc.batch is not None, f"{proc.path} has no batch handler"
+    try:
+        _admit(proc, ctx, len(raw_inputs))
+    except RpcError as exc:
+        return [exc] * len(raw_inputs)
     parsed: list[Any] = []
     for raw in raw_inputs:
         try:

@@ -81,6 +81,8 @@ class WsConnection:
             writer = asyncio.create_task(self.outbox.run())
         self.registry.add(self)
         self._task = asyncio.current_task()
+        if self.ctx.user is None:
+            self._spawn(self._auth_deadline())
         try:
             await self._read()
         except asyncio.CancelledError:
@@ -126,6 +128,14 @@ class WsConnection:
             self._request_close()
 
         self._spawn(_finish())
+
+    async def _auth_deadline(self) -> None:
+        """A socket that has not signed in after ``auth_timeout_seconds`` is closed: an unauthenticated socket
+        can do nothing, and kept open forever a few hundred of them would use up the file descriptors."""
+        await asyncio.sleep(self.settings.auth_timeout_seconds)
+        if self.ctx.user is None:
+            self._close_code = close_codes.AUTH_TIMEOUT
+            self._request_close()
 
     def _sign_in(self, principal: Any) -> None:
         self.ctx.sign_in(principal)
@@ -251,6 +261,11 @@ class WsConnection:
         if method == "subscription":
             if rid in self.subscriptions:
                 self.outbox.send(ws_error(prefix, RpcError("BAD_REQUEST", f"Duplicate id {rid}"), path))
+                return
+            if len(self.subscriptions) >= self.settings.max_subscriptions_per_connection:
+                self.outbox.send(ws_error(prefix, RpcError(
+                    "TOO_MANY_REQUESTS", f"At most {self.settings.max_subscriptions_per_connection} subscriptions "
+                                         "per connection; stop one or open another connection"), path))
                 return
             raw = merge_last_event_id(params.get("input"), params.get("lastEventId"))
             self.subscriptions[rid] = asyncio.create_task(self._subscribe(rid, prefix, path, raw))

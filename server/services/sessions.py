@@ -62,6 +62,7 @@ class SessionService:
     # Where a session asks for no provider/model: the deployment's defaults (see ``resolve_model``).
     default_provider: str | None = None
     default_model: str | None = None
+    max_per_user: int | None = None  # CHATSYNC_MAX_SESSIONS_PER_USER
 
     def resolve_model(self, provider: str | None, model: str | None) -> tuple[str, str]:
         """The provider is the caller's, else ``CHATSYNC_DEFAULT_PROVIDER``, else the first provider whose
@@ -91,6 +92,11 @@ class SessionService:
                 return replayed
         now = utcnow()
         provider, model = self.resolve_model(fields.get("provider"), fields.get("model"))
+        if self.max_per_user is not None:
+            async with self.db.read() as s:
+                if await repo.count_sessions(s, user.id) >= self.max_per_user:
+                    raise RpcError("PRECONDITION_FAILED", f"At most {self.max_per_user} sessions per user; "
+                                                          "delete some first")
         row = ChatSession(
             id=str(uuid.uuid4()),
             owner_id=user.id,

@@ -60,6 +60,12 @@ async def list_sessions(
     return (await db.execute(_newest_first(stmt, after, limit))).scalars().all()
 
 
+async def count_sessions(db: AsyncSession, owner_id: str) -> int:
+    stmt = select(func.count()).select_from(ChatSession).where(ChatSession.owner_id == owner_id,
+                                                                ChatSession.deleted_at.is_(None))
+    return int((await db.execute(stmt)).scalar_one())
+
+
 def _newest_first(stmt: Any, after: tuple[datetime, str] | None, limit: int) -> Any:
     """One page of sessions, newest first, starting after ``(created_at, id)`` of the previous page's last."""
     if after is not None:
