@@ -75,7 +75,8 @@ class Services:
 @asynccontextmanager
 async def open_services(settings: Settings) -> AsyncIterator[Services]:
     async with AsyncExitStack() as stack:
-        db = await stack.enter_async_context(Database(settings.database_url))
+        db = await stack.enter_async_context(Database(settings.database_url,
+                                                      pool_timeout=settings.db_pool_timeout_seconds))
         if settings.run_migrations_on_start:
             await migrate.upgrade(db)
         bus = await stack.enter_async_context(create_bus(settings.bus_url))
@@ -171,7 +172,12 @@ def create_app(settings: Settings, *, announce_owner_token: bool = True) -> Star
         principal = None
         token = bearer_token(websocket)  # type: ignore[arg-type]
         if token is not None:
-            principal = await services.auth.identify(token)
+            try:
+                principal = await services.auth.identify(token)
+            except Exception:
+                log.warning("could not check a token on upgrade", exc_info=True)
+                await websocket.close(code=1013)  # before accept: refused; "try again later"
+                return
             if principal is None:
                 await websocket.close(code=1008)
                 return

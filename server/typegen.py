@@ -57,6 +57,9 @@ export type PendingToolCall = {
   approval: "none" | "pending" | "approved" | "denied";
 };
 
+/** Who answered an approval (`tool-approval-resolved`); `deviceName` is null for a token that is no device. */
+export type DecidedBy = { userId: string; userName: string; deviceName: string | null };
+
 /** A call waiting for `tool.approve`. */
 export type PendingApproval = { callId: string; name: string; arguments: string };
 
@@ -114,7 +117,7 @@ EVENT_TYPES: dict[str, str] = {
     "tool-call-ready": '{ callId: string; name: string; arguments: string; executor: "client" | "server";'
                        " requiresApproval: boolean }",
     "tool-approval-requested": "{ callId: string }",
-    "tool-approval-resolved": "{ callId: string; approved: boolean }",
+    "tool-approval-resolved": "{ callId: string; approved: boolean; decidedBy?: DecidedBy }",
     "tool-call-result": "{ callId: string; output: string; isError: boolean }",
     "session-updated": "{ session: Session }",
     "title-changed": "{ title: string; source: TitleSource }",

@@ -25,7 +25,7 @@ from starlette.responses import HTMLResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from ..domain.models import SessionStatus
-from ..protocol.errors import RpcError
+from ..protocol.errors import RpcError, to_rpc_error
 from ..rpc.http import bearer_token
 from ..services.sessions import decode_cursor, encode_cursor
 from ..store import repo
@@ -93,15 +93,15 @@ class AdminApi:
         async def endpoint(request: Request) -> Response:
             if self.state.get("services") is None:
                 return _Json({"error": {"code": "SERVICE_UNAVAILABLE", "message": "Starting"}}, status_code=503)
-            user = await self.services.auth.authenticate(bearer_token(request))
-            if user is None:
-                return _error(RpcError("UNAUTHORIZED", "Missing or invalid token"))
-            if user.role != "admin":
-                return _error(RpcError("FORBIDDEN", "Admins only"))
             try:
+                user = await self.services.auth.authenticate(bearer_token(request))
+                if user is None:
+                    return _error(RpcError("UNAUTHORIZED", "Missing or invalid token"))
+                if user.role != "admin":
+                    return _error(RpcError("FORBIDDEN", "Admins only"))
                 return _Json(await handler(request, user))
-            except RpcError as err:
-                return _error(err)
+            except Exception as exc:  # a database failure too: a typed error, never a plain-text 500
+                return _error(to_rpc_error(exc))
         return endpoint
 
     # --- JSON ---------------------------------------------------------------------------------------------

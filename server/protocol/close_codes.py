@@ -11,6 +11,8 @@ SLOW_CONSUMER = 4000
 """The client did not read fast enough; its outbound buffer overflowed. Reconnect and resume."""
 SERVER_RESTART = 4001
 """The server is shutting down; another replica (or this one, restarted) will serve the resume."""
+UNAVAILABLE = 4002
+"""The token could not be checked now (the database is unavailable or overloaded); reconnect shortly."""
 
 UNAUTHORIZED = 4501
 """The token in connectionParams was not accepted."""

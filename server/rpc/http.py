@@ -117,7 +117,10 @@ class HttpTransport:
             token = parsed.get("token")
         if token is None:
             return None
-        principal = await self.services.auth.identify(token)
+        try:
+            principal = await self.services.auth.identify(token)
+        except Exception as exc:  # the database failing is not the caller's fault: a typed, retryable error
+            raise to_rpc_error(exc) from None
         if principal is None:
             raise RpcError("UNAUTHORIZED", "Invalid token")
         return principal

@@ -241,7 +241,11 @@ class WsConnection:
             return
         token = (data or {}).get("token")
         if token is not None:
-            principal = await self.services.auth.identify(token)
+            try:
+                principal = await self.services.auth.identify(token)
+            except Exception as exc:  # the database, not the token: the client should come back shortly
+                self.reject(to_rpc_error(exc), close_codes.UNAVAILABLE)
+                return
             if principal is None:
                 self.reject(RpcError("UNAUTHORIZED", "Invalid token"), close_codes.UNAUTHORIZED)
                 return

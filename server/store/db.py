@@ -77,7 +77,9 @@ class Database:
     serialised by the ``SELECT ... FOR UPDATE`` the services take on the session row.
     """
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, pool_timeout: float = 5.0) -> None:
+        """``pool_timeout``: how long a request waits for a PostgreSQL connection before it fails (retryable,
+        ``SERVICE_UNAVAILABLE``) instead of queueing behind an overloaded pool for half a minute."""
         self.url = url
         self.is_sqlite = url.startswith("sqlite")
         self._sqlite_path = ""
@@ -90,7 +92,7 @@ class Database:
             _sqlite_pragmas(self.read_engine, immediate=False, background_checkpoints=checkpoints)
             self._sqlite_path = path
         else:
-            self.write_engine = create_async_engine(url, pool_size=10, max_overflow=20)
+            self.write_engine = create_async_engine(url, pool_size=10, max_overflow=20, pool_timeout=pool_timeout)
             _ping_idle_connections(self.write_engine)
             self.read_engine = self.write_engine
         self._writes = async_sessionmaker(self.write_engine, expire_on_commit=False)

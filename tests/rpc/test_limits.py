@@ -6,6 +6,7 @@ import asyncio
 import socket
 import urllib.parse
 
+import httpx
 import orjson
 import pytest
 import websockets
@@ -116,3 +117,34 @@ async def test_an_sse_stream_that_is_not_read_is_ended_not_buffered(server_facto
         assert "Slow consumer" in text and "event: serialized-error" in text
         ids = [int(line[4:]) for line in text.split("\n") if line.startswith("id: ") and line[4:].strip().isdigit()]
         assert ids == list(range(1, len(ids) + 1)) and len(ids) < 132  # a prefix in order, then the end
+
+
+async def test_an_exhausted_pool_answers_retryable_not_internal(server_factory, pg_url):
+    """Every PostgreSQL connection taken (by a stand-in for long transactions): another user's call fails fast
+    with SERVICE_UNAVAILABLE, and works again once connections are free."""
+    live = await server_factory(pg_url, users=("alice",), db_pool_timeout_seconds=0.5)
+    db = live.services.db
+    held = []
+    for _ in range(30):  # pool_size 10 + max_overflow 20
+        cm = db.write_engine.connect()
+        held.append((cm, await cm.__aenter__()))
+    try:
+        async with httpx.AsyncClient(base_url=live.url) as http:  # checking the token needs the database too
+            r = await http.get("/trpc/session.list", headers={"authorization": f"Bearer {live.tokens['alice']}"})
+            assert r.status_code == 503 and r.json()["error"]["data"]["code"] == "SERVICE_UNAVAILABLE"
+            r = await http.get("/admin/api/stats", headers={"authorization": f"Bearer {live.tokens['alice']}"})
+            assert r.status_code == 503 and r.json()["error"]["code"] == "SERVICE_UNAVAILABLE"
+        ws_url = live.url.replace("http", "ws") + "/trpc?connectionParams=1"
+        async with connect(ws_url) as ws:
+            await ws.send(orjson.dumps({"method": "connectionParams", "data": {"token": live.tokens["alice"]}}).decode())
+            reply = orjson.loads(await asyncio.wait_for(ws.recv(), 10))
+            assert reply["id"] is None and reply["error"]["data"]["code"] == "SERVICE_UNAVAILABLE"
+            with pytest.raises(websockets.ConnectionClosed) as closed:
+                while True:
+                    await asyncio.wait_for(ws.recv(), 10)
+            assert closed.value.rcvd.code == 4002  # reconnect shortly
+    finally:
+        for cm, _conn in held:
+            await cm.__aexit__(None, None, None)
+    async with live.client("alice") as c:
+        assert (await c.query("session.list", {}))["items"] == []
