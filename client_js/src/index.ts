@@ -22,16 +22,17 @@ export {
   type WritePath,
 } from "./requests.js";
 export { openSession, type OpenSession, type SessionSettings } from "./stores/session.js";
-export { followSession, type FollowOptions, type FollowStatus, type SessionFollower } from "./stores/follow.js";
+export { followSession, type EventListener, type FollowOptions, type FollowStatus, type SessionFollower } from "./stores/follow.js";
 export { messageActions, messagesStore, type MessageActions, type SendOptions } from "./stores/messages.js";
 export { queueActions, queueStore, type QueueActions, type SendNowMode } from "./stores/queue.js";
-export { runActions, runStore, type RunActions } from "./stores/run.js";
+export { decisionsStore, previewsStore, runActions, runStore, type RunActions } from "./stores/run.js";
 export { watchSessions, type SessionList, type SessionListOptions, type SessionListStatus } from "./stores/sessions.js";
 export * from "./reducers/messages.js";
 export * from "./reducers/queue.js";
 export * from "./reducers/run.js";
+export * from "./reducers/previews.js";
 export * from "./reducers/session.js";
 export * from "./reducers/sessions.js";
-export { cpLength, cpSliceFrom } from "./reducers/text.js";
+export { assemble, cpLength, cpSliceFrom } from "./reducers/text.js";
 export type * from "./router.gen.js";
 export { DURABLE_EVENT_TYPES, STREAM_EVENT_TYPES } from "./router.gen.js";

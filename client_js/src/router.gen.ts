@@ -14,6 +14,7 @@ export type AddInstructionsInput = {
   clientRequestId?: string | null;
   /** min length 1; max length 64 */
   sessionId: string;
+  /** max items 64 */
   instructions: string | string[];
   /** @default true */
   respond?: boolean;
@@ -51,7 +52,7 @@ export type FileAttachment = {
   path: string;
   /** max length 4096 */
   relativePath?: string | null;
-  /** min 0 */
+  /** min 0; max 9007199254740992 */
   size?: number | null;
   /** max length 200 */
   mimeType?: string | null;
@@ -59,7 +60,7 @@ export type FileAttachment = {
 export type GenerationDefaults = {
   /** min 0; max 2 */
   temperature?: number | null;
-  /** min 1 */
+  /** min 1; max 2147483647 */
   maxTokens?: number | null;
   /** min 0; max 1 */
   topP?: number | null;
@@ -82,7 +83,7 @@ export type Message = {
 export type MessageListInput = {
   /** min length 1; max length 64 */
   sessionId: string;
-  /** min 1 */
+  /** min 1; max 2147483647 */
   before?: number | null;
   /** min 1; max 500; @default 100 */
   limit?: number;
@@ -127,6 +128,7 @@ export type SendInput = {
   content: string;
   /** max items 32 */
   attachments?: FileAttachment[];
+  /** max items 64 */
   instructions?: string | string[] | null;
   busyPolicy?: "enqueue" | "reject" | "interrupt" | "steer" | null;
 };
@@ -181,11 +183,11 @@ export type SessionCreateInput = {
 export type SessionEventsInput = {
   /** min length 1; max length 64 */
   sessionId: string;
-  /** max length 32; pattern ^\d+$ */
+  /** max length 18; pattern ^\d{1,18}$ */
   lastEventId?: string | null;
 };
 export type SessionFeedInput = {
-  /** max length 32; pattern ^\d+$ */
+  /** max length 18; pattern ^\d{1,18}$ */
   lastEventId?: string | null;
 };
 export type SessionListInput = {
@@ -306,6 +308,9 @@ export type PendingToolCall = {
   approval: "none" | "pending" | "approved" | "denied";
 };
 
+/** Who answered an approval (`tool-approval-resolved`); `deviceName` is null for a token that is no device. */
+export type DecidedBy = { userId: string; userName: string; deviceName: string | null };
+
 /** A call waiting for `tool.approve`. */
 export type PendingApproval = { callId: string; name: string; arguments: string };
 
@@ -360,7 +365,7 @@ export type RunFailedEvent = { type: "run-failed"; sessionId: string; runId: str
 export type RunAbortedEvent = { type: "run-aborted"; sessionId: string; runId: string; };
 export type ToolCallReadyEvent = { type: "tool-call-ready"; sessionId: string; callId: string; name: string; arguments: string; executor: "client" | "server"; requiresApproval: boolean; };
 export type ToolApprovalRequestedEvent = { type: "tool-approval-requested"; sessionId: string; callId: string; };
-export type ToolApprovalResolvedEvent = { type: "tool-approval-resolved"; sessionId: string; callId: string; approved: boolean; };
+export type ToolApprovalResolvedEvent = { type: "tool-approval-resolved"; sessionId: string; callId: string; approved: boolean; decidedBy?: DecidedBy; };
 export type ToolCallResultEvent = { type: "tool-call-result"; sessionId: string; callId: string; output: string; isError: boolean; };
 export type SessionUpdatedEvent = { type: "session-updated"; sessionId: string; session: Session; };
 export type TitleChangedEvent = { type: "title-changed"; sessionId: string; title: string; source: TitleSource; };

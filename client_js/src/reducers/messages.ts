@@ -8,12 +8,9 @@
  * of `message-completed` replaces everything, and later stream events for that message are ignored.
  */
 import type { Message, RunState, StreamEvent, TextDeltaEvent } from "../router.gen.js";
-import { cpLength, cpSliceFrom } from "./text.js";
+import { assemble, cpLength, type HeldDelta } from "./text.js";
 
-export interface HeldDelta {
-  offset: number;
-  delta: string;
-}
+export type { HeldDelta } from "./text.js";
 
 /** Per streaming message: its text length in code points and the deltas that arrived ahead of it. */
 export interface StreamState {
@@ -70,34 +67,12 @@ export function putMessage(state: MessagesState, msg: Message): MessagesState {
   return { list, streams };
 }
 
-/** Append what `delta` adds past the current end; returns `null` when it adds nothing. */
-function extend(text: string, length: number, d: HeldDelta): { text: string; length: number } | null {
-  const end = d.offset + cpLength(d.delta);
-  if (end <= length || d.offset > length) return null;
-  return { text: text + cpSliceFrom(d.delta, length - d.offset), length: end };
-}
-
 function drain(state: MessagesState, id: string, extra: HeldDelta[]): MessagesState {
   const stream = state.streams[id];
   const i = indexOf(state, id);
   if (!stream || i < 0) return state;
-  let text = state.list[i]!.content;
-  let length = stream.length;
-  let held = [...stream.held, ...extra];
-  for (let progressed = true; progressed && held.length; ) {
-    progressed = false;
-    const rest: HeldDelta[] = [];
-    for (const d of held) {
-      if (d.offset + cpLength(d.delta) <= length) continue; // already covered
-      const grown = extend(text, length, d);
-      if (grown) {
-        ({ text, length } = grown);
-        progressed = true;
-      } else rest.push(d);
-    }
-    held = rest;
-  }
   const msg = state.list[i]!;
+  const { text, length, held } = assemble(msg.content, stream.length, stream.held, extra);
   const list = text === msg.content ? state.list : replaceAt(state.list, i, { ...msg, content: text });
   return { list, streams: { ...state.streams, [id]: { length, held } } };
 }

@@ -2,12 +2,14 @@
  * The run in progress: its status, the tool calls it waits on, pending approvals and who answered them.
  * Mirrors `session.get`'s `run` (docs/runs.md); the streaming text itself lives with the messages.
  */
-import type { DurableEvent, PendingApproval, PendingToolCall, RunState } from "../router.gen.js";
+import type { DecidedBy, DurableEvent, PendingApproval, PendingToolCall, RunState } from "../router.gen.js";
 
 export interface Decision {
   approved: boolean;
   /** `self`: answered by this client; `other`: by another client (another tab, device or the terminal). */
   by: "self" | "other";
+  /** Who answered, as the server tells (user and device name); `null` when it did not say. */
+  decidedBy: DecidedBy | null;
 }
 
 export interface RunView {
@@ -28,7 +30,11 @@ export function runFromSnapshot(run: RunState | null, ownDecisions: readonly str
   const decisions: Record<string, Decision> = {};
   for (const c of run.pendingToolCalls) {
     if (c.approval === "approved" || c.approval === "denied") {
-      decisions[c.callId] = { approved: c.approval === "approved", by: ownDecisions.includes(c.callId) ? "self" : "other" };
+      decisions[c.callId] = {
+        approved: c.approval === "approved",
+        by: ownDecisions.includes(c.callId) ? "self" : "other",
+        decidedBy: null,
+      };
     }
   }
   return {
@@ -93,14 +99,19 @@ export function applyRunEvent(run: RunView | null, e: DurableEvent, ownDecisions
           c.callId === e.callId ? { ...c, approval: e.approved ? "approved" : "denied" } : c,
         ),
         pendingApprovals: run.pendingApprovals.filter((a) => a.callId !== e.callId),
-        decisions: {
-          ...run.decisions,
-          [e.callId]: { approved: e.approved, by: ownDecisions.includes(e.callId) ? "self" : "other" },
-        },
+        decisions: { ...run.decisions, [e.callId]: decisionOf(e, ownDecisions) },
       };
     case "tool-call-result":
       return { ...run, pendingToolCalls: run.pendingToolCalls.filter((c) => c.callId !== e.callId) };
     default:
       return run;
   }
+}
+
+/** The decision a `tool-approval-resolved` records. */
+export function decisionOf(
+  e: Extract<DurableEvent, { type: "tool-approval-resolved" }>,
+  ownDecisions: readonly string[],
+): Decision {
+  return { approved: e.approved, by: ownDecisions.includes(e.callId) ? "self" : "other", decidedBy: e.decidedBy ?? null };
 }

@@ -16,7 +16,8 @@ import {
 } from "../router.gen.js";
 import { applyStreamEvent, messagesFromSnapshot, putMessage, type MessagesState } from "./messages.js";
 import { applyQueueEvent, queueFromSnapshot, type QueueState } from "./queue.js";
-import { applyRunEvent, runFromSnapshot, type RunView } from "./run.js";
+import { applyPreviewDurable, applyPreviewStream, emptyPreviews, type PreviewsState } from "./previews.js";
+import { applyRunEvent, decisionOf, runFromSnapshot, type Decision, type RunView } from "./run.js";
 
 export interface SessionSyncState {
   sessionId: string;
@@ -26,6 +27,11 @@ export interface SessionSyncState {
   messages: MessagesState;
   queue: QueueState;
   run: RunView | null;
+  /** Approvals answered while this client followed the session (and those `session.get` showed), by call
+   * id; unlike `run.decisions` they stay after the run ends. */
+  decisions: Record<string, Decision>;
+  /** Tool-call arguments as they stream. */
+  previews: PreviewsState;
   /** `session-deleted` was applied. */
   deleted: boolean;
   /** Call ids this client answered with `tool.approve`. */
@@ -42,13 +48,17 @@ export function isDurable(e: SessionEvent): e is DurableEvent {
 
 /** The state `session.get` describes. `previous` keeps this client's optimistic queue items and decisions. */
 export function fromSnapshot(snap: SessionState, previous?: SessionSyncState): SessionSyncState {
+  const run = runFromSnapshot(snap.run, previous?.ownDecisions);
   return {
     sessionId: snap.session.id,
     lastSeq: Number(snap.lastEventId),
     session: snap.session,
     messages: messagesFromSnapshot(snap.messages, snap.run),
     queue: queueFromSnapshot(snap.queue, previous?.queue),
-    run: runFromSnapshot(snap.run, previous?.ownDecisions),
+    run,
+    // What this client saw answered stays; `session.get` adds answers given while it was away.
+    decisions: { ...run?.decisions, ...previous?.decisions },
+    previews: emptyPreviews,
     deleted: false,
     ownDecisions: previous?.ownDecisions ?? [],
   };
@@ -78,6 +88,10 @@ function applyDurable(state: SessionSyncState, e: DurableEvent): SessionSyncStat
     messages,
     queue: applyQueueEvent(state.queue, e),
     run: applyRunEvent(state.run, e, state.ownDecisions),
+    decisions: e.type === "tool-approval-resolved"
+      ? { ...state.decisions, [e.callId]: decisionOf(e, state.ownDecisions) }
+      : state.decisions,
+    previews: applyPreviewDurable(state.previews, e),
     deleted: state.deleted || e.type === "session-deleted",
   };
 }
@@ -90,7 +104,9 @@ export function applyTracked(
 ): { state: SessionSyncState; outcome: ApplyOutcome } {
   if (!isDurable(event)) {
     const messages = applyStreamEvent(state.messages, event as StreamEvent);
-    return { state: messages === state.messages ? state : { ...state, messages }, outcome: "applied" };
+    const previews = applyPreviewStream(state.previews, event as StreamEvent);
+    const changed = messages !== state.messages || previews !== state.previews;
+    return { state: changed ? { ...state, messages, previews } : state, outcome: "applied" };
   }
   const seq = Number(id);
   if (!Number.isFinite(seq) || seq <= state.lastSeq) return { state, outcome: "duplicate" };

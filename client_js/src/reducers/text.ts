@@ -27,3 +27,40 @@ export function cpSliceFrom(s: string, start: number): string {
   }
   return s.slice(i);
 }
+
+/** A piece of streamed text at a code point offset. */
+export interface HeldDelta {
+  offset: number;
+  delta: string;
+}
+
+/**
+ * Grow `text` (of `length` code points) by `incoming` and by what was `held`: a piece whose range is already
+ * there is dropped, one that starts past the end is held until the text reaches it, and the part of any other
+ * piece past the end is appended.
+ */
+export function assemble(
+  text: string,
+  length: number,
+  held: readonly HeldDelta[],
+  incoming: readonly HeldDelta[],
+): { text: string; length: number; held: HeldDelta[] } {
+  let pending = [...held, ...incoming];
+  for (let progressed = true; progressed && pending.length; ) {
+    progressed = false;
+    const rest: HeldDelta[] = [];
+    for (const d of pending) {
+      const end = d.offset + cpLength(d.delta);
+      if (end <= length) continue;
+      if (d.offset > length) {
+        rest.push(d);
+        continue;
+      }
+      text += cpSliceFrom(d.delta, length - d.offset);
+      length = end;
+      progressed = true;
+    }
+    pending = rest;
+  }
+  return { text, length, held: pending };
+}

@@ -12,7 +12,7 @@ import { atom, type ReadableAtom } from "nanostores";
 import type { Unsubscribable } from "@trpc/server/observable";
 import type { Connection, LinkState } from "../connection.js";
 import { errorCode, type Requests } from "../requests.js";
-import type { SessionEventItem, SessionState } from "../router.gen.js";
+import type { SessionEvent, SessionEventItem, SessionState } from "../router.gen.js";
 import { applyTracked, fromSnapshot, type SessionSyncState } from "../reducers/session.js";
 
 /** Where following stands: `live` once the copy is in sync; `deleted` / `closed` / `error` are final. */
@@ -27,10 +27,17 @@ export interface SessionFollower {
   readonly ready: Promise<void>;
   resyncs(): number;
   resync(): Promise<void>;
+  /**
+   * Call `listener(event, id)` after each event of the stream is applied (repeats are not passed on). A
+   * resync replaces the state without events. Returns a function that removes the listener.
+   */
+  onEvent(listener: EventListener): () => void;
   /** Change the local state (optimistic items, own decisions); ignored before the first load. */
   update(fn: (s: SessionSyncState) => SessionSyncState): void;
   close(): void;
 }
+
+export type EventListener = (event: SessionEvent, id: string) => void;
 
 export interface FollowOptions {
   /** Delay before reading again after a failed read or subscription (n from 1). @default 250 ms doubling to 5 s */
@@ -64,6 +71,20 @@ export function followSession(
   ready.catch(() => undefined); // a caller that never awaits it must not see an unhandled rejection
 
   const commit = (next: SessionSyncState) => $state.set(next);
+  const listeners = new Set<EventListener>();
+
+  function tell(event: SessionEvent, id: string) {
+    for (const listener of [...listeners]) {
+      try {
+        listener(event, id);
+      } catch (err) {
+        // A listener's bug must not stop the session from following; report it where it shows.
+        queueMicrotask(() => {
+          throw err;
+        });
+      }
+    }
+  }
 
   function update(fn: (s: SessionSyncState) => SessionSyncState) {
     const s = $state.get();
@@ -150,6 +171,7 @@ export function followSession(
           const { state: next, outcome } = applyTracked(state, item.id, item.data);
           if (outcome === "resync") return resyncNow();
           if (next !== state) commit(next);
+          if (outcome === "applied") tell(item.data, item.id);
           if (next.deleted) stop("deleted");
         },
         onError(err: unknown) {
@@ -180,6 +202,10 @@ export function followSession(
     async resync() {
       resyncs++;
       await load();
+    },
+    onEvent(listener) {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
     },
     update,
     close() {

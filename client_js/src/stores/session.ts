@@ -7,14 +7,15 @@ import type { Connection } from "../connection.js";
 import type { Requests, WriteInput } from "../requests.js";
 import type { Message, ProcedurePath, Procedures, Session, SessionUpdateInput } from "../router.gen.js";
 import type { QueueItem } from "../reducers/queue.js";
-import type { RunView } from "../reducers/run.js";
+import type { Decision, RunView } from "../reducers/run.js";
+import type { ToolCallPreview } from "../reducers/previews.js";
 import type { SessionSyncState } from "../reducers/session.js";
-import { followSession, type FollowOptions, type FollowStatus } from "./follow.js";
+import { followSession, type EventListener, type FollowOptions, type FollowStatus } from "./follow.js";
 import { messageActions, messagesStore, type SendOptions } from "./messages.js";
 import { queueActions, queueStore, type SendNowMode } from "./queue.js";
-import { runActions, runStore } from "./run.js";
+import { decisionsStore, previewsStore, runActions, runStore } from "./run.js";
 
-export type { FollowOptions, FollowStatus } from "./follow.js";
+export type { EventListener, FollowOptions, FollowStatus } from "./follow.js";
 export type { SendOptions } from "./messages.js";
 export type { SendNowMode } from "./queue.js";
 
@@ -33,6 +34,11 @@ export interface OpenSession {
   readonly queue: ReadableAtom<QueueItem[]>;
   /** The run in progress: status, pending tool calls and approvals, decisions and who made them. */
   readonly run: ReadableAtom<RunView | null>;
+  /** Approvals answered in this session, by call id: approved or not, `by` this client or another, and
+   * `decidedBy` (user and device). Unlike `run.decisions` they stay after the run ends. */
+  readonly decisions: ReadableAtom<Record<string, Decision>>;
+  /** Tool-call arguments as the model streams them, by call id (previews only). */
+  readonly toolCallPreviews: ReadableAtom<Record<string, ToolCallPreview>>;
   readonly status: ReadableAtom<FollowStatus>;
   /** The last error that stopped following or a reload, if any. */
   readonly error: ReadableAtom<unknown>;
@@ -40,6 +46,8 @@ export interface OpenSession {
   readonly state: ReadableAtom<SessionSyncState | null>;
   /** Resolves once the first `session.get` is applied (rejects if it fails for good). */
   readonly ready: Promise<void>;
+  /** Called after each event of the stream is applied (for announcements, sounds...); returns an unsubscribe. */
+  onEvent(listener: EventListener): () => void;
   /** How many times the local copy was thrown away and read again. */
   resyncs(): number;
 
@@ -87,6 +95,9 @@ export function openSession(
     messages: messagesStore(follower),
     queue: queueStore(follower),
     run: runStore(follower),
+    decisions: decisionsStore(follower),
+    toolCallPreviews: previewsStore(follower),
+    onEvent: follower.onEvent,
     status: follower.status,
     error: follower.error,
     state: follower.state,

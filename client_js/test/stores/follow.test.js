@@ -31,6 +31,24 @@ describe('openSession on a session model', { skip: skipReason }, () => {
     session.close();
   });
 
+  test('onEvent: each applied event once, in order; repeats are not passed on', T, async () => {
+    const server = new FakeSession();
+    const { session } = open(server);
+    await session.ready;
+    const seen = [];
+    const stop = session.onEvent((e, id) => seen.push([id, e.type]));
+    const a = server.enqueue('a');
+    server.lastSubscription.sub.push(server.log.at(-1)); // a repeat
+    const mid = server.startRun('go');
+    server.lastSubscription.sub.push(server.delta(mid, 'x'));
+    stop();
+    server.removeQueued(a.id);
+    await until(() => inSync(server, session), 'the stores to match session.get');
+    assert.deepEqual(seen, [['1', 'queue-message-added'], ['2', 'message-created'], ['3', 'run-started'],
+      ['4', 'session-updated'], ['5', 'message-created'], ['5', 'text-delta']]);
+    session.close();
+  });
+
   test('resync-required: the copy is read again and followed from the new lastEventId', T, async () => {
     const server = new FakeSession();
     const { session } = open(server);
@@ -109,7 +127,8 @@ describe('openSession on a session model', { skip: skipReason }, () => {
     assert.deepEqual(session.run.get().pendingApprovals.map((a) => a.callId), [callId]);
     await session.approve(callId, true);
     await until(() => session.run.get().pendingApprovals.length === 0, 'the approval to resolve');
-    assert.deepEqual(session.run.get().decisions[callId], { approved: true, by: 'self' });
+    assert.deepEqual(session.run.get().decisions[callId], { approved: true, by: 'self', decidedBy: { userId: 'u1', userName: 'ada', deviceName: 'laptop' } });
+    assert.deepEqual(session.decisions.get()[callId], session.run.get().decisions[callId]);
     assert.deepEqual(storeView(session), serverView(server.get()));
     session.close();
   });

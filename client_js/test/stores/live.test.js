@@ -164,6 +164,36 @@ describe('against a real server', { skip: skipReason }, () => {
     open.close();
   });
 
+  test('an approval answered here shows as this client\'s, and as another\'s elsewhere, after the run too', T, async () => {
+    const c = client({ WebSocket: WebSocketImpl });
+    const other = client({ WebSocket: WebSocketImpl });
+    const s = await c.createSession({
+      title: 'live-approval',
+      tools: [{ name: 'current_time', description: 'the time', executor: 'server', requiresApproval: true }],
+    });
+    const here = c.openSession(s.id);
+    const there = other.openSession(s.id);
+    await Promise.all([here.ready, there.ready]);
+    const events = [];
+    there.onEvent((e) => events.push(e.type));
+    await here.send('/tool current_time {}');
+    await until(() => here.run.get()?.pendingApprovals.length === 1, 'the approval request');
+    const callId = here.run.get().pendingApprovals[0].callId;
+    await until(() => there.run.get()?.status === 'requires-action', 'the other client to see the run wait');
+    await here.approve(callId, true);
+    await until(() => here.run.get() === null && there.run.get() === null, 'the run to end on both');
+    const me = await c.trpc.auth.me.query();
+    assert.deepEqual(here.decisions.get()[callId], { approved: true, by: 'self', decidedBy: here.decisions.get()[callId].decidedBy });
+    assert.equal(here.decisions.get()[callId].decidedBy.userName, me.user.name);
+    assert.equal(there.decisions.get()[callId].by, 'other');
+    assert.equal(there.decisions.get()[callId].approved, true);
+    for (const open of [here, there]) await until(() => sameAsServer(c, open), 'the stores to equal session.get');
+    assert.ok(events.includes('tool-approval-requested') && events.includes('tool-approval-resolved') && events.includes('run-finished'),
+      events.join(' '));
+    here.close();
+    there.close();
+  });
+
   test('a rejected token: signed-out, and no reconnecting', T, async () => {
     const rec = gatedWebSocket();
     const c = client({ token: 'not-a-token', WebSocket: rec.WebSocket, reconnectDelayMs: () => 0 });

@@ -146,7 +146,7 @@ describe('durable events', { skip: skipReason }, () => {
     const snap = server.get();
     assert.deepEqual(state.run.pendingToolCalls, snap.run.pendingToolCalls);
     assert.deepEqual(state.run.pendingApprovals, []);
-    assert.deepEqual(state.run.decisions[callId], { approved: false, by: 'self' });
+    assert.deepEqual(state.run.decisions[callId], { approved: false, by: 'self', decidedBy: { userId: 'u1', userName: 'ada', deviceName: 'laptop' } });
     assert.deepEqual(lib.queueItems(state.queue), snap.queue);
     assert.equal(state.session.status, snap.session.status);
     assert.equal(state.messages.list.find((m) => m.id === mid).status, 'streaming');
@@ -162,9 +162,49 @@ describe('run', { skip: skipReason }, () => {
     server.approve(first, true);
     const snap = server.get();
     const state = lib.fromSnapshot(snap);
-    assert.deepEqual(state.run.decisions, { [first]: { approved: true, by: 'other' } });
+    assert.deepEqual(state.run.decisions, { [first]: { approved: true, by: 'other', decidedBy: null } });
+    assert.deepEqual(state.decisions, state.run.decisions);
     assert.deepEqual(state.run.pendingApprovals.map((a) => a.callId), [second]);
     assert.deepEqual(state.run.pendingToolCalls, snap.run.pendingToolCalls);
+  });
+});
+
+describe('tool calls and decisions', { skip: skipReason }, () => {
+  test('tool-call arguments stream as previews, placed by offset, and end with the message', () => {
+    const server = new FakeSession();
+    const start = server.get();
+    const mid = server.startRun('use a tool');
+    const [begin, a, b, c] = server.toolCallStream(mid, 'call-1', 'lookup', '{"q":"ü"}', ['{"q"', ':"ü', '"}']);
+    let { state } = follow(server, start, [...server.log, begin, a, c]);
+    assert.deepEqual(lib.previewsOf(state.previews), { 'call-1': { messageId: mid, callId: 'call-1', name: 'lookup', index: 0, arguments: '{"q"' } });
+    state = lib.applyAll(state, [b, a]).state;
+    assert.equal(lib.previewsOf(state.previews)['call-1'].arguments, '{"q":"ü"}');
+    const before = server.log.length;
+    server.complete(mid);
+    state = lib.applyAll(state, server.log.slice(before)).state;
+    assert.deepEqual(state.previews, {});
+  });
+
+  test('decisions carry who decided and stay after the run ends', () => {
+    const server = new FakeSession();
+    const start = server.get();
+    const mid = server.startRun('go');
+    const mine = server.toolCall('deploy', { requiresApproval: true });
+    const theirs = server.toolCall('notify', { requiresApproval: true });
+    let state = lib.fromSnapshot(start);
+    state = lib.applyAll(state, server.log).state;
+    state = lib.noteOwnDecision(state, mine);
+    const before = server.log.length;
+    server.approve(mine, true);
+    server.approve(theirs, false);
+    server.complete(mid);
+    state = lib.applyAll(state, server.log.slice(before)).state;
+    assert.equal(state.run, null);
+    const decidedBy = { userId: 'u1', userName: 'ada', deviceName: 'laptop' };
+    assert.deepEqual(state.decisions, {
+      [mine]: { approved: true, by: 'self', decidedBy },
+      [theirs]: { approved: false, by: 'other', decidedBy },
+    });
   });
 });
 

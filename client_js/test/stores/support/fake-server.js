@@ -112,6 +112,17 @@ export class FakeSession {
     return this.streamEvent('text-delta', { messageId, offset, delta: text });
   }
 
+  /** A tool call the model streams into message `messageId`: its start, then argument deltas. */
+  toolCallStream(messageId, callId, name, args, pieces) {
+    const events = [this.streamEvent('tool-call-start', { messageId, callId, name, index: 0 })];
+    let offset = 0;
+    for (const piece of pieces) {
+      events.push(this.streamEvent('tool-call-delta', { messageId, callId, offset, delta: piece }));
+      offset += [...piece].length;
+    }
+    return events;
+  }
+
   snapshot(messageId) {
     const m = this.messages.find((x) => x.id === messageId);
     return this.streamEvent('stream-snapshot', { messageId, offset: [...m.content].length, text: m.content });
@@ -139,7 +150,7 @@ export class FakeSession {
   approve(callId, approved) {
     const call = this.run.calls.find((c) => c.callId === callId);
     call.approval = approved ? 'approved' : 'denied';
-    this.emit('tool-approval-resolved', { callId, approved });
+    this.emit('tool-approval-resolved', { callId, approved, decidedBy: { userId: 'u1', userName: 'ada', deviceName: 'laptop' } });
     return { resolved: true };
   }
 
