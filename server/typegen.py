@@ -185,6 +185,7 @@ class _Emitter:
 
     def __init__(self) -> None:
         self.named: dict[str, str] = {}  # type name -> TypeScript declaration body
+        self._building: set[str] = set()  # $defs being converted: a model that contains itself refers by name
 
     def define(self, name: str, body: str) -> str:
         old = self.named.get(name)
@@ -197,7 +198,13 @@ class _Emitter:
     def schema(self, schema: dict[str, Any], defs: dict[str, Any], *, output: bool) -> str:
         if "$ref" in schema:
             name = schema["$ref"].rsplit("/", 1)[-1]
-            return self.define(name, self.schema(defs[name], defs, output=output))
+            if name in self._building:
+                return name
+            self._building.add(name)
+            try:
+                return self.define(name, self.schema(defs[name], defs, output=output))
+            finally:
+                self._building.discard(name)
         if "const" in schema:
             return _literal(schema["const"])
         if "enum" in schema:

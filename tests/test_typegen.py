@@ -56,6 +56,23 @@ def test_a_new_procedure_is_picked_up_without_a_step_by_hand() -> None:
     assert untyped == ["session.shout"]
 
 
+class _Node(SessionRef):
+    label: str
+    children: list["_Node"] = Field(default_factory=list)
+
+
+def test_a_model_that_contains_itself_refers_to_itself_by_name() -> None:
+    router = build_router()
+
+    @router.mutation("session.tree", _Node)
+    async def tree(ctx: object, inp: _Node) -> None:  # pragma: no cover - never called
+        return None
+
+    text, _ = typegen.generate(router)
+    assert "children?: _Node[];" in text
+    assert '"session.tree": { kind: "mutation"; input: _NodeInput;' in text
+
+
 def test_an_event_type_without_a_typescript_type_stops_the_generator(monkeypatch: pytest.MonkeyPatch) -> None:
     events = dict(typegen.EVENT_TYPES)
     del events["queue-reordered"]
