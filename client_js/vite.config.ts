@@ -10,6 +10,13 @@ export default defineConfig({
   root: here("./app"),
   base: "/",
   plugins: [preact()],
+  // `npx vite` (from client_js) serves the app with hot reload and passes the API to a chatsync server
+  // started separately (bash scripts/serve.sh, or CHATSYNC_URL).
+  server: {
+    proxy: Object.fromEntries(["/trpc", "/auth"].map((path) => [path, {
+      target: process.env.CHATSYNC_URL ?? "http://127.0.0.1:8787", ws: path === "/trpc", changeOrigin: true,
+    }])),
+  },
   build: {
     outDir: here("../server/web/dist"),
     emptyOutDir: true,

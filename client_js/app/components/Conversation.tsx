@@ -16,7 +16,7 @@ export function Conversation({ sessionId }: { sessionId: string }) {
   return (
     <section class="chat" aria-label="Chat">
       <ChatHeader />
-      <MessageLog />
+      <MessageLog key={sessionId} />
       <RunStatus />
       <QueuePanel />
       <Composer />

@@ -50,6 +50,21 @@ function renderTokens(tokens: Token[], links: Record<string, unknown>): string {
   return sanitize(md.parser(list as any));
 }
 
+// Finished answers are rendered in one piece, once: a chat opened again (or re-rendered) reuses the HTML.
+const finished = new Map<string, string>();
+const FINISHED_KEPT = 2000;
+
+/** Sanitised HTML of a whole finished text, cached by the text. */
+export function renderFinished(text: string): string {
+  let html = finished.get(text);
+  if (html === undefined) {
+    html = sanitize(md.parse(text) as string);
+    if (finished.size >= FINISHED_KEPT) finished.delete(finished.keys().next().value!);
+    finished.set(text, html);
+  }
+  return html;
+}
+
 export interface Blocks {
   /** Settled blocks' HTML, in order; never changed once pushed. */
   settled: string[];
