@@ -1,13 +1,13 @@
 import { memo } from "preact/compat";
 import { useStore } from "@nanostores/preact";
-import { $extras, previewsOf } from "../stores/conversation";
+import { $previews, previewsOf } from "../stores/conversation";
 import type { Message } from "../lib/chatsync";
 import { Markdown } from "./Markdown";
 import { ToolCard } from "./ToolCard";
 
 /** Calls of the message still streaming: their cards appear with tool-call-start, before the message completes. */
 function StreamingToolCalls({ messageId }: { messageId: string }) {
-  useStore($extras);
+  useStore($previews);
   return <>{previewsOf(messageId).map((id) => <ToolCard key={id} callId={id} />)}</>;
 }
 

@@ -5,7 +5,8 @@ import type { Session } from "../../src/index";
 export {
   createChatsyncClient, errorCode, TOKEN_REVOKED,
   type ChatsyncClient, type ConnectionState, type OpenSession, type SessionList, type SessionListItem,
-  type Message, type QueueItem, type RunView, type Session, type Device,
+  type Message, type QueueItem, type RunView, type Session, type Device, type Decision, type ToolCallPreview,
+  type SessionEvent,
 } from "../../src/index";
 
 export type BusyPolicy = Session["busyPolicy"];

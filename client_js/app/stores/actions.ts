@@ -3,7 +3,6 @@
 // events, not these calls' replies, update what every device shows.
 import { $run, current } from "./conversation";
 import { announce } from "./announcer";
-import { forgetAnsweredHere, noteAnsweredHere } from "./follow-extras";
 import { errorCode, type BusyPolicy } from "../lib/chatsync";
 
 /** Sends what was typed: an idle session answers it at once; a busy one queues or steers it (its policy). */
@@ -17,11 +16,9 @@ export async function send(content: string): Promise<void> {
 export const stop = () => current().abort();
 
 export async function approve(callId: string, approved: boolean): Promise<void> {
-  noteAnsweredHere(callId);
   try {
     await current().approve(callId, approved);
   } catch (err) {
-    forgetAnsweredHere(callId);
     // Another device answered first: its answer stands and the card already shows it.
     if (errorCode(err) === "CONFLICT" && !$run.get()?.pendingApprovals.some((a) => a.callId === callId)) return;
     throw err;

@@ -1,12 +1,10 @@
-// The open session. Its state — messages with streaming text, queue, run, session — is the client
-// library's `openSession`, which follows `session.events` with the sync rules (seq order, offsets, resync).
-//
-// `follow-extras.ts` adds what the library's state does not keep and this view shows: tool-call arguments
-// while they stream, who answered an approval, and the run's start and end for the status region.
+// The open session. Its state — messages with streaming text, queue, run, approval decisions, tool-call
+// argument previews — is the client library's `openSession`, which follows `session.events` with the sync
+// rules (seq order, offsets, resync). Its events also drive the status region (run-announcements.ts).
 import { atom, computed } from "nanostores";
 import { $client } from "./auth";
-import { followExtras, type Extras } from "./follow-extras";
-import type { Message, OpenSession, QueueItem, RunView, Session } from "../lib/chatsync";
+import { announceRuns } from "./run-announcements";
+import type { Decision, Message, OpenSession, QueueItem, RunView, Session, ToolCallPreview } from "../lib/chatsync";
 
 export interface ToolCallState {
   callId: string;
@@ -27,14 +25,15 @@ export const $messages = atom<readonly Message[]>([]);
 export const $queue = atom<readonly QueueItem[]>([]);
 export const $run = atom<RunView | null>(null);
 export const $loadState = atom<"idle" | "loading" | "ready" | "missing" | "error">("idle");
-export const $extras = atom<Extras>({ previews: new Map(), decisions: new Map() });
+export const $decisions = atom<Record<string, Decision>>({});
+export const $previews = atom<Record<string, ToolCallPreview>>({});
 
 export const $busy = computed($session, (s) => s?.status === "running" || s?.status === "requires-action");
 export const $streaming = computed($messages, (ms) => ms.some((m) => m.status === "streaming"));
 
 /** Every tool call of the session by id: the messages say what was called and its result; the run says
- * what waits for approval; the extras hold arguments still streaming and who decided. */
-export const $toolCalls = computed([$messages, $run, $extras], (messages, run, extras) => {
+ * what waits for approval; the previews hold arguments still streaming; the decisions who answered. */
+export const $toolCalls = computed([$messages, $run, $previews, $decisions], (messages, run, previews, decisions) => {
   const calls = new Map<string, ToolCallState>();
   for (const m of messages) {
     if (m.role === "assistant") {
@@ -48,7 +47,7 @@ export const $toolCalls = computed([$messages, $run, $extras], (messages, run, e
       c.result = { output: m.content, isError: m.status === "error" };
     }
   }
-  for (const [callId, p] of extras.previews) {
+  for (const [callId, p] of Object.entries(previews)) {
     if (!calls.has(callId)) {
       calls.set(callId, { callId, name: p.name, arguments: p.arguments, phase: "streaming", approval: null,
                           decidedBy: null, result: null });
@@ -61,11 +60,11 @@ export const $toolCalls = computed([$messages, $run, $extras], (messages, run, e
       if (p.approval === "pending") c.approval = "pending";
     }
   }
-  for (const [callId, d] of extras.decisions) {
+  for (const [callId, d] of Object.entries(decisions)) {
     const c = calls.get(callId);
     if (c) {
       c.approval = d.approved ? "approved" : "denied";
-      c.decidedBy = d.by;
+      c.decidedBy = d.by === "self" ? "this device" : d.decidedBy?.deviceName || "another device";
     }
   }
   return calls;
@@ -73,7 +72,7 @@ export const $toolCalls = computed([$messages, $run, $extras], (messages, run, e
 
 /** Calls whose cards belong to a message that is still streaming (tool-call-start came before it completed). */
 export function previewsOf(messageId: string): string[] {
-  return [...$extras.get().previews].filter(([, p]) => p.messageId === messageId).map(([id]) => id);
+  return Object.entries($previews.get()).filter(([, p]) => p.messageId === messageId).map(([id]) => id);
 }
 
 let open: OpenSession | null = null;
@@ -95,18 +94,19 @@ export function openSession(sessionId: string): void {
   $loadState.set("loading");
   const s = client.openSession(sessionId);
   open = s;
-  const extras = followExtras(client, s, (x) => $extras.set(x));
   stop = [
     s.session.subscribe((v) => $session.set(v)),
     s.messages.subscribe((v) => $messages.set(v)),
     s.queue.subscribe((v) => $queue.set(v)),
     s.run.subscribe((v) => $run.set(v)),
+    s.decisions.subscribe((v) => $decisions.set(v)),
+    s.toolCallPreviews.subscribe((v) => $previews.set(v)),
+    s.onEvent(announceRuns),
     s.status.subscribe((status) => {
       if (status === "live" || status === "resyncing") $loadState.set("ready");
       else if (status === "deleted") $loadState.set("missing");
       else if (status === "error") $loadState.set("error");
     }),
-    () => extras.close(),
   ];
 }
 
@@ -120,6 +120,7 @@ export function close(): void {
   $messages.set([]);
   $queue.set([]);
   $run.set(null);
-  $extras.set({ previews: new Map(), decisions: new Map() });
+  $decisions.set({});
+  $previews.set({});
   $loadState.set("idle");
 }
