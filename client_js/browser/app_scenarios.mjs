@@ -250,7 +250,7 @@ export const scenarios = {
       await openApp(d2.page, path);
       await messageBox(d1.page).fill('please multiply\n/tool calculator {"expression": "6*7"}');
       await messageBox(d1.page).press("Enter");
-      const card = (p) => log(p).getByRole("region", { name: "Tool call: calculator" });
+      const card = (p) => log(p).getByRole("region", { name: "Tool call: calculator" }).first();
       await card(d2.page).getByRole("button", { name: "Approve" }).waitFor();
       await card(d1.page).getByRole("button", { name: "Approve" }).waitFor();
       const argsShown = await card(d2.page).locator(".tool-args").textContent();
@@ -261,8 +261,17 @@ export const scenarios = {
       await card(d1.page).locator(".tool-result").waitFor();
       await card(d2.page).locator(".tool-result").waitFor();
       await waitIdle(d1.page);
+      // A second call, denied on device 1 this time.
+      await messageBox(d2.page).fill('and divide\n/tool calculator {"expression": "1/0"}');
+      await messageBox(d2.page).press("Enter");
+      const second = (p) => log(p).getByRole("region", { name: "Tool call: calculator" }).nth(1);
+      await second(d1.page).getByRole("button", { name: "Deny" }).click();
+      await second(d1.page).getByText("Denied on this device").waitFor();
+      await second(d2.page).getByText(/^Denied on /).waitFor();
+      const denialOnD2 = await second(d2.page).getByText(/^Denied on /).textContent();
+      await waitIdle(d2.page);
       return {
-        argsShown, decisionOnD1,
+        argsShown, decisionOnD1, denialOnD2,
         approveLeftOnD1: await card(d1.page).getByRole("button", { name: "Approve" }).count(),
         results: [await card(d1.page).locator(".tool-result").textContent(),
                   await card(d2.page).locator(".tool-result").textContent()],
@@ -448,6 +457,24 @@ export const scenarios = {
       await item(/renamed here/).waitFor({ state: "detached" });
       await checkpoint("deleted", {});
       return { problems: problems() };
+    });
+  },
+
+  /** A session that steers: what is typed during an answer joins that answer instead of the queue. */
+  async steer({ browser, url, token, sessionId }) {
+    return devices(browser, url, [{ token }], async ([d], problems) => {
+      const { page } = d;
+      await openApp(page, `/s/${sessionId}`);
+      await messageBox(page).fill(words(120, "first"));
+      await messageBox(page).press("Enter");
+      await waitStreaming(page);
+      const hint = await page.locator("#composer-hint").textContent();
+      await messageBox(page).fill("steered while answering");
+      await messageBox(page).press("Enter");
+      await log(page).locator("[data-role=user]").filter({ hasText: "steered while answering" }).waitFor();
+      const queueShown = await page.getByRole("list", { name: "Queued messages" }).count();
+      await waitIdle(page);
+      return { hint, queueShown, problems: problems() };
     });
   },
 };

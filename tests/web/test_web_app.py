@@ -122,8 +122,10 @@ def test_approval_on_one_device_shows_on_the_other(web_server: WebServer, browse
     # The other device names who decided: the deciding device's name when it has one.
     assert seen["decisionOnD1"].startswith("Approved on ") and "this device" not in seen["decisionOnD1"]
     assert seen["results"][0] == seen["results"][1] and "42" in seen["results"][0]
+    assert seen["denialOnD2"].startswith("Denied on ") and "this device" not in seen["denialOnD2"]
     tool_results = [m for m in api.messages(sid) if m["role"] == "tool"]
-    assert len(tool_results) == 1 and "42" in tool_results[0]["content"]
+    assert len(tool_results) == 2 and "42" in tool_results[0]["content"]
+    assert "denied" in tool_results[1]["content"].lower()  # the model was told, not the calculator asked
 
 
 def test_stop_from_the_other_device(web_server: WebServer, browser: Driver) -> None:
@@ -232,3 +234,16 @@ def test_sidebar_follows_changes_from_anywhere(web_server: WebServer, browser: D
 
     seen = browser.run("sidebar", step, token=web_server.tokens["bob"])
     no_problems(seen)
+
+
+def test_a_steering_session_takes_what_is_typed_into_the_answer(web_server: WebServer, browser: Driver) -> None:
+    api = web_server.api("alice")
+    sid = api.mutate("session.create", {"busyPolicy": "steer"})["id"]
+    seen = browser.run("steer", token=web_server.tokens["alice"], sessionId=sid)
+    no_problems(seen)
+    assert "adds your message to the current answer" in seen["hint"]
+    assert seen["queueShown"] == 0
+    messages = api.messages(sid)
+    assert [m["content"] for m in messages if m["role"] == "user"][-1] == "steered while answering"
+    assert api.query("message.getQueuedMessages", {"sessionId": sid}) == []
+    assert len({m["runId"] for m in messages if m["role"] == "assistant"}) == 1  # one run answered both
