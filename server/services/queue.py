@@ -125,6 +125,7 @@ class QueueService:
             if rows:
                 # Plain INSERTs: enqueue is the busiest write there is, and nothing here needs ORM objects.
                 await tx.db.execute(_INSERT_QUEUED, rows[0] if len(rows) == 1 else rows)
+            tx.queue_length = length
             idle = tx.row.run_id is None and not tx.row.queue_paused
         if rows and idle and self.dispatch is not None:
             # Nothing is running, so nothing would end and send it: send it now. (This also closes the
@@ -152,6 +153,7 @@ class QueueService:
         async with self.uow.queue(user, session_id) as tx:
             if await repo.clear_queue(tx.db, session_id):
                 tx.emit("queue-cleared")
+            tx.queue_length = 0
 
     async def remove(self, user: User, session_id: str, message_id: str) -> None:
         async with self.uow.session(user, session_id) as tx:

@@ -74,6 +74,8 @@ class SessionTx:
     # The user feed's event for this transaction (written by ``finish``), and client request records.
     feed_events: list[EventEnvelope] = field(default_factory=list)
     records: list[dict[str, Any]] = field(default_factory=list)
+    # The queue's length at commit when the caller knows it (the queue's hot path), saving the feed a count.
+    queue_length: int | None = None
 
     def emit(self, type_: str, **fields: Any) -> EventEnvelope:
         # The row's last_seq moves in memory only; ``finish`` writes it (and the log rows) with plain
@@ -124,7 +126,9 @@ class SessionTx:
         if "session-deleted" in types:
             env = await feed.append(self.db, owner, "session-deleted", {"sessionId": self.row.id}, now)
         elif not types.isdisjoint(feed.TRIGGERS):
-            length = await feed.queue_length(self.db, self.row.id)
+            length = self.queue_length
+            if length is None:
+                length = await feed.queue_length(self.db, self.row.id)
             env = await feed.append(self.db, owner, "session-updated",
                                     {"sessionId": self.row.id, "session": feed.summary(self.row, length, now)}, now)
         else:
