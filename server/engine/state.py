@@ -65,8 +65,21 @@ def complete_message(tx: SessionTx, row: Message, *, status: str, content: str, 
 
 async def add_system_messages(tx: SessionTx, instructions: Iterable[str],
                               client_request_id: str | None = None) -> list[Message]:
-    return [await add_message(tx, "system", text, client_request_id=client_request_id)
-            for text in instructions if text.strip()]
+    """System messages in one write (one ordinal read, one flush), not one round of ORM work per message: a
+    call may carry dozens of large instructions, and on SQLite this runs on the event loop."""
+    texts = [text for text in instructions if text.strip()]
+    if not texts:
+        return []
+    first, now = await repo.next_ordinal(tx.db, tx.row.id), utcnow()
+    rows = [Message(id=new_id(), session_id=tx.row.id, ordinal=first + i, role="system", content=text,
+                    attachments=[], tool_calls=None, tool_call_id=None, status="complete", finish_reason=None,
+                    usage=None, run_id=None, created_at=now, is_error=False, client_request_id=client_request_id)
+            for i, text in enumerate(texts)]
+    tx.db.add_all(rows)
+    await tx.db.flush()
+    for row in rows:
+        tx.emit("message-created", message=repo.message_wire(row).wire())
+    return rows
 
 
 # --- session status and queue ---------------------------------------------------------------------------

@@ -148,3 +148,42 @@ async def test_an_exhausted_pool_answers_retryable_not_internal(server_factory, 
             await cm.__aexit__(None, None, None)
     async with live.client("alice") as c:
         assert (await c.query("session.list", {}))["items"] == []
+
+
+async def test_another_user_is_answered_while_one_sends_the_largest_requests(server_factory, sqlite_url):
+    """The largest requests the default limits allow (a 50-call batch of ~19 KB enqueues in one frame, 64
+    instructions of ~15 KB) from one user, while another user pings and enqueues: everyone is answered.
+    (How fast is measured by bench/fairness.py, not asserted here.)"""
+    live = await server_factory(sqlite_url, users=("heavy", "light"))
+    async with live.client("heavy") as h, live.client("light") as lc:
+        hsid = (await h.mutation("session.create", {"queuePaused": True}))["id"]
+        lsid = (await lc.mutation("session.create", {"queuePaused": True}))["id"]
+        ws = await connect(live.url.replace("http", "ws") + "/trpc",
+                           additional_headers={"Authorization": f"Bearer {live.tokens['light']}"})
+
+        async def flood() -> None:
+            for _ in range(3):
+                batch = await asyncio.gather(*(h.mutation("message.enqueueMessage",
+                                                          {"sessionId": hsid, "content": "x" * 19_000})
+                                               for _ in range(50)))
+                assert len(batch) == 50
+                await h.mutation("message.clearQueue", {"sessionId": hsid})
+                done = await h.mutation("message.addInstructions", {"sessionId": hsid, "respond": False,
+                                                                    "instructions": ["y" * 15_000] * 64})
+                assert len(done["messages"]) == 64
+
+        async def meanwhile() -> int:
+            answered = 0
+            while not flooding.done() and answered < 90:  # the queue holds 100
+                await ws.send("PING")
+                assert await asyncio.wait_for(ws.recv(), 10) == "PONG"
+                await lc.mutation("message.enqueueMessage", {"sessionId": lsid, "content": f"l{answered}"})
+                answered += 1
+            return answered
+
+        flooding = asyncio.create_task(flood())
+        answered = await meanwhile()
+        await flooding
+        await ws.close()
+        assert answered >= 1
+        assert len(await lc.query("message.getQueuedMessages", {"sessionId": lsid})) == answered
