@@ -94,6 +94,11 @@ export type SessionSummary = Pick<
   "id" | "title" | "titleSource" | "status" | "provider" | "model" | "queuePaused" | "createdAt" | "updatedAt"
 > & { queueLength?: number };
 
+/** What `session-updated` carries: every field of the session except the large ones (tools, system prompt,
+ * defaults, metadata), which are there only when they changed. Merge it into the session you have. */
+export type SessionChanges = Omit<Session, "tools" | "systemPrompt" | "defaults" | "metadata">
+  & Partial<Pick<Session, "tools" | "systemPrompt" | "defaults" | "metadata">>;
+
 /** A device signed in with a token of the caller's. */
 export type Device = { id: string; name: string; createdAt: number; lastUsedAt: number | null; current: boolean };
 """
@@ -119,7 +124,7 @@ EVENT_TYPES: dict[str, str] = {
     "tool-approval-requested": "{ callId: string }",
     "tool-approval-resolved": "{ callId: string; approved: boolean; decidedBy?: DecidedBy }",
     "tool-call-result": "{ callId: string; output: string; isError: boolean }",
-    "session-updated": "{ session: Session }",
+    "session-updated": "{ session: SessionChanges }",
     "title-changed": "{ title: string; source: TitleSource }",
     "session-deleted": "{}",
     "text-delta": "{ messageId: string; offset: number; delta: string }",

@@ -345,6 +345,11 @@ export type SessionSummary = Pick<
   "id" | "title" | "titleSource" | "status" | "provider" | "model" | "queuePaused" | "createdAt" | "updatedAt"
 > & { queueLength?: number };
 
+/** What `session-updated` carries: every field of the session except the large ones (tools, system prompt,
+ * defaults, metadata), which are there only when they changed. Merge it into the session you have. */
+export type SessionChanges = Omit<Session, "tools" | "systemPrompt" | "defaults" | "metadata">
+  & Partial<Pick<Session, "tools" | "systemPrompt" | "defaults" | "metadata">>;
+
 /** A device signed in with a token of the caller's. */
 export type Device = { id: string; name: string; createdAt: number; lastUsedAt: number | null; current: boolean };
 
@@ -367,7 +372,7 @@ export type ToolCallReadyEvent = { type: "tool-call-ready"; sessionId: string; c
 export type ToolApprovalRequestedEvent = { type: "tool-approval-requested"; sessionId: string; callId: string; };
 export type ToolApprovalResolvedEvent = { type: "tool-approval-resolved"; sessionId: string; callId: string; approved: boolean; decidedBy?: DecidedBy; };
 export type ToolCallResultEvent = { type: "tool-call-result"; sessionId: string; callId: string; output: string; isError: boolean; };
-export type SessionUpdatedEvent = { type: "session-updated"; sessionId: string; session: Session; };
+export type SessionUpdatedEvent = { type: "session-updated"; sessionId: string; session: SessionChanges; };
 export type TitleChangedEvent = { type: "title-changed"; sessionId: string; title: string; source: TitleSource; };
 export type SessionDeletedEvent = { type: "session-deleted"; sessionId: string; };
 export type TextDeltaEvent = { type: "text-delta"; sessionId: string; messageId: string; offset: number; delta: string; };

@@ -294,7 +294,9 @@ class SessionView:
         elif kind in ("queue-paused", "queue-resumed") and self.session is not None:
             self.session = self.session.model_copy(update={"queue_paused": kind == "queue-paused"})
         elif kind == "session-updated":
-            self.session = Session.model_validate(e["session"])
+            # Large fields (tools, system prompt, ...) are there only when they changed: merge.
+            base = self.session.wire() if self.session is not None else {}
+            self.session = Session.model_validate({**base, **e["session"]})
         elif kind == "title-changed" and self.session is not None:
             self.session = self.session.model_copy(update={"title": e["title"], "title_source": e["source"]})
         elif kind == "run-started":

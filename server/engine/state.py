@@ -86,7 +86,7 @@ async def add_system_messages(tx: SessionTx, instructions: Iterable[str],
 
 
 def session_changed(tx: SessionTx) -> None:
-    tx.emit("session-updated", session=repo.session_wire(tx.row).wire())
+    tx.emit("session-updated", session=repo.session_changes_wire(tx.row))
 
 
 def set_status(tx: SessionTx, status: str) -> None:

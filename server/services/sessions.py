@@ -35,6 +35,7 @@ from .titles import TitleService, apply_title
 from .uow import UnitOfWork, can_read
 
 UPDATABLE = ("provider", "model", "system_prompt", "defaults", "tools", "tool_mode", "busy_policy", "disable_streaming")
+_WIRE_NAMES = {"system_prompt": "systemPrompt"}
 
 
 def encode_cursor(row: ChatSession) -> str:
@@ -193,14 +194,14 @@ class SessionService:
         if changes.get("provider") is not None and not known_provider(changes["provider"]):
             raise RpcError("BAD_REQUEST", f"unknown provider {changes['provider']!r}; known: {', '.join(PROVIDER_IDS)}")
         async with self.uow.session(user, session_id) as tx:
-            changed = False
+            changed: list[str] = []
             for name in UPDATABLE:
                 if name in changes and getattr(tx.row, name) != changes[name]:
                     setattr(tx.row, name, changes[name])
-                    changed = True
+                    changed.append(_WIRE_NAMES.get(name, name))
             if changed:
                 tx.row.updated_at = utcnow()
-                tx.emit("session-updated", session=repo.session_wire(tx.row).wire())
+                tx.emit("session-updated", session=repo.session_changes_wire(tx.row, tuple(changed)))
             return repo.session_wire(tx.row)
 
     async def set_title(self, user: User, session_id: str, title: str, source: str) -> wire.Session:
@@ -218,7 +219,7 @@ class SessionService:
         async with self.uow.session(user, session_id) as tx:
             tx.row.meta = {**(tx.row.meta or {}), **given}  # a new dict: JSON columns track assignment
             tx.row.updated_at = utcnow()
-            tx.emit("session-updated", session=repo.session_wire(tx.row).wire())
+            tx.emit("session-updated", session=repo.session_changes_wire(tx.row, ("metadata",)))
             note = ", ".join(f"{k}={v}" for k, v in given.items())
             await state.add_message(tx, "system", f"Context changed to: {note}")
             if regenerate_title and not by_model and self.titles is not None:

@@ -99,6 +99,20 @@ def session_wire(row: ChatSession) -> wire.Session:
     )
 
 
+# The fields of a session that can be large (a tool list of 128 JSON schemas, a long system prompt): a
+# ``session-updated`` event carries them only when they changed, so a status change stays a few hundred bytes.
+LARGE_SESSION_FIELDS = ("tools", "systemPrompt", "defaults", "metadata")
+
+
+def session_changes_wire(row: ChatSession, changed_large: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The session as ``session-updated`` carries it (docs/api.md): clients merge it into theirs."""
+    body = session_wire(row).wire()
+    for name in LARGE_SESSION_FIELDS:
+        if name not in changed_large:
+            del body[name]
+    return body
+
+
 # --- messages -----------------------------------------------------------------------------------------
 
 

@@ -67,7 +67,8 @@ export function fromSnapshot(snap: SessionState, previous?: SessionSyncState): S
 function applySession(session: Session, e: DurableEvent): Session {
   switch (e.type) {
     case "session-updated":
-      return e.session;
+      // the large fields (tools, system prompt, defaults, metadata) are there only when they changed
+      return { ...session, ...e.session };
     case "title-changed":
       return { ...session, title: e.title, titleSource: e.source };
     case "queue-paused":
