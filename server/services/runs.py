@@ -19,9 +19,9 @@ Where the issue is silent:
   ``addInstructions`` then starts no second run (``runId`` is null).
 * A send to an idle session whose queue is paused resumes the queue (``queue-resumed``) first.
 * A send that finds a run whose process died (lease expired) recovers it first, as the sweeper would.
-* ``tool.submitOutputs`` accepts outputs only for known client calls without a result (``NOT_FOUND``,
-  ``CONFLICT`` when it already has one, ``PRECONDITION_FAILED`` while its approval is pending or for a
-  server tool). ``tool.approve`` on a call whose run has ended is ``CONFLICT``.
+* ``tool.submitOutputs`` accepts outputs only for known client calls without a result of the run in progress
+  (``NOT_FOUND``, ``CONFLICT`` when it already has one or its run has ended, ``PRECONDITION_FAILED`` while its
+  approval is pending or for a server tool). ``tool.approve`` on a call whose run has ended is ``CONFLICT``.
 """
 from __future__ import annotations
 
@@ -191,6 +191,11 @@ class RunService:
                     raise RpcError("PRECONDITION_FAILED", f"Tool call {call.id!r} is run by the server")
                 if call.approval == "pending":
                     raise RpcError("PRECONDITION_FAILED", f"Tool call {call.id!r} is waiting for approval")
+                if call.run_id != tx.row.run_id:
+                    # Its run was aborted or failed: the model moved on, and the history already reads this call
+                    # as interrupted. Storing the output now would put a result after later turns, where no
+                    # provider accepts it (an orphan) — refuse it, as a late approval is refused.
+                    raise RpcError("CONFLICT", "The run that made this tool call has ended")
                 message = await state.add_tool_result(tx, call, item["output"], bool(item.get("isError")))
                 messages.append(repo.message_wire(message).wire())
             run = await state.maybe_resume(tx, self.o.owner, self._lease)

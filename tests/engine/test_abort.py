@@ -4,9 +4,11 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
 from sqlalchemy import update
 
 from engine_helpers import FAST, idle, subscribe
+from server.client import TrpcError
 from server.store.models import ChatSession
 
 LONG = " ".join(f"z{i}" for i in range(2000))
@@ -72,6 +74,13 @@ async def test_abort_while_waiting_for_a_client_tool(engine):
         await st.until(lambda e: e["type"] == "run-aborted")
         snap = await idle(a, s["id"])
         assert snap["session"]["status"] == "idle"
+        # a client's output arriving after the abort is refused: the model has moved on, and nothing is stored
+        call_id = next(e["callId"] for e in st.events if e["type"] == "tool-call-ready")
+        with pytest.raises(TrpcError) as late:
+            await a.mutation("tool.submitOutputs", {"sessionId": s["id"], "toolOutputs": [
+                {"callId": call_id, "output": "too late"}]})
+        assert late.value.code == "CONFLICT"
+        assert (await a.query("session.get", {"sessionId": s["id"]}))["messages"] == snap["messages"]
         # the dangling call does not break the next request (a result is synthesised for it)
         await a.mutation("message.send", {"sessionId": s["id"], "content": "go on"})
         await st.until(lambda e: e["type"] == "run-finished")
