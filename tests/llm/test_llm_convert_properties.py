@@ -106,11 +106,17 @@ def check_openai(messages: list[dict], *, compatible: bool, mistral_ids: bool) -
             continue
         assert isinstance(m["content"], str) and m["content"].strip()
         i += 1
+    assert any(m["role"] != "system" for m in messages) or messages, "never messages: []"
     if compatible:
         systems = [k for k, m in enumerate(messages) if m["role"] == "system"]
         assert systems in ([], [0]), "exactly one leading system message [I13]"
-        for a, b in zip(messages, messages[1:]):
+        # Strict (Mistral-style) templates: after the optional system message, user / assistant alternate, the
+        # first is a user, and a tool result is followed by an assistant (its answer) or by another result.
+        rest = [m for m in messages if m["role"] != "system"]
+        assert rest and rest[0]["role"] == "user", "the conversation starts with a user message [I33]"
+        for a, b in zip(rest, rest[1:]):
             assert not (a["role"] == b["role"] and a["role"] in ("user", "assistant")), "roles alternate [I33]"
+            assert not (a["role"] == "tool" and b["role"] == "user"), "a user message right after tool results"
 
 
 @SETTINGS
@@ -197,9 +203,9 @@ def check_google(body: dict) -> None:
             assert all(isinstance(p["function_call"]["args"], dict) for p in c["parts"] if "function_call" in p)
             assert "thought_signature" in next(p for p in c["parts"] if "function_call" in p)  # [I12]
         if k:
-            prev_fr = any("function_response" in p for p in contents[k - 1]["parts"])
-            if c["role"] == contents[k - 1]["role"]:
-                assert prev_fr != has_fr, "same-role contents merged unless splitting results from text [I30]"
+            # Every source accepts strict alternation; a second user content after function responses is
+            # refused by some models [I30], and results with text in one content answer empty on others [P6].
+            assert c["role"] != contents[k - 1]["role"], "user and model alternate [I30]"
 
 
 @SETTINGS
@@ -215,6 +221,7 @@ def test_google_requests_are_valid(history, system_prompt):
 
 
 def check_ollama(messages: list[dict]) -> None:
+    assert messages, "never messages: []"
     i = 0
     while i < len(messages):
         m = messages[i]

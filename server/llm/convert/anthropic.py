@@ -17,10 +17,18 @@ from typing import Any
 
 from ..types import ChatRequest, ToolDefinition
 from .encode import arguments_object, map_tool_call_id
-from .history import AssistantTurn, ResultsTurn, SystemTurn, UserTurn, normalize, split_leading_system, wrap_system
+from .history import (
+    ANCHOR_TEXT,
+    AssistantTurn,
+    ResultsTurn,
+    SystemTurn,
+    UserTurn,
+    normalize,
+    split_leading_system,
+    wrap_system,
+)
 
 DEFAULT_MAX_TOKENS = 4096  # Anthropic requires max_tokens; the canonical options may leave it unset.
-ANCHOR_TEXT = "(conversation continues)"  # a non-empty stand-in where a user turn is mandatory
 EMPTY_RESULT = "(no output)"  # an empty tool_result content is risky ([P2] notes empty lists are rejected)
 
 

@@ -4,8 +4,10 @@
 - every system text goes to ``system_instruction``: leading ones verbatim, later ones are ``<system>`` user text at
   their position (vercel rejects them, pydantic-ai wraps them [V3][P4][P6]);
 - consecutive same-role contents are merged ("multiturn requests alternate" [I30]) — except that a content holding
-  ``function_response`` parts holds nothing else: text after results goes in its own ``user`` content, because the
-  combined form returns empty answers on some models [P6][I31];
+  ``function_response`` parts holds nothing else, because the combined form returns empty answers on some models
+  [P6][I31]. User text right after results (the answer to them was interrupted, or a message was steered in) gets
+  a short placeholder ``model`` turn in between, as hermes-agent does [I30]: the one form every source accepts
+  (two ``user`` contents in a row are still refused by some models);
 - contents start with ``user`` (a model function call must follow a user turn [I10]); a non-empty anchor is
   prepended when needed (an empty text part is rejected [I29]);
 - ``args``/``response`` are objects: results are ``{"output": ...}`` or ``{"error": ...}`` [G4];
@@ -20,9 +22,18 @@ from typing import Any
 
 from ..types import ChatRequest, ToolCall, ToolDefinition
 from .encode import arguments_object
-from .history import AssistantTurn, ResultsTurn, SystemTurn, UserTurn, normalize, split_leading_system, wrap_system
+from .history import (
+    ANCHOR_TEXT,
+    AFTER_RESULTS_TEXT,
+    AssistantTurn,
+    ResultsTurn,
+    SystemTurn,
+    UserTurn,
+    normalize,
+    split_leading_system,
+    wrap_system,
+)
 
-ANCHOR_TEXT = "(conversation continues)"
 DUMMY_SIGNATURE = b"skip_thought_signature_validator"
 PROVIDER_ID = "google"
 
@@ -71,6 +82,8 @@ def to_google_contents(request: ChatRequest, *, include_ids: bool = True) -> tup
     for turn in turns:
         if isinstance(turn, (SystemTurn, UserTurn)):
             text = wrap_system(turn.text) if isinstance(turn, SystemTurn) else turn.text
+            if contents and any("function_response" in p for p in contents[-1]["parts"]):
+                contents.append({"role": "model", "parts": [{"text": AFTER_RESULTS_TEXT}]})
             parts_for("user").append({"text": text})
         elif isinstance(turn, AssistantTurn):
             parts = parts_for("model")

@@ -27,6 +27,10 @@ from dataclasses import dataclass
 from ..types import Message, ToolCall
 
 INTERRUPTED_RESULT = "The tool call was interrupted before a result was produced."
+# A non-empty user turn where a target requires one (a history that starts with the assistant, or is empty).
+ANCHOR_TEXT = "(conversation continues)"
+# A model turn between tool results and user text, for targets that require strict alternation.
+AFTER_RESULTS_TEXT = "(The answer to these results was interrupted.)"
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,9 @@ from typing import Any
 
 from ..types import ChatRequest, ToolDefinition
 from .encode import arguments_object
-from .history import AssistantTurn, ResultsTurn, SystemTurn, UserTurn, normalize
+from .history import ANCHOR_TEXT, AssistantTurn, ResultsTurn, SystemTurn, UserTurn, normalize
+
+
 
 
 def ollama_tools(tools: tuple[ToolDefinition, ...]) -> list[dict[str, Any]]:
@@ -43,6 +45,8 @@ def to_ollama_messages(request: ChatRequest) -> list[dict[str, Any]]:
             out.append(msg)
         elif isinstance(turn, ResultsTurn):
             out.extend({"role": "tool", "tool_name": r.call.name, "content": r.content} for r in turn.results)
+    if not out:
+        out.append({"role": "user", "content": ANCHOR_TEXT})  # never `messages: []`
     return out
 
 

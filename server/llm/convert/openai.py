@@ -12,7 +12,18 @@ from typing import Any, Literal
 
 from ..types import ChatRequest, ToolDefinition
 from .encode import IdStyle, arguments_string, map_tool_call_id
-from .history import AssistantTurn, ResultsTurn, SystemTurn, UserTurn, normalize, split_leading_system, wrap_system
+from .history import (
+    ANCHOR_TEXT,
+    AFTER_RESULTS_TEXT,
+    AssistantTurn,
+    ResultsTurn,
+    SystemTurn,
+    UserTurn,
+    normalize,
+    split_leading_system,
+    wrap_system,
+)
+
 
 
 @dataclass(frozen=True)
@@ -22,7 +33,9 @@ class OpenAIProfile:
     # "inline": system messages stay where they are (OpenAI accepts them anywhere [P5]).
     # "leading": one merged leading system message; later ones become <system> user text (Qwen/Mistral templates [I13]).
     system_mode: Literal["inline", "leading"] = "inline"
-    # Merge consecutive user turns and consecutive assistant turns ("roles must alternate" templates [I33]).
+    # Strict templates ("roles must alternate" [I33]): consecutive user turns and consecutive assistant turns are
+    # merged, the conversation after the system message starts with a user turn (an anchor is added), and user
+    # text right after tool results gets a placeholder assistant turn in between.
     merge_same_role: bool = False
     id_style: IdStyle = "openai"
     # o1+ models want `developer` instead of `system`; many compatible hosts reject it [I22].
@@ -59,8 +72,10 @@ def to_openai_messages(request: ChatRequest, profile: OpenAIProfile = OPENAI) ->
         last = out[-1] if out else None
         if profile.merge_same_role and last is not None and last["role"] == "user":
             last["content"] = f"{last['content']}\n\n{text}"
-        else:
-            out.append({"role": "user", "content": text})
+            return
+        if profile.merge_same_role and last is not None and last["role"] == "tool":
+            out.append({"role": "assistant", "content": AFTER_RESULTS_TEXT})
+        out.append({"role": "user", "content": text})
 
     for turn in turns:
         if isinstance(turn, SystemTurn):
@@ -99,6 +114,12 @@ def to_openai_messages(request: ChatRequest, profile: OpenAIProfile = OPENAI) ->
                 {"role": "tool", "tool_call_id": map_tool_call_id(r.call.id, profile.id_style), "content": r.content}
                 for r in turn.results
             )
+    first = next((k for k, m in enumerate(out) if m["role"] not in ("system", "developer")), None)
+    if first is None:
+        # Never `messages: []` (or only a system message): an empty send or instructions on a new session.
+        out.append({"role": "user", "content": ANCHOR_TEXT})
+    elif profile.merge_same_role and out[first]["role"] != "user":
+        out.insert(first, {"role": "user", "content": ANCHOR_TEXT})
     return out
 
 
