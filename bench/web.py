@@ -126,6 +126,9 @@ def main() -> None:
           f"(longest {max(longest):.0f} ms)" if longest else "no streaming runs")
     if opens:
         print(f"  interactive per run (ms): {[round(r['interactiveMs']) for r in opens]}")
+    for r in streams:
+        print(f"  streaming run: {r['tokens'] / r['seconds']:.0f} tokens/s, tasks over 50 ms "
+              f"{[round(t) for t in r['longTasks']]} at {r.get('longTaskAt')} ms of {r['seconds'] * 1000:.0f}")
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ async function stream(page) {
   const words = Array.from({ length: streamWords }, (_, i) => (i % 40 === 39 ? `w${i}\n\n` : `w${i}`)).join(" ");
   const box = page.getByRole("textbox", { name: "Message" });
   await box.fill(words);
-  await page.evaluate(() => { window.__longTasks = []; });
+  await page.evaluate(() => { window.__longTasks = []; window.__longTaskStarts = []; });
   await box.press("Enter");
   await page.waitForFunction(() => document.querySelector("[role=log]").getAttribute("aria-busy") === "true",
                              null, { timeout: 30_000 });
@@ -51,7 +51,9 @@ async function stream(page) {
                              null, { timeout: 120_000 });
   const t1 = await page.evaluate(() => performance.now());
   const longTasks = await page.evaluate(() => window.__longTasks);
-  return { kind: "stream", tokens: streamWords, seconds: (t1 - t0) / 1000, longTasks };
+  // When each happened, in ms after the answer started (to tell the start, the middle and the end apart).
+  const longTaskAt = await page.evaluate((t) => window.__longTaskStarts.map((s) => Math.round(s - t)), t0);
+  return { kind: "stream", tokens: streamWords, seconds: (t1 - t0) / 1000, longTasks, longTaskAt };
 }
 
 const browser = await launch();
@@ -61,7 +63,10 @@ try {
     try {
       await d.page.addInitScript(() => {
         window.__longTasks = [];
-        new PerformanceObserver((list) => { for (const e of list.getEntries()) window.__longTasks.push(e.duration); })
+        window.__longTaskStarts = [];
+        new PerformanceObserver((list) => {
+          for (const e of list.getEntries()) { window.__longTasks.push(e.duration); window.__longTaskStarts.push(e.startTime); }
+        })
           .observe({ type: "longtask", buffered: true });
       });
       await d.page.goto(`/s/${sessionId}`);
