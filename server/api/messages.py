@@ -1,4 +1,4 @@
-"""``message.*`` procedures: history and the queue (seed 001's names)."""
+"""``message.*`` procedures: history and the queue."""
 from __future__ import annotations
 
 from typing import Any

@@ -181,7 +181,7 @@ class ChatClient:
 
     async def prompt_streaming(self, session_id: str, text: str, on_chunk: Callable[[str], Any],
                                *, timeout: float = 120) -> Message:
-        """Send ``text`` and call ``on_chunk(delta)`` for each piece of the answer, in order (seed 004).
+        """Send ``text`` and call ``on_chunk(delta)`` for each piece of the answer, in order.
 
         Returns the run's final assistant message. When the session is busy the message is queued (its busy
         policy permitting) and streamed once the queue sends it. The chunks of one answer join to its text,

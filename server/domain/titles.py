@@ -1,4 +1,4 @@
-"""Session titles as pure functions (seed 004): the truncation of a first message, and the cleaning of a
+"""Session titles as pure functions: the truncation of a first message, and the cleaning of a
 title a model wrote. No I/O; ``server.services.titles`` decides when they run.
 
 Rules, and the failure each prevents:

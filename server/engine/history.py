@@ -1,8 +1,8 @@
 """Stored rows -> the canonical ``ChatRequest`` every provider adapter converts (invariant 6).
 
-Choices where the issue is silent:
+Choices made here:
 
-* Attachments are file references (seed 001), not file contents: they reach the model as a line
+* Attachments are file references, not file contents: they reach the model as a line
   ``[Attached file: <path>]`` after the user's text.
 * The assistant message being streamed (empty, status ``streaming``) is left out; every other message is
   sent, interrupted ones included — ``server.llm.convert`` pairs their calls with synthesised results.

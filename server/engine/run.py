@@ -1,8 +1,8 @@
-"""The run loop: drives one run of one session on this process, step after step (seed 003).
+"""The run loop: drives one run of one session on this process, step after step.
 
 ``RunLoop.main`` repeats: load the run's state; run the server tools that may run; suspend when a call waits
 for people; otherwise make one model call (a :class:`~server.engine.turn.Turn`). It ends when the run ends
-(``stop``/``length`` — then seed 001's auto-send may hand it the next run —, error, abort, suspension, the step
+(``stop``/``length`` — then the queue's auto-send may hand it the next run —, error, abort, suspension, the step
 limit) or when this process loses the lease.
 
 Eager persistence (invariant 7), step by step:
@@ -13,7 +13,7 @@ Eager persistence (invariant 7), step by step:
 3. one transaction completes the message (``message-completed``) and stores its tool calls
    (``tool-call-ready``) before any runs; each server tool result is stored as soon as it exists.
 
-Where the issue is silent:
+Choices made here:
 
 * Steering: a message sent with ``busyPolicy: "steer"`` is stored at once, tagged with the run's id. A step
   that ends with ``stop``/``length`` while such a message arrived after the step's assistant message does not
@@ -306,7 +306,7 @@ class RunLoop:
     # --- tools --------------------------------------------------------------------------------------------
 
     async def _execute_tools(self, calls: list[Any], mode: str) -> None:
-        """Server tools of one step: all at once (``parallel``) or in call order (``sequential``, seed 003's
+        """Server tools of one step: all at once (``parallel``) or in call order (``sequential``, the
         tool queue). Each result is stored the moment it exists, so in parallel mode results arrive in
         completion order and in sequential mode in call order."""
         if mode == "sequential":

@@ -49,7 +49,7 @@ async def add_message(tx: SessionTx, role: str, content: str = "", *, status: st
     await tx.db.flush()
     tx.emit("message-created", message=repo.message_wire(row).wire())
     if role == "user":
-        await title_from_first_message(tx)  # seed 004: in the transaction that stores the message
+        await title_from_first_message(tx)  # in the transaction that stores the message
     return row
 
 
@@ -173,7 +173,7 @@ def go_idle(tx: SessionTx) -> None:
 
 
 async def send_next_queued(tx: SessionTx, owner: str, lease_seconds: float) -> Run | None:
-    """Seed 001's auto-send: dequeue the head (``queue-message-removed``, reason ``sent``) and start a run with
+    """Auto-send: dequeue the head (``queue-message-removed``, reason ``sent``) and start a run with
     it. Exactly once: the dequeue and the new user message commit together, under the session lock."""
     if tx.row.queue_paused or tx.row.run_id is not None:
         return None
@@ -285,7 +285,7 @@ async def register_tool_calls(tx: SessionTx, run: Run, message: Message, calls: 
 
 
 async def add_tool_result(tx: SessionTx, call: ToolCallRow, output: str, is_error: bool) -> Message:
-    """A tool result, stored as soon as it exists (seed 000: a ``tool`` message)."""
+    """A tool result (a ``tool`` message), stored as soon as it exists."""
     message = await add_message(tx, "tool", output, tool_call_id=call.id, is_error=is_error, run_id=call.run_id)
     call.has_result = True
     tx.emit("tool-call-result", callId=call.id, output=output, isError=is_error)

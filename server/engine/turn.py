@@ -1,4 +1,4 @@
-"""A ``Turn``: one model call (one step of a run), as seed 003 describes it.
+"""A ``Turn``: one model call (one step of a run).
 
 It yields the provider's canonical events (``text-delta``, ``text-done``, ``tool-call-start``,
 ``tool-call-delta``, ``tool-call``, then exactly one ``finished`` or ``error``). Streaming is the default; with

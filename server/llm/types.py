@@ -180,7 +180,7 @@ class Completion(_Frozen):
     error: ErrorEvent | None = None
 
     def events(self) -> list[TextDone | ToolCallEvent | Finished | ErrorEvent]:
-        """The non-streaming event sequence of this step (seed 003 ``runBlocking``): text-done, tool-calls, end."""
+        """The non-streaming event sequence of this step (as a blocking run sees it): text-done, tool-calls, end."""
         out: list[TextDone | ToolCallEvent | Finished | ErrorEvent] = []
         if self.text:
             out.append(TextDone(text=self.text))

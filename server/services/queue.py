@@ -1,4 +1,4 @@
-"""The per-session message queue (seed 001): messages typed while the model answers.
+"""The per-session message queue: messages typed while the model answers.
 
 Every operation locks the session row, so concurrent edits from several clients apply one after the
 other and each produces exactly one event describing what it did. Positions order the queue; they are

@@ -5,17 +5,17 @@ in that same transaction and then driven by this process's orchestrator.
 Busy means a run is in progress (``running`` or ``requires-action``). Busy policies (API.md):
 
 * ``enqueue`` (default): the content goes to the end of the queue (``queue-message-added``); auto-send
-  delivers it when the run ends with stop/length (seed 001).
+  delivers it when the run ends with stop/length.
 * ``reject``: ``CONFLICT``; nothing is written.
 * ``interrupt``: abort the run (as ``run.abort`` would: partial answer kept, queue paused), wait for it to
   stop (at most ``INTERRUPT_WAIT_SECONDS``, else ``TIMEOUT``), then send — and a send resumes the queue.
 * ``steer``: the user message is stored at once, tagged with the run; the run answers it at its next step
   boundary (see ``server.engine.run``). Status ``steered``.
 
-Where the issue is silent:
+Choices made here:
 
 * ``instructions`` (``message.send``) and ``message.addInstructions`` append system messages at once, also
-  while busy (seed 000: "appended immediately"); a busy session's run sees them at its next step, and
+  while busy (they are appended at once); a busy session's run sees them at its next step, and
   ``addInstructions`` then starts no second run (``runId`` is null).
 * A send to an idle session whose queue is paused resumes the queue (``queue-resumed``) first.
 * A send that finds a run whose process died (lease expired) recovers it first, as the sweeper would.

@@ -1,6 +1,6 @@
 """Session lifecycle: create, read, update, titles, context switches, delete.
 
-``switch_context`` (seed 004; issue 5 point 2), where the issue is silent:
+``switch_context``, as built:
 
 * One transaction: ``session-updated`` (the new ``metadata``), then the system message "Context changed to:
   directory=…, agent=…" naming only the parts given (``message-created``), then — with

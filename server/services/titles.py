@@ -1,4 +1,4 @@
-"""Session titles (seed 004; issue 5 point 1): when the server sets them, and how they are regenerated.
+"""Session titles: when the server sets them, and how they are regenerated.
 
 ``titleSource`` says who wrote the title: ``none`` (empty), ``truncate`` (the first user message, cut),
 ``model`` (the session's model), ``user`` (``session.setTitle``, or a title given to ``session.create``).
@@ -10,8 +10,7 @@ Automatic steps, and what they never do:
 * **First message** — when a user message is stored (``message.send``, auto-send from the queue, a steered
   message) and ``titleSource`` is ``none``, the same transaction sets the truncated first user message as
   the title (source ``truncate``). After ``session.clearTitle`` (source ``none``) the next stored user
-  message therefore names the session again, from the *first* user message, as seed 004's
-  ``generate_title`` does when the title is ``None``.
+  message therefore names the session again, from the *first* user message.
 * **Model title** (``CHATSYNC_TITLE_MODE=model``) — when the run that answered the first user message
   finishes (``run-finished``), a background task asks the session's provider and model for a 3–5 word title
   from the first exchange. The answer and the auto-send of the queue never wait for it: it starts after the

@@ -100,7 +100,7 @@ async def test_bad_or_missing_token_and_unreachable_server(fast: Any) -> None:
 
 
 async def test_regenerate_title_from_the_first_message(fast: Any) -> None:
-    """Needs the server's ``session.regenerateTitle`` (issue 5, point 1)."""
+    """Needs the server's ``session.regenerateTitle``."""
     sid = await answered_session(fast, "custom", "planning a weekend in the mountains")
     r = await chatsync("sessions", "regenerate-title", sid, "--json", *auth(fast))
     assert r.code == 0, r.err

@@ -1,4 +1,4 @@
-"""Seed 001's auto-send: messages typed while the model answers wait in the queue and go out by themselves,
+"""Auto-send: messages typed while the model answers wait in the queue and go out by themselves,
 in order, exactly once; after an error or an abort the queue waits (paused) until resumed or a new send."""
 from __future__ import annotations
 

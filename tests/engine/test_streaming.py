@@ -1,4 +1,4 @@
-"""Token streaming to many clients, clients joining mid-stream, blocking mode, instructions (seed 000)."""
+"""Token streaming to many clients, clients joining mid-stream, blocking mode, instructions."""
 from __future__ import annotations
 
 import asyncio

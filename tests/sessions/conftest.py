@@ -1,4 +1,4 @@
-"""Session-management tests (issue 5: titles, context switches): real servers, the echo model at test speed."""
+"""Session-management tests (titles, context switches): real servers, the echo model at test speed."""
 from __future__ import annotations
 
 import sys

@@ -1,4 +1,4 @@
-"""``session.switchContext`` end to end (issue 5 point 2): metadata, the system message, events, titles."""
+"""``session.switchContext`` end to end: metadata, the system message, events, titles."""
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,4 @@
-"""Titles end to end (issue 5 point 1): first message, model titles, user titles, regenerate, clear."""
+"""Titles end to end: first message, model titles, user titles, regenerate, clear."""
 from __future__ import annotations
 
 import asyncio
