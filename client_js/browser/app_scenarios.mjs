@@ -222,7 +222,7 @@ export const scenarios = {
       const b = await d.context.newPage();
       await openApp(a, `/s/${s1}`);
       await openApp(b, `/s/${s2}`);
-      await messageBox(a).fill(words(60, "alpha"));
+      await messageBox(a).fill(words(150, "alpha"));
       await messageBox(a).press("Enter");
       await waitStreaming(a);
       await messageBox(a).fill("alpha queued while answering");
