@@ -105,7 +105,7 @@ def web_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebServer]:
            "CHATSYNC_PORT": str(port), "CHATSYNC_HOST": "127.0.0.1", "CHATSYNC_BUS_URL": "memory://",
            "CHATSYNC_ECHO_DELAY": ECHO_DELAY, "CHATSYNC_LOG_LEVEL": "warning"}
     tokens = {}
-    for name in ("alice", "bob"):
+    for name in ("alice", "bob", "carol"):
         done = subprocess.run([str(CHATSYNC), "users", "create", name], env=env, capture_output=True, text=True,
                               timeout=60)
         assert done.returncode == 0, done.stderr
