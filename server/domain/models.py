@@ -14,6 +14,15 @@ Role = Literal["system", "user", "assistant", "tool"]
 MessageStatus = Literal["complete", "streaming", "interrupted", "error"]
 
 
+def jsonable(value: Any) -> Any:
+    """A reply as JSON values: wire models dumped camelCase, lists of them too; anything else as it is."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", by_alias=True)
+    if isinstance(value, list):
+        return [jsonable(v) for v in value]
+    return value
+
+
 class WireModel(BaseModel):
     """Base for everything on the wire: camelCase aliases, Python names accepted too."""
 

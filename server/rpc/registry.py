@@ -19,6 +19,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ValidationError
 
+from ..domain.models import jsonable as to_jsonable
 from ..protocol.errors import RpcError
 from ..store.models import User
 
@@ -159,14 +160,6 @@ class Router:
             label = f'"{kind}"-procedure' if kind else "procedure"
             raise RpcError("NOT_FOUND", f'No {label} on path "{path}"')
         return proc
-
-
-def to_jsonable(value: Any) -> Any:
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json", by_alias=True)
-    if isinstance(value, list):
-        return [to_jsonable(v) for v in value]
-    return value
 
 
 def merge_last_event_id(raw_input: Any, last_event_id: str | None) -> Any:

@@ -29,6 +29,7 @@ import orjson
 from pydantic import BaseModel
 from sqlalchemy import bindparam, delete, insert, select
 
+from ..domain.models import jsonable
 from ..protocol.errors import RpcError
 from ..store.models import ClientRequest
 
@@ -63,14 +64,6 @@ def request_key(user_id: str, procedure: str, inp: BaseModel) -> RequestKey | No
     body = inp.model_dump(mode="json", by_alias=True, exclude={"client_request_id"})
     digest = hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()
     return RequestKey(user_id, request_id, procedure, digest)
-
-
-def jsonable(value: Any) -> Any:
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json", by_alias=True)
-    if isinstance(value, list):
-        return [jsonable(v) for v in value]
-    return value
 
 
 class _Missing:

@@ -9,11 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import socket
 import subprocess
-import sys
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -24,24 +20,10 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-CLIENT_JS = ROOT / "client_js"
-CHATSYNC = Path(sys.executable).parent / "chatsync"
+from served import CLIENT_JS, ROOT, need, serve
+
 DRIVER = CLIENT_JS / "browser" / "app_driver.mjs"
 ECHO_DELAY = "0.05"  # seconds per word: a 400-word answer lasts long enough to work the queue during it
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def need(tool: str) -> str:
-    path = shutil.which(tool)
-    if path is None:
-        pytest.fail(f"`{tool}` is not on PATH: the web app's tests need Node >= 20 (bash scripts/setup.sh)")
-    return path
 
 
 @dataclass
@@ -95,46 +77,12 @@ def _build_app() -> None:
 
 @pytest.fixture(scope="session")
 def web_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebServer]:
-    need("node")
+    need("node", "the web app's tests need Node >= 20")
     if not os.path.exists("/usr/bin/chromium"):
         pytest.fail("/usr/bin/chromium is missing (bash scripts/setup.sh --with-node installs Debian's)")
     _build_app()
-    tmp = tmp_path_factory.mktemp("web")
-    port = free_port()
-    env = {**os.environ, "CHATSYNC_DATABASE_URL": f"sqlite+aiosqlite:///{tmp / 'db.sqlite'}",
-           "CHATSYNC_PORT": str(port), "CHATSYNC_HOST": "127.0.0.1", "CHATSYNC_BUS_URL": "memory://",
-           "CHATSYNC_ECHO_DELAY": ECHO_DELAY, "CHATSYNC_LOG_LEVEL": "warning"}
-    tokens = {}
-    for name in ("alice", "bob", "carol"):
-        done = subprocess.run([str(CHATSYNC), "users", "create", name], env=env, capture_output=True, text=True,
-                              timeout=60)
-        assert done.returncode == 0, done.stderr
-        tokens[name] = done.stdout.strip()
-    log = tmp / "server.log"
-    url = f"http://127.0.0.1:{port}"
-    with log.open("wb") as out:
-        proc = subprocess.Popen([str(CHATSYNC), "serve"], env=env, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"chatsync serve exited with {proc.returncode}:\n{log.read_text(errors='replace')}")
-            try:
-                with urllib.request.urlopen(f"{url}/healthz", timeout=1):
-                    break
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                if time.monotonic() > deadline:
-                    pytest.fail(f"chatsync serve did not start:\n{log.read_text(errors='replace')}")
-                time.sleep(0.05)
-        yield WebServer(url=url, tokens=tokens, log=log, proc=proc)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+    with serve(tmp_path_factory.mktemp("web"), ("alice", "bob", "carol"), ECHO_DELAY=ECHO_DELAY) as served:
+        yield WebServer(url=served.url, tokens=served.tokens, log=served.log, proc=served.proc)
 
 
 Checkpoint = Callable[[str, Any], Any]
@@ -183,7 +131,7 @@ class Driver:
 
 @pytest.fixture(scope="session")
 def browser(web_server: WebServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Driver]:
-    node = need("node")
+    node = need("node", "the web app's tests need Node >= 20")
     err_log = tmp_path_factory.mktemp("driver") / "stderr.log"
     with err_log.open("w") as err:
         proc = subprocess.Popen([node, str(DRIVER)], cwd=CLIENT_JS, stdin=subprocess.PIPE, stdout=subprocess.PIPE,

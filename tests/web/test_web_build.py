@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import subprocess
 
-from conftest import CLIENT_JS, need
+from served import CLIENT_JS, need
 
 
 def test_the_app_typechecks() -> None:
-    node = need("node")
+    node = need("node", "the web app's type check needs Node >= 20")
     done = subprocess.run([node, "node_modules/typescript/bin/tsc", "-p", "app/tsconfig.json"], cwd=CLIENT_JS,
                           capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stdout + done.stderr
