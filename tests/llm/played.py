@@ -1,0 +1,183 @@
+"""Random sessions played out through the engine's real state transitions (``server.engine.state``), on a real
+database: the rows a session can actually hold after sends, steering, instructions, context and provider
+switches, tool calls of every kind (server, client, approval, unknown; parallel), approvals and denials, late
+outputs, aborts and crashes mid-text and mid-tool-call, errors, ``length`` stops and step limits.
+
+Every time the model would be asked (the start of each step, and at the end), the stored history is turned into
+the canonical request exactly as the run loop does (``engine.history.build_request``) and converted for every
+target, then checked against that target's rules (``test_llm_convert_properties``). Used by the property test
+(``test_played_histories.py``) and by ``bench/played_histories.py``.
+"""
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+from server.engine import state
+from server.engine.history import build_request
+from server.llm import ChatRequest, ToolCallEvent
+from server.services.uow import SessionTx, UnitOfWork
+from server.store import repo
+from server.store.models import ChatSession, User, utcnow
+
+OWNER = "player"
+LEASE = 60.0
+TOOLS = [
+    {"name": "srv", "executor": "server", "requiresApproval": False},
+    {"name": "cli", "executor": "client", "requiresApproval": False},
+    {"name": "apr", "executor": "server", "requiresApproval": True},
+]
+ID_POOL = ["call_abc123", "toolu_01A09q90qw90lq917835lq9", "functions.Bash:0",
+           "chatcmpl-tool-9f8e7d6c5b4a39281706f5e4d3c2b1a0", "x" * 64, "", "dup"]
+ARGS = ['{"city": "Paris"}', "{}", "", '{"city": "Par', "[1, 2]", "null"]
+TEXTS = ["", "  ", "hello", "queued message", "multi\nline", "trailing space  ", "ok"]
+PROVIDERS = ["echo", "openai", "anthropic", "google", "ollama"]
+MAX_STEPS = 4
+
+Check = Callable[[ChatRequest], None]
+
+
+def new_session(user: User, rng: random.Random) -> ChatSession:
+    now = utcnow()
+    return ChatSession(id=state.new_id(), owner_id=user.id, title="", title_source="none",
+                       provider=rng.choice(PROVIDERS), model="m", system_prompt=rng.choice([None, "Be brief."]),
+                       defaults={}, tools=TOOLS, tool_mode="parallel", busy_policy="enqueue",
+                       disable_streaming=False, meta={}, status="idle", queue_paused=True, usage_input_tokens=0,
+                       usage_output_tokens=0, last_seq=0, created_at=now, updated_at=now)
+
+
+async def play(uow: UnitOfWork, user: User, rng: random.Random, check: Check, ops: int = 14) -> int:
+    """Play one session; returns how many requests were checked.
+
+    The whole session runs in one database transaction (rolled back at the end): each operation is a
+    ``SessionTx`` that flushes its rows and events as a committed one would, without paying for a commit, so
+    thousands of sessions fit in a test run."""
+    checked = 0
+    async with uow.db.write() as db:
+        row = new_session(user, rng)
+        db.add(row)
+        await db.flush()
+
+        async def ask(exclude: str | None = None) -> None:
+            nonlocal checked
+            check(build_request(row, await repo.list_messages(db, row.id), exclude=exclude))
+            checked += 1
+
+        for _ in range(ops):
+            t = SessionTx(db, row, uow.retention)
+            streaming = None
+            if row.run_id is None:
+                await idle_op(t, rng)
+            elif row.status == "requires-action":
+                await waiting_op(t, rng)
+            else:
+                streaming = await running_op(t, rng)
+            await t.finish()
+            if streaming:
+                await ask(exclude=streaming)
+        await ask()
+        await db.rollback()
+    return checked
+
+
+async def idle_op(t: Any, rng: random.Random) -> None:
+    op = rng.choice(["send", "send", "send", "instructions", "instructions_respond", "switch_context",
+                     "switch_provider", "late_output"])
+    if op == "send":
+        state.resume_queue(t)
+        await state.start_with_message(t, OWNER, LEASE, rng.choice(TEXTS), [], "message")
+    elif op in ("instructions", "instructions_respond"):
+        await state.add_system_messages(t, [rng.choice(TEXTS)] * rng.randint(0, 2))
+        if op == "instructions_respond":
+            state.begin_run(t, OWNER, LEASE, "instructions")
+    elif op == "switch_context":
+        await state.add_message(t, "system", "Context changed to: directory=/srv/app")
+    elif op == "switch_provider":
+        t.row.provider = rng.choice(PROVIDERS)
+    else:
+        # A client output for a call of a run that has ended is refused (services.runs): nothing is stored.
+        pass
+
+
+async def running_op(t: Any, rng: random.Random) -> str | None:
+    """One thing happening while a run is in progress; returns the id of a message left streaming (the model
+    is being asked right now), if any."""
+    run = await repo.get_run(t.db, t.row.run_id)
+    assert run is not None
+    streaming = await repo.streaming_messages(t.db, t.row.id)
+    op = rng.choice(["step", "step", "step", "steer", "instructions", "abort", "crash"])
+    if op == "steer":
+        await state.add_message(t, "user", rng.choice(TEXTS), run_id=run.id)
+        return streaming[0].id if streaming else None
+    if op == "instructions":
+        await state.add_system_messages(t, [rng.choice(TEXTS)])
+        return streaming[0].id if streaming else None
+    if op == "abort":
+        await state.abort_in_tx(t)
+        return None
+    if op == "crash":
+        await state.recover(t)
+        return None
+    if not streaming:
+        if run.steps >= MAX_STEPS:  # the step limit ends the run
+            state.end_run(t, run, "failed", error={"code": "max_steps", "message": "x", "retryable": False},
+                          pause=True)
+            state.go_idle(t)
+            return None
+        run.steps += 1
+        message = await state.add_message(t, "assistant", "", status="streaming", run_id=run.id)
+        return message.id  # the model is asked now: the request is built without this message
+    message = streaming[0]
+    text = rng.choice(TEXTS)
+    outcome = rng.choice(["stop", "stop", "tools", "tools", "length", "error"])
+    if outcome in ("stop", "length"):
+        state.complete_message(t, message, status="complete", content=text, finish_reason=outcome)
+        if not await repo.steered_after(t.db, t.row.id, run.id, message.ordinal):
+            state.end_run(t, run, "finished", finish_reason=outcome)
+            state.go_idle(t)
+    elif outcome == "error":
+        state.complete_message(t, message, status="error", content=text, finish_reason="error")
+        state.end_run(t, run, "failed", error={"code": "x", "message": "x", "retryable": True}, pause=True)
+        state.go_idle(t)
+    else:
+        events = [ToolCallEvent(id=rng.choice(ID_POOL), name=rng.choice(["srv", "cli", "apr", "nope"]),
+                                arguments=rng.choice(ARGS)) for _ in range(rng.randint(1, 3))]
+        ids = await state.unique_call_ids(t, events)
+        calls = [{"id": i, "name": e.name, "arguments": e.arguments} for i, e in zip(ids, events)]
+        state.complete_message(t, message, status="complete", content=text, finish_reason="tool-calls",
+                               tool_calls=calls)
+        await state.register_tool_calls(t, run, message, calls, {d["name"]: d for d in TOOLS})
+        open_calls = await repo.run_tool_calls(t.db, t.row.id, run.id, open_only=True)
+        for call in state.runnable(open_calls):  # server tools finish (some may be cut off by a crash later)
+            if rng.random() < 0.8:
+                await state.add_tool_result(t, call, rng.choice(TEXTS), rng.random() < 0.2)
+        open_calls = await repo.run_tool_calls(t.db, t.row.id, run.id, open_only=True)
+        if state.waiting_on_people(open_calls):
+            state.suspend(t, run)
+    return None
+
+
+async def waiting_op(t: Any, rng: random.Random) -> None:
+    run_id = t.row.run_id
+    calls = await repo.run_tool_calls(t.db, t.row.id, run_id, open_only=True)
+    op = rng.choice(["answer", "answer", "answer", "steer", "abort"])
+    if op == "steer":
+        await state.add_message(t, "user", rng.choice(TEXTS), run_id=run_id)
+        return
+    if op == "abort":
+        await state.abort_in_tx(t)
+        return
+    for call in calls:
+        if call.approval == "pending":
+            approved = rng.random() < 0.6
+            call.approval = "approved" if approved else "denied"
+            if not approved:
+                await state.add_tool_result(t, call, state.DENIED_RESULT, True)
+            elif rng.random() < 0.8:
+                await state.add_tool_result(t, call, rng.choice(TEXTS), False)
+        elif call.executor == "client" and not call.has_result:
+            await state.add_tool_result(t, call, rng.choice(TEXTS), rng.random() < 0.2)
+        elif not call.has_result and call.executor == "server":
+            await state.add_tool_result(t, call, rng.choice(TEXTS), False)
+    await state.maybe_resume(t, OWNER, LEASE)
