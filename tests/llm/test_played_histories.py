@@ -26,7 +26,7 @@ from server.services.uow import UnitOfWork
 from server.store import migrate
 from server.store.db import Database
 
-HISTORIES = int(os.environ.get("CHATSYNC_PLAYED_HISTORIES", "1000"))
+HISTORIES = int(os.environ.get("CHATSYNC_PLAYED_HISTORIES", "600"))
 
 
 def check_every_target(request: ChatRequest) -> None:
