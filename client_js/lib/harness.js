@@ -220,12 +220,14 @@ export const range = (from, to) => Array.from({ length: to - from + 1 }, (_, i) 
 
 /**
  * A TCP proxy in front of the server, so a test can cut every open connection (an HTTP stream dropping
- * mid-way, as a flaky network would). Returns {url, requests, cut(), close()}.
+ * mid-way, as a flaky network would), or hold back what the server sends (`hold = true`: its bytes are
+ * dropped, as if the network lost the replies). Returns {url, wsUrl, requests, hold, cut(), close()}.
  */
 export async function tcpProxy() {
   const target = new URL(BASE);
   const sockets = new Set();
   const requests = []; // request heads seen from clients, e.g. "GET /trpc/x?... HTTP/1.1\r\nheader: v..."
+  const proxy = { hold: false };
   const server = net.createServer((client) => {
     const upstream = net.connect(Number(target.port), target.hostname);
     client.on('data', (chunk) => {
@@ -242,13 +244,17 @@ export async function tcpProxy() {
         sockets.delete(a);
         b.destroy();
       });
-      a.pipe(b);
+      a.on('data', (chunk) => {
+        if (!(a === upstream && proxy.hold)) b.write(chunk); // held: the server's bytes never arrive
+      });
+      a.on('end', () => b.end());
     }
   });
   await new Promise((r) => server.listen(0, '127.0.0.1', r));
   const { port } = server.address();
-  return {
+  return Object.assign(proxy, {
     url: `http://127.0.0.1:${port}/trpc`,
+    wsUrl: `ws://127.0.0.1:${port}/trpc`,
     requests,
     connections: () => sockets.size / 2,
     cut() {
@@ -258,7 +264,7 @@ export async function tcpProxy() {
       for (const s of sockets) s.destroy();
       return new Promise((r) => server.close(r));
     },
-  };
+  });
 }
 
 /** A raw `ws` socket with a frame inbox, for hand-written frames. */

@@ -3,36 +3,10 @@
 // whether the server applied them), so the application repeats the call with the same id.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import net from 'node:net';
 import { randomUUID } from 'node:crypto';
 import { createTRPCUntypedClient, createWSClient, wsLink } from '@trpc/client';
 import WebSocket from 'ws';
-import { BASE, T, TOKEN, createSession, mutate, rawFetch, until } from '../lib/harness.js';
-
-/** A TCP proxy that can stop passing the server's bytes back (`hold`) and cut every connection. */
-async function holdingProxy() {
-  const target = new URL(BASE);
-  const sockets = new Set();
-  const state = { hold: false };
-  const server = net.createServer((client) => {
-    const upstream = net.connect(Number(target.port), target.hostname);
-    sockets.add(client);
-    sockets.add(upstream);
-    client.on('data', (chunk) => upstream.write(chunk));
-    upstream.on('data', (chunk) => { if (!state.hold) client.write(chunk); });
-    for (const [a, b] of [[client, upstream], [upstream, client]]) {
-      a.on('error', () => b.destroy());
-      a.on('close', () => { sockets.delete(a); b.destroy(); });
-    }
-  });
-  await new Promise((r) => server.listen(0, '127.0.0.1', r));
-  return {
-    url: `ws://127.0.0.1:${server.address().port}/trpc`,
-    state,
-    cut() { for (const s of sockets) s.destroy(); },
-    close() { for (const s of sockets) s.destroy(); return new Promise((r) => server.close(r)); },
-  };
-}
+import { T, TOKEN, createSession, mutate, rawFetch, tcpProxy, until } from '../lib/harness.js';
 
 async function query(path, input) {
   const res = await rawFetch('GET', path, { query: `input=${encodeURIComponent(JSON.stringify(input))}` });
@@ -42,8 +16,8 @@ async function query(path, input) {
 const queue = (sessionId) => query('message.getQueuedMessages', { sessionId });
 
 test('a write whose reply was lost is repeated with its clientRequestId and applied once', T, async () => {
-  const proxy = await holdingProxy();
-  const wsClient = createWSClient({ url: proxy.url, WebSocket, connectionParams: { token: TOKEN }, retryDelayMs: () => 10 });
+  const proxy = await tcpProxy();
+  const wsClient = createWSClient({ url: proxy.wsUrl, WebSocket, connectionParams: { token: TOKEN }, retryDelayMs: () => 10 });
   const client = createTRPCUntypedClient({ links: [wsLink({ client: wsClient })] });
   try {
     const session = await createSession(TOKEN, 'exactly-once');
@@ -51,12 +25,12 @@ test('a write whose reply was lost is repeated with its clientRequestId and appl
     await client.query('session.list', {}); // the socket is open and signed in
     const before = Number((await query('session.get', { sessionId: session.id })).lastEventId);
     const input = { sessionId: session.id, content: 'typed once', clientRequestId: randomUUID() };
-    proxy.state.hold = true;
+    proxy.hold = true;
     const first = client.mutation('message.enqueueMessage', input);
     await until(async () => (await queue(session.id)).length === 1, 'the server to commit the enqueue');
     proxy.cut();
     await assert.rejects(first); // the answer was lost with the socket
-    proxy.state.hold = false;
+    proxy.hold = false;
     const again = await client.mutation('message.enqueueMessage', input); // the client reconnects by itself
     const items = await queue(session.id);
     assert.deepEqual(items.map((q) => q.id), [again.id]);
