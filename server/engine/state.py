@@ -214,13 +214,14 @@ async def recover(tx: SessionTx, code: str = "interrupted",
     go_idle(tx)
 
 
-async def abort_in_tx(tx: SessionTx) -> None:
-    """Abort a run that no process is driving (waiting for people, or its process died)."""
+async def abort_in_tx(tx: SessionTx, owner: str = "", lease_seconds: float = 0.0) -> Run | None:
+    """Abort a run that no process is driving (waiting for people, or its process died), as
+    :func:`end_aborted` does: with ``abort_then_send`` set, the queue's head is sent (claimed for ``owner``) and
+    the run that started is returned."""
     for row in await repo.streaming_messages(tx.db, tx.row.id):
         complete_message(tx, row, status="interrupted", content=row.content, finish_reason="aborted")
     run = await repo.get_run(tx.db, tx.row.run_id) if tx.row.run_id else None
-    end_run(tx, run, "aborted", pause=True)
-    go_idle(tx)
+    return await end_aborted(tx, run, owner, lease_seconds)
 
 
 async def end_aborted(tx: SessionTx, run: Run | None, owner: str, lease_seconds: float) -> Run | None:

@@ -281,12 +281,8 @@ class RunService:
                 if mode == "interrupt":
                     if row.status == "requires-action":
                         # Nobody drives a suspended run: abort it here and send the head in this transaction.
-                        for streaming in await repo.streaming_messages(tx.db, session_id):
-                            state.complete_message(tx, streaming, status="interrupted", content=streaming.content,
-                                                   finish_reason="aborted")
-                        run_row = await repo.get_run(tx.db, row.run_id)
-                        tx.row.abort_then_send = True
-                        run = await state.end_aborted(tx, run_row, self.o.owner, self._lease)
+                        row.abort_then_send = True
+                        run = await state.abort_in_tx(tx, self.o.owner, self._lease)
                         started = run.id if run is not None else None
                         return_value = {"status": "started", "mode": mode, "runId": started}
                     else:
