@@ -171,8 +171,9 @@ class HttpTransport:
             if not self._method_allowed(request, proc):
                 raise RpcError("METHOD_NOT_SUPPORTED",
                                f'Unsupported {request.method}-request to {proc.kind} procedure at path "{path}"')
-            result = await call(proc, ctx, raw)
-            orjson.dumps(result)  # a reply that cannot be serialised is an error reply, not a broken response
+            # Serialised here, once (the response embeds the fragment as it is): a reply that cannot be
+            # serialised becomes an error reply rather than a broken response.
+            result = orjson.Fragment(orjson.dumps(await call(proc, ctx, raw)))
         except Exception as exc:
             err = to_rpc_error(exc)
             return {"error": error_shape(err, path)}, err.http_status
