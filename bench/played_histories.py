@@ -8,7 +8,6 @@ and how long it took. Any invalid request stops it with the history's number (re
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
 import tempfile
@@ -27,12 +26,12 @@ def main() -> None:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
-        sessions, checked = asyncio.run(test_played_histories.play_many(
-            f"sqlite+aiosqlite:///{tmp}/played.db", args.histories, args.seed))
+        sessions, checked = test_played_histories.play_on_every_core(tmp, args.histories, args.seed)
         took = time.perf_counter() - t0
-    print(f"{sessions} sessions played, {checked} requests checked against 6 targets each "
+    print(f"{sessions} histories played (trees forking with p={test_played_histories.BRANCHING}, "
+          f"{os.cpu_count()} processes), {checked} requests checked against 6 targets each "
           f"(openai, compatible, strict template, anthropic, google, ollama), 0 invalid, in {took:.0f} s "
-          f"({sessions / took:.0f} sessions/s)")
+          f"({sessions / took:.0f} histories/s)")
 
 
 if __name__ == "__main__":
