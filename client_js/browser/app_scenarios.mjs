@@ -242,6 +242,25 @@ export const scenarios = {
     });
   },
 
+  /** A long chat opens at its newest messages; "Load earlier messages" reads the older ones back to the start. */
+  async long_history({ browser, url, token, sessionId }) {
+    return devices(browser, url, [{ token }], async ([d], problems) => {
+      const { page } = d;
+      await openApp(page, `/s/${sessionId}`);
+      const notes = () => log(page).locator("[data-role=system]").allTextContents();
+      const earlier = page.getByRole("button", { name: "Load earlier messages" });
+      const first = await until(notes, (t) => t.length === 200, { what: "the newest 200 messages" });
+      let clicks = 0;
+      while (await earlier.count()) {
+        await earlier.click();
+        clicks++;
+        await until(notes, (t) => t.length > first.length + (clicks - 1) * 200, { what: "an earlier page" });
+        await earlier.or(log(page).getByText("note 0", { exact: true })).first().waitFor();
+      }
+      return { first, all: await notes(), clicks, problems: problems() };
+    });
+  },
+
   /** A tool call needing approval shows on both devices; one approves, the other shows the decision. */
   async approval({ browser, url, token, sessionId }) {
     return devices(browser, url, [{ token }, { token }], async ([d1, d2], problems) => {

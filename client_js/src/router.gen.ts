@@ -190,6 +190,12 @@ export type SessionFeedInput = {
   /** max length 18; pattern ^\d{1,18}$ */
   lastEventId?: string | null;
 };
+export type SessionGetInput = {
+  /** min length 1; max length 64 */
+  sessionId: string;
+  /** min 1; max 500; @default 200 */
+  messageLimit?: number;
+};
 export type SessionListInput = {
   /** min 1; max 200; @default 50 */
   limit?: number;
@@ -211,6 +217,7 @@ export type SessionRefInput = {
 export type SessionSnapshot = {
   session: Session;
   messages: Message[];
+  messagesBefore: number | null;
   queue: QueuedMessage[];
   run: Record<string, unknown> | null;
   lastEventId: string;
@@ -456,7 +463,7 @@ export interface Procedures {
   "session.delete": { kind: "mutation"; input: SessionRefInput; output: null };
   "session.events": { kind: "subscription"; input: SessionEventsInput; output: SessionEventItem };
   "session.feed": { kind: "subscription"; input: SessionFeedInput | undefined; output: FeedEventItem };
-  "session.get": { kind: "query"; input: SessionRefInput; output: SessionState };
+  "session.get": { kind: "query"; input: SessionGetInput; output: SessionState };
   "session.list": { kind: "query"; input: SessionListInput | undefined; output: SessionPage };
   "session.regenerateTitle": { kind: "mutation"; input: RegenerateTitleInput; output: Session };
   "session.setTitle": { kind: "mutation"; input: SetTitleInput; output: Session };
@@ -502,7 +509,7 @@ export type AppRouter = TRPCBuiltRouter<
       delete: TRPCMutationProcedure<{ input: SessionRefInput; output: null; meta: object }>;
       events: TRPCSubscriptionProcedure<{ input: SessionEventsInput; output: AsyncIterable<SessionEventItem, void, any>; meta: object }>;
       feed: TRPCSubscriptionProcedure<{ input: SessionFeedInput | undefined; output: AsyncIterable<FeedEventItem, void, any>; meta: object }>;
-      get: TRPCQueryProcedure<{ input: SessionRefInput; output: SessionState; meta: object }>;
+      get: TRPCQueryProcedure<{ input: SessionGetInput; output: SessionState; meta: object }>;
       list: TRPCQueryProcedure<{ input: SessionListInput | undefined; output: SessionPage; meta: object }>;
       regenerateTitle: TRPCMutationProcedure<{ input: RegenerateTitleInput; output: Session; meta: object }>;
       setTitle: TRPCMutationProcedure<{ input: SetTitleInput; output: Session; meta: object }>;

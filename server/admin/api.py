@@ -24,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from ..api.inputs import MAX_MESSAGES_PER_PAGE
 from ..domain.models import SessionStatus
 from ..protocol.errors import RpcError, to_rpc_error
 from ..rpc.http import bearer_token
@@ -127,7 +128,8 @@ class AdminApi:
         """The snapshot a client gets from ``session.get``, plus its owner, lease, event log bounds and the
         clients subscribed to it on this replica."""
         sid = request.path_params["session_id"]
-        snapshot = await self.services.sessions.snapshot(admin, sid)  # NOT_FOUND when missing or deleted
+        limit = _int_param(request, "messageLimit", 200, 1, MAX_MESSAGES_PER_PAGE)
+        snapshot = await self.services.sessions.snapshot(admin, sid, limit)  # NOT_FOUND when missing or deleted
         async with self.services.db.read() as s:
             row = await repo.get_session(s, sid)
             if row is None:
@@ -285,8 +287,10 @@ OPENAPI: dict[str, Any] = {
             _q("cursor", {"type": "string"}, "nextCursor of the previous page"),
         ]),
         "/admin/api/sessions/{session_id}": _op(
-            "Snapshot, owner, lease, event log bounds and the clients subscribed on the answering replica",
-            path_id=True),
+            "Snapshot, owner, lease, event log bounds and the clients subscribed on the answering replica", [
+                _q("messageLimit", {"type": "integer", "minimum": 1, "maximum": MAX_MESSAGES_PER_PAGE, "default": 200},
+                   "the newest messages to include (older ones: message.list)"),
+            ], path_id=True),
         "/admin/api/sessions/{session_id}/events": _op("The retained event log, oldest first", [
             _q("after", {"type": "integer", "minimum": 0, "default": 0}, "events with a greater seq"),
             _q("limit", {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100}, "page size"),

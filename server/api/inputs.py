@@ -83,6 +83,14 @@ class SwitchContext(SessionRef):
 EventId = Field(default=None, max_length=18, pattern=r"^\d{1,18}$")
 
 
+MAX_MESSAGES_PER_PAGE = 500  # messages one session.get or message.list returns
+
+
+class SessionGet(SessionRef):
+    # The newest messages only: a long history is read further back with message.list (messagesBefore).
+    message_limit: int = Field(default=200, ge=1, le=MAX_MESSAGES_PER_PAGE)
+
+
 class SessionEvents(SessionRef):
     last_event_id: str | None = EventId
 
@@ -108,7 +116,7 @@ class CreateLink(StrictInput):
 
 class MessageList(SessionRef):
     before: int | None = Field(default=None, ge=1, le=2**31 - 1)
-    limit: int = Field(default=100, ge=1, le=500)
+    limit: int = Field(default=100, ge=1, le=MAX_MESSAGES_PER_PAGE)
 
 
 class Enqueue(SessionRef, Idempotent):

@@ -39,9 +39,9 @@ def register(router: Router) -> None:
     async def list_(ctx: Context, inp: inputs.SessionList) -> Any:
         return await ctx.services.sessions.list(ctx.require_user(), inp.limit, inp.cursor, inp.search)
 
-    @router.query("session.get", inputs.SessionRef)
-    async def get(ctx: Context, inp: inputs.SessionRef) -> Any:
-        return await ctx.services.sessions.snapshot(ctx.require_user(), inp.session_id)
+    @router.query("session.get", inputs.SessionGet)
+    async def get(ctx: Context, inp: inputs.SessionGet) -> Any:
+        return await ctx.services.sessions.snapshot(ctx.require_user(), inp.session_id, inp.message_limit)
 
     @router.mutation("session.update", inputs.SessionUpdate)
     async def update(ctx: Context, inp: inputs.SessionUpdate) -> Any:

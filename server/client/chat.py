@@ -93,6 +93,17 @@ class ChatClient:
     async def get_session(self, session_id: str) -> SessionSnapshot:
         return SessionSnapshot.model_validate(await self.trpc.query("session.get", {"sessionId": session_id}))
 
+    async def list_messages(self, session_id: str, before: int | None = None,
+                            limit: int = 100) -> tuple[list[Message], int | None]:
+        """A page of the history, oldest first, ending before ordinal ``before`` (``get_session``'s
+        ``messages_before`` for the messages older than the snapshot's), and the ``before`` of the page
+        preceding it (``None`` at the start of the history)."""
+        args: dict[str, Any] = {"sessionId": session_id, "limit": limit}
+        if before is not None:
+            args["before"] = before
+        page = await self.trpc.query("message.list", args)
+        return [Message.model_validate(m) for m in page["items"]], page["nextCursor"]
+
     async def create_session(self, **fields: Any) -> Session:
         """``session.create``; keyword names in either style (``busy_policy`` or ``busyPolicy``)."""
         from pydantic.alias_generators import to_camel

@@ -126,7 +126,10 @@ class QueuedMessage(WireModel):
 
 class SessionSnapshot(WireModel):
     session: Session
+    # The newest messages (``session.get``'s ``messageLimit``) in history order.
     messages: list[Message]
+    # ``message.list``'s ``before`` for the messages older than these; ``None`` when there are none.
+    messages_before: int | None = None
     queue: list[QueuedMessage]
     run: dict[str, Any] | None
     last_event_id: str

@@ -165,7 +165,7 @@ class SessionService:
         return {"items": [{**repo.session_wire(r).wire(), "queueLength": lengths.get(r.id, 0)} for r in page],
                 "nextCursor": next_cursor, "feedEventId": str(position)}
 
-    async def snapshot(self, user: User, session_id: str) -> wire.SessionSnapshot:
+    async def snapshot(self, user: User, session_id: str, message_limit: int = 200) -> wire.SessionSnapshot:
         """Everything read in one transaction, at REPEATABLE READ on PostgreSQL (SQLite's WAL read transaction is
         a snapshot already): read separately, a run that ended between two reads showed up as "no run" next to
         a message still ``streaming``."""
@@ -175,12 +175,15 @@ class SessionService:
             row = await repo.get_session(s, session_id)
             if row is None or not can_read(user, row):
                 raise RpcError("NOT_FOUND", "Session not found")
-            messages = await repo.list_messages(s, session_id)
+            messages = await repo.list_messages(s, session_id, limit=message_limit + 1)
             queue = await repo.queue_rows(s, session_id)
             run = await self._run_snapshot(s, row)
+        older = len(messages) > message_limit
+        messages = messages[1:] if older else messages
         return wire.SessionSnapshot(
             session=repo.session_wire(row),
             messages=[repo.message_wire(m) for m in messages],
+            messages_before=messages[0].ordinal if older else None,
             queue=[repo.queued_wire(q) for q in queue],
             run=run,
             last_event_id=str(row.last_seq),

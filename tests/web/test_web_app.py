@@ -111,6 +111,18 @@ def test_two_sessions_in_two_tabs_stay_apart(web_server: WebServer, browser: Dri
     assert len(answers(api, s2)) == 1
 
 
+def test_a_long_chat_opens_at_its_end_and_reads_back(web_server: WebServer, browser: Driver) -> None:
+    api = web_server.api("alice")
+    sid = api.mutate("session.create", {"title": "long"})["id"]
+    notes = [f"note {i}" for i in range(450)]
+    for i in range(0, len(notes), 64):
+        api.mutate("message.addInstructions", {"sessionId": sid, "instructions": notes[i:i + 64], "respond": False})
+    seen = browser.run("long_history", token=web_server.tokens["alice"], sessionId=sid)
+    no_problems(seen)
+    assert seen["first"] == notes[250:]  # session.get's newest page
+    assert seen["clicks"] == 2 and seen["all"] == notes  # two pages of message.list, each message once
+
+
 def test_approval_on_one_device_shows_on_the_other(web_server: WebServer, browser: Driver) -> None:
     api = web_server.api("alice")
     sid = api.mutate("session.create", {"tools": [{"name": "calculator", "executor": "server",

@@ -1,7 +1,7 @@
 import { useStore } from "@nanostores/preact";
 import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import { memo } from "preact/compat";
-import { $messages, $streaming } from "../stores/conversation";
+import { $hasEarlier, $messages, $streaming, loadEarlier } from "../stores/conversation";
 import type { Message } from "../lib/chatsync";
 import { MessageItem } from "./MessageItem";
 
@@ -32,6 +32,12 @@ const Page = memo(({ messages }: { messages: readonly Message[] }) => (
 export function MessageLog() {
   const messages = useStore($messages);
   const streaming = useStore($streaming);
+  const hasEarlier = useStore($hasEarlier);
+  const [loading, setLoading] = useState(false);
+  const earlier = () => {
+    setLoading(true);
+    loadEarlier().catch(() => undefined).finally(() => setLoading(false));
+  };
   const ref = useRef<HTMLDivElement>(null);
   const atEnd = useRef(true);
   const [shown, setShown] = useState(FIRST);
@@ -67,6 +73,11 @@ export function MessageLog() {
     <div ref={ref} class="log" role="log" aria-label="Conversation" aria-busy={streaming ? "true" : "false"}
          tabIndex={0} onScroll={onScroll}>
       <div class="log-content">
+        {hasEarlier && from === 0 && (
+          <button type="button" class="earlier" onClick={earlier} disabled={loading} aria-busy={loading}>
+            Load earlier messages
+          </button>
+        )}
         {messages.length === 0 && <p class="empty">No messages yet. Say something below.</p>}
         {pages.map((p) => <Page key={p.start} messages={p.messages} />)}
       </div>

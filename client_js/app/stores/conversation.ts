@@ -22,6 +22,8 @@ export interface ToolCallState {
 export const $sessionId = atom<string | null>(null);
 export const $session = atom<Session | null>(null);
 export const $messages = atom<readonly Message[]>([]);
+/** A long history is loaded from its end: older messages exist that `loadEarlier` reads. */
+export const $hasEarlier = atom(false);
 export const $queue = atom<readonly QueueItem[]>([]);
 export const $run = atom<RunView | null>(null);
 export const $loadState = atom<"idle" | "loading" | "ready" | "missing" | "error">("idle");
@@ -84,6 +86,11 @@ export function current(): OpenSession {
   return open;
 }
 
+/** Reads the page of messages before the oldest one shown. */
+export function loadEarlier(): Promise<boolean> {
+  return open ? open.loadEarlier() : Promise.resolve(false);
+}
+
 /** Shows a session: replaces whatever was open. */
 export function openSession(sessionId: string): void {
   if ($sessionId.get() === sessionId && open) return;
@@ -97,6 +104,7 @@ export function openSession(sessionId: string): void {
   stop = [
     s.session.subscribe((v) => $session.set(v)),
     s.messages.subscribe((v) => $messages.set(v)),
+    s.hasEarlier.subscribe((v) => $hasEarlier.set(v)),
     s.queue.subscribe((v) => $queue.set(v)),
     s.run.subscribe((v) => $run.set(v)),
     s.decisions.subscribe((v) => $decisions.set(v)),
@@ -118,6 +126,7 @@ export function close(): void {
   $sessionId.set(null);
   $session.set(null);
   $messages.set([]);
+  $hasEarlier.set(false);
   $queue.set([]);
   $run.set(null);
   $decisions.set({});

@@ -19,26 +19,50 @@ export interface StreamState {
 }
 
 export interface MessagesState {
-  /** History order, as `session.get` returns it. */
+  /** History order: `session.get`'s newest messages, after the earlier pages this client loaded. */
   list: Message[];
   streams: Record<string, StreamState>;
+  /** `message.list`'s `before` for the messages older than `list`; `null` when `list` starts the history. */
+  before: number | null;
 }
 
-export const emptyMessages: MessagesState = Object.freeze({ list: [], streams: {} }) as MessagesState;
+export const emptyMessages: MessagesState = Object.freeze({ list: [], streams: {}, before: null }) as MessagesState;
 
-/** The state after `session.get`: a streaming message takes the run's partial text, which may be newer. */
-export function messagesFromSnapshot(messages: Message[], run: RunState | null): MessagesState {
+/**
+ * The state after `session.get`: a streaming message takes the run's partial text, which may be newer. Earlier
+ * pages `previous` had loaded stay in front: a history only grows at its end, so the messages before the
+ * snapshot's first one are still the same.
+ */
+export function messagesFromSnapshot(
+  messages: Message[],
+  run: RunState | null,
+  before: number | null = null,
+  previous?: MessagesState,
+): MessagesState {
   let list = messages;
+  const first = messages[0];
+  const kept = first && previous ? previous.list.findIndex((m) => m.id === first.id) : -1;
+  if (kept > 0) {
+    list = [...previous!.list.slice(0, kept), ...messages];
+    before = previous!.before;
+  }
   const streams: Record<string, StreamState> = {};
   for (const m of messages) {
     if (m.status === "streaming") streams[m.id] = { length: cpLength(m.content), held: [] };
   }
   const live = run?.streaming;
   if (live) {
-    list = messages.map((m) => (m.id === live.messageId ? { ...m, content: live.text } : m));
+    list = list.map((m) => (m.id === live.messageId ? { ...m, content: live.text } : m));
     streams[live.messageId] = { length: cpLength(live.text), held: [] };
   }
-  return { list, streams };
+  return { list, streams, before };
+}
+
+/** A page of `message.list` read with `before`: its messages go in front; `nextCursor` is the new `before`. */
+export function withEarlier(state: MessagesState, items: Message[], nextCursor: number | null): MessagesState {
+  const known = new Set(state.list.map((m) => m.id));
+  const older = items.filter((m) => !known.has(m.id));
+  return { ...state, list: [...older, ...state.list], before: nextCursor };
 }
 
 function indexOf(state: MessagesState, id: string): number {
@@ -61,10 +85,10 @@ export function putMessage(state: MessagesState, msg: Message): MessagesState {
   const held = streams[msg.id]?.held ?? [];
   if (msg.status === "streaming") {
     streams[msg.id] = { length: cpLength(msg.content), held: [] };
-    return drain({ list, streams }, msg.id, held);
+    return drain({ ...state, list, streams }, msg.id, held);
   }
   delete streams[msg.id];
-  return { list, streams };
+  return { ...state, list, streams };
 }
 
 function drain(state: MessagesState, id: string, extra: HeldDelta[]): MessagesState {
@@ -74,7 +98,7 @@ function drain(state: MessagesState, id: string, extra: HeldDelta[]): MessagesSt
   const msg = state.list[i]!;
   const { text, length, held } = assemble(msg.content, stream.length, stream.held, extra);
   const list = text === msg.content ? state.list : replaceAt(state.list, i, { ...msg, content: text });
-  return { list, streams: { ...state.streams, [id]: { length, held } } };
+  return { ...state, list, streams: { ...state.streams, [id]: { length, held } } };
 }
 
 function applyDelta(state: MessagesState, e: TextDeltaEvent): MessagesState {
@@ -83,14 +107,14 @@ function applyDelta(state: MessagesState, e: TextDeltaEvent): MessagesState {
   if (i < 0) {
     // Not created yet as far as we know: keep it for when it is.
     const old = state.streams[e.messageId] ?? { length: 0, held: [] };
-    return { list: state.list, streams: { ...state.streams, [e.messageId]: { length: old.length, held: [...old.held, d] } } };
+    return { ...state, streams: { ...state.streams, [e.messageId]: { length: old.length, held: [...old.held, d] } } };
   }
   const msg = state.list[i]!;
   const stream = state.streams[e.messageId];
   if (msg.status !== "streaming" || !stream) return state; // completed: its final text is authoritative
   if (d.offset + cpLength(d.delta) <= stream.length) return state; // a repeat
   if (d.offset > stream.length) {
-    return { list: state.list, streams: { ...state.streams, [e.messageId]: { ...stream, held: [...stream.held, d] } } };
+    return { ...state, streams: { ...state.streams, [e.messageId]: { ...stream, held: [...stream.held, d] } } };
   }
   return drain(state, e.messageId, [d]);
 }
@@ -104,6 +128,7 @@ export function applyStreamEvent(state: MessagesState, e: StreamEvent): Messages
     if (!msg || msg.status !== "streaming") return state;
     const stream = state.streams[e.messageId] ?? { length: 0, held: [] };
     const replaced: MessagesState = {
+      ...state,
       list: msg.content === e.text ? state.list : replaceAt(state.list, i, { ...msg, content: e.text }),
       streams: { ...state.streams, [e.messageId]: { length: cpLength(e.text), held: [] } },
     };

@@ -53,7 +53,7 @@ export function fromSnapshot(snap: SessionState, previous?: SessionSyncState): S
     sessionId: snap.session.id,
     lastSeq: Number(snap.lastEventId),
     session: snap.session,
-    messages: messagesFromSnapshot(snap.messages, snap.run),
+    messages: messagesFromSnapshot(snap.messages, snap.run, snap.messagesBefore, previous?.messages),
     queue: queueFromSnapshot(snap.queue, previous?.queue),
     run,
     // What this client saw answered stays; `session.get` adds answers given while it was away.

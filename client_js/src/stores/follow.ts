@@ -13,6 +13,7 @@ import type { Unsubscribable } from "@trpc/server/observable";
 import type { Connection, LinkState } from "../connection.js";
 import { errorCode, type Requests } from "../requests.js";
 import type { SessionEvent, SessionEventItem, SessionState } from "../router.gen.js";
+import { withEarlier } from "../reducers/messages.js";
 import { applyTracked, fromSnapshot, type SessionSyncState } from "../reducers/session.js";
 
 /** Where following stands: `live` once the copy is in sync; `deleted` / `closed` / `error` are final. */
@@ -32,6 +33,11 @@ export interface SessionFollower {
    * resync replaces the state without events. Returns a function that removes the listener.
    */
   onEvent(listener: EventListener): () => void;
+  /**
+   * Read the page of messages before the oldest one loaded (`message.list`, `limit` of them) and put it in
+   * front. Resolves `false` when the history was loaded from its start already; one read at a time.
+   */
+  loadEarlier(limit?: number): Promise<boolean>;
   /** Change the local state (optimistic items, own decisions); ignored before the first load. */
   update(fn: (s: SessionSyncState) => SessionSyncState): void;
   close(): void;
@@ -191,6 +197,27 @@ export function followSession(
     );
   }
 
+  let earlier: Promise<boolean> | null = null;
+  function loadEarlier(limit = 200): Promise<boolean> {
+    const before = $state.get()?.messages.before;
+    if (earlier) return earlier;
+    if (before == null) return Promise.resolve(false);
+    earlier = requests
+      .query("message.list", { sessionId, before, limit })
+      .then((page) => {
+        const now = $state.get();
+        // A resync in between brought a state of its own; its `before` says where its pages start.
+        if (now && now.messages.before === before) {
+          commit({ ...now, messages: withEarlier(now.messages, page.items, page.nextCursor) });
+        }
+        return true;
+      })
+      .finally(() => {
+        earlier = null;
+      });
+    return earlier;
+  }
+
   void load();
   return {
     sessionId,
@@ -207,6 +234,7 @@ export function followSession(
       listeners.add(listener);
       return () => listeners.delete(listener);
     },
+    loadEarlier,
     update,
     close() {
       closed = true;

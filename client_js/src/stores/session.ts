@@ -28,8 +28,11 @@ export interface OpenSession {
   readonly id: string;
   /** The session (title, status, provider, model, queuePaused, usage...); `null` until loaded. */
   readonly session: ReadableAtom<Session | null>;
-  /** The history, streaming answers included (their text grows as it arrives). */
+  /** The history, streaming answers included (their text grows as it arrives): the newest messages of a
+   * long history, and the earlier ones `loadEarlier` read. */
   readonly messages: ReadableAtom<Message[]>;
+  /** Whether messages older than the loaded ones exist (`loadEarlier` reads them). */
+  readonly hasEarlier: ReadableAtom<boolean>;
   /** The queue in server order, then this client's `pending` items. */
   readonly queue: ReadableAtom<QueueItem[]>;
   /** The run in progress: status, pending tool calls and approvals, decisions and who made them. */
@@ -46,6 +49,8 @@ export interface OpenSession {
   readonly state: ReadableAtom<SessionSyncState | null>;
   /** Resolves once the first `session.get` is applied (rejects if it fails for good). */
   readonly ready: Promise<void>;
+  /** Read the next page of older messages into `messages`; `false` when the history is loaded from its start. */
+  loadEarlier(limit?: number): Promise<boolean>;
   /** Called after each event of the stream is applied (for announcements, sounds...); returns an unsubscribe. */
   onEvent(listener: EventListener): () => void;
   /** How many times the local copy was thrown away and read again. */
@@ -93,6 +98,8 @@ export function openSession(
     id: sessionId,
     session: computed(follower.state, (s) => s?.session ?? null),
     messages: messagesStore(follower),
+    hasEarlier: computed(follower.state, (s) => s != null && s.messages.before != null),
+    loadEarlier: follower.loadEarlier,
     queue: queueStore(follower),
     run: runStore(follower),
     decisions: decisionsStore(follower),

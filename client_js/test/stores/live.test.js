@@ -137,6 +137,35 @@ describe('against a real server', { skip: skipReason }, () => {
     open.close();
   });
 
+  test('a long history loads from its end; loadEarlier reads older pages to the start; a resync keeps them', T, async () => {
+    const c = client({ WebSocket: WebSocketImpl });
+    const s = await c.createSession({ title: 'long history' });
+    const notes = Array.from({ length: 450 }, (_, i) => `note ${i}`);
+    for (let i = 0; i < notes.length; i += 64) {
+      await c.trpc.message.addInstructions.mutate({ sessionId: s.id, instructions: notes.slice(i, i + 64), respond: false });
+    }
+    const open = c.openSession(s.id);
+    await open.ready;
+    const contents = () => open.messages.get().map((m) => m.content);
+    assert.deepEqual(contents(), notes.slice(250));
+    assert.equal(open.hasEarlier.get(), true);
+
+    const twice = [open.loadEarlier(), open.loadEarlier()]; // one read at a time: the second call shares it
+    assert.deepEqual(await Promise.all(twice), [true, true]);
+    assert.deepEqual(contents(), notes.slice(50));
+    assert.equal(await open.loadEarlier(), true);
+    assert.deepEqual(contents(), notes);
+    assert.equal(open.hasEarlier.get(), false);
+    assert.equal(await open.loadEarlier(), false);
+
+    await open.resync(); // the newest page again; the pages read before it stay in front
+    assert.deepEqual(contents(), notes);
+    await c.trpc.message.addInstructions.mutate({ sessionId: s.id, instructions: 'one more', respond: false });
+    await until(() => contents().length === 451, 'the new message');
+    assert.equal(contents().at(-1), 'one more');
+    open.close();
+  });
+
   test('a write whose socket dies right after it was sent is retried with the same clientRequestId, once applied', T, async () => {
     const rec = gatedWebSocket();
     const c = client({ WebSocket: rec.WebSocket, reconnectDelayMs: () => 0 });
