@@ -22,6 +22,8 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql import Executable
 
+from .sqlite_inline import share_loop
+
 _NAMED = object()
 MAX_PREPARED = 64  # a guard: the statements that come here are a handful of constants
 
@@ -95,6 +97,7 @@ class PreparedConnection:
     async def execute(self, statement: Executable,
                       params: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None) -> PreparedResult:
         prepared = self._prepared(statement)
+        await share_loop()
         if isinstance(params, Sequence):
             self._cursor.executemany(prepared.sql, [prepared.args(p) for p in params])
         else:

@@ -14,6 +14,11 @@ What that costs, and how it is contained:
   loop; so connections opened for a running server turn that off and :class:`Checkpointer` does the work from
   a worker thread once a second (``PRAGMA wal_checkpoint(PASSIVE)``: it never waits for, nor blocks, the
   writer or the readers).
+* A long transaction (a megabyte of messages in one write) is many calls back to back, none of which would
+  otherwise give the loop back until it commits: every other connection of the process would wait for it.
+  :func:`share_loop` lets the loop run other work between two calls once the calls have held it for
+  ``SHARE_AFTER_S``, so the loop is never held for longer than that plus one call. Other writers still wait
+  for the commit (one writer at a time), but reads, pings and every byte in flight go on.
 * A call must never *wait* on the loop. The busy timeout is therefore 0: a lock held by another process
   (``chatsync users create`` while the server runs) fails the statement with SQLITE_BUSY at once, and we
   retry it after an ``asyncio.sleep`` with backoff, for up to ``BUSY_TIMEOUT_S``. Retrying is safe: a
@@ -26,14 +31,40 @@ import asyncio
 import contextlib
 import logging
 import sqlite3
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
 log = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_S = 10.0
+SHARE_AFTER_S = 0.002
 _FIRST_BACKOFF_S = 0.002
 _MAX_BACKOFF_S = 0.1
+
+
+_stretch_start = 0.0  # when the current run of back-to-back SQLite calls began
+_turn_pending = False  # a marker is waiting for the loop's next turn: no other work has run since
+
+
+def _loop_turned() -> None:
+    global _turn_pending
+    _turn_pending = False
+
+
+async def share_loop() -> None:
+    """Called before each SQLite call made on the loop. Calls that follow each other without the loop turning
+    (one transaction's statements) form a stretch; once a stretch is older than ``SHARE_AFTER_S``, yield
+    once. A marker scheduled on the loop says whether it turned since the stretch began, so a short
+    transaction costs one ``call_soon`` and never yields."""
+    global _stretch_start, _turn_pending
+    if _turn_pending:
+        if time.perf_counter() - _stretch_start <= SHARE_AFTER_S:
+            return
+        await asyncio.sleep(0)
+    _stretch_start = time.perf_counter()
+    _turn_pending = True
+    asyncio.get_running_loop().call_soon(_loop_turned)
 
 
 def _is_busy(error: sqlite3.OperationalError) -> bool:
@@ -44,6 +75,7 @@ def _is_busy(error: sqlite3.OperationalError) -> bool:
 
 
 async def _retry_busy(fn: Callable[..., Any], *args: Any) -> Any:
+    await share_loop()
     try:
         return fn(*args)
     except sqlite3.OperationalError as error:

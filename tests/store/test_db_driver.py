@@ -142,3 +142,35 @@ async def test_sqlite_without_the_server_lifecycle_keeps_automatic_checkpoints(t
             assert (await s.execute(text("PRAGMA wal_autocheckpoint"))).scalar_one() == 1000
     finally:
         await db.close()
+
+
+_MANY_USERS = text("INSERT INTO users (id, name, role, created_at) VALUES (:id, :name, 'user', '2026-01-01')")
+
+
+@WRITERS
+async def test_a_long_sqlite_transaction_lets_the_loop_run_between_statements(tmp_path, writer):
+    """Statements run on the loop, but a transaction of thousands of them (a megabyte of messages) gives the
+    loop back every few milliseconds: other connections' work goes on before it commits."""
+    async with Database(f"sqlite+aiosqlite:///{tmp_path / 'long.db'}") as db:
+        await migrate.upgrade(db)
+        turns = 0
+
+        async def spinner() -> None:
+            nonlocal turns
+            while True:
+                await asyncio.sleep(0)
+                turns += 1
+
+        spin = asyncio.create_task(spinner())
+        await asyncio.sleep(0)
+        try:
+            async with getattr(db, writer)() as s:
+                before = turns
+                for i in range(3000):
+                    await s.execute(_MANY_USERS, {"id": f"u{i}", "name": f"user {i} " + "x" * 200})
+                during = turns - before
+        finally:
+            spin.cancel()
+        assert during > 0
+        async with db.read() as s:
+            assert (await s.execute(text("SELECT count(*) FROM users"))).scalar_one() == 3000
