@@ -10,7 +10,7 @@ from server.services import feed
 
 
 async def take(sub, n: int) -> list[tuple[str | None, dict[str, Any]]]:
-    return [await sub.next(10) for _ in range(n)]
+    return [await sub.next(30) for _ in range(n)]  # generous: a loaded CI host reconnects slowly
 
 
 async def test_changes_reach_the_other_device_in_order(md):
