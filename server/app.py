@@ -17,14 +17,15 @@ import orjson
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
 from .admin.api import AdminApi
 from .api import build_router
 from .pubsub import Bus, create_bus
-from .rpc.http import HttpTransport, bearer_token
+from .protocol.errors import RpcError
+from .rpc.http import HttpTransport, bearer_token, plain_error_response
 from .rpc.limits import RateLimiter
 from .rpc.ws import WsConnection
 from .services.auth import AuthService, LinkError
@@ -261,9 +262,8 @@ async def _small_body(request: Request, limit: int) -> bytes:
     return body
 
 
-def _auth_error(message: str) -> JSONResponse:
-    return JSONResponse({"error": {"code": "BAD_REQUEST", "message": message}}, status_code=400,
-                        headers={"cache-control": "no-store"})
+def _auth_error(message: str) -> Response:
+    return plain_error_response(RpcError("BAD_REQUEST", message), headers={"cache-control": "no-store"})
 
 
 class _KeepRawSend:

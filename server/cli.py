@@ -27,7 +27,7 @@ def serve(settings: Settings, host: str | None, port: int | None) -> None:
     config = uvicorn_config(app, settings, host or settings.host, settings.port if port is None else port)
     # What is loaded by now (modules, SQLAlchemy's mappers, pydantic's validators) lives as long as the
     # process: take it out of the cyclic collector's view, so a full collection walks only what came after.
-    # With it, one took ~60 ms: a pause every streaming client would feel.
+    # With it, a full collection is a pause every streaming client would feel (docs/performance.md).
     gc.collect()
     gc.freeze()
     ChatsyncServer(config).run()

@@ -27,7 +27,7 @@ from starlette.routing import Route
 from ..api.inputs import MAX_MESSAGES_PER_PAGE
 from ..domain.models import SessionStatus
 from ..protocol.errors import RpcError, to_rpc_error
-from ..rpc.http import bearer_token
+from ..rpc.http import bearer_token, plain_error_response
 from ..services.sessions import decode_cursor, encode_cursor
 from ..store import repo
 from ..store.models import User
@@ -46,10 +46,6 @@ class _Json(Response):
 
     def render(self, content: Any) -> bytes:
         return orjson.dumps(content)
-
-
-def _error(err: RpcError) -> Response:
-    return _Json({"error": {"code": err.code, "message": err.message}}, status_code=err.http_status)
 
 
 def _ms(ts: datetime | None) -> int | None:
@@ -93,16 +89,16 @@ class AdminApi:
     def _guard(self, handler: Any) -> Any:
         async def endpoint(request: Request) -> Response:
             if self.state.get("services") is None:
-                return _Json({"error": {"code": "SERVICE_UNAVAILABLE", "message": "Starting"}}, status_code=503)
+                return plain_error_response(RpcError("SERVICE_UNAVAILABLE", "Starting"))
             try:
                 user = await self.services.auth.authenticate(bearer_token(request))
                 if user is None:
-                    return _error(RpcError("UNAUTHORIZED", "Missing or invalid token"))
+                    return plain_error_response(RpcError("UNAUTHORIZED", "Missing or invalid token"))
                 if user.role != "admin":
-                    return _error(RpcError("FORBIDDEN", "Admins only"))
+                    return plain_error_response(RpcError("FORBIDDEN", "Admins only"))
                 return _Json(await handler(request, user))
             except Exception as exc:  # a database failure too: a typed error, never a plain-text 500
-                return _error(to_rpc_error(exc))
+                return plain_error_response(to_rpc_error(exc))
         return endpoint
 
     # --- JSON ---------------------------------------------------------------------------------------------

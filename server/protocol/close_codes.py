@@ -23,7 +23,3 @@ TOKEN_REVOKED = 4503
 """The token this connection signed in with was revoked (or its user deleted): sign in again."""
 AUTH_TIMEOUT = 4504
 """No token arrived within CHATSYNC_AUTH_TIMEOUT_SECONDS of opening the socket."""
-
-
-def should_reconnect(code: int) -> bool:
-    return RECONNECT_MIN <= code <= RECONNECT_MAX or code in (1001, 1006, 1011, 1012, 1013)

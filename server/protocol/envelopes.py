@@ -28,9 +28,6 @@ def connection_error(err: RpcError) -> str:
     return '{"id":null,"error":' + dumps(error_shape(err)) + "}"
 
 
-RECONNECT_NOTIFICATION = '{"id":null,"method":"reconnect"}'
-
-
 def check_ws_request(msg: Any) -> str | None:
     """Return why ``msg`` is not a valid tRPC request, or None (mirrors tRPC's ``parseTRPCMessage``)."""
     if not isinstance(msg, dict):

@@ -100,9 +100,8 @@ class TransportOutbox(Outbox):
 
     A frame goes to the socket with one ``os.write`` when nothing is buffered before it; the transport takes
     the rest of a partial write (and everything while it holds anything, so frames stay in order), and it
-    alone writes to a TLS connection. Measured on loopback, this saves ~0.85 µs per frame against
-    ``transport.write`` under uvloop (9.5 vs 10.4 µs, ``docs/performance.md``), and fan-out is a write per
-    subscriber per event.
+    alone writes to a TLS connection. This costs less per frame than ``transport.write`` under uvloop
+    (measured in ``docs/performance.md``), and fan-out is a write per subscriber per event.
     """
 
     __slots__ = ("_proto", "_transport", "_fd", "_limit", "_on_overflow", "closed")

@@ -1,7 +1,7 @@
 """The queue's statements on SQLite: compiled by SQLAlchemy once, run straight on a ``sqlite3`` connection.
 
-A Core ``execute`` costs ~150-250 µs of CPU in SQLAlchemy (execution context, parameter and result
-processing, the async adaptation's greenlet switches) around a SQLite call that takes ~10 µs, and a queue
+A Core ``execute`` costs many times more CPU in SQLAlchemy (execution context, parameter and result
+processing, the async adaptation's greenlet switches) than the SQLite call it wraps, and a queue
 enqueue — the busiest write this server makes — runs five statements. :class:`Prepared` keeps what
 SQLAlchemy would work out on every call — the SQL text for the dialect, the positional parameter order, each
 parameter's bind processor (so timestamps and JSON are stored exactly as SQLAlchemy stores them) — and

@@ -1,9 +1,9 @@
 """SQLite calls made on the event loop itself, behind the driver interface SQLAlchemy's aiosqlite dialect uses.
 
 aiosqlite hands every call (open a cursor, execute, fetch, close, commit) to a worker thread and waits for
-the answer: about 50 µs of CPU and two context switches per call on our 2-core machines, while the
-call itself — a local file in WAL mode with ``synchronous=NORMAL``, so no fsync on commit — takes a few
-microseconds. A queue enqueue makes ~45 such calls. Here each call runs inline instead.
+the answer: CPU and two context switches per call that cost many times the call itself — a local file in
+WAL mode with ``synchronous=NORMAL``, so no fsync on commit (``docs/performance.md`` has the figures). A
+queue enqueue makes dozens of such calls. Here each call runs inline instead.
 
 What that costs, and how it is contained:
 

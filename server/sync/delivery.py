@@ -272,9 +272,9 @@ def fan_out(deliveries: tuple[Delivery, ...], events: Sequence[EventEnvelope]) -
 
     The common cases — durable events with consecutive seqs that every subscriber is waiting for next, or
     one stream delta for subscribers that are live — are decided here for all deliveries first, then
-    written in one batch (``rpc.outbox.send_event_many``: at 1000 subscribers a delivery is ~1 µs of Python
-    and ~10 µs of kernel, and keeping the two apart is a measurable share of the whole; events committed
-    together go to each connection in one write). A delivery in any other state (catching up, holding a
+    written in one batch (``rpc.outbox.send_event_many``: with a thousand subscribers, a delivery's own
+    Python is small beside its system call, and keeping the two apart is a measurable share of the whole,
+    see ``docs/performance.md``; events committed together go to each connection in one write). A delivery in any other state (catching up, holding a
     gap, finished, or without an :class:`EventSink`) goes through ``on_event``, which holds the full rules;
     deliveries are independent, so the order between them does not matter.
     """
