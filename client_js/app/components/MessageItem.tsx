@@ -3,6 +3,7 @@ import { useStore } from "@nanostores/preact";
 import { $previews, previewsOf } from "../stores/conversation";
 import type { Message } from "../lib/chatsync";
 import { Markdown } from "./Markdown";
+import { MessageAttachments } from "./MessageAttachments";
 import { ToolCard } from "./ToolCard";
 
 /** Calls of the message still streaming: their cards appear with tool-call-start, before the message completes. */
@@ -23,7 +24,8 @@ export const MessageItem = memo(function MessageItem({ m }: { m: Message }) {
     return (
       <div class="msg msg-user" data-role="user" data-message-id={m.id}>
         <span class="sr-only">You: </span>
-        <p class="plain">{m.content}</p>
+        {m.content && <p class="plain">{m.content}</p>}
+        <MessageAttachments list={m.attachments} />
       </div>
     );
   }

@@ -2,6 +2,7 @@ import { useState } from "preact/hooks";
 import type { QueueItem as Item } from "../lib/chatsync";
 import { editQueued, moveQueued, removeQueued, sendQueuedNow } from "../stores/actions";
 import { act } from "../stores/call";
+import { attachmentCount } from "./MessageAttachments";
 
 export const PREVIEW_CHARS = 50;
 
@@ -26,6 +27,8 @@ export function QueueItem({ item, index, count, onDragStart, onDrop }: Props) {
   const [over, setOver] = useState(false);
   // Typed here and not yet confirmed by the server: shown at once, but there is nothing to act on yet.
   const pending = !!item.pending;
+  const attached = item.attachments ?? [];
+  const names = attached.map((a) => String(a.name ?? a.path ?? "file")).join(", ");
   const save = () => {
     const text = draft.trim();
     setEditing(false);
@@ -48,6 +51,7 @@ export function QueueItem({ item, index, count, onDragStart, onDrop }: Props) {
       ) : (
         <>
           <span class="queue-text" title={item.content}>{preview(item.content)}</span>
+          {attached.length > 0 && <span class="queue-attachments" title={names}>{attachmentCount(attached.length)}</span>}
           <span class="queue-actions">
             <button type="button" disabled={pending}
                     onClick={() => { setDraft(item.content); setEditing(true); }}>Edit</button>

@@ -3,11 +3,11 @@
 // events, not these calls' replies, update what every device shows.
 import { $run, current } from "./conversation";
 import { announce } from "./announcer";
-import { errorCode, type BusyPolicy } from "../lib/chatsync";
+import { errorCode, type BusyPolicy, type UploadedFile } from "../lib/chatsync";
 
 /** Sends what was typed: an idle session answers it at once; a busy one queues or steers it (its policy). */
-export async function send(content: string): Promise<void> {
-  const res = await current().send(content);
+export async function send(content: string, attachments: readonly UploadedFile[] = []): Promise<void> {
+  const res = await current().send(content, attachments.length ? { attachments } : {});
   if (res.status === "queued") announce("Message queued");
   else if (res.status === "steered") announce("Message sent into the current answer");
 }
