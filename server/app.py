@@ -29,6 +29,8 @@ from .rpc.limits import RateLimiter
 from .rpc.ws import WsConnection
 from .services.auth import AuthService, LinkError
 from .engine import MemoryStreamBuffer, Orchestrator
+from .files import Files, create_storage
+from .files.http import file_routes
 from .services.queue import QueueService
 from .services.runs import RunAwareSessionService, RunService
 from .services.sessions import SessionService
@@ -63,6 +65,7 @@ class Services:
     orchestrator: Orchestrator
     runs: RunService
     titles: TitleService
+    files: Files
     devices: revocation.DeviceConnections
     limiter: RateLimiter
     connections: set[WsConnection] = field(default_factory=set)
@@ -86,6 +89,7 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
         await devices.start()
         stack.push_async_callback(devices.stop)
         uow = UnitOfWork(db, bus, settings.event_retention)
+        files = await stack.enter_async_context(Files(db, create_storage(settings, db), settings))
         tools = ToolRegistry()
         register_builtins(tools)
         # Entered after the bus and the database, so it is closed (runs written down) before them.
@@ -112,6 +116,7 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
             orchestrator=orchestrator,
             runs=runs,
             titles=orchestrator.titles,
+            files=files,
         )
 
 
@@ -223,6 +228,7 @@ def create_app(settings: Settings, *, announce_owner_token: bool = True) -> Star
         WebSocketRoute("/trpc", ws_endpoint),
         Route("/trpc/{path:path}", http_endpoint, methods=["GET", "POST", "HEAD"]),
         Route("/auth/link", link_endpoint, methods=["POST"]),
+        *file_routes(lambda: state["services"]),
         Route("/healthz", healthz),
         Route("/readyz", readyz),
     ]
