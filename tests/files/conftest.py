@@ -44,3 +44,8 @@ async def stored_nothing(live: Any) -> bool:
         files = (await s.execute(select(func.count()).select_from(StoredFile))).scalar_one()
         blobs = (await s.execute(select(func.count()).select_from(FileBlob))).scalar_one()
     return files == 0 and blobs == 0 and await services.files.storage.is_empty()
+
+
+async def user_id(live: Any, name: str) -> str:
+    principal = await live.services.auth.identify(live.tokens[name])
+    return principal.user.id
