@@ -623,6 +623,14 @@ export const scenarios = {
         return Buffer.concat(parts).toString();
       }) };
 
+      // A file dropped beside the message box is refused (the browser would otherwise open it in the app's place).
+      const dropBeside = await log(d1.page).evaluate((el) => {
+        const data = new DataTransfer();
+        data.items.add(new File(["x"], "beside.txt", { type: "text/plain" }));
+        const ev = new DragEvent("drop", { dataTransfer: data, bubbles: true, cancelable: true });
+        return { refused: !el.dispatchEvent(ev), chips: document.querySelectorAll(".chip").length };
+      });
+
       // axe with chips in the composer and files in the history.
       await pickFiles(d1.page, [{ name: "more.txt", mimeType: "text/plain", buffer: Buffer.from("more") }]);
       await readyChip(d1.page, "more.txt");
@@ -641,7 +649,7 @@ export const scenarios = {
       // Expected in the browser's log: the refused upload's 413, and the revoked URL this probe loaded.
       const unexpected = problems().filter((p, i) => !/status of 413/.test(p)
                                                      && !(i >= known && /ERR_FILE_NOT_FOUND/.test(p)));
-      return { picked, refusal, blockedAnnouncement, boxWhileBlocked, kept, saved, notes, axe,
+      return { picked, refusal, blockedAnnouncement, boxWhileBlocked, kept, saved, notes, axe, dropBeside,
                blobUrl: { before, after }, problems: unexpected };
     });
   },

@@ -160,8 +160,8 @@ function isUploaded(a: AttachmentInput): a is UploadedFile {
 /** What the server is sent: `{fileId}` for an uploaded file (nothing else of it), path references as given. */
 export function wireAttachments(list: readonly AttachmentInput[]): WireAttachment[] {
   return list.map((a) => {
-    if (isUploaded(a)) return { fileId: a.id } as unknown as WireAttachment;
-    if ("fileId" in a) return { fileId: a.fileId } as unknown as WireAttachment;
+    if (isUploaded(a)) return { fileId: a.id };
+    if ("fileId" in a) return { fileId: a.fileId };
     return a;
   });
 }

@@ -7,6 +7,7 @@ chip that saves it. The server, read by the test's own client, is the judge of w
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from conftest import MAX_FILE_BYTES, Driver, WebServer
 
@@ -16,10 +17,10 @@ def test_files_picked_pasted_dropped_queued_and_shown_on_both_devices(web_server
     api = web_server.api("alice")
     sid = api.mutate("session.create", {"title": "files"})["id"]
 
-    def attached(items: list[dict]) -> list[tuple[str, str]]:
+    def attached(items: list[dict[str, Any]]) -> list[tuple[str, str]]:
         return [(a["name"], a["mediaType"]) for a in items]
 
-    def check(label: str, data: dict) -> None:
+    def check(label: str, data: dict[str, Any]) -> None:
         if label == "queued":
             queue = api.query("message.getQueuedMessages", {"sessionId": sid})
             assert [q["content"] for q in queue] == ["what do these say"] == data["texts"]
@@ -51,5 +52,6 @@ def test_files_picked_pasted_dropped_queued_and_shown_on_both_devices(web_server
     assert seen["boxWhileBlocked"] == "not while a file is refused"
     assert seen["saved"] == {"name": "notes.txt", "text": seen["notes"]}
     assert seen["axe"] == []
+    assert seen["dropBeside"] == {"refused": True, "chips": 0}
     assert seen["blobUrl"] == {"before": "alive", "after": "revoked"}
     assert (tmp_path / "composer.png").stat().st_size > 0 and (tmp_path / "history.png").stat().st_size > 0

@@ -1,5 +1,5 @@
 import { useStore } from "@nanostores/preact";
-import { useRef, useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import { $busy, $session } from "../stores/conversation";
 import { send } from "../stores/actions";
 import { addFiles, restore, takeReady } from "../stores/attachments";
@@ -24,6 +24,20 @@ export function Composer() {
   const [dropping, setDropping] = useState(false);
   const box = useRef<HTMLTextAreaElement>(null);
   const picker = useRef<HTMLInputElement>(null);
+  useEffect(() => {
+    // A file dropped beside the box would make the browser open it in place of the app (and drop the draft).
+    const refuse = (e: DragEvent) => {
+      if (!hasFiles(e) || (e.target as Element | null)?.closest?.(".composer")) return;
+      e.preventDefault();
+      if (e.dataTransfer) e.dataTransfer.dropEffect = "none";
+    };
+    window.addEventListener("dragover", refuse);
+    window.addEventListener("drop", refuse);
+    return () => {
+      window.removeEventListener("dragover", refuse);
+      window.removeEventListener("drop", refuse);
+    };
+  }, []);
   const submit = () => {
     const content = text;
     const files = takeReady();
