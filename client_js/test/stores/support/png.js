@@ -11,13 +11,15 @@ function chunk(type, data) {
   return out;
 }
 
-export function png(width = 8, height = 8, [r, g, b] = [200, 60, 20]) {
+/** `colour` is one `[r, g, b]` for every pixel, or a function `(x, y) => [r, g, b]`. */
+export function png(width = 8, height = 8, colour = [200, 60, 20]) {
+  const at = typeof colour === 'function' ? colour : () => colour;
   const header = Buffer.alloc(13);
   header.writeUInt32BE(width, 0);
   header.writeUInt32BE(height, 4);
   header.set([8, 2, 0, 0, 0], 8); // 8-bit RGB, no interlace
-  const row = Buffer.concat([Buffer.from([0]), Buffer.from(Array.from({ length: width }, () => [r, g, b]).flat())]);
-  const raw = Buffer.concat(Array.from({ length: height }, () => row));
+  const row = (y) => Buffer.from([0, ...Array.from({ length: width }, (_, x) => at(x, y)).flat()]);
+  const raw = Buffer.concat(Array.from({ length: height }, (_, y) => row(y)));
   return Buffer.concat([
     Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
     chunk('IHDR', header),
