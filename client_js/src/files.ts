@@ -79,8 +79,9 @@ export interface Files {
   /**
    * Upload a `File` or `Blob` (its name: the `File`'s, else `options.name`, else `file`). Rejects with a
    * {@link FileRequestError}: `PAYLOAD_TOO_LARGE` (413, with the server's message) past a limit,
-   * `UNAUTHORIZED` (401) for a refused token. Identical bytes are stored once, so a retry after a dropped
-   * connection adds nothing.
+   * `UNAUTHORIZED` (401) for a refused token. An upload that got no answer is sent again: one cut off midway
+   * left nothing on the server, and one whose answer was lost left a file no message uses, which the server
+   * collects (identical bytes are stored once per user either way).
    */
   upload(file: Blob, options?: FileRequestOptions & { name?: string }): Promise<UploadedFile>;
   /** The bytes of an uploaded file of this user (`NOT_FOUND` for anyone else's). */

@@ -4,6 +4,7 @@
 // applied once) and updateQueued.
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
+import net from 'node:net';
 import { after, describe, test } from 'node:test';
 import WebSocketImpl from 'ws';
 import { until } from './support/fake-server.js';
@@ -33,6 +34,43 @@ after(async () => {
 });
 
 const sha256 = (bytes) => createHash('sha256').update(bytes).digest('hex');
+
+/** A TCP proxy to the server that drops its first connection once `cutAfter` bytes of it went upstream. */
+async function cuttingProxy(cutAfter) {
+  const target = new URL(URL_);
+  const stats = { connections: 0, cut: 0 };
+  const sockets = new Set();
+  const server = net.createServer((inbound) => {
+    const first = stats.connections++ === 0;
+    const outbound = net.connect(Number(target.port), target.hostname);
+    sockets.add(inbound).add(outbound);
+    let sent = 0;
+    inbound.on('data', (chunk) => {
+      sent += chunk.length;
+      if (first && sent > cutAfter && !inbound.destroyed) {
+        stats.cut += 1;
+        inbound.destroy();
+        outbound.destroy();
+        return;
+      }
+      outbound.write(chunk);
+    });
+    outbound.pipe(inbound);
+    for (const [a, b] of [[inbound, outbound], [outbound, inbound]]) {
+      a.on('error', () => b.destroy());
+      a.on('close', () => { sockets.delete(a); b.destroy(); });
+    }
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    url: `http://127.0.0.1:${server.address().port}`,
+    stats,
+    close: () => {
+      sockets.forEach((s) => s.destroy());
+      return new Promise((r) => server.close(r));
+    },
+  };
+}
 const shown = (f) => ({ fileId: f.id, name: f.name, mediaType: f.mediaType, size: f.size });
 
 describe('files against a real server', { skip: skipReason }, () => {
@@ -72,6 +110,22 @@ describe('files against a real server', { skip: skipReason }, () => {
     const missing = await c.files.download('no-such-file').then(() => null, (e) => e);
     assert.ok(missing instanceof lib.FileRequestError);
     assert.equal(missing.code, 'NOT_FOUND');
+  });
+
+  test('an upload cut off midway is sent again and arrives whole', T, async () => {
+    const p = await cuttingProxy(64 * 1024);
+    try {
+      const c = client({ url: p.url });
+      const bytes = Buffer.alloc(400_000, 7);
+      const up = await c.files.upload(new Blob([bytes]), { name: 'sevens.bin' });
+      assert.equal(p.stats.cut, 1, 'the first attempt was cut');
+      assert.ok(p.stats.connections >= 2);
+      assert.equal(up.size, bytes.length);
+      assert.equal(up.sha256, sha256(bytes));
+      assert.ok(Buffer.from(await (await client().files.download(up.id)).arrayBuffer()).equals(bytes));
+    } finally {
+      await p.close();
+    }
   });
 
   test('send with an uploaded file: the user message carries it as name, type and size', T, async () => {
@@ -134,6 +188,17 @@ describe('files against a real server', { skip: skipReason }, () => {
     }
     open.close();
     other.close();
+  });
+
+  test('attachments: only {fileId} goes over the wire; messages show the uploaded files, typed', () => {
+    const up = { id: 'f1', name: 'a.png', mediaType: 'image/png', size: 3, sha256: 'x' };
+    assert.deepEqual(lib.wireAttachments([up, { fileId: 'f2', name: 'b.txt' }, { path: '/tmp/c.txt' }]),
+      [{ fileId: 'f1' }, { fileId: 'f2' }, { path: '/tmp/c.txt' }]);
+    assert.deepEqual(lib.shownAttachments([up]), [{ fileId: 'f1', name: 'a.png', mediaType: 'image/png', size: 3 }]);
+    assert.deepEqual(lib.fileAttachments([{ path: '/tmp/c.txt' }, { fileId: 'f1', name: 'a.png', mediaType: 'image/png', size: 3 },
+                                          { fileId: 'f3' }, { fileId: 7 }]),
+      [{ fileId: 'f1', name: 'a.png', mediaType: 'image/png', size: 3 },
+       { fileId: 'f3', name: 'file', mediaType: 'application/octet-stream', size: 0 }]);
   });
 
   test('sizes read as people read them', () => {
