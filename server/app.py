@@ -94,7 +94,7 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
         register_builtins(tools)
         # Entered after the bus and the database, so it is closed (runs written down) before them.
         orchestrator = await stack.enter_async_context(
-            Orchestrator(settings, db, uow, bus, tools, MemoryStreamBuffer()))
+            Orchestrator(settings, db, uow, bus, tools, MemoryStreamBuffer(), files=files))
         runs = RunService(uow, orchestrator, max_content_chars=settings.max_content_chars,
                           max_queue_length=settings.max_queue_length)
         sessions = RunAwareSessionService(db, uow, runs=runs, titles=orchestrator.titles)

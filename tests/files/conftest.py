@@ -9,6 +9,13 @@ import httpx
 import pytest
 
 
+@pytest.fixture(autouse=True)
+def _files_in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Servers started without a files setting keep files under the test's own directory (with PostgreSQL
+    the default would be the working directory)."""
+    monkeypatch.setenv("CHATSYNC_FILES_URL", str(tmp_path / "files"))
+
+
 @pytest.fixture(params=["directory", "database"])
 def files_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """Each test using this runs with the directory backend and with the database backend."""

@@ -83,6 +83,13 @@ async def test_queued_attachments_go_with_the_auto_sent_message(files_server: An
             if event["type"] == "message-created" and event["message"]["role"] == "user":
                 assert event["message"]["attachments"] == [_shown(f), _shown(g)]
                 break
+        while True:  # the model got the bytes (the echo model names what it received)
+            _id, event = await events.next()
+            if event["type"] == "message-completed" and event["message"]["role"] == "assistant":
+                answer = event["message"]["content"]
+                break
+        assert f"[received shot.png: image/png, {len(PNG)} bytes]" in answer
+        assert "[received b.txt: text/plain, 11 bytes]" in answer
         snapshot = await c.query("session.get", {"sessionId": sid})
         assert snapshot["queue"] == []
         sent = next(m for m in snapshot["messages"] if m["role"] == "user")
