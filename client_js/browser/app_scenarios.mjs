@@ -612,6 +612,21 @@ export const scenarios = {
         await d2.page.screenshot({ path: `${shots}/history.png` });
       }
 
+      // A file the model is not given (not text, image or PDF): the answer says so on both devices.
+      await pickFiles(d1.page, [{ name: "data.bin", mimeType: "application/octet-stream",
+                                  buffer: Buffer.from([0, 159, 146, 150, 255, 1, 2, 3]) }]);
+      await readyChip(d1.page, "data.bin");
+      await messageBox(d1.page).fill("and this one");
+      await messageBox(d1.page).press("Enter");
+      const noticesByAnswer = (p) => log(p).locator("[data-role=assistant]")
+        .evaluateAll((els) => els.map((e) => [...e.querySelectorAll(".msg-notice")].map((n) => n.textContent)));
+      for (const p of [d1.page, d2.page]) {
+        await until(() => noticesByAnswer(p), (n) => n.length === 3 && n[2].length > 0, { what: "the notice" });
+        await waitIdle(p);
+      }
+      const notices = [await noticesByAnswer(d1.page), await noticesByAnswer(d2.page)];
+      const answers = [await assistantTexts(d1.page), await assistantTexts(d2.page)];
+
       // A file that is not an image is a chip: a click saves it under its name.
       const [download] = await Promise.all([
         d2.page.waitForEvent("download"),
@@ -649,7 +664,7 @@ export const scenarios = {
       // Expected in the browser's log: the refused upload's 413, and the revoked URL this probe loaded.
       const unexpected = problems().filter((p, i) => !/status of 413/.test(p)
                                                      && !(i >= known && /ERR_FILE_NOT_FOUND/.test(p)));
-      return { picked, refusal, blockedAnnouncement, boxWhileBlocked, kept, saved, notes, axe, dropBeside,
+      return { picked, refusal, blockedAnnouncement, boxWhileBlocked, kept, saved, notes, axe, dropBeside, notices, answers,
                blobUrl: { before, after }, problems: unexpected };
     });
   },

@@ -94,6 +94,15 @@ def web_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebServer]:
         yield WebServer(url=served.url, tokens=served.tokens, log=served.log, proc=served.proc)
 
 
+def answers(api: Api, session_id: str) -> list[dict[str, Any]]:
+    return [m for m in api.messages(session_id) if m["role"] == "assistant"]
+
+
+def texts(messages: list[dict[str, Any]]) -> list[str]:
+    """Answers as a reader sees them in the page: whitespace collapsed (the scenarios send plain words)."""
+    return [" ".join(m["content"].split()) for m in messages]
+
+
 Checkpoint = Callable[[str, Any], Any]
 
 

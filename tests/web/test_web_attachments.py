@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from conftest import MAX_FILE_BYTES, Driver, WebServer
+from conftest import MAX_FILE_BYTES, Driver, WebServer, answers, texts
 
 
 def test_files_picked_pasted_dropped_queued_and_shown_on_both_devices(web_server: WebServer, browser: Driver,
@@ -53,5 +53,14 @@ def test_files_picked_pasted_dropped_queued_and_shown_on_both_devices(web_server
     assert seen["saved"] == {"name": "notes.txt", "text": seen["notes"]}
     assert seen["axe"] == []
     assert seen["dropBeside"] == {"refused": True, "chips": 0}
+    # The echo model names what it received: both files of the queued message, whole.
+    users = [m for m in api.messages(sid) if m["role"] == "user"]
+    received = " ".join(f"[received {a['name']}: {a['mediaType']}, {a['size']} bytes]" for a in users[1]["attachments"])
+    assert seen["answers"][0] == seen["answers"][1] == texts(answers(api, sid))
+    assert received in seen["answers"][0][1]
+    # It is given nothing of data.bin (not text, an image or a PDF): both devices say so under that answer only.
+    assert seen["notices"][0] == seen["notices"][1]
+    assert seen["notices"][0][:2] == [[], []] and len(seen["notices"][0][2]) == 1
+    assert seen["notices"][0][2][0].startswith("data.bin was not given to the model")
     assert seen["blobUrl"] == {"before": "alive", "after": "revoked"}
     assert (tmp_path / "composer.png").stat().st_size > 0 and (tmp_path / "history.png").stat().st_size > 0

@@ -1,6 +1,6 @@
 import { memo } from "preact/compat";
 import { useStore } from "@nanostores/preact";
-import { $previews, previewsOf } from "../stores/conversation";
+import { $notices, $previews, previewsOf } from "../stores/conversation";
 import type { Message } from "../lib/chatsync";
 import { Markdown } from "./Markdown";
 import { MessageAttachments } from "./MessageAttachments";
@@ -10,6 +10,13 @@ import { ToolCard } from "./ToolCard";
 function StreamingToolCalls({ messageId }: { messageId: string }) {
   useStore($previews);
   return <>{previewsOf(messageId).map((id) => <ToolCard key={id} callId={id} />)}</>;
+}
+
+/** Files the model was given only as a placeholder for this answer, and why. */
+function Notices({ messageId }: { messageId: string }) {
+  const notices = useStore($notices)[messageId];
+  if (!notices?.length) return null;
+  return <>{notices.map((text) => <p class="msg-notice" key={text}>{text}</p>)}</>;
 }
 
 const ENDINGS: Record<string, string> = { interrupted: "Stopped", error: "Failed" };
@@ -38,6 +45,7 @@ export const MessageItem = memo(function MessageItem({ m }: { m: Message }) {
       {streaming ? <StreamingToolCalls messageId={m.id} />
                  : m.toolCalls?.map((c) => <ToolCard key={c.id} callId={c.id} />)}
       {ENDINGS[m.status] && <p class="msg-ending">{ENDINGS[m.status]}</p>}
+      <Notices messageId={m.id} />
     </div>
   );
 });
