@@ -22,7 +22,7 @@ import io
 import threading
 import warnings
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -194,6 +194,9 @@ def fit_image(data: bytes, media_type: str, limits: Limits) -> tuple[str, bytes]
 def _fit_image(data: bytes, media_type: str, limits: Limits) -> tuple[str, bytes] | None:
     from PIL import Image, ImageOps
 
+    # Bicubic with antialiasing: indistinguishable from Lanczos at these reductions, about 1.5x faster on a 12 MP
+    # photo; `reducing_gap` first box-reduces large factors (an 8000 px scan to 2000 px) by whole steps.
+    resample = Image.Resampling.BICUBIC
     accepted = media_type in limits.image_types
     try:
         with warnings.catch_warnings():
@@ -216,7 +219,7 @@ def _fit_image(data: bytes, media_type: str, limits: Limits) -> tuple[str, bytes
             scale = min(1.0, limits.max_side / max(img.size))
             if scale < 1.0:
                 img = img.resize((max(1, round(img.width * scale)), max(1, round(img.height * scale))),
-                                 Image.Resampling.LANCZOS)
+                                 resample, reducing_gap=2.0)
             if not accepted or animated:
                 media_type = "image/png" if _has_alpha(img) else "image/jpeg"
             encoded = _encode(img, media_type)
@@ -225,8 +228,7 @@ def _fit_image(data: bytes, media_type: str, limits: Limits) -> tuple[str, bytes
                 if media_type != "image/jpeg":
                     media_type = "image/jpeg"
                 else:
-                    img = img.resize((max(1, img.width * 3 // 4), max(1, img.height * 3 // 4)),
-                                     Image.Resampling.LANCZOS)
+                    img = img.resize((max(1, img.width * 3 // 4), max(1, img.height * 3 // 4)), resample)
                 encoded = _encode(img, media_type)
             return media_type, encoded
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError, EOFError):
@@ -262,24 +264,42 @@ def _encode(img: object, media_type: str) -> bytes:
 # --------------------------------------------------------------------------------------------- PDFs and text
 
 
-@dataclass(frozen=True)
-class PdfFacts:
-    pages: int | None  # None: not readable (damaged, encrypted)
-    text: str
-
-
-def pdf_facts(data: bytes) -> PdfFacts:
-    """Page count and extracted text (cut at ``MAX_TEXT_CHARS``) of a PDF; cached by digest."""
-    key = ("pdf", _digest(data))
+def pdf_pages(data: bytes) -> int | None:
+    """How many pages the PDF has; ``None`` when it cannot be read (damaged, encrypted). Cached by digest."""
+    key = ("pdf-pages", _digest(data))
     hit = _cache.get(key)
-    if hit is not None:
-        return hit  # type: ignore[return-value]
-    facts = _pdf_facts(data)
-    _cache.put(key, facts, len(facts.text) + 64)
-    return facts
+    if hit is None:
+        hit = _read_pdf(data, lambda reader: len(reader.pages))
+        _cache.put(key, hit, 64)
+    return hit if isinstance(hit, int) and hit >= 0 else None
 
 
-def _pdf_facts(data: bytes) -> PdfFacts:
+def pdf_text(data: bytes) -> str:
+    """The PDF's text, page by page, cut after ``MAX_TEXT_CHARS`` ("" when there is none). Cached by digest."""
+    key = ("pdf-text", _digest(data))
+    hit = _cache.get(key)
+    if hit is None:
+        hit = _read_pdf(data, _extract_text)
+        hit = hit if isinstance(hit, str) else ""
+        _cache.put(key, hit, len(hit) + 64)
+    return hit  # type: ignore[return-value]
+
+
+def _extract_text(reader: object) -> str:
+    chunks: list[str] = []
+    total = 0
+    for number, page in enumerate(reader.pages, start=1):  # type: ignore[attr-defined]
+        if total > MAX_TEXT_CHARS or number > MAX_PDF_PAGES_TO_READ:
+            break
+        text = (page.extract_text() or "").strip()
+        if text:
+            chunks.append(f"[Page {number}]\n{text}")
+            total += len(text)
+    return "\n\n".join(chunks)
+
+
+def _read_pdf(data: bytes, use: Callable[[object], object]) -> object:
+    """``use(reader)`` on the PDF, or -1 when it cannot be read."""
     import logging
 
     from pypdf import PdfReader
@@ -291,20 +311,10 @@ def _pdf_facts(data: bytes) -> PdfFacts:
             warnings.simplefilter("ignore")
             reader = PdfReader(io.BytesIO(data))
             if reader.is_encrypted and not reader.decrypt(""):
-                return PdfFacts(None, "")
-            pages = len(reader.pages)
-            chunks: list[str] = []
-            total = 0
-            for number, page in enumerate(reader.pages, start=1):
-                if total > MAX_TEXT_CHARS or number > MAX_PDF_PAGES_TO_READ:
-                    break
-                text = (page.extract_text() or "").strip()
-                if text:
-                    chunks.append(f"[Page {number}]\n{text}")
-                    total += len(text)
-            return PdfFacts(pages, "\n\n".join(chunks))
+                return -1
+            return use(reader)
     except (PyPdfError, OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
-        return PdfFacts(None, "")
+        return -1
 
 
 def decode_text(data: bytes) -> str | None:
@@ -359,13 +369,13 @@ def _render(att: Attachment, limits: Limits, inputs: ModelInputs, budget: int) -
             return [TextPart(placeholder(name, OVER_BUDGET))], 0
         return [TextPart(label(name)), BinaryPart("image", name, fitted[0], fitted[1])], len(fitted[1])
     if kind == "pdf":
-        facts = pdf_facts(att.data)
-        if inputs.documents and facts.pages is not None and 0 < facts.pages <= limits.max_pdf_pages \
-                and len(att.data) <= budget:
+        if inputs.documents and limits.max_pdf_pages and len(att.data) <= budget \
+                and 0 < (pdf_pages(att.data) or 0) <= limits.max_pdf_pages:
             return [TextPart(label(name)), BinaryPart("document", name, "application/pdf", att.data)], len(att.data)
-        if not facts.text:
+        text = pdf_text(att.data)
+        if not text:
             return [TextPart(placeholder(name, NO_PDF_TEXT))], 0
-        return [TextPart(file_block(name, facts.text, "(the text of this PDF)"))], 0
+        return [TextPart(file_block(name, text, "(the text of this PDF)"))], 0
     if kind == "text":
         text = decode_text(att.data)
         if text is not None:
