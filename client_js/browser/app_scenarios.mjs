@@ -625,6 +625,7 @@ export const scenarios = {
         await waitIdle(p);
       }
       const notices = [await noticesByAnswer(d1.page), await noticesByAnswer(d2.page)];
+      if (shots) await log(d1.page).locator("[data-role=assistant]").last().screenshot({ path: `${shots}/notice.png` });
       const answers = [await assistantTexts(d1.page), await assistantTexts(d2.page)];
 
       // A file that is not an image is a chip: a click saves it under its name.
