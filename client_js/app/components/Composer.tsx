@@ -70,7 +70,10 @@ export function Composer() {
   return (
     <form class={dropping ? "composer dropping" : "composer"} onSubmit={(e) => { e.preventDefault(); submit(); }}
           onDragOver={(e) => { if (hasFiles(e)) { e.preventDefault(); setDropping(true); } }}
-          onDragLeave={(e) => { if (e.currentTarget === e.target) setDropping(false); }}
+          onDragLeave={(e) => {
+            // Leaving the form itself, not moving from one of its children to another.
+            if (!e.currentTarget.contains(e.relatedTarget as Node | null)) setDropping(false);
+          }}
           onDrop={(e) => {
             if (!e.dataTransfer?.files.length) return;
             e.preventDefault();
