@@ -186,7 +186,7 @@ def fit_image(data: bytes, media_type: str, limits: Limits) -> tuple[str, bytes]
     if hit is not None:
         return hit  # type: ignore[return-value]
     fitted = _fit_image(data, media_type, limits)
-    if fitted is not None:
+    if fitted is not None and fitted[1] is not data:  # an image sent as it is costs only a header read
         _cache.put(key, fitted, len(fitted[1]))
     return fitted
 
