@@ -214,6 +214,19 @@ def test_formats_a_target_does_not_take_are_re_encoded():
     assert decoded_size(part["data"]) == (30, 20)
 
 
+def test_an_animated_gif_goes_as_its_first_frame_where_only_still_images_are_taken():
+    frames = [Image.new("RGB", (24, 16), color) for color in ((255, 0, 0), (0, 0, 255))]
+    gif = io.BytesIO()
+    frames[0].save(gif, "GIF", save_all=True, append_images=frames[1:], duration=100, loop=0)
+    request = three_files("gpt-4o", image_file(gif.getvalue(), "blink.gif", "image/gif"))
+    url = to_openai_request(request)["messages"][-1]["content"][1]["image_url"]["url"]
+    media_type = url[len("data:"):url.index(";")]
+    assert media_type in ("image/png", "image/jpeg")  # OpenAI takes non-animated GIFs only [AT1]
+    still = Image.open(io.BytesIO(data_url_bytes(url, media_type)))
+    assert not getattr(still, "is_animated", False) and still.size == (24, 16)
+    assert still.convert("RGB").getpixel((5, 5))[0] > 200  # the first (red) frame
+
+
 def test_newest_files_keep_their_place_when_the_request_budget_is_used():
     photo = noisy_jpeg(2000, 2000)  # each over 2 MB once fitted for Anthropic; the budget is 20 MB
     messages = tuple(
