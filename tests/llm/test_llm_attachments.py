@@ -307,7 +307,7 @@ def test_missing_unreadable_unsupported_and_long_files_become_text():
         "(text, images and PDFs are).]",
     ]
     assert f"[Cut: the first {MAX_TEXT_CHARS:,} of {MAX_TEXT_CHARS + 10:,} characters.]" in content
-    assert "blob.txt was not sent" in content
+    assert "[Attached file blob.txt was not sent: it is not UTF-8 text.]" in content
 
 
 def test_attachments_only_message_has_no_empty_text():

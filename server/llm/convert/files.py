@@ -116,6 +116,7 @@ UNREADABLE_IMAGE = "it could not be read as an image."
 UNSUPPORTED = "is not one the model is given (text, images and PDFs are)."
 OVER_BUDGET = "the request's size limit for files is used by newer attachments."
 NO_PDF_TEXT = "the PDF has no text that could be extracted."
+NOT_UTF8 = "it is not UTF-8 text."
 
 
 def kind_of(att: Attachment) -> Kind:
@@ -378,8 +379,9 @@ def _render(att: Attachment, limits: Limits, inputs: ModelInputs, budget: int) -
         return [TextPart(file_block(name, text, "(the text of this PDF)"))], 0
     if kind == "text":
         text = decode_text(att.data)
-        if text is not None:
-            return [TextPart(file_block(name, text))], 0
+        if text is None:
+            return [TextPart(placeholder(name, NOT_UTF8))], 0
+        return [TextPart(file_block(name, text))], 0
     return [TextPart(placeholder(name, f"its type ({att.media_type}) {UNSUPPORTED}"))], 0
 
 
