@@ -554,7 +554,8 @@ export const scenarios = {
   /** Files picked, pasted and dropped on device 1, one removed, one refused; sent while the model answers so
    * they wait in the queue with their message on both devices; then thumbnails and chips on both. */
   async attachments({ browser, url, token, sessionId, maxFileBytes, shots, checkpoint }) {
-    return devices(browser, url, [{ token }, { token }], async ([d1, d2], problems) => {
+    // Device 2 in dark colours, so axe checks the files on messages and the notices in both schemes.
+    return devices(browser, url, [{ token }, { token, colorScheme: "dark" }], async ([d1, d2], problems) => {
       const path = `/s/${sessionId}`;
       await openApp(d1.page, path);
       await openApp(d2.page, path);
@@ -650,7 +651,7 @@ export const scenarios = {
       // axe with chips in the composer and files in the history.
       await pickFiles(d1.page, [{ name: "more.txt", mimeType: "text/plain", buffer: Buffer.from("more") }]);
       await readyChip(d1.page, "more.txt");
-      const axe = await axeScan(d1.page);
+      const axe = [...await axeScan(d1.page), ...await axeScan(d2.page)];
 
       // Leaving the chat revokes the thumbnail's blob: URL.
       const src = await log(d1.page).locator(".attachments img").getAttribute("src");
