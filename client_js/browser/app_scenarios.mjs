@@ -444,6 +444,12 @@ export const scenarios = {
         const navOverflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
         await nav.getByRole("link").first().click();
         const composerVisible = await messageBox(page).isVisible();
+        // A file with a long name: its chip is cut with an ellipsis, never wider than the screen.
+        const long = "quarterly-report-with-a-very-long-name-that-goes-on-and-on-2026-final.txt";
+        await pickFiles(page, [{ name: long, mimeType: "text/plain", buffer: Buffer.from("numbers") }]);
+        await readyChip(page, long);
+        const chipOverflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+        await page.getByRole("button", { name: `Remove ${long}` }).click();
         await messageBox(page).fill(words(200, "motion"));
         await messageBox(page).press("Enter");
         await waitStreaming(page);
@@ -453,7 +459,7 @@ export const scenarios = {
         });
         await page.getByRole("button", { name: "Stop" }).click();
         await waitIdle(page);
-        return { overflow, navHidden, navOverflow, composerVisible, animation, problems: problems() };
+        return { overflow, navHidden, navOverflow, composerVisible, chipOverflow, animation, problems: problems() };
       });
   },
 

@@ -187,7 +187,7 @@ def test_phone_sized_screen(web_server: WebServer, browser: Driver) -> None:
     api.mutate("message.send", {"sessionId": sid, "content": "a first message on a small screen"})
     seen = browser.run("phone", token=web_server.tokens["alice"], sessionId=sid)
     no_problems(seen)
-    assert seen["overflow"] <= 0 and seen["navOverflow"] <= 0
+    assert seen["overflow"] <= 0 and seen["navOverflow"] <= 0 and seen["chipOverflow"] <= 0
     assert seen["navHidden"] and seen["composerVisible"]
     assert seen["animation"] == "none"  # prefers-reduced-motion: the streaming cursor does not blink
 
