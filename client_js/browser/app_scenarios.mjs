@@ -565,8 +565,9 @@ export const scenarios = {
       const path = `/s/${sessionId}`;
       await openApp(d1.page, path);
       await openApp(d2.page, path);
-      // A long answer (400 words at 50 ms a word); the files are attached and the message typed during it.
-      await messageBox(d1.page).fill(words(400, "long"));
+      // A long answer (600 words at 50 ms a word: 30 s, with room to spare on a busy machine); the files are
+      // attached and the message typed during it.
+      await messageBox(d1.page).fill(words(600, "long"));
       await messageBox(d1.page).press("Enter");
       await waitStreaming(d1.page);
       const notes = "meeting notes\n".repeat(40);
