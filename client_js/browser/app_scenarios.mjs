@@ -677,4 +677,23 @@ export const scenarios = {
                blobUrl: { before, after }, problems: unexpected };
     });
   },
+
+  /** A queued message with two files: device 2 takes one off while editing; both devices show the rest. */
+  async queued_files_edit({ browser, url, token, sessionId, checkpoint }) {
+    return devices(browser, url, [{ token }, { token }], async ([d1, d2], problems) => {
+      await openApp(d1.page, `/s/${sessionId}`);
+      await openApp(d2.page, `/s/${sessionId}`);
+      const count = (p) => queueItem(p, 0).locator(".queue-attachments").textContent();
+      const counts = () => Promise.all([d1.page, d2.page].map(count));
+      await checkpoint("before", { counts: await counts() });
+      await queueItem(d2.page, 0).getByRole("button", { name: "Edit" }).click();
+      const files = d2.page.getByRole("list", { name: "Files of this message" });
+      const editing = await files.locator(".chip-name").allTextContents();
+      await files.getByRole("button", { name: "Remove notes.txt from the queued message" }).click();
+      await d2.page.getByRole("button", { name: "Save" }).click();
+      await until(counts, (c) => c.every((t) => t === "1 attachment"), { what: "one file left on both devices" });
+      await checkpoint("after", { counts: await counts() });
+      return { editing, problems: problems() };
+    });
+  },
 };

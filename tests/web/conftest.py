@@ -58,6 +58,17 @@ class Api:
         with urllib.request.urlopen(req, timeout=30) as res:
             return res.read()
 
+    def upload(self, name: str, data: bytes) -> dict[str, Any]:
+        """``POST /files`` with one part named ``file``: the stored file (id, name, mediaType, size, sha256)."""
+        boundary = "chatsync-test-boundary"
+        body = (f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{name}"\r\n'
+                f"Content-Type: application/octet-stream\r\n\r\n").encode() + data + f"\r\n--{boundary}--\r\n".encode()
+        req = urllib.request.Request(f"{self.url}/files", data=body, method="POST",
+                                     headers={"Content-Type": f"multipart/form-data; boundary={boundary}",
+                                              "Authorization": f"Bearer {self.token}"})
+        with urllib.request.urlopen(req, timeout=30) as res:
+            return json.loads(res.read())
+
     def messages(self, session_id: str) -> list[dict[str, Any]]:
         return self.query("session.get", {"sessionId": session_id})["messages"]
 

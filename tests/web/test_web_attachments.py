@@ -64,3 +64,26 @@ def test_files_picked_pasted_dropped_queued_and_shown_on_both_devices(web_server
     assert seen["notices"][0][2][0].startswith("data.bin was not given to the model")
     assert seen["blobUrl"] == {"before": "alive", "after": "revoked"}
     assert (tmp_path / "composer.png").stat().st_size > 0 and (tmp_path / "history.png").stat().st_size > 0
+
+
+def test_a_file_taken_off_a_queued_message_on_one_device_goes_on_both(web_server: WebServer,
+                                                                      browser: Driver) -> None:
+    api = web_server.api("alice")
+    sid = api.mutate("session.create", {"title": "queued files", "queuePaused": True})["id"]
+    notes = api.upload("notes.txt", b"meeting notes\n" * 20)
+    table = api.upload("table.csv", b"a,b\n1,2\n")
+    api.mutate("message.enqueueMessage", {"sessionId": sid, "content": "read both",
+                                          "attachments": [{"fileId": notes["id"]}, {"fileId": table["id"]}]})
+
+    def check(label: str, data: dict[str, Any]) -> None:
+        [queued] = api.query("message.getQueuedMessages", {"sessionId": sid})
+        names = [a["name"] for a in queued["attachments"]]
+        if label == "before":
+            assert names == ["notes.txt", "table.csv"] and data["counts"] == ["2 attachments", "2 attachments"]
+        elif label == "after":
+            assert names == ["table.csv"] and queued["content"] == "read both"
+            assert data["counts"] == ["1 attachment", "1 attachment"]
+
+    seen = browser.run("queued_files_edit", check, token=web_server.tokens["alice"], sessionId=sid)
+    assert seen["problems"] == [], seen["problems"]
+    assert seen["editing"] == ["notes.txt", "table.csv"]

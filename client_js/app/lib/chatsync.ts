@@ -6,7 +6,7 @@ export {
   createChatsyncClient, errorCode, fileAttachments, formatSize, TOKEN_REVOKED,
   type ChatsyncClient, type ConnectionState, type OpenSession, type SessionList, type SessionListItem,
   type Message, type QueueItem, type RunView, type Session, type Device, type Decision, type ToolCallPreview,
-  type SessionEvent, type FileAttachmentInfo, type UploadedFile,
+  type SessionEvent, type AttachmentInput, type FileAttachmentInfo, type UploadedFile,
 } from "../../src/index";
 
 export type BusyPolicy = Session["busyPolicy"];
