@@ -1,7 +1,8 @@
 """Where uploaded bytes live: one small interface, two backends, and the factory ``CHATSYNC_FILES_URL`` picks.
 
-A backend stores a blob's bytes under the blob's id. Writing goes through a :class:`BlobWriter`, which makes
-the bytes readable only on :meth:`BlobWriter.commit`; :meth:`FileStorage.delete` removes a blob's bytes,
+A backend stores a blob's bytes under the blob's id. Writing goes through a :class:`BlobWriter`; the bytes are
+whole once :meth:`BlobWriter.commit` returns (before that a backend may show part of them: the Files service
+reads only blobs it marked complete after the commit). :meth:`FileStorage.delete` removes a blob's bytes,
 committed or half-written, so an abandoned upload can always be cleaned up by its id.
 """
 from __future__ import annotations
@@ -44,7 +45,7 @@ class FileStorage(abc.ABC):
 
     @abc.abstractmethod
     def read(self, blob_id: str) -> AsyncIterator[bytes]:
-        """The committed bytes, in chunks of at most :data:`CHUNK_BYTES`; ``FileNotFoundError`` if none."""
+        """The bytes, in chunks of at most :data:`CHUNK_BYTES`; ``FileNotFoundError`` if there are none."""
 
     @abc.abstractmethod
     async def delete(self, blob_id: str) -> None:
