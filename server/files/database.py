@@ -23,6 +23,7 @@ _READ = (select(FileChunk.data)
          .order_by(FileChunk.seq))
 _DELETE = delete(FileChunk).where(FileChunk.blob_id == bindparam("bid"))
 _ANY = select(FileChunk.blob_id).limit(1)
+_IDS = select(FileChunk.blob_id).where(FileChunk.seq == 0)
 
 
 class DatabaseStorage(FileStorage):
@@ -49,6 +50,12 @@ class DatabaseStorage(FileStorage):
     async def delete(self, blob_id: str) -> None:
         async with self.db.write() as s:
             await s.execute(_DELETE, {"bid": blob_id})
+
+    async def stored_ids(self) -> AsyncIterator[str]:
+        async with self.db.read() as s:
+            ids = list((await s.execute(_IDS)).scalars())
+        for blob_id in ids:
+            yield blob_id
 
     async def is_empty(self) -> bool:
         async with self.db.read() as s:

@@ -40,6 +40,15 @@ class DirectoryStorage(FileStorage):
 
         await asyncio.to_thread(unlink)
 
+    async def stored_ids(self) -> AsyncIterator[str]:
+        def listing() -> list[str]:
+            if not self.root.exists():
+                return []
+            return [p.name for d in self.root.iterdir() if d.is_dir() for p in d.iterdir() if p.is_file()]
+
+        for blob_id in await asyncio.to_thread(listing):
+            yield blob_id
+
     async def is_empty(self) -> bool:
         return not any(p.is_file() for p in self.root.rglob("*")) if self.root.exists() else True
 

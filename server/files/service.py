@@ -206,10 +206,32 @@ class Files:
                 removed += 1
         return removed
 
+    async def collect_stray_bytes(self) -> int:
+        """Remove stored bytes no blob row names (their owner was deleted with ``chatsync users delete``, whose
+        cascade removes rows but cannot reach storage). Safe against uploads in progress: a blob's row is
+        written before any of its bytes, and removed only after them."""
+        removed = 0
+        batch: list[str] = []
+
+        async def sweep(ids: list[str]) -> int:
+            async with self.db.read() as s:
+                known = set((await s.execute(select(FileBlob.id).where(FileBlob.id.in_(ids)))).scalars())
+            for blob_id in ids:
+                if blob_id not in known:
+                    await self.storage.delete(blob_id)
+            return len(ids) - len(known)
+
+        async for blob_id in self.storage.stored_ids():
+            batch.append(blob_id)
+            if len(batch) == 500:
+                removed, batch = removed + await sweep(batch), []
+        return removed + (await sweep(batch) if batch else 0)
+
     async def _collect_forever(self) -> None:
         while not self._stop.is_set():
             try:
                 await self.collect()
+                await self.collect_stray_bytes()
             except Exception:
                 log.warning("collecting unreferenced files failed", exc_info=True)
             with suppress(TimeoutError):

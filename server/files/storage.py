@@ -52,6 +52,10 @@ class FileStorage(abc.ABC):
         """Remove the blob's bytes, committed or partly written; nothing happens if there are none."""
 
     @abc.abstractmethod
+    def stored_ids(self) -> AsyncIterator[str]:
+        """The id of every blob with bytes here, committed or not (for finding bytes no blob row names)."""
+
+    @abc.abstractmethod
     async def is_empty(self) -> bool:
         """True when no bytes of any blob are stored (for checks that nothing was left behind)."""
 

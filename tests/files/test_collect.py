@@ -90,3 +90,16 @@ async def test_deleting_a_session_removes_its_files(server_factory: Any, db_url:
     assert await _exists(live, shared)
     assert (await download(live, twin)).content == data  # its blob outlived the other name of it
     assert await _blobs(live) == 2
+
+
+async def test_a_deleted_users_bytes_are_removed(server_factory: Any, db_url: str, files_url: str) -> None:
+    live = await server_factory(db_url, files_url=files_url)
+    kept = await _up(live, "alice's")
+    for name in ("one", "two"):
+        assert (await upload(live, os.urandom(600_000), name, user="bob")).status_code == 200
+    await live.services.auth.delete_user("bob")  # rows go by cascade; storage is not the database's to clean
+    storage = live.services.files.storage
+    assert len([i async for i in storage.stored_ids()]) == 3
+    assert await live.services.files.collect_stray_bytes() == 2
+    assert len([i async for i in storage.stored_ids()]) == 1
+    assert await _exists(live, kept)
