@@ -47,6 +47,7 @@ def file_routes(services: Callable[[], Any]) -> list[Route]:
     async def upload(request: Request) -> Response:
         try:
             owner = await user_id(request)
+            services().limiter.take(owner)  # an upload is a mutation like any other
             files: Files = services().files
             async with files.upload(owner) as up:
                 return await _receive(request, up)
@@ -55,7 +56,8 @@ def file_routes(services: Callable[[], Any]) -> list[Route]:
         except RpcError as exc:
             if exc.code == "PAYLOAD_TOO_LARGE":
                 await _drain(request)
-            return error(exc.code, exc.message)
+            retry = {"retry-after": str(-(-exc.retry_after_ms // 1000))} if exc.retry_after_ms else None
+            return error(exc.code, exc.message, retry)
         except Exception as exc:
             err = to_rpc_error(exc)
             return error(err.code, err.message)

@@ -98,3 +98,13 @@ async def test_cut_off_upload_leaves_nothing(files_server: Any) -> None:
     writer.transport.abort()
     await _until(lambda: stored_nothing(files_server))
     reader.feed_eof()
+
+
+async def test_uploads_count_against_the_rate_limit(server_factory: Any, sqlite_url: str) -> None:
+    live = await server_factory(sqlite_url, rate_limit_per_second=0.001, rate_limit_burst=2)
+    assert (await upload(live, b"1", "a")).status_code == 200
+    assert (await upload(live, b"2", "b")).status_code == 200
+    third = await upload(live, b"3", "c")
+    assert third.status_code == 429 and third.json()["error"]["code"] == "TOO_MANY_REQUESTS"
+    assert int(third.headers["retry-after"]) > 0
+    assert (await upload(live, b"4", "d", user="bob")).status_code == 200  # per user
