@@ -199,7 +199,10 @@ class _Parts:
             return
         self._seen_file = self._in_file = True
         raw = params.get(b"filename")
-        self.filename = raw.decode("utf-8", "replace") if raw is not None else None
+        # Browsers (and httpx) send names as UTF-8 with '"', CR and LF escaped as %22, %0D, %0A (the HTML
+        # standard's multipart/form-data encoding).
+        self.filename = None if raw is None else raw.decode("utf-8", "replace") \
+            .replace("%22", '"').replace("%0D", "").replace("%0A", "")
 
     def _data(self, data: bytes, start: int, end: int) -> None:
         if self._in_file:

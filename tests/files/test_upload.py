@@ -87,3 +87,12 @@ async def test_identical_content_is_stored_once_per_user(files_server: Any) -> N
     async with files_server.services.db.read() as s:
         per_user = dict((await s.execute(select(FileBlob.user_id, func.count()).group_by(FileBlob.user_id))).all())
     assert sorted(per_user.values()) == [1, 1]  # alice's two files share a blob; bob has his own
+
+
+async def test_names_keep_their_characters(files_server: Any) -> None:
+    reply = await upload(files_server, b"x", "résumé 2026 \"final\".txt")
+    assert reply.json()["name"] == "résumé 2026 \"final\".txt"
+    got = await download(files_server, reply.json()["id"])
+    disposition = got.headers["content-disposition"]
+    assert "filename*=UTF-8''r%C3%A9sum%C3%A9%202026%20%22final%22.txt" in disposition
+    assert 'filename="r_sum_ 2026 _final_.txt"' in disposition
