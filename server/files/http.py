@@ -7,6 +7,7 @@ from typing import Any
 from urllib.parse import quote
 
 import orjson
+from python_multipart.exceptions import ParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
@@ -53,6 +54,8 @@ def file_routes(services: Callable[[], Any]) -> list[Route]:
                 return await _receive(request, up)
         except ClientDisconnect:
             return Response(status_code=400)  # nobody reads it; the upload was discarded on the way out
+        except ParseError as exc:
+            return error("BAD_REQUEST", f"The body is not valid multipart/form-data: {exc}")
         except RpcError as exc:
             if exc.code == "PAYLOAD_TOO_LARGE":
                 await _drain(request)

@@ -10,7 +10,7 @@ from sqlalchemy import func, select
 
 from server.store.models import FileBlob
 
-from conftest import download, upload, user_id
+from conftest import download, stored_nothing, upload, user_id
 
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + os.urandom(64)
 
@@ -96,3 +96,16 @@ async def test_names_keep_their_characters(files_server: Any) -> None:
     disposition = got.headers["content-disposition"]
     assert "filename*=UTF-8''r%C3%A9sum%C3%A9%202026%20%22final%22.txt" in disposition
     assert 'filename="r_sum_ 2026 _final_.txt"' in disposition
+
+
+async def test_malformed_bodies_are_bad_requests(files_server: Any) -> None:
+    bodies = [b"garbage", b"--b\r\nno blank line after headers", b"--b\r\ncontent-disposition: form-data; "
+              b"name=\"file\"; filename=\"a\"\r\n\r\nunterminated", b"--b\r\n\r\n\r\n--b--\r\n", b"", b"--b--\r\n",
+              b"--b\r\n" + b"x-long: " + b"y" * 20_000 + b"\r\n\r\nz\r\n--b--\r\n"]
+    async with httpx.AsyncClient(base_url=files_server.url) as http:
+        for body in bodies:
+            reply = await http.post("/files", content=body, headers={
+                "authorization": f"Bearer {files_server.tokens['alice']}",
+                "content-type": "multipart/form-data; boundary=b"})
+            assert reply.status_code == 400 and reply.json()["error"]["code"] == "BAD_REQUEST", (body, reply.text)
+    assert await stored_nothing(files_server)
