@@ -332,8 +332,11 @@ class Upload:
         await asyncio.shield(self._discard())
 
     async def _discard(self) -> None:
-        try:
+        # The row first: bytes without a row are found by ``collect_stray_bytes`` should this stop halfway. A
+        # blob that became complete (``finish`` interrupted after its transaction) is a file: keep it.
+        async with self.files.db.write() as s:
+            state = (await s.execute(select(FileBlob.state).where(FileBlob.id == self.blob_id))).scalar()
+            if state == "writing":
+                await s.execute(delete(FileBlob).where(FileBlob.id == self.blob_id))
+        if state != "complete":
             await self._writer.abort()
-        finally:
-            async with self.files.db.write() as s:
-                await s.execute(delete(FileBlob).where(FileBlob.id == self.blob_id, FileBlob.state == "writing"))
