@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from contextlib import suppress
 from typing import Any, Protocol
@@ -25,12 +26,12 @@ from sqlalchemy import select
 
 from ..domain.events import EventEnvelope
 from ..llm import ModelInputs, Provider, ProviderError, get_provider
-from ..llm.capabilities import model_inputs, parse_overrides
+from ..llm.capabilities import Override, model_inputs, parse_overrides
 from ..pubsub.base import Bus
 from ..services import requests
 from ..services.titles import TitleService
 from ..services.uow import UnitOfWork
-from ..settings import Settings
+from ..settings import Settings, SettingsError
 from ..store import repo
 from ..store.db import Database
 from ..store.models import ChatSession, utcnow
@@ -49,6 +50,21 @@ class FileReader(Protocol):
     async def read(self, user_id: str, file_id: str) -> bytes: ...
 
 
+VISION_MODELS_ENV = "CHATSYNC_VISION_MODELS"
+
+
+def vision_overrides(settings: Settings) -> tuple[Override, ...]:
+    """The ``provider:glob=on|off`` overrides of which models take images: ``settings.vision_models`` where the
+    settings have them, else ``CHATSYNC_VISION_MODELS`` (comma-separated). A malformed item stops start-up."""
+    items = getattr(settings, "vision_models", None)
+    if items is None:
+        items = os.environ.get(VISION_MODELS_ENV, "").split(",")
+    try:
+        return parse_overrides(items)
+    except ValueError as exc:
+        raise SettingsError(f"invalid configuration: {VISION_MODELS_ENV}: {exc}") from exc
+
+
 TRIM_REQUESTS_SECONDS = 600  # how often old client request records are deleted (they are kept 24 h)
 
 
@@ -59,7 +75,7 @@ class Orchestrator:
         # Uploaded files, read just before a request is built (None: attachments are named as unavailable).
         self.files = files
         # `provider:glob=on|off` items deciding which models take images (server.llm.capabilities).
-        self.vision_overrides = parse_overrides(getattr(settings, "vision_models", None) or ())
+        self.vision_overrides = vision_overrides(settings)
         self.db = db
         self.uow = uow
         self.bus = bus

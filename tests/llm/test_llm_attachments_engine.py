@@ -6,15 +6,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from attachment_files import png
 
 from server.client import ChatClient
 from server.engine import history
 from server.engine.history import GONE, NOT_SERVED, build_request, load_files, notices
+from server.engine.orchestrator import VISION_MODELS_ENV, vision_overrides
 from server.llm import ModelInputs
 from server.llm.capabilities import parse_overrides
 from server.llm.convert import to_openai_request
 from server.llm.convert.files import OVER_BUDGET
+from server.settings import SettingsError, load_settings
 from server.store import repo
 from server.store.models import ChatSession
 from server.store.models import Message as Row
@@ -96,3 +99,13 @@ def test_the_orchestrator_decides_per_provider_and_model(live: Any, monkeypatch)
     monkeypatch.setattr(orchestrator, "vision_overrides", parse_overrides(["echo:blind*=off"]))
     assert orchestrator.model_inputs("echo", "Blind-1") == ModelInputs(images=False, documents=False)
     assert orchestrator.model_inputs("echo", "echo").images is True
+
+
+def test_overrides_come_from_the_environment_and_a_bad_one_stops_start_up(monkeypatch):
+    monkeypatch.setenv(VISION_MODELS_ENV, "ollama:my-llava*=on, openai:gpt-4o-mini=off")
+    overrides = vision_overrides(load_settings())
+    assert [(o.provider, o.pattern, o.images) for o in overrides] == [
+        ("ollama", "my-llava*", True), ("openai", "gpt-4o-mini", False)]
+    monkeypatch.setenv(VISION_MODELS_ENV, "ollama:my-llava*=maybe")
+    with pytest.raises(SettingsError, match="CHATSYNC_VISION_MODELS: 'ollama:my-llava\\*=maybe'"):
+        vision_overrides(load_settings())
