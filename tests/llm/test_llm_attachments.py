@@ -244,6 +244,18 @@ def test_newest_files_keep_their_place_when_the_request_budget_is_used():
                        "attachments.]" for i in range(len(omitted))]
 
 
+def test_images_past_the_targets_count_are_named_oldest_first():
+    dot = png(4, 4)
+    messages = tuple(Message(role="user", content=f"image {i}", attachments=(image_file(dot, f"d{i}.png"),))
+                     for i in range(LIMITS["anthropic"].max_images + 2))
+    body = to_anthropic_request(ChatRequest(messages=messages, options=RequestOptions(model="claude-opus-4-8")))
+    blocks = body["messages"][0]["content"]
+    assert sum(b["type"] == "image" for b in blocks) == LIMITS["anthropic"].max_images
+    assert [b["text"] for b in blocks if "was not sent" in b.get("text", "")] == [
+        f"[Attached file d{i}.png was not sent: the request's limit of 100 images is reached by newer attachments.]"
+        for i in range(2)]
+
+
 # ---------------------------------------------------------------------------------------------- capabilities
 
 

@@ -6,8 +6,8 @@
   [AT7]; elsewhere (Ollama, OpenAI-compatible servers, models without vision) their extracted text;
 - text and source files become text with their name, decoded as UTF-8, cut at ``MAX_TEXT_CHARS``;
 - anything else, an image for a model that takes none, a file whose bytes are missing, and whatever would exceed
-  the request's budget for binary parts (newest messages keep theirs first) becomes a text placeholder naming the
-  file and saying why, so the request is always one the provider accepts.
+  the request's budget for binary parts or its number of images (newest messages keep theirs first) becomes a text
+  placeholder naming the file and saying why, so the request is always one the provider accepts.
 
 Every binary part is preceded by a ``[Attached file: name]`` label, so the model can tell files apart. Decoding,
 resizing and PDF text extraction are cached by content digest (``_Cache``): a run rebuilds its request every step.
@@ -48,20 +48,21 @@ class Limits:
     max_image_bytes: int
     budget: int
     max_pdf_pages: int = 0  # 0: no document parts
+    max_images: int = 100  # image parts per request
 
 
 _OPENAI_IMAGES = frozenset({"image/png", "image/jpeg", "image/webp", "image/gif"})
 LIMITS: dict[str, Limits] = {
     # 20 MB per image, 50 MB of image bytes per request; images are fitted into 2048 px anyway [AT1].
-    "openai": Limits(_OPENAI_IMAGES, 2048, 20 * MB, 32 * MB, max_pdf_pages=100),
+    "openai": Limits(_OPENAI_IMAGES, 2048, 20 * MB, 32 * MB, max_pdf_pages=100, max_images=500),
     "compatible": Limits(_OPENAI_IMAGES, 2048, 20 * MB, 20 * MB),
     # 5 MB per image *base64-encoded*, 8000 px (2000 px once a request has more than 20 images), 32 MB per
-    # request, 100 PDF pages per request [AT4][AT5].
+    # request, 100 PDF pages per request [AT4][AT5]; 100 images (the API takes 600, some platforms fewer [AT4]).
     "anthropic": Limits(frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"}), 2000, 5 * MB * 3 // 4,
                         20 * MB, max_pdf_pages=100),
     # Inline data: 20 MB per request in total; larger images are scaled to fit 3072x3072 anyway; 1000 pages [AT6][AT7].
     "google": Limits(frozenset({"image/png", "image/jpeg", "image/webp", "image/heic", "image/heif"}), 3072,
-                     14 * MB, 14 * MB, max_pdf_pages=1000),
+                     14 * MB, 14 * MB, max_pdf_pages=1000, max_images=3000),
     # Base64 images on the message; formats every vision model's loader reads [AT8].
     "ollama": Limits(frozenset({"image/png", "image/jpeg"}), 2048, 20 * MB, 32 * MB),
     "echo": Limits(frozenset({"image/png", "image/jpeg", "image/webp", "image/gif"}), 8192, 64 * MB, 64 * MB,
@@ -117,6 +118,7 @@ UNSUPPORTED = "is not one the model is given (text, images and PDFs are)."
 OVER_BUDGET = "the request's size limit for files is used by newer attachments."
 NO_PDF_TEXT = "the PDF has no text that could be extracted."
 NOT_UTF8 = "it is not UTF-8 text."
+TOO_MANY_IMAGES = "the request's limit of {} images is reached by newer attachments."
 
 
 def kind_of(att: Attachment) -> Kind:
@@ -344,18 +346,21 @@ def render_attachments(groups: Sequence[Sequence[Attachment]], target: str, inpu
     message first until the target's budget is used; earlier ones then become placeholders."""
     limits = LIMITS.get(target, LIMITS["compatible"])
     budget = limits.budget
+    images = limits.max_images
     out: list[list[Part]] = [[] for _ in groups]
     for index in range(len(groups) - 1, -1, -1):
         parts: list[Part] = []
         for att in groups[index]:
-            rendered, cost = _render(att, limits, inputs, budget)
+            rendered, cost = _render(att, limits, inputs, budget, images > 0)
             budget -= cost
+            images -= sum(1 for p in rendered if isinstance(p, BinaryPart) and p.kind == "image")
             parts.extend(rendered)
         out[index] = parts
     return out
 
 
-def _render(att: Attachment, limits: Limits, inputs: ModelInputs, budget: int) -> tuple[list[Part], int]:
+def _render(att: Attachment, limits: Limits, inputs: ModelInputs, budget: int,
+            image_left: bool) -> tuple[list[Part], int]:
     name = att.name or "file"
     if att.missing is not None or not att.data:
         return [TextPart(f"[Attached file {name} is not available: {att.missing or NOT_LOADED}]")], 0
@@ -363,6 +368,8 @@ def _render(att: Attachment, limits: Limits, inputs: ModelInputs, budget: int) -
     if kind == "image":
         if not inputs.images:
             return [TextPart(placeholder(name, NO_IMAGES))], 0
+        if not image_left:
+            return [TextPart(placeholder(name, TOO_MANY_IMAGES.format(limits.max_images)))], 0
         fitted = fit_image(att.data, att.media_type.lower(), limits)
         if fitted is None:
             return [TextPart(placeholder(name, UNREADABLE_IMAGE))], 0
