@@ -49,7 +49,15 @@ class HeldProvider:
         live.services.orchestrator._providers["openai"] = OpenAIProvider(api_key="sk-test", http_client=client)
 
 
-async def test_an_image_queued_while_the_model_answers_reaches_the_provider(live: Any, tmp_path: Path) -> None:
+@pytest.fixture
+async def served(server_factory: Any, db_url: str, tmp_path: Path) -> Any:
+    """A server on SQLite keeping files in a directory, and on PostgreSQL keeping them in the database."""
+    files_url = "database:" if db_url.startswith("postgresql") else str(tmp_path / "files")
+    return await server_factory(db_url, files_url=files_url)
+
+
+async def test_an_image_queued_while_the_model_answers_reaches_the_provider(served: Any, tmp_path: Path) -> None:
+    live = served
     provider = HeldProvider()
     provider.install(live)
     image = png(320, 200, (10, 120, 240))
