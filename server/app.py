@@ -30,6 +30,8 @@ from .rpc.limits import RateLimiter
 from .rpc.ws import WsConnection
 from .services.auth import AuthService, LinkError
 from .engine import MemoryStreamBuffer, Orchestrator
+from .files import Files, create_storage
+from .files.http import file_routes
 from .services.queue import QueueService
 from .services.runs import RunAwareSessionService, RunService
 from .services.sessions import SessionService
@@ -64,6 +66,7 @@ class Services:
     orchestrator: Orchestrator
     runs: RunService
     titles: TitleService
+    files: Files
     devices: revocation.DeviceConnections
     limiter: RateLimiter
     connections: set[WsConnection] = field(default_factory=set)
@@ -87,11 +90,12 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
         await devices.start()
         stack.push_async_callback(devices.stop)
         uow = UnitOfWork(db, bus, settings.event_retention)
+        files = await stack.enter_async_context(Files(db, create_storage(settings, db), settings))
         tools = ToolRegistry()
         register_builtins(tools)
         # Entered after the bus and the database, so it is closed (runs written down) before them.
         orchestrator = await stack.enter_async_context(
-            Orchestrator(settings, db, uow, bus, tools, MemoryStreamBuffer()))
+            Orchestrator(settings, db, uow, bus, tools, MemoryStreamBuffer(), files=files))
         runs = RunService(uow, orchestrator, max_content_chars=settings.max_content_chars,
                           max_queue_length=settings.max_queue_length)
         sessions = RunAwareSessionService(db, uow, runs=runs, titles=orchestrator.titles)
@@ -113,6 +117,7 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
             orchestrator=orchestrator,
             runs=runs,
             titles=orchestrator.titles,
+            files=files,
         )
 
 
@@ -224,6 +229,7 @@ def create_app(settings: Settings, *, announce_owner_token: bool = True) -> Star
         WebSocketRoute("/trpc", ws_endpoint),
         Route("/trpc/{path:path}", http_endpoint, methods=["GET", "POST", "HEAD"]),
         Route("/auth/link", link_endpoint, methods=["POST"]),
+        *file_routes(lambda: state["services"]),
         Route("/healthz", healthz),
         Route("/readyz", readyz),
     ]

@@ -76,6 +76,19 @@ class Settings(BaseSettings):
     rate_limit_burst: int = Field(default=1000, ge=1)
     # PostgreSQL: how long a request waits for a pooled connection before failing with SERVICE_UNAVAILABLE.
     db_pool_timeout_seconds: float = Field(default=5.0, gt=0)
+    # Uploaded files (docs/api.md "Files"). Where their bytes live: a directory (``file:///path`` or a plain
+    # path; unset: ``files/`` next to the SQLite file, or ``./chatsync-files`` with PostgreSQL), or
+    # ``database:`` (chunks in the database, shared by every replica).
+    files_url: str | None = None
+    max_file_bytes: int = Field(default=20 * 1024 * 1024, ge=1)
+    # The files one message (or queued message) carries, together.
+    max_message_file_bytes: int = Field(default=50 * 1024 * 1024, ge=1)
+    max_user_file_bytes: int = Field(default=1024 * 1024 * 1024, ge=1)  # what one user may keep stored
+    max_files_per_user: int = Field(default=10_000, ge=1)
+    # A file no message or queued message carries is deleted once it has been left alone this long.
+    file_grace_seconds: float = Field(default=24 * 3600.0, ge=0)
+    # How often unreferenced files are looked for.
+    file_sweep_seconds: float = Field(default=300.0, gt=0)
 
     @field_validator("allowed_origins", mode="before")
     @classmethod
@@ -96,6 +109,15 @@ class Settings(BaseSettings):
     def _known_bus(cls, value: str) -> str:
         if not value.startswith(("memory://", "redis://", "rediss://")):
             raise ValueError("must start with memory://, redis:// or rediss://")
+        return value
+
+    @field_validator("files_url")
+    @classmethod
+    def _known_files(cls, value: str | None) -> str | None:
+        if value is not None and "://" in value and not value.startswith("file://"):
+            raise ValueError("must be database:, file:///path or a directory path")
+        if value is not None and not value.strip():
+            return None
         return value
 
     @property

@@ -7,8 +7,8 @@ Whether the build exists is checked per request, so building while the server ru
 Caching follows from Vite's file names: everything under ``/assets/`` carries a content hash in its name and
 is cached for a year as immutable; ``index.html`` names the current hashes and is never stored, so a new
 build reaches every tab at its next load. The HTML carries a strict Content-Security-Policy: scripts,
-styles and images from this origin only (the build inlines nothing), connections to this origin and its
-WebSocket, no plugins, no ``<base>``, no framing.
+styles and images from this origin only (the build inlines nothing) — images also from ``blob:``, the
+attachments the app fetched with its token —, connections to this origin and its WebSocket, no plugins, no ``<base>``, no framing.
 
 Only the app's own client-side routes return ``index.html``; every other path is left to the routes before
 these (``/trpc``, ``/admin``, ``/auth/…``, health and metrics), which ``app.py`` registers first.
@@ -53,7 +53,8 @@ def content_security_policy(host: str | None) -> str:
         "default-src 'self'",
         "script-src 'self'",
         "style-src 'self'",
-        "img-src 'self'",
+        # blob: only: the app shows image attachments it fetched with the token as blob: URLs of its own.
+        "img-src 'self' blob:",
         "font-src 'self'",
         f"connect-src {connect}",
         "object-src 'none'",

@@ -18,12 +18,15 @@ from served import CLIENT_JS, Served, ensure_node_modules, need, serve
 
 TSC = CLIENT_JS / "node_modules" / ".bin" / "tsc"
 NODE_TIMEOUT_SECONDS = 240
+MAX_FILE_BYTES = 1_000_000
 
 
 @pytest.fixture(scope="module")
 def chatsync_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    # Slow enough that a 120-word answer is still streaming when the test kills the client's socket.
-    with serve(tmp_path_factory.mktemp("client_stores_js"), ("stores-js",), ECHO_DELAY="0.02") as served:
+    # Slow enough that a 120-word answer is still streaming when the test kills the client's socket; a small
+    # file limit so a refused upload is cheap.
+    with serve(tmp_path_factory.mktemp("client_stores_js"), ("stores-js",), ECHO_DELAY="0.02",
+               MAX_FILE_BYTES=str(MAX_FILE_BYTES)) as served:
         yield served
 
 
@@ -47,6 +50,7 @@ def test_client_stores(built_library: Path, chatsync_server: Served) -> None:
         "CHATSYNC_STORE_TESTS": "1",
         "CHATSYNC_URL": chatsync_server.url,
         "CHATSYNC_TOKEN": chatsync_server.tokens["stores-js"],
+        "CHATSYNC_MAX_FILE_BYTES": str(MAX_FILE_BYTES),
         "NODE_ENV": "test",
     }
     cmd = [need("node", "the client library's tests need Node >= 20"), "--test", "--test-reporter=spec",

@@ -51,6 +51,56 @@ async function sameQueue(pages, ok, what) {
 const queueItem = (page, index) =>
   page.getByRole("list", { name: "Queued messages" }).getByRole("listitem").nth(index);
 
+// Attachments: chips in the composer, files on messages.
+const chips = (page) => page.getByRole("list", { name: "Files to send" });
+const chip = (page, name) => chips(page).getByRole("listitem").filter({ hasText: name });
+const chipNames = async (page) => (await chips(page).count() ? chips(page).locator(".chip-name").allTextContents() : []);
+const readyChip = (page, name) => chip(page, name).and(page.locator("[data-state=ready]")).waitFor();
+
+/** Picks files through the "Attach files" button, as the browser's file chooser would hand them over. */
+async function pickFiles(page, files) {
+  const [chooser] = await Promise.all([page.waitForEvent("filechooser"),
+                                       page.getByRole("button", { name: "Attach files" }).click()]);
+  await chooser.setFiles(files);
+}
+
+/** A real PNG drawn on a canvas in the page, pasted into the message box as a screenshot would be. */
+async function pasteImage(page, name) {
+  await messageBox(page).evaluate(async (box, name) => {
+    const canvas = Object.assign(document.createElement("canvas"), { width: 96, height: 64 });
+    const g = canvas.getContext("2d");
+    g.fillStyle = "#1d4ed8"; g.fillRect(0, 0, 96, 64);
+    g.fillStyle = "#f59e0b"; g.fillRect(16, 12, 40, 40);
+    const blob = await new Promise((ok) => canvas.toBlob(ok, "image/png"));
+    const data = new DataTransfer();
+    data.items.add(new File([blob], name, { type: "image/png" }));
+    box.focus();
+    box.dispatchEvent(new ClipboardEvent("paste", { clipboardData: data, bubbles: true, cancelable: true }));
+  }, name);
+}
+
+/** Drags a file from outside the page onto the composer and drops it. */
+async function dropFile(page, name, text) {
+  const data = await page.evaluateHandle(([name, text]) => {
+    const d = new DataTransfer();
+    d.items.add(new File([text], name, { type: "text/csv" }));
+    return d;
+  }, [name, text]);
+  const target = messageBox(page);
+  for (const type of ["dragenter", "dragover", "drop"]) await target.dispatchEvent(type, { dataTransfer: data });
+}
+
+/** What a device shows of the files on user messages: thumbnails (loaded from blob: URLs) and file chips. */
+async function shownFiles(page) {
+  return log(page).locator("[data-role=user]").evaluateAll((users) => users.map((u) => ({
+    images: [...u.querySelectorAll(".attachments img")].map((img) => ({
+      alt: img.alt, blob: img.src.startsWith("blob:"), loaded: img.complete && img.naturalWidth > 0,
+      width: img.naturalWidth, height: img.naturalHeight, fileId: img.dataset.fileId,
+    })),
+    files: [...u.querySelectorAll(".attachments .file-chip")].map((b) => b.textContent),
+  })).filter((u) => u.images.length || u.files.length));
+}
+
 export const scenarios = {
   /** Signed out → a wrong token → the right one; a first chat that streams; reload keeps the sign-in. */
   async sign_in({ browser, url, token }) {
@@ -413,6 +463,12 @@ export const scenarios = {
         const navOverflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
         await nav.getByRole("link").first().click();
         const composerVisible = await messageBox(page).isVisible();
+        // A file with a long name: its chip is cut with an ellipsis, never wider than the screen.
+        const long = "quarterly-report-with-a-very-long-name-that-goes-on-and-on-2026-final.txt";
+        await pickFiles(page, [{ name: long, mimeType: "text/plain", buffer: Buffer.from("numbers") }]);
+        await readyChip(page, long);
+        const chipOverflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+        await page.getByRole("button", { name: `Remove ${long}` }).click();
         await messageBox(page).fill(words(200, "motion"));
         await messageBox(page).press("Enter");
         await waitStreaming(page);
@@ -422,7 +478,7 @@ export const scenarios = {
         });
         await page.getByRole("button", { name: "Stop" }).click();
         await waitIdle(page);
-        return { overflow, navHidden, navOverflow, composerVisible, animation, problems: problems() };
+        return { overflow, navHidden, navOverflow, composerVisible, chipOverflow, animation, problems: problems() };
       });
   },
 
@@ -517,6 +573,146 @@ export const scenarios = {
       const queueShown = await page.getByRole("list", { name: "Queued messages" }).count();
       await waitIdle(page);
       return { hint, queueShown, problems: problems() };
+    });
+  },
+
+  /** Files picked, pasted and dropped on device 1, one removed, one refused; sent while the model answers so
+   * they wait in the queue with their message on both devices; then thumbnails and chips on both. */
+  async attachments({ browser, url, token, sessionId, maxFileBytes, shots, checkpoint }) {
+    // Device 2 in dark colours, so axe checks the files on messages and the notices in both schemes.
+    return devices(browser, url, [{ token }, { token, colorScheme: "dark" }], async ([d1, d2], problems) => {
+      const path = `/s/${sessionId}`;
+      await openApp(d1.page, path);
+      await openApp(d2.page, path);
+      // A long answer (600 words at 50 ms a word: 30 s, with room to spare on a busy machine); the files are
+      // attached and the message typed during it.
+      await messageBox(d1.page).fill(words(600, "long"));
+      await messageBox(d1.page).press("Enter");
+      await waitStreaming(d1.page);
+      const notes = "meeting notes\n".repeat(40);
+      await pickFiles(d1.page, [{ name: "notes.txt", mimeType: "text/plain", buffer: Buffer.from(notes) }]);
+      await readyChip(d1.page, "notes.txt");
+      await pasteImage(d1.page, "pasted.png");
+      await readyChip(d1.page, "pasted.png");
+      await dropFile(d1.page, "dropped.csv", "a,b\n1,2\n");
+      await readyChip(d1.page, "dropped.csv");
+      const picked = await chipNames(d1.page);
+      await d1.page.getByRole("button", { name: "Remove dropped.csv" }).click();
+      await chip(d1.page, "dropped.csv").waitFor({ state: "detached" });
+
+      // Too large: the chip says what the server said, and nothing is sent while it is there.
+      await pickFiles(d1.page, [{ name: "huge.bin", mimeType: "application/octet-stream",
+                                  buffer: Buffer.alloc(maxFileBytes + 1) }]);
+      await chip(d1.page, "huge.bin").and(d1.page.locator("[data-state=failed]")).waitFor();
+      const refusal = await chip(d1.page, "huge.bin").locator(".error").textContent();
+      await messageBox(d1.page).fill("not while a file is refused");
+      await messageBox(d1.page).press("Enter");
+      const blocked = d1.page.getByRole("status", { name: "Answer status" }).getByText(/could not be attached/);
+      await blocked.waitFor();
+      const blockedAnnouncement = await blocked.textContent();
+      const boxWhileBlocked = await messageBox(d1.page).inputValue();
+      await d1.page.getByRole("button", { name: "Remove huge.bin" }).click();
+      await chip(d1.page, "huge.bin").waitFor({ state: "detached" });
+      const kept = await chipNames(d1.page);
+      await messageBox(d1.page).fill("");
+      if (shots) await d1.page.locator(".composer").screenshot({ path: `${shots}/composer.png` });
+
+      await messageBox(d1.page).fill("what do these say");
+      await messageBox(d1.page).press("Enter");
+      const countOf = (page) => queueItem(page, 0).locator(".queue-attachments").textContent();
+      await until(() => Promise.all([d1.page, d2.page].map((p) => queueItem(p, 0).locator(".queue-attachments").count())),
+        (n) => n.every((c) => c === 1), { what: "the queued item with its files on both devices" });
+      const queued = { counts: [await countOf(d1.page), await countOf(d2.page)], texts: await queueTexts(d2.page),
+                       chipsAfterSend: await chipNames(d1.page), busy: await busy(d1.page) };
+      await checkpoint("queued", queued);
+
+      // The answer ends, the queued message goes out with its files: both devices show them.
+      for (const p of [d1.page, d2.page]) {
+        await until(() => shownFiles(p), (u) => u.length === 1 && u[0].images.length === 1 && u[0].images[0].loaded,
+          { what: "the thumbnail" });
+      }
+      for (const p of [d1.page, d2.page]) await waitIdle(p);
+      const shown = [await shownFiles(d1.page), await shownFiles(d2.page)];
+      await checkpoint("sent", { shown });
+      if (shots) {
+        await log(d2.page).locator("[data-role=user]").last().scrollIntoViewIfNeeded();
+        await d2.page.screenshot({ path: `${shots}/history.png` });
+      }
+
+      // A file the model is not given (not text, image or PDF): the answer says so on both devices.
+      await pickFiles(d1.page, [{ name: "data.bin", mimeType: "application/octet-stream",
+                                  buffer: Buffer.from([0, 159, 146, 150, 255, 1, 2, 3]) }]);
+      await readyChip(d1.page, "data.bin");
+      await messageBox(d1.page).fill("and this one");
+      await messageBox(d1.page).press("Enter");
+      const noticesByAnswer = (p) => log(p).locator("[data-role=assistant]")
+        .evaluateAll((els) => els.map((e) => [...e.querySelectorAll(".msg-notice")].map((n) => n.textContent)));
+      for (const p of [d1.page, d2.page]) {
+        await until(() => noticesByAnswer(p), (n) => n.length === 3 && n[2].length > 0, { what: "the notice" });
+        await waitIdle(p);
+      }
+      const notices = [await noticesByAnswer(d1.page), await noticesByAnswer(d2.page)];
+      if (shots) await log(d1.page).locator("[data-role=assistant]").last().screenshot({ path: `${shots}/notice.png` });
+      const answers = [await assistantTexts(d1.page), await assistantTexts(d2.page)];
+
+      // A file that is not an image is a chip: a click saves it under its name.
+      const [download] = await Promise.all([
+        d2.page.waitForEvent("download"),
+        log(d2.page).locator(".file-chip").filter({ hasText: "notes.txt" }).click(),
+      ]);
+      const saved = { name: download.suggestedFilename(), text: await download.createReadStream().then(async (s) => {
+        const parts = [];
+        for await (const c of s) parts.push(c);
+        return Buffer.concat(parts).toString();
+      }) };
+
+      // A file dropped beside the message box is refused (the browser would otherwise open it in the app's place).
+      const dropBeside = await log(d1.page).evaluate((el) => {
+        const data = new DataTransfer();
+        data.items.add(new File(["x"], "beside.txt", { type: "text/plain" }));
+        const ev = new DragEvent("drop", { dataTransfer: data, bubbles: true, cancelable: true });
+        return { refused: !el.dispatchEvent(ev), chips: document.querySelectorAll(".chip").length };
+      });
+
+      // axe with chips in the composer and files in the history.
+      await pickFiles(d1.page, [{ name: "more.txt", mimeType: "text/plain", buffer: Buffer.from("more") }]);
+      await readyChip(d1.page, "more.txt");
+      const axe = [...await axeScan(d1.page), ...await axeScan(d2.page)];
+
+      // Leaving the chat revokes the thumbnail's blob: URL.
+      const src = await log(d1.page).locator(".attachments img").getAttribute("src");
+      // Loaded as an image (the policy lets images, not connections, come from blob:).
+      const alive = (u) => new Promise((ok) => Object.assign(new Image(), {
+        onload: () => ok("alive"), onerror: () => ok("revoked"), src: u }));
+      const before = await d1.page.evaluate(alive, src);
+      await d1.page.getByRole("link", { name: "Devices" }).click();
+      await d1.page.getByRole("heading", { name: "Devices" }).waitFor();
+      const known = problems().length;
+      const after = await d1.page.evaluate(alive, src);
+      // Expected in the browser's log: the refused upload's 413, and the revoked URL this probe loaded.
+      const unexpected = problems().filter((p, i) => !/status of 413/.test(p)
+                                                     && !(i >= known && /ERR_FILE_NOT_FOUND/.test(p)));
+      return { picked, refusal, blockedAnnouncement, boxWhileBlocked, kept, saved, notes, axe, dropBeside, notices, answers,
+               blobUrl: { before, after }, problems: unexpected };
+    });
+  },
+
+  /** A queued message with two files: device 2 takes one off while editing; both devices show the rest. */
+  async queued_files_edit({ browser, url, token, sessionId, checkpoint }) {
+    return devices(browser, url, [{ token }, { token }], async ([d1, d2], problems) => {
+      await openApp(d1.page, `/s/${sessionId}`);
+      await openApp(d2.page, `/s/${sessionId}`);
+      const count = (p) => queueItem(p, 0).locator(".queue-attachments").textContent();
+      const counts = () => Promise.all([d1.page, d2.page].map(count));
+      await checkpoint("before", { counts: await counts() });
+      await queueItem(d2.page, 0).getByRole("button", { name: "Edit" }).click();
+      const files = d2.page.getByRole("list", { name: "Files of this message" });
+      const editing = await files.locator(".chip-name").allTextContents();
+      await files.getByRole("button", { name: "Remove notes.txt from the queued message" }).click();
+      await d2.page.getByRole("button", { name: "Save" }).click();
+      await until(counts, (c) => c.every((t) => t === "1 attachment"), { what: "one file left on both devices" });
+      await checkpoint("after", { counts: await counts() });
+      return { editing, problems: problems() };
     });
   },
 };

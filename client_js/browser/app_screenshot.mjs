@@ -1,5 +1,6 @@
 // Takes docs/web.png: a real server (temporary SQLite, the echo model), a few chats, one with a rendered
-// answer, a tool call waiting for approval and two queued messages, in headless Chromium at 1280×800.
+// answer, an image attached, a tool call waiting for approval, two queued messages (one with a file) and a
+// file about to be sent, in headless Chromium at 1280×800.
 //
 //   node client_js/browser/app_screenshot.mjs [out.png]
 import { spawn, execFileSync } from "node:child_process";
@@ -9,6 +10,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { createServer } from "node:net";
 import { device, launch, openApp, trpcClient, until } from "./app_helpers.mjs";
+import { png } from "../test/stores/support/png.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const out = resolve(process.argv[2] ?? join(root, "docs/web.png"));
@@ -36,18 +38,34 @@ try {
   const s = await api.mutate("session.create", {
     title: "Release notes", tools: [{ name: "calculator", description: "Arithmetic", requiresApproval: true }],
   });
+  // A bar chart as an attached image: weekly downloads, shown as a thumbnail in the history.
+  const bars = [3, 5, 4, 7, 6, 9, 8, 11];
+  const chart = png(240, 150, (x, y) => {
+    const bar = Math.floor((x - 12) / 28);
+    const inBar = x >= 12 && (x - 12) % 28 < 20 && bar < bars.length && 140 - y < (bars[bar] ?? 0) * 12;
+    return inBar ? [29, 78, 216] : y === 140 ? [120, 120, 120] : [248, 249, 251];
+  });
+  const upload = (bytes, name) => {
+    const form = new FormData();
+    form.append("file", new Blob([bytes]), name);
+    return fetch(url + "/files", { method: "POST", headers: { Authorization: `Bearer ${token}` }, body: form })
+      .then((r) => r.json());
+  };
+  const uploaded = await upload(chart, "downloads.png");
+  const migration = await upload("ALTER TABLE files ADD COLUMN sha256 text;\n", "migration.sql");
   await api.mutate("message.send", { sessionId: s.id, content:
     "Draft the highlights:\n\n## Highlights\n\n- The **queue** follows every device, in order\n" +
     "- `Send now` interrupts the answer and sends the item next\n- Approvals can be given from any device\n\n" +
     "1. Upgrade the server\n2. Run `bash scripts/setup.sh`\n3. Open the app on your phone" });
   await idle(s.id);
-  await api.mutate("message.send", { sessionId: s.id,
+  await api.mutate("message.send", { sessionId: s.id, attachments: [{ fileId: uploaded.id }],
     content: "How many downloads in 19 weeks at 23 a week?\n/tool calculator {\"expression\": \"19*23\"}" });
   await until(() => api.query("session.get", { sessionId: s.id }), (g) => g.session.status === "requires-action",
               { what: "the approval" });
   for (const text of ["Then add a section on upgrading from 0.3, with the migration commands",
                       "And a short thank-you to everyone who tested the beta"]) {
-    await api.mutate("message.enqueueMessage", { sessionId: s.id, content: text });
+    const attachments = text.includes("0.3") ? [{ fileId: migration.id }] : [];
+    await api.mutate("message.enqueueMessage", { sessionId: s.id, content: text, attachments });
   }
   api.close();
 
@@ -57,6 +75,10 @@ try {
     await openApp(d.page, `/s/${s.id}`);
     await d.page.getByRole("list", { name: "Queued messages" }).waitFor();
     await d.page.getByRole("button", { name: "Approve" }).waitFor();
+    await d.page.locator(".attachments img").waitFor();
+    await d.page.locator(".composer input[type=file]").setInputFiles([
+      { name: "changelog.md", mimeType: "text/markdown", buffer: Buffer.from("## 0.4\n\n- Attachments\n".repeat(40)) }]);
+    await d.page.locator(".chip[data-state=ready]").waitFor();
     await d.page.getByRole("textbox", { name: "Message" }).fill("Also mention the new web app");
     await d.page.screenshot({ path: out });
     if (d.problems.length) throw new Error(d.problems.join("\n"));

@@ -4,6 +4,7 @@
 import type { TRPCClient } from "@trpc/client";
 import type { ReadableAtom } from "nanostores";
 import { createConnection, type ConnectionState } from "./connection.js";
+import { createFiles, type Files } from "./files.js";
 import type { ChatsyncOptions } from "./options.js";
 import { createRequests, isNoAnswer, type Requests, type WriteInput } from "./requests.js";
 import type { AppRouter, Procedures } from "./router.gen.js";
@@ -19,6 +20,8 @@ export interface ChatsyncClient {
   readonly trpc: TRPCClient<AppRouter>;
   /** Calls by path, with the retry rules of writes. */
   readonly requests: Requests;
+  /** Upload a file to attach it (`{fileId}`), and fetch one back: `POST /files`, `GET /files/{id}`. */
+  readonly files: Files;
   /** Follow the session list (call once; `close()` it when done). */
   watchSessions(options?: SessionListOptions): SessionList;
   /** Follow one session: stores plus actions. */
@@ -64,6 +67,10 @@ export function createChatsyncClient(options: ChatsyncOptions): ChatsyncClient {
     closeCode: connection.closeCode,
     trpc: connection.trpc,
     requests,
+    files: createFiles({
+      url: options.url, token: options.token,
+      ...(options.fetch ? { fetch: options.fetch } : {}), ...(options.retry ? { retry: options.retry } : {}),
+    }),
     watchSessions: (o) => track(watchSessions(connection, requests, o)),
     openSession: (id, o) => track(openSession(connection, requests, id, o)),
     createSession: (input = {}) => requests.write("session.create", input),

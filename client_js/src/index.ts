@@ -7,6 +7,22 @@ export { createConnection, type Connection, type ConnectionState } from "./conne
 export * from "./closeCodes.js";
 export * from "./options.js";
 export {
+  FileRequestError,
+  attachmentOf,
+  createFiles,
+  fileAttachments,
+  filesEndpoint,
+  formatSize,
+  shownAttachments,
+  wireAttachments,
+  type AttachmentInput,
+  type FileAttachmentInfo,
+  type FileRequestOptions,
+  type Files,
+  type FilesOptions,
+  type UploadedFile,
+} from "./files.js";
+export {
   ConnectionClosedError,
   WRITE_PATHS,
   createRequests,

@@ -45,7 +45,7 @@ export type EnqueueInput = {
   sessionId: string;
   content: string;
   /** max items 32 */
-  attachments?: FileAttachment[];
+  attachments?: (FileRef | FileAttachment)[];
 };
 export type FileAttachment = {
   /** max length 4096 */
@@ -56,6 +56,10 @@ export type FileAttachment = {
   size?: number | null;
   /** max length 200 */
   mimeType?: string | null;
+};
+export type FileRef = {
+  /** min length 1; max length 64 */
+  fileId: string;
 };
 export type GenerationDefaults = {
   /** min 0; max 2 */
@@ -127,7 +131,7 @@ export type SendInput = {
   sessionId: string;
   content: string;
   /** max items 32 */
-  attachments?: FileAttachment[];
+  attachments?: (FileRef | FileAttachment)[];
   /** max items 64 */
   instructions?: string | string[] | null;
   busyPolicy?: "enqueue" | "reject" | "interrupt" | "steer" | null;
@@ -292,7 +296,7 @@ export type UpdateQueuedInput = {
   messageId: string;
   content?: string | null;
   /** max items 32 */
-  attachments?: FileAttachment[] | null;
+  attachments?: (FileRef | FileAttachment)[] | null;
 };
 export type Usage = {
   /** @default 0 */

@@ -7,10 +7,7 @@ from typing import Any
 from ..rpc.registry import Context, Router
 from ..services.requests import request_key
 from . import inputs
-
-
-def _attachments(items: list[Any]) -> list[dict[str, Any]]:
-    return [a.model_dump(mode="json", by_alias=True, exclude_none=True) for a in items]
+from .messages import stored_attachments
 
 
 def register(router: Router) -> None:
@@ -18,7 +15,7 @@ def register(router: Router) -> None:
     async def send(ctx: Context, inp: inputs.Send) -> Any:
         user = ctx.require_user()
         return await ctx.services.runs.send(
-            user, inp.session_id, inp.content, _attachments(inp.attachments),
+            user, inp.session_id, inp.content, await stored_attachments(ctx, user, inp.attachments),
             inputs.instruction_list(inp.instructions), inp.busy_policy, request_key(user.id, "message.send", inp),
         )
 

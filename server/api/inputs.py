@@ -18,6 +18,17 @@ from ..domain.models import (
 Id = Field(min_length=1, max_length=64)
 
 
+class FileRef(StrictInput):
+    """An uploaded file (``POST /files``) by its id; the caller must own it."""
+
+    file_id: str = Field(min_length=1, max_length=64)
+
+
+# What a message carries: an uploaded file, or a path on the server's own machine.
+Attachment = FileRef | FileAttachment
+Attachments = Field(default_factory=list, max_length=32)
+
+
 class Idempotent(StrictInput):
     """A write a client may repeat safely: the same ``clientRequestId`` again returns the first reply and
     changes nothing (``server.services.requests``)."""
@@ -121,7 +132,7 @@ class MessageList(SessionRef):
 
 class Enqueue(SessionRef, Idempotent):
     content: str
-    attachments: list[FileAttachment] = Field(default_factory=list, max_length=32)
+    attachments: list[Attachment] = Attachments
 
 
 class QueuedRef(SessionRef):
@@ -130,7 +141,7 @@ class QueuedRef(SessionRef):
 
 class UpdateQueued(QueuedRef):
     content: str | None = None
-    attachments: list[FileAttachment] | None = Field(default=None, max_length=32)
+    attachments: list[Attachment] | None = Field(default=None, max_length=32)
 
 
 class SendQueuedNow(QueuedRef):
@@ -155,7 +166,7 @@ def instruction_list(value: Instructions | None) -> list[str]:
 
 class Send(SessionRef, Idempotent):
     content: str
-    attachments: list[FileAttachment] = Field(default_factory=list, max_length=32)
+    attachments: list[Attachment] = Attachments
     instructions: Instructions | None = None
     busy_policy: BusyPolicy | None = None
 

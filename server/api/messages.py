@@ -3,13 +3,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..protocol.errors import RpcError
 from ..rpc.registry import Context, Router
 from ..services.requests import request_key
+from ..store.models import User
 from . import inputs
 
 
-def _attachments(items: list[Any] | None) -> list[dict[str, Any]] | None:
-    return None if items is None else [a.model_dump(mode="json", by_alias=True, exclude_none=True) for a in items]
+async def stored_attachments(ctx: Context, user: User, items: list[Any]) -> list[dict[str, Any]]:
+    """A message's attachments as rows and events carry them: uploaded files resolved to ``{fileId, name,
+    mediaType, size}`` (``NOT_FOUND`` for a file the user does not own), path references as given."""
+    dumped = [a.model_dump(mode="json", by_alias=True, exclude_none=True) for a in items]
+    return await ctx.services.files.attachments(user.id, dumped) if dumped else []
 
 
 def register(router: Router) -> None:
@@ -21,16 +26,27 @@ def register(router: Router) -> None:
     async def enqueue(ctx: Context, inp: inputs.Enqueue) -> Any:
         user = ctx.require_user()
         return await ctx.services.queue.enqueue(
-            user, inp.session_id, inp.content, _attachments(inp.attachments) or [],
+            user, inp.session_id, inp.content, await stored_attachments(ctx, user, inp.attachments),
             request_key(user.id, "message.enqueueMessage", inp),
         )
 
     @router.batch("message.enqueueMessage")
     async def enqueue_many(ctx: Context, inps: list[inputs.Enqueue]) -> list[Any]:
         user = ctx.require_user()
-        return await ctx.services.queue.enqueue_many(user, [
-            (i.session_id, i.content, _attachments(i.attachments) or [],
-             request_key(user.id, "message.enqueueMessage", i)) for i in inps])
+        results: list[Any] = [None] * len(inps)
+        ready: list[int] = []  # items whose attachments resolved; one that did not fails alone
+        items = []
+        for index, i in enumerate(inps):
+            try:
+                attachments = await stored_attachments(ctx, user, i.attachments)
+            except RpcError as exc:
+                results[index] = exc
+                continue
+            ready.append(index)
+            items.append((i.session_id, i.content, attachments, request_key(user.id, "message.enqueueMessage", i)))
+        for index, result in zip(ready, await ctx.services.queue.enqueue_many(user, items) if items else []):
+            results[index] = result
+        return results
 
     @router.mutation("message.dequeueMessage", inputs.SessionRef)
     async def dequeue(ctx: Context, inp: inputs.SessionRef) -> Any:
@@ -52,9 +68,9 @@ def register(router: Router) -> None:
 
     @router.mutation("message.updateQueuedMessage", inputs.UpdateQueued)
     async def update(ctx: Context, inp: inputs.UpdateQueued) -> Any:
-        return await ctx.services.queue.update(
-            ctx.require_user(), inp.session_id, inp.message_id, inp.content, _attachments(inp.attachments)
-        )
+        user = ctx.require_user()
+        attachments = None if inp.attachments is None else await stored_attachments(ctx, user, inp.attachments)
+        return await ctx.services.queue.update(user, inp.session_id, inp.message_id, inp.content, attachments)
 
     @router.mutation("message.pauseQueue", inputs.SessionRef)
     async def pause(ctx: Context, inp: inputs.SessionRef) -> Any:

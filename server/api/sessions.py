@@ -50,6 +50,7 @@ def register(router: Router) -> None:
     @router.mutation("session.delete", inputs.SessionRef)
     async def delete(ctx: Context, inp: inputs.SessionRef) -> Any:
         await ctx.services.sessions.delete(ctx.require_user(), inp.session_id)
+        await ctx.services.files.forget_session(inp.session_id)  # else the collector would, at its next sweep
         return None
 
     @router.mutation("session.setTitle", inputs.SetTitle)

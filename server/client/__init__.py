@@ -5,7 +5,7 @@ wraps the procedures in typed methods; :class:`SessionView` keeps a live local c
 """
 import logging
 
-from .chat import DEFAULT_URL, ChatClient, RunFailed, SendResult
+from .chat import DEFAULT_URL, ChatClient, RunFailed, SendResult, UploadedFile
 from .trpc import (
     ConnectionLost,
     ConnectionRejected,
@@ -34,4 +34,5 @@ __all__ = [
     "TextChunk",
     "TrpcClient",
     "TrpcError",
+    "UploadedFile",
 ]

@@ -13,12 +13,16 @@ and :class:`ConnectionRejected`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
 
 from ..domain.models import BusyPolicy, Message, QueuedMessage, Session, SessionSnapshot
-from .trpc import TrpcClient
+from .trpc import TrpcClient, TrpcError
 from .view import Change, SessionView
 
 DEFAULT_URL = "http://127.0.0.1:8787"
@@ -39,6 +43,26 @@ class SendResult:
                    message=Message.model_validate(data["message"]) if data.get("message") else None,
                    queued=QueuedMessage.model_validate(data["queued"]) if data.get("queued") else None,
                    run_id=data.get("runId"))
+
+
+@dataclass(frozen=True)
+class UploadedFile:
+    """A file on the server (``POST /files``); attach it by passing it (or its ``id``) as an attachment."""
+
+    id: str
+    name: str
+    media_type: str
+    size: int
+    sha256: str
+
+
+# An attachment as the client methods take it: an uploaded file, its id, or a wire item (``{"path": ...}``).
+Attachment = UploadedFile | str | dict[str, Any]
+
+
+def _attachments(items: Sequence[Attachment]) -> list[dict[str, Any]]:
+    return [{"fileId": a.id} if isinstance(a, UploadedFile) else {"fileId": a} if isinstance(a, str) else a
+            for a in items]
 
 
 class RunFailed(Exception):
@@ -131,17 +155,25 @@ class ChatClient:
 
     # --- queue ------------------------------------------------------------------------------------------
 
-    async def enqueue(self, session_id: str, content: str) -> QueuedMessage:
-        return QueuedMessage.model_validate(await self.trpc.mutation(
-            "message.enqueueMessage", {"sessionId": session_id, "content": content}))
+    async def enqueue(self, session_id: str, content: str, attachments: Sequence[Attachment] = ()) -> QueuedMessage:
+        inp: dict[str, Any] = {"sessionId": session_id, "content": content}
+        if attachments:
+            inp["attachments"] = _attachments(attachments)
+        return QueuedMessage.model_validate(await self.trpc.mutation("message.enqueueMessage", inp))
 
     async def get_queue(self, session_id: str) -> list[QueuedMessage]:
         items = await self.trpc.query("message.getQueuedMessages", {"sessionId": session_id})
         return [QueuedMessage.model_validate(q) for q in items]
 
-    async def update_queued(self, session_id: str, message_id: str, content: str) -> QueuedMessage:
-        return QueuedMessage.model_validate(await self.trpc.mutation(
-            "message.updateQueuedMessage", {"sessionId": session_id, "messageId": message_id, "content": content}))
+    async def update_queued(self, session_id: str, message_id: str, content: str | None = None,
+                            attachments: Sequence[Attachment] | None = None) -> QueuedMessage:
+        """Change a queued message's text, its attachments (the whole list), or both."""
+        inp: dict[str, Any] = {"sessionId": session_id, "messageId": message_id}
+        if content is not None:
+            inp["content"] = content
+        if attachments is not None:
+            inp["attachments"] = _attachments(attachments)
+        return QueuedMessage.model_validate(await self.trpc.mutation("message.updateQueuedMessage", inp))
 
     async def move_queued(self, session_id: str, message_id: str, to_index: int) -> list[QueuedMessage]:
         items = await self.trpc.mutation(
@@ -167,8 +199,11 @@ class ChatClient:
     # --- runs -------------------------------------------------------------------------------------------
 
     async def send(self, session_id: str, content: str, *, busy_policy: BusyPolicy | None = None,
-                   instructions: str | list[str] | None = None) -> SendResult:
+                   instructions: str | list[str] | None = None,
+                   attachments: Sequence[Attachment] = ()) -> SendResult:
         inp: dict[str, Any] = {"sessionId": session_id, "content": content}
+        if attachments:
+            inp["attachments"] = _attachments(attachments)
         if busy_policy is not None:
             inp["busyPolicy"] = busy_policy
         if instructions is not None:
@@ -183,6 +218,32 @@ class ChatClient:
         if reason is not None:
             inp["reason"] = reason
         await self.trpc.mutation("tool.approve", inp)
+
+    # --- files ------------------------------------------------------------------------------------------
+
+    @property
+    def http_url(self) -> str:
+        """The server's HTTP base, from the WebSocket address in use."""
+        parts = urlsplit(self.trpc.url)
+        scheme = {"ws": "http", "wss": "https"}.get(parts.scheme, parts.scheme)
+        return urlunsplit((scheme, parts.netloc, parts.path.removesuffix("/trpc"), "", ""))
+
+    async def upload(self, path: str | Path, name: str | None = None, *, timeout: float = 300) -> UploadedFile:
+        """Upload a local file (streamed from disk, never read whole); ``name`` defaults to the file's name.
+        Raises :class:`TrpcError` with the server's code (``PAYLOAD_TOO_LARGE``, ...) when it is refused."""
+        path = Path(path)
+        with path.open("rb") as f:
+            async with httpx.AsyncClient(base_url=self.http_url, timeout=timeout) as http:
+                reply = await http.post("/files", files={"file": (name or path.name, f)},
+                                        headers={"authorization": f"Bearer {self.trpc.token}"})
+        return _uploaded(reply)
+
+    async def download(self, file_id: str, *, timeout: float = 300) -> bytes:
+        async with httpx.AsyncClient(base_url=self.http_url, timeout=timeout) as http:
+            reply = await http.get(f"/files/{file_id}", headers={"authorization": f"Bearer {self.trpc.token}"})
+        if reply.status_code != 200:
+            raise _http_error(reply)
+        return reply.content
 
     # --- live -------------------------------------------------------------------------------------------
 
@@ -252,3 +313,19 @@ class ChatClient:
                 if last is None:
                     raise RunFailed("run finished without an answer", None)
                 return last
+
+
+def _http_error(reply: httpx.Response) -> TrpcError:
+    try:
+        error = reply.json()["error"]
+        return TrpcError({"code": -1, "message": error["message"], "data": {"code": error["code"]}})
+    except (ValueError, KeyError, TypeError):
+        return TrpcError({"code": -1, "message": f"HTTP {reply.status_code}", "data": {"code": "BAD_GATEWAY"}})
+
+
+def _uploaded(reply: httpx.Response) -> UploadedFile:
+    if reply.status_code != 200:
+        raise _http_error(reply)
+    body = reply.json()
+    return UploadedFile(id=body["id"], name=body["name"], media_type=body["mediaType"], size=body["size"],
+                        sha256=body["sha256"])

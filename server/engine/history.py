@@ -2,34 +2,56 @@
 
 Choices made here:
 
-* Attachments are file references, not file contents: they reach the model as a line
-  ``[Attached file: <path>]`` after the user's text.
+* Uploaded files (``{"fileId", "name", "mediaType", "size"}``) become canonical attachments; their bytes are
+  loaded by :func:`load_files` just before the request goes out (newest messages first, at most
+  ``LOAD_BUDGET_BYTES`` in all), and ``server.llm.convert`` renders them per provider (docs/attachments.md).
+* Path references (``{"path", "relativePath"}``, files on the server's own machine) are not read: they reach the
+  model as a line ``[Attached file: <path>]`` after the user's text.
 * The assistant message being streamed (empty, status ``streaming``) is left out; every other message is
   sent, interrupted ones included — ``server.llm.convert`` pairs their calls with synthesised results.
 * Generation defaults come from the session (``defaults`` holds camelCase keys as sent on the wire).
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from ..llm import ChatRequest, Message, RequestOptions, ToolCall, ToolDefinition
+from ..llm import Attachment, ChatRequest, Message, ModelInputs, RequestOptions, ToolCall, ToolDefinition
+from ..llm.convert.files import NO_IMAGES, OVER_BUDGET, UNSUPPORTED, kind_of
+from ..protocol.errors import RpcError
 from ..store.models import ChatSession
 from ..store.models import Message as MessageRow
 
+# Bytes of uploaded files held for one request (each file is bounded by CHATSYNC_MAX_FILE_BYTES); files of older
+# messages past it are named to the model instead. Every provider's own request limit is lower (convert.files).
+LOAD_BUDGET_BYTES = 64 * 1024 * 1024
+GONE = "it is no longer stored."
+NOT_SERVED = "this server keeps no uploaded files."
+
+
+def _uploaded(items: Sequence[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    return [a for a in items or () if "fileId" in a]
+
 
 def _content(row: MessageRow) -> str:
-    if row.role != "user" or not row.attachments:
+    paths = [a for a in row.attachments or () if "fileId" not in a] if row.role == "user" else []
+    if not paths:
         return row.content
-    lines = [f"[Attached file: {a.get('relativePath') or a.get('path')}]" for a in row.attachments]
+    lines = [f"[Attached file: {a.get('relativePath') or a.get('path')}]" for a in paths]
     return "\n\n".join([row.content, "\n".join(lines)]) if row.content else "\n".join(lines)
 
 
 def to_message(row: MessageRow) -> Message:
     status = "interrupted" if row.status == "streaming" else row.status
+    files = tuple(
+        Attachment(name=a.get("name") or "file", media_type=a.get("mediaType") or "application/octet-stream",
+                   file_id=a["fileId"])
+        for a in (_uploaded(row.attachments) if row.role == "user" else ())
+    )
     return Message(
         role=row.role,  # type: ignore[arg-type]
         content=_content(row),
+        attachments=files,
         tool_calls=tuple(ToolCall(id=c["id"], name=c["name"], arguments=c.get("arguments") or "{}")
                          for c in row.tool_calls or ()),
         tool_call_id=row.tool_call_id if row.role == "tool" else None,
@@ -44,7 +66,10 @@ def tool_definitions(session: ChatSession) -> tuple[ToolDefinition, ...]:
                  for t in session.tools or ())
 
 
-def build_request(session: ChatSession, rows: Sequence[MessageRow], *, exclude: str | None = None) -> ChatRequest:
+def build_request(session: ChatSession, rows: Sequence[MessageRow], *, exclude: str | None = None,
+                  inputs: ModelInputs | None = None) -> ChatRequest:
+    """The request for ``rows`` (uploaded files named, not loaded: see :func:`load_files`). ``inputs``: what the
+    session's model takes, when the caller decided it (else the converters apply the documented rule)."""
     defaults: dict[str, Any] = session.defaults or {}
     options = RequestOptions(
         model=session.model,
@@ -52,7 +77,82 @@ def build_request(session: ChatSession, rows: Sequence[MessageRow], *, exclude: 
         max_tokens=defaults.get("maxTokens", defaults.get("max_tokens")),
         top_p=defaults.get("topP", defaults.get("top_p")),
         system_prompt=session.system_prompt,
+        inputs=inputs,
     )
     messages = tuple(to_message(r) for r in rows
                      if r.id != exclude and not (r.role == "tool" and not r.tool_call_id))
     return ChatRequest(messages=messages, options=options, tools=tool_definitions(session))
+
+
+Reader = Callable[[str], Awaitable[bytes]]
+
+
+def has_files(request: ChatRequest) -> bool:
+    return any(m.attachments for m in request.messages)
+
+
+async def load_files(request: ChatRequest, read: Reader | None, cache: dict[str, bytes] | None = None) -> ChatRequest:
+    """``request`` with the bytes of its uploaded files, newest messages first, at most ``LOAD_BUDGET_BYTES``.
+
+    ``read(file_id)`` returns a file's bytes and raises ``RpcError(NOT_FOUND)`` for a file that is gone (it is then
+    named as gone); any other failure propagates, since answering without a file the user sent would be wrong.
+    ``cache`` (file id -> bytes) lets the steps of one run read each file once."""
+    cache = {} if cache is None else cache
+    budget = LOAD_BUDGET_BYTES
+    messages = list(request.messages)
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if not message.attachments:
+            continue
+        loaded = []
+        for att in message.attachments:
+            loaded.append(await _load(att, read, cache, budget))
+            budget -= len(loaded[-1].data)
+        messages[index] = message.model_copy(update={"attachments": tuple(loaded)})
+    return request.model_copy(update={"messages": tuple(messages)})
+
+
+async def _load(att: Attachment, read: Reader | None, cache: dict[str, bytes], budget: int) -> Attachment:
+    if att.file_id is None or att.data or att.missing:
+        return att
+    if read is None:
+        return att.model_copy(update={"missing": NOT_SERVED})
+    data = cache.get(att.file_id)
+    if data is None:
+        if budget <= 0:
+            return att.model_copy(update={"missing": OVER_BUDGET})
+        try:
+            data = await read(att.file_id)
+        except RpcError as exc:
+            if exc.code != "NOT_FOUND":
+                raise
+            return att.model_copy(update={"missing": GONE})
+        cache[att.file_id] = data
+    if len(data) > budget:
+        return att.model_copy(update={"missing": OVER_BUDGET})
+    return att.model_copy(update={"data": data})
+
+
+def notices(request: ChatRequest) -> list[dict[str, Any]]:
+    """What the user should be told about the files of the messages this step answers (those after the last
+    assistant message): each one the model is given only as a placeholder, and why. The same words as the
+    placeholder the model sees (``server.llm.convert.files``)."""
+    inputs = request.options.inputs
+    out: list[dict[str, Any]] = []
+    for message in reversed(request.messages):
+        if message.role == "assistant":
+            break
+        for att in reversed(message.attachments):
+            kind = kind_of(att)
+            if att.missing is not None:
+                why = att.missing
+            elif kind == "image" and inputs is not None and not inputs.images:
+                why = NO_IMAGES
+            elif kind == "other":
+                why = f"its type ({att.media_type}) {UNSUPPORTED}"
+            else:
+                continue
+            out.append({"code": "attachment-not-sent", "fileId": att.file_id, "name": att.name,
+                        "message": f"{att.name} was not given to the model: {why}"})
+    out.reverse()
+    return out

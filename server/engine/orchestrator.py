@@ -17,19 +17,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from contextlib import suppress
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import select
 
 from ..domain.events import EventEnvelope
-from ..llm import Provider, get_provider
+from ..llm import ModelInputs, Provider, ProviderError, get_provider
+from ..llm.capabilities import Override, model_inputs, parse_overrides
 from ..pubsub.base import Bus
 from ..services import requests
 from ..services.titles import TitleService
 from ..services.uow import UnitOfWork
-from ..settings import Settings
+from ..settings import Settings, SettingsError
 from ..store import repo
 from ..store.db import Database
 from ..store.models import ChatSession, utcnow
@@ -41,13 +43,39 @@ from .run import RunLoop
 
 log = logging.getLogger(__name__)
 
+
+class FileReader(Protocol):
+    """The part of the Files service the engine uses (``server.files.Files``)."""
+
+    async def read(self, user_id: str, file_id: str) -> bytes: ...
+
+
+VISION_MODELS_ENV = "CHATSYNC_VISION_MODELS"
+
+
+def vision_overrides(settings: Settings) -> tuple[Override, ...]:
+    """The ``provider:glob=on|off`` overrides of which models take images: ``settings.vision_models`` where the
+    settings have them, else ``CHATSYNC_VISION_MODELS`` (comma-separated). A malformed item stops start-up."""
+    items = getattr(settings, "vision_models", None)
+    if items is None:
+        items = os.environ.get(VISION_MODELS_ENV, "").split(",")
+    try:
+        return parse_overrides(items)
+    except ValueError as exc:
+        raise SettingsError(f"invalid configuration: {VISION_MODELS_ENV}: {exc}") from exc
+
+
 TRIM_REQUESTS_SECONDS = 600  # how often old client request records are deleted (they are kept 24 h)
 
 
 class Orchestrator:
     def __init__(self, settings: Settings, db: Database, uow: UnitOfWork, bus: Bus, tools: ToolRegistry,
-                 buffer: StreamBuffer) -> None:
+                 buffer: StreamBuffer, *, files: FileReader | None = None) -> None:
         self.settings = settings
+        # Uploaded files, read just before a request is built (None: attachments are named as unavailable).
+        self.files = files
+        # `provider:glob=on|off` items deciding which models take images (server.llm.capabilities).
+        self.vision_overrides = vision_overrides(settings)
         self.db = db
         self.uow = uow
         self.bus = bus
@@ -145,6 +173,15 @@ class Orchestrator:
         async with self.db.read() as s:
             stmt = select(ChatSession.abort_requested).where(ChatSession.id == session_id)
             return bool((await s.execute(stmt)).scalar_one_or_none())
+
+    def model_inputs(self, provider_id: str, model: str) -> ModelInputs | None:
+        """What ``model`` takes besides text (images, PDF documents), or ``None`` when the provider cannot be
+        built (the step then fails with that provider's error anyway)."""
+        try:
+            target = self.provider(provider_id).input_target
+        except (KeyError, ProviderError):
+            return None
+        return model_inputs(target, provider_id, model, self.vision_overrides)
 
     def provider(self, provider_id: str) -> Provider:
         """One provider instance per id for the process (they hold connection pools)."""

@@ -24,6 +24,10 @@ Choices made here:
   run with code ``invalid_tool_arguments``.
 * Abort keeps the partial answer (status ``interrupted``, finishReason ``aborted``), emits ``run-aborted`` and
   pauses the queue. Calls that never got a result stay without one; the converter synthesises "interrupted".
+* Uploaded files of the history are read just before each model call, outside the transaction and as part of
+  the abortable work (one read per file per run); a file that cannot be read for another reason than being gone
+  fails the step with ``attachment_unavailable`` (retryable) rather than answering without it. Files the model
+  gets only a placeholder for are listed as ``notices`` on the step's ``message-completed``.
 * Shutdown of this process (graceful) is treated like a crash that we get to write down ourselves:
   ``run-failed`` with code ``interrupted``, the partial answer marked, the queue paused.
 """
@@ -36,11 +40,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..domain.events import EventEnvelope, dumps
-from ..llm import ErrorEvent, Finished, TextDelta, ToolCallDelta, ToolCallEvent, ToolCallStart
+from ..llm import ChatRequest, ErrorEvent, Finished, TextDelta, ToolCallDelta, ToolCallEvent, ToolCallStart
 from ..store import repo
 from ..store.models import ChatSession, Message
 from . import state
-from .history import build_request
+from .history import build_request, has_files, load_files, notices
 from .lease import LeaseLost, fenced_tx, heartbeat
 from .turn import Turn
 
@@ -56,6 +60,7 @@ class StepResult:
     finish: str | None = None
     usage: tuple[int, int] = (0, 0)
     error: ErrorEvent | None = None
+    notices: list[dict[str, Any]] = field(default_factory=list)
 
 
 class RunLoop:
@@ -71,6 +76,7 @@ class RunLoop:
         self._lease_lost = False
         self._streaming: str | None = None  # id of the message being streamed
         self._flushed = 0  # characters of it already written to its row
+        self._files: dict[str, bytes] = {}  # uploaded files read by this run's steps, by id
 
     # --- control (called from the orchestrator) ------------------------------------------------------------
 
@@ -183,16 +189,17 @@ class RunLoop:
             message = await state.add_message(tx, "assistant", "", status="streaming", run_id=self.run_id)
             rows = await repo.list_messages(tx.db, self.session_id)
             session: ChatSession = tx.row
-            request = build_request(session, rows, exclude=message.id)
             provider_id, streaming = session.provider, not session.disable_streaming
+            request = build_request(session, rows, exclude=message.id,
+                                    inputs=self.o.model_inputs(provider_id, session.model))
+            owner_id = session.owner_id
         mid = message.id
         self.o.buffer.start(self.session_id, mid)
         await self.o.bus.stream_started(self.session_id, mid)
         self._streaming, self._flushed = mid, 0
         result = StepResult()
         try:
-            turn = Turn(lambda: self.o.provider(provider_id), request, streaming=streaming)
-            await self._inner_run(self._consume(turn, mid, result))
+            await self._inner_run(self._prepare_and_consume(request, owner_id, provider_id, streaming, mid, result))
             if self.abort_requested:
                 await self._finish_aborted(mid)
             else:
@@ -201,6 +208,23 @@ class RunLoop:
             self.o.buffer.end(self.session_id, mid)
             self._streaming = None
             await self.o.bus.stream_ended(self.session_id, mid)
+
+    async def _prepare_and_consume(self, request: ChatRequest, owner_id: str, provider_id: str, streaming: bool,
+                                   mid: str, result: StepResult) -> None:
+        """Load the request's uploaded files (outside any transaction, abortable), then run the model call."""
+        if has_files(request):
+            files = self.o.files
+            read = None if files is None else (lambda file_id: files.read(owner_id, file_id))
+            try:
+                request = await load_files(request, read, self._files)
+            except Exception:
+                log.warning("session %s: an attached file could not be read", self.session_id, exc_info=True)
+                result.error = ErrorEvent(code="attachment_unavailable", retryable=True,
+                                          message="A file attached to the conversation could not be read.")
+                return
+            result.notices = notices(request)
+        turn = Turn(lambda: self.o.provider(provider_id), request, streaming=streaming)
+        await self._consume(turn, mid, result)
 
     async def _consume(self, turn: Turn, mid: str, result: StepResult) -> None:
         sid, buffer, publish = self.session_id, self.o.buffer, self.o.publish_ephemeral
@@ -244,7 +268,8 @@ class RunLoop:
                 error = {"code": "invalid_tool_arguments" if result.finish == "error" else "stream_error",
                          "message": "The model's response could not be used.", "retryable": True}
             if error is not None:
-                state.complete_message(tx, row, status="error", content=text, finish_reason="error")
+                state.complete_message(tx, row, status="error", content=text, finish_reason="error",
+                                       notices=result.notices)
                 state.end_run(tx, run, "failed", error=error, pause=True)
                 state.go_idle(tx)
                 nxt = None
@@ -257,7 +282,7 @@ class RunLoop:
                     ids = await state.unique_call_ids(tx, result.calls)
                     calls = [{"id": i, "name": c.name, "arguments": c.arguments} for i, c in zip(ids, result.calls)]
                 state.complete_message(tx, row, status="complete", content=text, finish_reason=result.finish,
-                                       usage=usage, tool_calls=calls)
+                                       usage=usage, tool_calls=calls, notices=result.notices)
                 if calls:
                     definitions = {t["name"]: t for t in tx.row.tools or ()}
                     await state.register_tool_calls(tx, run, row, calls, definitions)
@@ -276,6 +301,7 @@ class RunLoop:
             # An abort asked of this process belonged to the run that just ended (its transaction cleared the
             # row's flag); one meant for the new run is on the row, which every step reads.
             self.abort_requested = False
+            self._files.clear()
         self.run_id = run_id
 
     async def _finish_aborted(self, mid: str | None = None) -> None:

@@ -54,13 +54,17 @@ async def add_message(tx: SessionTx, role: str, content: str = "", *, status: st
 
 
 def complete_message(tx: SessionTx, row: Message, *, status: str, content: str, finish_reason: str | None,
-                     usage: dict[str, int] | None = None, tool_calls: list[dict[str, str]] | None = None) -> None:
+                     usage: dict[str, int] | None = None, tool_calls: list[dict[str, str]] | None = None,
+                     notices: list[dict[str, Any]] | None = None) -> None:
+    """``notices``: what the user is told about the step's request (files the model got only a placeholder for,
+    docs/attachments.md); on the event only, when there are any."""
     row.status, row.content, row.finish_reason = status, content, finish_reason
     if usage is not None:
         row.usage = usage
     if tool_calls:
         row.tool_calls = tool_calls
-    tx.emit("message-completed", message=repo.message_wire(row).wire())
+    extra = {"notices": notices} if notices else {}
+    tx.emit("message-completed", message=repo.message_wire(row).wire(), **extra)
 
 
 async def add_system_messages(tx: SessionTx, instructions: Iterable[str],

@@ -12,6 +12,7 @@ from .errors import ErrorCode, ProviderError
 from .providers import PROVIDER_IDS, Provider, default_provider_id, get_provider, known_provider, register_provider
 from .retry import NO_RETRY, RetryPolicy
 from .types import (
+    Attachment,
     ChatRequest,
     Completion,
     ErrorEvent,
@@ -19,6 +20,7 @@ from .types import (
     FinishReason,
     Message,
     MessageStatus,
+    ModelInputs,
     RequestOptions,
     Role,
     TextDelta,
@@ -35,6 +37,7 @@ from .types import (
 __all__ = [
     "NO_RETRY",
     "PROVIDER_IDS",
+    "Attachment",
     "ChatRequest",
     "Completion",
     "ErrorCode",
@@ -43,6 +46,7 @@ __all__ = [
     "FinishReason",
     "Message",
     "MessageStatus",
+    "ModelInputs",
     "Provider",
     "ProviderError",
     "RequestOptions",

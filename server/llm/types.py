@@ -37,11 +37,33 @@ class ToolCall(_Frozen):
     signature_provider: str | None = None
 
 
+class Attachment(_Frozen):
+    """An uploaded file on a user message. ``data`` holds its bytes, loaded just before the request is built; when
+    they could not be loaded, ``missing`` says why and the model is told so in a text placeholder instead."""
+
+    model_config = ConfigDict(ser_json_bytes="base64", val_json_bytes="base64")
+
+    name: str
+    media_type: str
+    data: bytes = Field(default=b"", repr=False)
+    file_id: str | None = None
+    missing: str | None = None
+
+
+class ModelInputs(_Frozen):
+    """What a model takes besides text: images as image parts, PDFs as document parts (else their text)."""
+
+    images: bool = True
+    documents: bool = True
+
+
 class Message(_Frozen):
     """One stored message of the canonical history."""
 
     role: Role
     content: str = ""
+    # User messages only: uploaded files, rendered per target by ``server.llm.convert.files``.
+    attachments: tuple[Attachment, ...] = ()
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
     # Optional on tool messages; the converter takes the name from the matching call, which is authoritative.
@@ -58,6 +80,8 @@ class Message(_Frozen):
             raise ValueError("tool messages need a tool_call_id")
         if self.role != "tool" and self.tool_call_id is not None:
             raise ValueError("only tool messages carry a tool_call_id")
+        if self.attachments and self.role != "user":
+            raise ValueError("only user messages carry attachments")
         return self
 
 
@@ -77,6 +101,8 @@ class RequestOptions(_Frozen):
     max_tokens: int | None = None
     top_p: float | None = None
     system_prompt: str | None = None
+    # What the model takes; ``None``: the documented rule for the target and model (``server.llm.capabilities``).
+    inputs: ModelInputs | None = None
 
 
 class ChatRequest(_Frozen):

@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import insert
 
 from ..domain import models as wire
+from ..files import refs as file_refs
 from ..protocol.errors import RpcError
 from ..store import repo
 from ..store.models import QueuedMessage, User
@@ -110,6 +111,7 @@ class QueueService:
                 if length >= self.max_length:
                     results.append(RpcError("PRECONDITION_FAILED", f"queue is full ({self.max_length} messages)"))
                     continue
+                await file_refs.link(tx.db, session_id, attachments)
                 length, last_position = length + 1, last_position + 1
                 crid = request.request_id if request is not None else None
                 item = wire.QueuedMessage(id=f"queue-{uuid.uuid4().hex}", content=content,
@@ -139,6 +141,7 @@ class QueueService:
             if head is None:
                 return None
             await tx.db.delete(head)
+            await file_refs.release(tx.db, session_id, head.attachments)
             tx.emit("queue-message-removed", messageId=head.id, reason=reason)
             return repo.queued_wire(head)
 
@@ -152,6 +155,7 @@ class QueueService:
     async def clear(self, user: User, session_id: str) -> None:
         async with self.uow.queue(user, session_id) as tx:
             if await repo.clear_queue(tx.db, session_id):
+                await file_refs.release_queue(tx.db, session_id)
                 tx.emit("queue-cleared")
             tx.queue_length = 0
 
@@ -162,6 +166,7 @@ class QueueService:
             if target is None:
                 raise RpcError("NOT_FOUND", "Queued message not found")
             await tx.db.delete(target)
+            await file_refs.release(tx.db, session_id, target.attachments)
             tx.emit("queue-message-removed", messageId=message_id, reason="removed")
 
     async def update(
@@ -178,7 +183,9 @@ class QueueService:
             if content is not None and content != target.content:
                 target.content, changed = content, True
             if attachments is not None and attachments != target.attachments:
-                target.attachments, changed = attachments, True
+                await file_refs.link(tx.db, session_id, attachments)
+                dropped, target.attachments, changed = target.attachments, attachments, True
+                await file_refs.release(tx.db, session_id, dropped)
             item = repo.queued_wire(target)
             if changed:
                 tx.emit("queue-message-updated", message=item.wire())

@@ -33,6 +33,7 @@ from typing import Any
 from ..domain import models as wire
 from ..engine import Orchestrator, state
 from ..engine.lease import lease_live
+from ..files import refs as file_refs
 from ..protocol.errors import RpcError
 from ..store import repo
 from ..store.models import QueuedMessage, User
@@ -77,6 +78,7 @@ class RunService:
                     return replayed
                 row = tx.row
                 policy = busy_policy or row.busy_policy
+                await file_refs.link(tx.db, session_id, attachments)
                 if row.run_id is not None and row.status == "running" and not lease_live(row) \
                         and self.o.local_loop(session_id) is None:
                     await state.recover(tx)  # its process died; write that down before going on

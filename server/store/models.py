@@ -12,11 +12,13 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     PrimaryKeyConstraint,
     String,
     Text,
     TypeDecorator,
+    UniqueConstraint,
     false,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -255,3 +257,58 @@ class Event(Base):
     # The event exactly as clients receive it (JSON text), so replay needs no re-serialisation.
     payload: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class FileBlob(Base):
+    """Stored bytes, once per user and content (``sha256``); the storage backend keeps them under ``id``.
+
+    ``state`` is ``writing`` while an upload streams in (``sha256`` still unknown), then ``complete``. A
+    blob whose upload never finished is removed by the file collector (``server.files``)."""
+
+    __tablename__ = "file_blobs"
+    __table_args__ = (UniqueConstraint("user_id", "sha256"),)
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    size: Mapped[int] = mapped_column(BigInteger, default=0)
+    media_type: Mapped[str] = mapped_column(String(100), default="application/octet-stream")
+    state: Mapped[str] = mapped_column(String(16), default="writing")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+
+
+class StoredFile(Base):
+    """An uploaded file as its owner sees it: a name over a blob. Identical uploads share one blob."""
+
+    __tablename__ = "files"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    # No cascade: a blob is deleted only once no file names it (the collector checks, the key enforces).
+    blob_id: Mapped[str] = mapped_column(ForeignKey("file_blobs.id"), index=True)
+    name: Mapped[str] = mapped_column(String(255))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # Set at upload and whenever a message takes the file; unreferenced files older than the grace period
+    # (measured from here) are collected.
+    touched_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+
+
+class FileRef(Base):
+    """A session whose messages or queued messages carry the file."""
+
+    __tablename__ = "file_refs"
+    __table_args__ = (PrimaryKeyConstraint("file_id", "session_id"),)
+
+    file_id: Mapped[str] = mapped_column(ForeignKey("files.id", ondelete="CASCADE"))
+    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"), index=True)
+
+
+class FileChunk(Base):
+    """The database storage backend (``CHATSYNC_FILES_URL=database:``): a blob's bytes in numbered pieces."""
+
+    __tablename__ = "file_chunks"
+    __table_args__ = (PrimaryKeyConstraint("blob_id", "seq"),)
+
+    blob_id: Mapped[str] = mapped_column(String(36))
+    seq: Mapped[int] = mapped_column(Integer, autoincrement=False)
+    data: Mapped[bytes] = mapped_column(LargeBinary)

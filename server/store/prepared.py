@@ -63,6 +63,9 @@ class PreparedResult:
     def first(self) -> tuple[Any, ...] | None:
         return self._cursor.fetchone()
 
+    def all(self) -> list[tuple[Any, ...]]:
+        return self._cursor.fetchall()
+
     def one(self) -> tuple[Any, ...]:
         row = self._cursor.fetchone()
         if row is None:

@@ -8,6 +8,7 @@ of deltas costs one redraw per frame, not one per delta.
 from __future__ import annotations
 
 from collections.abc import Awaitable
+from pathlib import Path
 from typing import Any
 
 from textual.app import App, ComposeResult
@@ -17,10 +18,19 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Footer, Input, Label
 
 from ..cli_sessions import to_cli_error
-from ..client import ChatClient, ConnectionLost, SessionView, TrpcError
+from ..client import ChatClient, ConnectionLost, SessionView, TrpcError, UploadedFile
 from ..client.view import Change
 from .switcher import NEW, SessionSwitcher
 from .widgets import ApprovalBar, MessageView, QueueList, StatusLine, message_key
+
+
+PLACEHOLDER = "Message · enter sends (queued while the model answers) · /attach PATH adds a file"
+EDIT_PLACEHOLDER = "Editing a queued message · enter saves · escape cancels"
+
+
+def _reference(attachment: dict[str, Any]) -> dict[str, Any]:
+    """A shown attachment as an input takes it again: an uploaded file by id, a path item as it is."""
+    return {"fileId": attachment["fileId"]} if "fileId" in attachment else attachment
 
 
 class ChatApp(App[None]):
@@ -52,6 +62,7 @@ class ChatApp(App[None]):
         self.chat: ChatClient | None = None
         self.view: SessionView | None = None
         self.editing: str | None = None  # id of the queued message the input is editing
+        self.attached: list[UploadedFile] = []  # uploaded by /attach, sent with the next message
         self.error: str | None = None  # why the app could not start (printed by run_chat)
         self._widgets: dict[str, MessageView] = {}
         self._dirty = True
@@ -66,7 +77,7 @@ class ChatApp(App[None]):
                 yield QueueList(id="queue")
                 yield Label("e edit · d remove · j/k move", id="queue-help")
         yield ApprovalBar(id="approval")
-        yield Input(placeholder="Message · enter sends (queued while the model answers)", id="prompt")
+        yield Input(placeholder=PLACEHOLDER, id="prompt")
         yield Footer()
 
     # --- lifecycle ----------------------------------------------------------------------------------------
@@ -170,13 +181,46 @@ class ChatApp(App[None]):
         if not text or self.view is None or self.chat is None:
             return
         event.input.value = ""
+        if text == "/detach":
+            self.attached = []
+            self._show_attached()
+            return
+        if text == "/attach" or text.startswith("/attach "):
+            await self._attach(text.removeprefix("/attach").strip())
+            return
         sid = self.view.session_id
+        attached, self.attached = self.attached, []
+        self._show_attached()
         if self.editing is not None:
             mid, self.editing = self.editing, None
-            event.input.placeholder = "Message · enter sends (queued while the model answers)"
-            self._call(self.chat.update_queued(sid, mid, text))
+            item = next((q for q in self.view.queue if q.id == mid), None)
+            kept: list[Any] = [_reference(a) for a in item.attachments] if item is not None else []
+            self._call(self.chat.update_queued(sid, mid, text, kept + attached if attached else None))
         else:
-            self._call(self.chat.send(sid, text))
+            self._call(self.chat.send(sid, text, attachments=attached))
+
+    async def _attach(self, path: str) -> None:
+        """``/attach PATH``: upload a local file now; the next message (or queued edit) carries it."""
+        assert self.chat is not None
+        if not path:
+            self.notify("/attach PATH uploads a file for the next message; /detach drops them", severity="warning")
+            return
+        target = Path(path).expanduser()
+        if not target.is_file():
+            self.notify(f"no such file: {target}", severity="error")
+            return
+        try:
+            uploaded = await self.chat.upload(target)
+        except (TrpcError, ConnectionLost, TimeoutError, OSError) as exc:
+            self.notify(f"could not attach {target.name}: {getattr(exc, 'message', exc)}", severity="error")
+            return
+        self.attached.append(uploaded)
+        self._show_attached()
+
+    def _show_attached(self) -> None:
+        names = ", ".join(f.name for f in self.attached)
+        self._prompt.placeholder = (f"Message · attached: {names} · /detach drops them" if self.attached
+                                    else EDIT_PLACEHOLDER if self.editing is not None else PLACEHOLDER)
 
     def on_queue_list_act(self, event: QueueList.Act) -> None:
         if self.view is None or self.chat is None:
@@ -196,7 +240,7 @@ class ChatApp(App[None]):
                 self.editing = item.id
                 prompt = self._prompt
                 prompt.value = item.content
-                prompt.placeholder = "Editing a queued message · enter saves · escape cancels"
+                prompt.placeholder = EDIT_PLACEHOLDER
                 prompt.focus()
 
     def action_cancel_edit(self) -> None:
@@ -204,7 +248,7 @@ class ChatApp(App[None]):
             self.editing = None
             prompt = self._prompt
             prompt.value = ""
-            prompt.placeholder = "Message · enter sends (queued while the model answers)"
+            self._show_attached()
 
     def action_abort(self) -> None:
         if self.view is not None and self.chat is not None:

@@ -20,7 +20,13 @@ CONNECTION_LABELS = {"connecting": ("◌ connecting", "yellow"), "connected": ("
 
 def message_key(m: Message) -> tuple[Any, ...]:
     """What a message's rendering depends on (redraw only when it changed)."""
-    return (m.content, m.status, tuple((c.name, c.arguments) for c in m.tool_calls or []))
+    return (m.content, m.status, tuple((c.name, c.arguments) for c in m.tool_calls or []), len(m.attachments))
+
+
+def attachment_label(a: dict[str, Any]) -> str:
+    if "fileId" in a:
+        return f"📎 {a.get('name', 'file')} ({a.get('mediaType', '?')}, {a.get('size', 0)} bytes)"
+    return f"📎 {a.get('relativePath') or a.get('path')}"
 
 
 class MessageView(Static):
@@ -45,6 +51,8 @@ class MessageView(Static):
             text.append(f"  [{m.status}{'…' if m.status == 'streaming' else ''}]", style="dim italic")
         text.append("\n")
         text.append(m.content)
+        for a in m.attachments:
+            text.append(f"\n{attachment_label(a)}", style="dim")
         for call in m.tool_calls or []:
             text.append(f"\n⚙ {call.name} {call.arguments}", style="yellow")
         self.update(text)
@@ -74,11 +82,13 @@ class QueueList(OptionList):
         self.items: list[QueuedMessage] = []
 
     def show(self, queue: list[QueuedMessage]) -> None:
-        if [(q.id, q.content) for q in queue] == [(q.id, q.content) for q in self.items]:
+        if [(q.id, q.content, len(q.attachments)) for q in queue] \
+                == [(q.id, q.content, len(q.attachments)) for q in self.items]:
             return
         keep = self.highlighted_option.id if self.highlighted_option is not None else None
         self.items = list(queue)
-        self.set_options([Option(Text(f"{i}. {' '.join(q.content.split())}"), id=q.id)
+        self.set_options([Option(Text(f"{i}. {' '.join(q.content.split())}"
+                                      + (f" 📎{len(q.attachments)}" if q.attachments else "")), id=q.id)
                           for i, q in enumerate(queue, 1)])
         ids = [q.id for q in queue]
         if keep in ids:

@@ -209,3 +209,29 @@ async def test_session_switcher_lists_titles_and_opens_one(paced: Any) -> None:
             await pilot.press("enter")
             await until(pilot, lambda: app.view is not None and app.view.session_id == first.id)
             await until(pilot, lambda: "First one" in app.query_one("#status", StatusLine).plain)
+
+
+async def test_attach_a_file_then_send(live: Any, tmp_path: Path) -> None:
+    """``/attach PATH`` uploads a local file and the next message carries it."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("remember the milk\n")
+    async with ChatClient(live.url, live.tokens["alice"]) as chat:
+        s = await chat.create_session(title="errands")
+        app = ChatApp(live.url, live.tokens["alice"], s.id)
+        async with app.run_test(size=SIZE) as pilot:
+            prompt = app.query_one("#prompt", Input)
+            await submit(pilot, f"/attach {tmp_path / 'missing.txt'}")
+            await submit(pilot, f"/attach {notes}")
+            await until(pilot, lambda: "notes.txt" in str(prompt.placeholder))
+            assert app.attached and app.attached[0].name == "notes.txt"
+            await submit(pilot, "what is on this list?")
+            await until(pilot, lambda: app.view is not None and any(
+                m.role == "user" and m.attachments for m in app.view.messages))
+            assert app.attached == [] and "notes.txt" not in str(prompt.placeholder)
+            drawn = [str(w.render()) for w in app.query(MessageView)]
+            assert any("📎 notes.txt (text/plain, 18 bytes)" in text for text in drawn)
+        stored = await chat.get_session(s.id)
+        sent = [m for m in stored.messages if m.role == "user"]
+        assert [m.content for m in sent] == ["what is on this list?"]
+        assert [(a["name"], a["mediaType"], a["size"]) for a in sent[0].attachments] == [("notes.txt", "text/plain", 18)]
+        assert await chat.download(sent[0].attachments[0]["fileId"]) == b"remember the milk\n"

@@ -2,19 +2,24 @@
 
 Histories are random sequences of user/system/assistant/tool messages with interrupted streams (missing results,
 cut-off arguments), parallel calls, orphan and duplicate results, ids in other providers' formats (a provider
-switch mid-conversation), reused and empty ids, blank messages and consecutive queued user messages. Each target's
-checker encodes the server-side rules quoted in PROVIDERS.md.
+switch mid-conversation), reused and empty ids, blank messages and consecutive queued user messages, and user
+messages with files (images, PDFs, text, missing, unreadable and unsupported ones, files alone without text), for
+models that take images and documents and for models that do not. Each target's checker encodes the server-side
+rules quoted in PROVIDERS.md and the attachment formats of docs/attachments.md.
 """
 
 from __future__ import annotations
 
+import base64
 import copy
 import re
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from server.llm import ChatRequest, Message, RequestOptions, ToolCall
+from attachment_files import image_file, pdf, pdf_file, png, text_file
+
+from server.llm import Attachment, ChatRequest, Message, ModelInputs, RequestOptions, ToolCall
 from server.llm.convert import (
     COMPATIBLE,
     MISTRAL,
@@ -40,6 +45,18 @@ ID_POOL = [
 ARGS_POOL = ['{"city": "Paris"}', "{}", "", '{"city": "Par', "[1, 2]", '"x"', "null", '{"a": {"b": [1, 2]}}']
 TEXT = st.sampled_from(["", "  ", "hello", "queued message", "trailing space  ", "multi\nline"])
 STATUS = st.sampled_from(["complete", "interrupted", "error", "streaming"])
+FILES = [
+    image_file(png(8, 6), "dot.png"),
+    image_file(png(40, 3000), "tall.png"),  # over every target's side limit: resized
+    pdf_file(pdf("Minutes of the meeting"), "minutes.pdf"),
+    text_file("print('hi')\n", "hello.py"),
+    Attachment(name="gone.jpg", media_type="image/jpeg", missing="it was deleted."),
+    Attachment(name="broken.png", media_type="image/png", data=b"\x89PNG but not really"),
+    Attachment(name="tool.exe", media_type="application/x-msdownload", data=b"MZ\x90\x00"),
+]
+ATTACHMENTS = st.lists(st.sampled_from(FILES), max_size=3).map(tuple)
+INPUTS = st.sampled_from([None, ModelInputs(images=True, documents=True), ModelInputs(images=True, documents=False),
+                          ModelInputs(images=False, documents=False)])
 
 
 @st.composite
@@ -48,7 +65,9 @@ def histories(draw) -> list[Message]:
     issued: list[str] = []
     for _ in range(draw(st.integers(0, 14))):
         kind = draw(st.sampled_from(["user", "user", "system", "assistant", "assistant", "tool", "tool", "tool"]))
-        if kind in ("user", "system"):
+        if kind == "user":
+            messages.append(Message(role=kind, content=draw(TEXT), attachments=draw(ATTACHMENTS)))
+        elif kind == "system":
             messages.append(Message(role=kind, content=draw(TEXT)))
         elif kind == "assistant":
             n = draw(st.integers(0, 3))
@@ -67,8 +86,31 @@ def histories(draw) -> list[Message]:
     return messages
 
 
-def request_for(messages: list[Message], system_prompt: str | None = None) -> ChatRequest:
-    return ChatRequest(messages=tuple(messages), options=RequestOptions(model="m", system_prompt=system_prompt))
+def request_for(messages: list[Message], system_prompt: str | None = None,
+                inputs: ModelInputs | None = None) -> ChatRequest:
+    return ChatRequest(messages=tuple(messages),
+                       options=RequestOptions(model="m", system_prompt=system_prompt, inputs=inputs))
+
+
+def check_data_url(url: str, media_types: tuple[str, ...]) -> None:
+    head, _, data = url.partition(";base64,")
+    assert head.startswith("data:") and head[5:] in media_types and base64.b64decode(data, validate=True)
+
+
+def check_openai_content(content) -> None:
+    """User content: a non-empty string, or parts of the documented kinds [AT1][AT2], none empty."""
+    if isinstance(content, str):
+        assert content.strip()
+        return
+    assert content and any(p["type"] != "text" for p in content), "parts only when there is an image or a file"
+    for p in content:
+        if p["type"] == "text":
+            assert p["text"].strip()
+        elif p["type"] == "image_url":
+            check_data_url(p["image_url"]["url"], ("image/png", "image/jpeg", "image/webp", "image/gif"))
+        else:
+            assert p["type"] == "file" and p["file"]["filename"]
+            check_data_url(p["file"]["file_data"], ("application/pdf",))
 
 
 SYSTEM_PROMPT = st.sampled_from([None, "You are helpful."])
@@ -104,7 +146,12 @@ def check_openai(messages: list[dict], *, compatible: bool, mistral_ids: bool) -
             assert all(isinstance(r["content"], str) for r in results)
             i += 1 + len(calls)
             continue
-        assert isinstance(m["content"], str) and m["content"].strip()
+        if m["role"] == "user":
+            check_openai_content(m["content"])
+            if compatible and isinstance(m["content"], list):
+                assert all(p["type"] != "file" for p in m["content"]), "compatible servers have no file parts"
+        else:
+            assert isinstance(m["content"], str) and m["content"].strip()
         i += 1
     assert any(m["role"] != "system" for m in messages) or messages, "never messages: []"
     if compatible:
@@ -120,9 +167,9 @@ def check_openai(messages: list[dict], *, compatible: bool, mistral_ids: bool) -
 
 
 @SETTINGS
-@given(histories(), SYSTEM_PROMPT)
-def test_openai_requests_are_valid(history, system_prompt):
-    request = request_for(history, system_prompt)
+@given(histories(), SYSTEM_PROMPT, INPUTS)
+def test_openai_requests_are_valid(history, system_prompt, inputs):
+    request = request_for(history, system_prompt, inputs)
     check_openai(to_openai_request(request, OPENAI)["messages"], compatible=False, mistral_ids=False)
     check_openai(to_openai_request(request, COMPATIBLE)["messages"], compatible=True, mistral_ids=False)
     check_openai(to_openai_request(request, MISTRAL)["messages"], compatible=True, mistral_ids=True)
@@ -141,8 +188,17 @@ def check_anthropic(body: dict) -> None:
             assert m["role"] != messages[k - 1]["role"], "roles alternate [I16]"
         assert m["content"], "no empty messages [I26]"
         for block in m["content"]:
+            assert block["type"] in ("text", "image", "document", "tool_use", "tool_result")
             if block["type"] == "text":
                 assert block["text"].strip(), "text blocks must be non-empty [I9]"
+            if block["type"] in ("image", "document"):
+                assert m["role"] == "user"
+                source = block["source"]
+                allowed = ("image/png", "image/jpeg", "image/gif", "image/webp") if block["type"] == "image" \
+                    else ("application/pdf",)
+                assert source["type"] == "base64" and source["media_type"] in allowed  # [AT4][AT5]
+                assert 0 < len(source["data"]) <= 5 * 1024 * 1024 or block["type"] == "document"
+                base64.b64decode(source["data"], validate=True)
             if block["type"] == "tool_use":
                 assert re.fullmatch(r"[a-zA-Z0-9_-]+", block["id"]) and len(block["id"]) <= 64  # [I25]
                 assert block["id"] not in seen_ids
@@ -156,7 +212,8 @@ def check_anthropic(body: dict) -> None:
             # Results immediately after, first in the content, one per call [A20][I7].
             assert [b["type"] for b in head] == ["tool_result"] * len(uses)
             assert [b["tool_use_id"] for b in head] == uses
-            assert all(b["type"] == "text" for b in nxt[len(uses) :])
+            # Then text (and the files of a queued message: results first is the rule, not "text only" [A20]).
+            assert all(b["type"] in ("text", "image", "document") for b in nxt[len(uses) :])
         if results:
             prev_uses = [b["id"] for b in messages[k - 1]["content"] if b["type"] == "tool_use"]
             assert [r["tool_use_id"] for r in results] == prev_uses, "no orphan tool_result [I8]"
@@ -167,9 +224,9 @@ def check_anthropic(body: dict) -> None:
 
 
 @SETTINGS
-@given(histories(), SYSTEM_PROMPT)
-def test_anthropic_requests_are_valid(history, system_prompt):
-    body = to_anthropic_request(request_for(history, system_prompt))
+@given(histories(), SYSTEM_PROMPT, INPUTS)
+def test_anthropic_requests_are_valid(history, system_prompt, inputs):
+    body = to_anthropic_request(request_for(history, system_prompt, inputs))
     check_anthropic(body)
     if system_prompt:
         assert body["system"].startswith(system_prompt)
@@ -187,6 +244,10 @@ def check_google(body: dict) -> None:
         for p in c["parts"]:
             if "text" in p:
                 assert p["text"].strip(), "no empty text parts [I29]"
+            if "inline_data" in p:
+                blob = p["inline_data"]
+                assert c["role"] == "user" and blob["data"]  # [AT6]
+                assert blob["mime_type"] in ("image/png", "image/jpeg", "image/webp", "application/pdf")
         has_fr = any("function_response" in p for p in c["parts"])
         if has_fr:
             assert kinds == {"function_response"}, "function responses travel alone [P6]"
@@ -209,9 +270,9 @@ def check_google(body: dict) -> None:
 
 
 @SETTINGS
-@given(histories(), SYSTEM_PROMPT)
-def test_google_requests_are_valid(history, system_prompt):
-    body = to_google_request(request_for(history, system_prompt))
+@given(histories(), SYSTEM_PROMPT, INPUTS)
+def test_google_requests_are_valid(history, system_prompt, inputs):
+    body = to_google_request(request_for(history, system_prompt, inputs))
     check_google(body)
     system = body["config"].get("system_instruction")
     assert system is None or system.strip()
@@ -226,6 +287,9 @@ def check_ollama(messages: list[dict]) -> None:
     while i < len(messages):
         m = messages[i]
         assert m["role"] != "tool", "tool message without its call"
+        assert isinstance(m["content"], str)
+        if "images" in m:
+            assert m["role"] == "user" and m["images"] and all(isinstance(d, bytes) and d for d in m["images"])
         calls = m.get("tool_calls") or []
         for c in calls:
             assert isinstance(c["function"]["arguments"], dict)  # [L1]
@@ -236,9 +300,9 @@ def check_ollama(messages: list[dict]) -> None:
 
 
 @SETTINGS
-@given(histories(), SYSTEM_PROMPT)
-def test_ollama_requests_are_valid(history, system_prompt):
-    check_ollama(to_ollama_request(request_for(history, system_prompt))["messages"])
+@given(histories(), SYSTEM_PROMPT, INPUTS)
+def test_ollama_requests_are_valid(history, system_prompt, inputs):
+    check_ollama(to_ollama_request(request_for(history, system_prompt, inputs))["messages"])
 
 
 # ---------------------------------------------------------------------------------------------------- all targets
@@ -264,11 +328,16 @@ def test_conversion_is_deterministic(history, system_prompt):
 
 
 @SETTINGS
-@given(histories())
-def test_no_user_text_is_lost(history):
-    # Queued user messages may be moved after tool results or merged, but never dropped.
+@given(histories(), INPUTS)
+def test_no_user_text_or_file_is_lost(history, inputs):
+    # Queued user messages may be moved after tool results or merged, but never dropped; every file is either
+    # sent or named in a placeholder that says why it was not.
     texts = [m.content for m in history if m.role == "user" and m.content.strip()]
+    names = [a.name for m in history if m.role == "user" for a in m.attachments]
     for name in ("openai", "compatible", "anthropic", "google", "ollama"):
-        rendered = repr(CONVERTERS[name](request_for(history)))
+        rendered = repr(CONVERTERS[name](request_for(history, inputs=inputs)))
         for text in texts:
             assert repr(text)[1:-1] in rendered, (name, text)
+        for file in names:
+            assert f"[Attached file: {file}]" in rendered or f"[Attached file {file} " in rendered \
+                or f'<file name="{file}">' in rendered, (name, file)

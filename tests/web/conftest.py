@@ -24,6 +24,7 @@ from served import CLIENT_JS, ROOT, need, serve
 
 DRIVER = CLIENT_JS / "browser" / "app_driver.mjs"
 ECHO_DELAY = "0.05"  # seconds per word: a 400-word answer lasts long enough to work the queue during it
+MAX_FILE_BYTES = 2_000_000  # small, so a refused upload costs little
 
 
 @dataclass
@@ -49,6 +50,24 @@ class Api:
         body = json.dumps(input if input is not None else None).encode()
         return self._open(urllib.request.Request(f"{self.url}/trpc/{path}", data=body, method="POST",
                                                  headers={"Content-Type": "application/json"}))
+
+    def file(self, file_id: str) -> bytes:
+        """``GET /files/{id}``: an uploaded file's bytes, as its owner fetches them."""
+        req = urllib.request.Request(f"{self.url}/files/{urllib.parse.quote(file_id)}")
+        req.add_header("Authorization", f"Bearer {self.token}")
+        with urllib.request.urlopen(req, timeout=30) as res:
+            return res.read()
+
+    def upload(self, name: str, data: bytes) -> dict[str, Any]:
+        """``POST /files`` with one part named ``file``: the stored file (id, name, mediaType, size, sha256)."""
+        boundary = "chatsync-test-boundary"
+        body = (f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{name}"\r\n'
+                f"Content-Type: application/octet-stream\r\n\r\n").encode() + data + f"\r\n--{boundary}--\r\n".encode()
+        req = urllib.request.Request(f"{self.url}/files", data=body, method="POST",
+                                     headers={"Content-Type": f"multipart/form-data; boundary={boundary}",
+                                              "Authorization": f"Bearer {self.token}"})
+        with urllib.request.urlopen(req, timeout=30) as res:
+            return json.loads(res.read())
 
     def messages(self, session_id: str) -> list[dict[str, Any]]:
         return self.query("session.get", {"sessionId": session_id})["messages"]
@@ -81,8 +100,18 @@ def web_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebServer]:
     if not os.path.exists("/usr/bin/chromium"):
         pytest.fail("/usr/bin/chromium is missing (bash scripts/setup.sh --with-node installs Debian's)")
     _build_app()
-    with serve(tmp_path_factory.mktemp("web"), ("alice", "bob", "carol"), ECHO_DELAY=ECHO_DELAY) as served:
+    with serve(tmp_path_factory.mktemp("web"), ("alice", "bob", "carol"), ECHO_DELAY=ECHO_DELAY,
+               MAX_FILE_BYTES=str(MAX_FILE_BYTES)) as served:
         yield WebServer(url=served.url, tokens=served.tokens, log=served.log, proc=served.proc)
+
+
+def answers(api: Api, session_id: str) -> list[dict[str, Any]]:
+    return [m for m in api.messages(session_id) if m["role"] == "assistant"]
+
+
+def texts(messages: list[dict[str, Any]]) -> list[str]:
+    """Answers as a reader sees them in the page: whitespace collapsed (the scenarios send plain words)."""
+    return [" ".join(m["content"].split()) for m in messages]
 
 
 Checkpoint = Callable[[str, Any], Any]

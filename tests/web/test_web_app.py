@@ -6,20 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from conftest import Api, Driver, WebServer
+from conftest import Driver, WebServer, answers, texts
 
 
 def preview(text: str) -> str:
     return text if len(text) <= 50 else text[:50] + "…"
-
-
-def answers(api: Api, session_id: str) -> list[dict[str, Any]]:
-    return [m for m in api.messages(session_id) if m["role"] == "assistant"]
-
-
-def texts(messages: list[dict[str, Any]]) -> list[str]:
-    """Answers as a reader sees them in the page: whitespace collapsed (the scenarios send plain words)."""
-    return [" ".join(m["content"].split()) for m in messages]
 
 
 def no_problems(result: dict[str, Any]) -> None:
@@ -208,7 +199,7 @@ def test_phone_sized_screen(web_server: WebServer, browser: Driver) -> None:
     api.mutate("message.send", {"sessionId": sid, "content": "a first message on a small screen"})
     seen = browser.run("phone", token=web_server.tokens["alice"], sessionId=sid)
     no_problems(seen)
-    assert seen["overflow"] <= 0 and seen["navOverflow"] <= 0
+    assert seen["overflow"] <= 0 and seen["navOverflow"] <= 0 and seen["chipOverflow"] <= 0
     assert seen["navHidden"] and seen["composerVisible"]
     assert seen["animation"] == "none"  # prefers-reduced-motion: the streaming cursor does not blink
 

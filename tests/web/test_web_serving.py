@@ -41,6 +41,8 @@ def test_index_and_client_routes(web_server: WebServer) -> None:
         assert policy["script-src"] == "'self'"  # no 'unsafe-inline', no nonce: the build inlines nothing
         assert policy["object-src"] == "'none'" and policy["base-uri"] == "'none'"
         assert policy["frame-ancestors"] == "'none'"
+        # Attachments are fetched with the token and shown as blob: URLs; no data: and no other origin.
+        assert policy["img-src"].split() == ["'self'", "blob:"]
         host = web_server.url.removeprefix("http://")
         assert policy["connect-src"].split() == ["'self'", f"ws://{host}", f"wss://{host}"]
     # The page really has no inline script for that policy to refuse.

@@ -1,8 +1,10 @@
 import { useStore } from "@nanostores/preact";
-import { useRef, useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import { $busy, $session } from "../stores/conversation";
 import { send } from "../stores/actions";
+import { addFiles, restore, takeReady } from "../stores/attachments";
 import { act } from "../stores/call";
+import { AttachmentChips } from "./AttachmentChips";
 
 const WHILE_BUSY: Record<string, string> = {
   enqueue: "The model is answering: Enter adds your message to the queue.",
@@ -11,17 +13,43 @@ const WHILE_BUSY: Record<string, string> = {
   reject: "The model is answering: wait for it to finish before sending.",
 };
 
-/** The message box: usable while the model answers. Enter sends, Shift+Enter is a new line. */
+const hasFiles = (e: DragEvent) => !!e.dataTransfer && [...e.dataTransfer.types].includes("Files");
+
+/** The message box: usable while the model answers. Enter sends, Shift+Enter is a new line. Files come by
+ * the "Attach files" button, by dropping them on the box, or by pasting images; each shows as a chip. */
 export function Composer() {
   const busy = useStore($busy);
   const policy = useStore($session)?.busyPolicy ?? "enqueue";
   const [text, setText] = useState("");
+  const [dropping, setDropping] = useState(false);
   const box = useRef<HTMLTextAreaElement>(null);
+  const picker = useRef<HTMLInputElement>(null);
+  useEffect(() => {
+    // A file dropped beside the box would make the browser open it in place of the app (and drop the draft).
+    const refuse = (e: DragEvent) => {
+      if (!hasFiles(e) || (e.target as Element | null)?.closest?.(".composer")) return;
+      e.preventDefault();
+      if (e.dataTransfer) e.dataTransfer.dropEffect = "none";
+    };
+    window.addEventListener("dragover", refuse);
+    window.addEventListener("drop", refuse);
+    return () => {
+      window.removeEventListener("dragover", refuse);
+      window.removeEventListener("drop", refuse);
+    };
+  }, []);
   const submit = () => {
     const content = text;
-    if (!content.trim()) return;
+    const files = takeReady();
+    if (!files) return;
+    if (!content.trim() && !files.length) return;
     setText("");
-    void act("Sending", () => send(content).catch((err) => { setText((t) => t || content); throw err; }));
+    const attachments = files.map((f) => f.uploaded!);
+    void act("Sending", () => send(content, attachments).catch((err) => {
+      setText((t) => t || content);
+      restore(files);
+      throw err;
+    }));
     box.current?.focus();
   };
   const onKeyDown = (e: KeyboardEvent) => {
@@ -32,14 +60,40 @@ export function Composer() {
       submit();
     }
   };
+  const onPaste = (e: ClipboardEvent) => {
+    // Images only: pasted text stays text (a file copied in a file manager pastes as its name).
+    const images = [...(e.clipboardData?.files ?? [])].filter((f) => f.type.startsWith("image/"));
+    if (!images.length) return;
+    e.preventDefault();
+    addFiles(images);
+  };
   return (
-    <form class="composer" onSubmit={(e) => { e.preventDefault(); submit(); }}>
+    <form class={dropping ? "composer dropping" : "composer"} onSubmit={(e) => { e.preventDefault(); submit(); }}
+          onDragOver={(e) => { if (hasFiles(e)) { e.preventDefault(); setDropping(true); } }}
+          onDragLeave={(e) => {
+            // Leaving the form itself, not moving from one of its children to another.
+            if (!e.currentTarget.contains(e.relatedTarget as Node | null)) setDropping(false);
+          }}
+          onDrop={(e) => {
+            if (!e.dataTransfer?.files.length) return;
+            e.preventDefault();
+            setDropping(false);
+            addFiles(e.dataTransfer.files);
+          }}>
+      <AttachmentChips />
       <label for="message" class="sr-only">Message</label>
       <textarea id="message" ref={box} rows={2} value={text} placeholder="Message"
                 aria-describedby="composer-hint" onInput={(e) => setText(e.currentTarget.value)}
-                onKeyDown={onKeyDown} />
-      <button type="submit" class="primary">Send</button>
-      <p id="composer-hint" class="hint">{busy ? WHILE_BUSY[policy] : "Enter sends, Shift+Enter starts a new line."}</p>
+                onKeyDown={onKeyDown} onPaste={onPaste} />
+      <div class="composer-buttons">
+        <button type="button" onClick={() => picker.current?.click()}>Attach files</button>
+        <input ref={picker} type="file" multiple hidden tabIndex={-1}
+               onChange={(e) => { addFiles(e.currentTarget.files ?? []); e.currentTarget.value = ""; }} />
+        <button type="submit" class="primary">Send</button>
+      </div>
+      <p id="composer-hint" class="hint">
+        {busy ? WHILE_BUSY[policy] : "Enter sends, Shift+Enter starts a new line."} Drop files here or paste images to attach them.
+      </p>
     </form>
   );
 }

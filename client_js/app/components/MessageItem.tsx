@@ -1,14 +1,22 @@
 import { memo } from "preact/compat";
 import { useStore } from "@nanostores/preact";
-import { $previews, previewsOf } from "../stores/conversation";
+import { $notices, $previews, previewsOf } from "../stores/conversation";
 import type { Message } from "../lib/chatsync";
 import { Markdown } from "./Markdown";
+import { MessageAttachments } from "./MessageAttachments";
 import { ToolCard } from "./ToolCard";
 
 /** Calls of the message still streaming: their cards appear with tool-call-start, before the message completes. */
 function StreamingToolCalls({ messageId }: { messageId: string }) {
   useStore($previews);
   return <>{previewsOf(messageId).map((id) => <ToolCard key={id} callId={id} />)}</>;
+}
+
+/** Files the model was given only as a placeholder for this answer, and why. */
+function Notices({ messageId }: { messageId: string }) {
+  const notices = useStore($notices)[messageId];
+  if (!notices?.length) return null;
+  return <>{notices.map((text) => <p class="msg-notice" key={text}>{text}</p>)}</>;
 }
 
 const ENDINGS: Record<string, string> = { interrupted: "Stopped", error: "Failed" };
@@ -23,7 +31,8 @@ export const MessageItem = memo(function MessageItem({ m }: { m: Message }) {
     return (
       <div class="msg msg-user" data-role="user" data-message-id={m.id}>
         <span class="sr-only">You: </span>
-        <p class="plain">{m.content}</p>
+        {m.content && <p class="plain">{m.content}</p>}
+        <MessageAttachments list={m.attachments} />
       </div>
     );
   }
@@ -36,6 +45,7 @@ export const MessageItem = memo(function MessageItem({ m }: { m: Message }) {
       {streaming ? <StreamingToolCalls messageId={m.id} />
                  : m.toolCalls?.map((c) => <ToolCard key={c.id} callId={c.id} />)}
       {ENDINGS[m.status] && <p class="msg-ending">{ENDINGS[m.status]}</p>}
+      <Notices messageId={m.id} />
     </div>
   );
 });

@@ -1,7 +1,8 @@
 import { useState } from "preact/hooks";
-import type { QueueItem as Item } from "../lib/chatsync";
+import type { AttachmentInput, QueueItem as Item } from "../lib/chatsync";
 import { editQueued, moveQueued, removeQueued, sendQueuedNow } from "../stores/actions";
 import { act } from "../stores/call";
+import { attachmentCount } from "./MessageAttachments";
 
 export const PREVIEW_CHARS = 50;
 
@@ -23,13 +24,25 @@ interface Props {
 export function QueueItem({ item, index, count, onDragStart, onDrop }: Props) {
   const [editing, setEditing] = useState(false);
   const [draft, setDraft] = useState(item.content);
+  const [draftFiles, setDraftFiles] = useState(item.attachments ?? []);
   const [over, setOver] = useState(false);
   // Typed here and not yet confirmed by the server: shown at once, but there is nothing to act on yet.
   const pending = !!item.pending;
+  const attached = item.attachments ?? [];
+  const nameOf = (a: Record<string, unknown>) => String(a.name ?? a.path ?? "file");
+  const names = attached.map(nameOf).join(", ");
+  const startEditing = () => {
+    setDraft(item.content);
+    setDraftFiles(attached);
+    setEditing(true);
+  };
   const save = () => {
-    const text = draft.trim();
+    const change: { content?: string; attachments?: readonly AttachmentInput[] } = {};
+    if (draft.trim() && draft !== item.content) change.content = draft;
+    // Files can only be taken off here; the list sent replaces the message's.
+    if (draftFiles.length !== attached.length) change.attachments = draftFiles as unknown as AttachmentInput[];
     setEditing(false);
-    if (text && text !== item.content) void act("Editing", () => editQueued(item.id, draft));
+    if (change.content !== undefined || change.attachments) void act("Editing", () => editQueued(item.id, change));
   };
   return (
     <li class={over ? "queue-item drop-target" : "queue-item"} draggable={!editing && !pending} data-queue-id={item.id}
@@ -44,13 +57,26 @@ export function QueueItem({ item, index, count, onDragStart, onDrop }: Props) {
                     onKeyDown={(e) => { if (e.key === "Escape") setEditing(false); }} />
           <button type="submit" class="primary">Save</button>
           <button type="button" onClick={() => setEditing(false)}>Cancel</button>
+          {draftFiles.length > 0 && (
+            <ul class="chips" aria-label="Files of this message">
+              {draftFiles.map((a, i) => (
+                <li key={i} class="chip">
+                  <span class="chip-name">{nameOf(a)}</span>
+                  <button type="button" class="chip-remove" aria-label={`Remove ${nameOf(a)} from the queued message`}
+                          title={`Remove ${nameOf(a)}`}
+                          onClick={() => setDraftFiles(draftFiles.filter((_, j) => j !== i))}>×</button>
+                </li>
+              ))}
+            </ul>
+          )}
         </form>
       ) : (
         <>
           <span class="queue-text" title={item.content}>{preview(item.content)}</span>
+          {attached.length > 0 && <span class="queue-attachments" title={names}>{attachmentCount(attached.length)}</span>}
           <span class="queue-actions">
             <button type="button" disabled={pending}
-                    onClick={() => { setDraft(item.content); setEditing(true); }}>Edit</button>
+                    onClick={startEditing}>Edit</button>
             <button type="button" disabled={pending}
                     onClick={() => act("Sending now", () => sendQueuedNow(item.id))}>Send now</button>
             <button type="button" disabled={pending || index === 0}

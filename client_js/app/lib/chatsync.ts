@@ -3,10 +3,10 @@
 import type { Session } from "../../src/index";
 
 export {
-  createChatsyncClient, errorCode, TOKEN_REVOKED,
+  createChatsyncClient, errorCode, fileAttachments, formatSize, TOKEN_REVOKED,
   type ChatsyncClient, type ConnectionState, type OpenSession, type SessionList, type SessionListItem,
   type Message, type QueueItem, type RunView, type Session, type Device, type Decision, type ToolCallPreview,
-  type SessionEvent,
+  type SessionEvent, type AttachmentInput, type FileAttachmentInfo, type UploadedFile,
 } from "../../src/index";
 
 export type BusyPolicy = Session["busyPolicy"];

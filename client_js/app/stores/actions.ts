@@ -3,11 +3,11 @@
 // events, not these calls' replies, update what every device shows.
 import { $run, current } from "./conversation";
 import { announce } from "./announcer";
-import { errorCode, type BusyPolicy } from "../lib/chatsync";
+import { errorCode, type AttachmentInput, type BusyPolicy, type UploadedFile } from "../lib/chatsync";
 
 /** Sends what was typed: an idle session answers it at once; a busy one queues or steers it (its policy). */
-export async function send(content: string): Promise<void> {
-  const res = await current().send(content);
+export async function send(content: string, attachments: readonly UploadedFile[] = []): Promise<void> {
+  const res = await current().send(content, attachments.length ? { attachments } : {});
   if (res.status === "queued") announce("Message queued");
   else if (res.status === "steered") announce("Message sent into the current answer");
 }
@@ -26,7 +26,9 @@ export async function approve(callId: string, approved: boolean): Promise<void> 
 }
 
 export const removeQueued = (messageId: string) => current().removeQueued(messageId);
-export const editQueued = (messageId: string, content: string) => current().updateQueued(messageId, { content });
+/** Changes a queued message's text, its files (the list given replaces the old one), or both. */
+export const editQueued = (messageId: string, change: { content?: string; attachments?: readonly AttachmentInput[] }) =>
+  current().updateQueued(messageId, change);
 export const moveQueued = (messageId: string, toIndex: number) => current().moveQueued(messageId, toIndex);
 export const sendQueuedNow = (messageId: string) => current().sendQueuedNow(messageId, "interrupt");
 export const clearQueue = () => current().clearQueue();

@@ -4,7 +4,9 @@
 import { atom, computed } from "nanostores";
 import { $client } from "./auth";
 import { announceRuns } from "./run-announcements";
-import type { Decision, Message, OpenSession, QueueItem, RunView, Session, ToolCallPreview } from "../lib/chatsync";
+import type {
+  Decision, Message, OpenSession, QueueItem, RunView, Session, SessionEvent, ToolCallPreview,
+} from "../lib/chatsync";
 
 export interface ToolCallState {
   callId: string;
@@ -29,6 +31,9 @@ export const $run = atom<RunView | null>(null);
 export const $loadState = atom<"idle" | "loading" | "ready" | "missing" | "error">("idle");
 export const $decisions = atom<Record<string, Decision>>({});
 export const $previews = atom<Record<string, ToolCallPreview>>({});
+/** What the person is told about an answer's request, by answer id: files the model got only a placeholder
+ * for, and why. They come on that answer's `message-completed` event (seen live, not kept in the history). */
+export const $notices = atom<Record<string, readonly string[]>>({});
 
 export const $busy = computed($session, (s) => s?.status === "running" || s?.status === "requires-action");
 export const $streaming = computed($messages, (ms) => ms.some((m) => m.status === "streaming"));
@@ -77,6 +82,14 @@ export function previewsOf(messageId: string): string[] {
   return Object.entries($previews.get()).filter(([, p]) => p.messageId === messageId).map(([id]) => id);
 }
 
+function collectNotices(e: SessionEvent): void {
+  if (e.type !== "message-completed") return;
+  const list = (e as { notices?: unknown }).notices;
+  if (!Array.isArray(list) || !list.length) return;
+  const texts = list.map((n) => String((n as { message?: unknown })?.message ?? "")).filter(Boolean);
+  if (texts.length) $notices.set({ ...$notices.get(), [e.message.id]: texts });
+}
+
 let open: OpenSession | null = null;
 let stop: (() => void)[] = [];
 
@@ -110,6 +123,7 @@ export function openSession(sessionId: string): void {
     s.decisions.subscribe((v) => $decisions.set(v)),
     s.toolCallPreviews.subscribe((v) => $previews.set(v)),
     s.onEvent(announceRuns),
+    s.onEvent(collectNotices),
     s.status.subscribe((status) => {
       if (status === "live" || status === "resyncing") $loadState.set("ready");
       else if (status === "deleted") $loadState.set("missing");
@@ -131,5 +145,6 @@ export function close(): void {
   $run.set(null);
   $decisions.set({});
   $previews.set({});
+  $notices.set({});
   $loadState.set("idle");
 }

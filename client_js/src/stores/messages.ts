@@ -2,12 +2,14 @@
  * The messages of an open session, streaming answers included, and the actions that add to them.
  */
 import { computed, type ReadableAtom } from "nanostores";
+import { wireAttachments, type AttachmentInput } from "../files.js";
 import type { Requests, WriteInput } from "../requests.js";
 import type { Message, Procedures } from "../router.gen.js";
 import type { SessionFollower } from "./follow.js";
 
 export interface SendOptions {
-  attachments?: WriteInput<"message.send">["attachments"];
+  /** Uploaded files (`{fileId}` or what `files.upload` returned) and path references. */
+  attachments?: readonly AttachmentInput[];
   instructions?: string | string[];
   busyPolicy?: WriteInput<"message.send">["busyPolicy"];
 }
@@ -27,7 +29,10 @@ export interface MessageActions {
 
 export function messageActions(requests: Requests, sessionId: string): MessageActions {
   return {
-    send: (content, options = {}) => requests.write("message.send", { sessionId, content, ...options }),
+    send: (content, { attachments, ...rest } = {}) =>
+      requests.write("message.send", {
+        sessionId, content, ...rest, ...(attachments?.length ? { attachments: wireAttachments(attachments) } : {}),
+      }),
     addInstructions: (instructions, respond = true) =>
       requests.write("message.addInstructions", { sessionId, instructions, respond }),
   };

@@ -4,13 +4,14 @@
  * replaces it, and a call that fails for good takes it away again.
  */
 import { computed, type ReadableAtom } from "nanostores";
-import { newClientRequestId, type Requests, type WriteInput } from "../requests.js";
+import { shownAttachments, wireAttachments, type AttachmentInput } from "../files.js";
+import { newClientRequestId, type Requests } from "../requests.js";
 import type { Procedures } from "../router.gen.js";
 import { ackOptimistic, addOptimistic, dropOptimistic, queueItems, type QueueItem } from "../reducers/queue.js";
 import type { SessionFollower } from "./follow.js";
 
 type Out<P extends keyof Procedures> = Procedures[P]["output"];
-type Attachments = WriteInput<"message.enqueueMessage">["attachments"];
+type Attachments = readonly AttachmentInput[];
 
 /** How `sendQueuedNow` delivers a queued message while a run is in progress. */
 export type SendNowMode = "interrupt" | "steer" | "next";
@@ -22,7 +23,7 @@ export function queueStore(follower: SessionFollower): ReadableAtom<QueueItem[]>
 const NO_ITEMS: QueueItem[] = [];
 
 export interface QueueActions {
-  /** Put a message at the end of the queue; it shows at once as a `pending` item. */
+  /** Put a message at the end of the queue; it shows at once as a `pending` item (with its attachments). */
   enqueue(content: string, attachments?: Attachments): Promise<Out<"message.enqueueMessage">>;
   updateQueued(messageId: string, change: { content?: string; attachments?: Attachments }): Promise<Out<"message.updateQueuedMessage">>;
   removeQueued(messageId: string): Promise<null>;
@@ -41,10 +42,13 @@ export function queueActions(requests: Requests, follower: SessionFollower): Que
       const clientRequestId = newClientRequestId();
       follower.update((s) => ({
         ...s,
-        queue: addOptimistic(s.queue, { clientRequestId, content, attachments, enqueuedAt: Date.now() }),
+        queue: addOptimistic(s.queue, {
+          clientRequestId, content, attachments: shownAttachments(attachments), enqueuedAt: Date.now(),
+        }),
       }));
       try {
-        const item = await requests.write("message.enqueueMessage", { ...ref, content, attachments }, clientRequestId);
+        const item = await requests.write(
+          "message.enqueueMessage", { ...ref, content, attachments: wireAttachments(attachments) }, clientRequestId);
         follower.update((s) => ({ ...s, queue: ackOptimistic(s.queue, clientRequestId, item.id) }));
         return item;
       } catch (err) {
@@ -52,7 +56,10 @@ export function queueActions(requests: Requests, follower: SessionFollower): Que
         throw err;
       }
     },
-    updateQueued: (messageId, change) => requests.mutate("message.updateQueuedMessage", { ...ref, messageId, ...change }),
+    updateQueued: (messageId, { attachments, ...change }) =>
+      requests.mutate("message.updateQueuedMessage", {
+        ...ref, messageId, ...change, ...(attachments ? { attachments: wireAttachments(attachments) } : {}),
+      }),
     removeQueued: (messageId) => requests.mutate("message.removeQueuedMessage", { ...ref, messageId }),
     moveQueued: (messageId, toIndex) => requests.mutate("message.moveQueuedMessage", { ...ref, messageId, toIndex }),
     sendQueuedNow: (messageId, mode = "interrupt") => requests.mutate("message.sendQueuedNow", { ...ref, messageId, mode }),

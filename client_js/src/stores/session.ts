@@ -4,6 +4,7 @@
  */
 import { computed, type ReadableAtom } from "nanostores";
 import type { Connection } from "../connection.js";
+import type { AttachmentInput } from "../files.js";
 import type { Requests, WriteInput } from "../requests.js";
 import type { Message, ProcedurePath, Procedures, Session, SessionUpdateInput } from "../router.gen.js";
 import type { QueueItem } from "../reducers/queue.js";
@@ -59,10 +60,11 @@ export interface OpenSession {
   /** Send now, or per the busy policy (queue, steer, interrupt, reject) while the model answers. */
   send(content: string, options?: SendOptions): Promise<Out<"message.send">>;
   /** Put a message at the end of the queue; it shows at once as a `pending` item. */
-  enqueue(content: string, attachments?: WriteInput<"message.enqueueMessage">["attachments"]): Promise<Out<"message.enqueueMessage">>;
+  enqueue(content: string, attachments?: readonly AttachmentInput[]): Promise<Out<"message.enqueueMessage">>;
   /** System instructions for the session (`respond: false` only stores them). */
   addInstructions(instructions: string | string[], respond?: boolean): Promise<Out<"message.addInstructions">>;
-  updateQueued(messageId: string, change: { content?: string; attachments?: WriteInput<"message.enqueueMessage">["attachments"] }): Promise<Out<"message.updateQueuedMessage">>;
+  /** Change a queued message's text or attachments (a given list replaces the old one). */
+  updateQueued(messageId: string, change: { content?: string; attachments?: readonly AttachmentInput[] }): Promise<Out<"message.updateQueuedMessage">>;
   removeQueued(messageId: string): Promise<null>;
   moveQueued(messageId: string, toIndex: number): Promise<Out<"message.moveQueuedMessage">>;
   /** Send a queued message now: `interrupt` the run (default), `steer` it into the run, or make it `next`. */

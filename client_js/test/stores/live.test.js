@@ -7,6 +7,7 @@ import net from 'node:net';
 import WebSocketImpl from 'ws';
 import { EventSource } from 'eventsource';
 import { serverView, storeView, until } from './support/fake-server.js';
+import { gatedWebSocket } from './support/gated-websocket.js';
 import { lib, skipReason, STORE_TESTS } from './support/guard.js';
 
 const URL_ = process.env.CHATSYNC_URL;
@@ -15,34 +16,6 @@ const T = { timeout: 60_000 };
 const LONG = Array.from({ length: 120 }, (_, i) => `word${i}`).join(' ');
 
 if (STORE_TESTS && (!URL_ || !TOKEN)) throw new Error('CHATSYNC_URL / CHATSYNC_TOKEN are not set');
-
-/** A WebSocket class that records its instances and can be kept from reaching the server (gate closed). */
-function gatedWebSocket() {
-  const rec = { instances: [], sent: [], gate: { open: true }, onSend: null };
-  class Gated extends WebSocketImpl {
-    constructor(url, protocols) {
-      super(rec.gate.open ? url : 'ws://127.0.0.1:9/closed', protocols);
-      this.index = rec.instances.push(this) - 1;
-    }
-    send(data, ...rest) {
-      rec.sent.push({ ws: this.index, data: String(data) });
-      const r = super.send(data, ...rest);
-      rec.onSend?.(this, String(data));
-      return r;
-    }
-  }
-  rec.WebSocket = Gated;
-  rec.live = () => rec.instances.filter((w) => w.readyState === WebSocketImpl.OPEN);
-  rec.frames = () => rec.sent.flatMap(({ ws, data }) => {
-    try {
-      const msg = JSON.parse(data);
-      return (Array.isArray(msg) ? msg : [msg]).map((m) => ({ ws, msg: m }));
-    } catch {
-      return [];
-    }
-  });
-  return rec;
-}
 
 /** A TCP proxy in front of the server whose `cut()` drops every connection, as a flaky network would. */
 async function proxy() {

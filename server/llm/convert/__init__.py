@@ -1,7 +1,9 @@
 """The one conversion layer from canonical history to each provider's request (ARCHITECTURE.md invariant 6).
 
 ``normalize`` repairs the history once (pairing, orphans, ids, empties); each ``to_*_request`` renders the repaired
-turns for one target. All functions are pure and deterministic: the same history always gives the same request.
+turns for one target, the files of user messages through ``files`` (image, document and text parts within the
+target's limits, docs/attachments.md). All functions are pure and deterministic: the same history always gives the
+same request.
 """
 
 from .anthropic import to_anthropic_messages, to_anthropic_request

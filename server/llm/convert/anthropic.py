@@ -17,6 +17,7 @@ from typing import Any
 
 from ..types import ChatRequest, ToolDefinition
 from .encode import arguments_object, map_tool_call_id
+from .files import BinaryPart, Part, b64, inputs_for, user_parts
 from .history import (
     ANCHOR_TEXT,
     AssistantTurn,
@@ -41,9 +42,20 @@ def _text(text: str) -> dict[str, Any]:
     return {"type": "text", "text": text}
 
 
+def _part(part: Part) -> dict[str, Any]:
+    """An attachment part: ``image`` / ``document`` blocks with base64 sources [AT4][AT5], or text."""
+    if not isinstance(part, BinaryPart):
+        return _text(part.text)
+    source = {"type": "base64", "media_type": part.media_type, "data": b64(part.data)}
+    if part.kind == "image":
+        return {"type": "image", "source": source}
+    return {"type": "document", "source": source, "title": part.name}
+
+
 def to_anthropic_messages(request: ChatRequest) -> tuple[str | None, list[dict[str, Any]]]:
     """``(system, messages)`` for ``request``."""
     leading, turns = split_leading_system(normalize(request.messages), request.options.system_prompt)
+    files = user_parts(turns, "anthropic", inputs_for(request, "anthropic"))
     messages: list[dict[str, Any]] = []
 
     def blocks_for(role: str) -> list[dict[str, Any]]:
@@ -52,10 +64,15 @@ def to_anthropic_messages(request: ChatRequest) -> tuple[str | None, list[dict[s
             messages.append({"role": role, "content": []})
         return messages[-1]["content"]
 
-    for turn in turns:
-        if isinstance(turn, (SystemTurn, UserTurn)):
-            text = wrap_system(turn.text) if isinstance(turn, SystemTurn) else turn.text
-            blocks_for("user").append(_text(text))
+    for position, turn in enumerate(turns):
+        if isinstance(turn, SystemTurn):
+            blocks_for("user").append(_text(wrap_system(turn.text)))
+        elif isinstance(turn, UserTurn):
+            # Files before the text: "Claude works best when images come before text" [AT4].
+            blocks = blocks_for("user")
+            blocks.extend(_part(p) for p in files.get(position, ()))
+            if turn.text:
+                blocks.append(_text(turn.text))
         elif isinstance(turn, AssistantTurn):
             blocks = blocks_for("assistant")
             if turn.text:

@@ -22,6 +22,7 @@ from typing import Any
 
 from ..types import ChatRequest, ToolCall, ToolDefinition
 from .encode import arguments_object
+from .files import BinaryPart, inputs_for, user_parts
 from .history import (
     ANCHOR_TEXT,
     AFTER_RESULTS_TEXT,
@@ -66,6 +67,7 @@ def _call_part(call: ToolCall, first: bool, include_ids: bool) -> dict[str, Any]
 def to_google_contents(request: ChatRequest, *, include_ids: bool = True) -> tuple[str | None, list[dict[str, Any]]]:
     """``(system_instruction, contents)``. ``include_ids=False`` for Vertex, which rejects call ids [V5]."""
     leading, turns = split_leading_system(normalize(request.messages), request.options.system_prompt)
+    files = user_parts(turns, "google", inputs_for(request, "google"))
     contents: list[dict[str, Any]] = []
 
     def parts_for(role: str, *, results: bool = False) -> list[dict[str, Any]]:
@@ -79,12 +81,21 @@ def to_google_contents(request: ChatRequest, *, include_ids: bool = True) -> tup
             contents.append({"role": role, "parts": []})
         return contents[-1]["parts"]
 
-    for turn in turns:
+    for position, turn in enumerate(turns):
         if isinstance(turn, (SystemTurn, UserTurn)):
             text = wrap_system(turn.text) if isinstance(turn, SystemTurn) else turn.text
             if contents and any("function_response" in p for p in contents[-1]["parts"]):
                 contents.append({"role": "model", "parts": [{"text": AFTER_RESULTS_TEXT}]})
-            parts_for("user").append({"text": text})
+            parts = parts_for("user")
+            # Files first, then the prompt (the documented order for a single page or image [AT7]); images and
+            # PDFs are inline_data blobs the SDK sends base64-encoded [AT6].
+            for part in files.get(position, ()):
+                if isinstance(part, BinaryPart):
+                    parts.append({"inline_data": {"mime_type": part.media_type, "data": part.data}})
+                else:
+                    parts.append({"text": part.text})
+            if text:
+                parts.append({"text": text})
         elif isinstance(turn, AssistantTurn):
             parts = parts_for("model")
             if turn.text:

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..types import Message, ToolCall
+from ..types import Attachment, Message, ToolCall
 
 INTERRUPTED_RESULT = "The tool call was interrupted before a result was produced."
 # A non-empty user turn where a target requires one (a history that starts with the assistant, or is empty).
@@ -42,9 +42,10 @@ class SystemTurn:
 
 @dataclass(frozen=True)
 class UserTurn:
-    """One user message (never empty)."""
+    """One user message (never empty: text, attachments or both)."""
 
     text: str
+    attachments: tuple[Attachment, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -127,6 +128,10 @@ class _Normalizer:
             self.out.append(AssistantTurn(text=text, calls=calls))
             self.open_calls = list(calls)
             self.original_ids = [c.id for c in msg.tool_calls]
+            return
+        if msg.role == "user" and msg.attachments:
+            # Files alone are a message; blank text next to them is dropped (empty text blocks are refused [I9]).
+            self._emit(UserTurn(msg.content if msg.content.strip() else "", msg.attachments))
             return
         if not msg.content.strip():
             return  # an empty user/system message carries nothing and is invalid for several providers

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..types import ChatRequest, ToolDefinition
 from .encode import arguments_object
+from .files import BinaryPart, inputs_for, joined_text, user_parts
 from .history import ANCHOR_TEXT, AssistantTurn, ResultsTurn, SystemTurn, UserTurn, normalize
 
 
@@ -31,18 +32,27 @@ def to_ollama_messages(request: ChatRequest) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     if request.options.system_prompt:
         out.append({"role": "system", "content": request.options.system_prompt})
-    for turn in normalize(request.messages):
+    turns = normalize(request.messages)
+    files = user_parts(turns, "ollama", inputs_for(request, "ollama"))
+    for position, turn in enumerate(turns):
         if isinstance(turn, SystemTurn):
             out.append({"role": "system", "content": turn.text})
         elif isinstance(turn, UserTurn):
-            out.append({"role": "user", "content": turn.text})
+            parts = files.get(position, [])
+            msg: dict[str, Any] = {"role": "user", "content": joined_text(parts, turn.text)}
+            images = [p.data for p in parts if isinstance(p, BinaryPart)]
+            if images:
+                # Raw bytes: ollama-python base64-encodes them into the message's `images` [AT8]. (A string would
+                # first be tried as a file path on this machine.)
+                msg["images"] = images
+            out.append(msg)
         elif isinstance(turn, AssistantTurn):
-            msg: dict[str, Any] = {"role": "assistant", "content": turn.text}
+            reply: dict[str, Any] = {"role": "assistant", "content": turn.text}
             if turn.calls:
-                msg["tool_calls"] = [
+                reply["tool_calls"] = [
                     {"function": {"name": c.name, "arguments": arguments_object(c.arguments)}} for c in turn.calls
                 ]
-            out.append(msg)
+            out.append(reply)
         elif isinstance(turn, ResultsTurn):
             out.extend({"role": "tool", "tool_name": r.call.name, "content": r.content} for r in turn.results)
     if not out:

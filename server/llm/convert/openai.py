@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from ..types import ChatRequest, ToolDefinition
 from .encode import IdStyle, arguments_string, map_tool_call_id
+from .files import BinaryPart, Part, b64, has_binary, inputs_for, joined_text, user_parts
 from .history import (
     ANCHOR_TEXT,
     AFTER_RESULTS_TEXT,
@@ -42,11 +43,44 @@ class OpenAIProfile:
     system_role: Literal["system", "developer"] = "system"
     # OpenAI deprecated max_tokens for max_completion_tokens; compatible servers mostly only know max_tokens.
     max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_completion_tokens"
+    # Attachment rules and limits (server.llm.capabilities, convert.files): only OpenAI itself has `file` parts.
+    target: Literal["openai", "compatible"] = "openai"
 
 
 OPENAI = OpenAIProfile()
-COMPATIBLE = OpenAIProfile(system_mode="leading", merge_same_role=True, max_tokens_field="max_tokens")
-MISTRAL = OpenAIProfile(system_mode="leading", merge_same_role=True, id_style="mistral", max_tokens_field="max_tokens")
+COMPATIBLE = OpenAIProfile(system_mode="leading", merge_same_role=True, max_tokens_field="max_tokens",
+                           target="compatible")
+MISTRAL = OpenAIProfile(system_mode="leading", merge_same_role=True, id_style="mistral", max_tokens_field="max_tokens",
+                        target="compatible")
+
+Content = str | list[dict[str, Any]]
+
+
+def _part(part: Part) -> dict[str, Any]:
+    """An attachment as a content part: ``image_url`` with a data: URL, ``file`` with ``file_data`` [AT1][AT2]."""
+    if not isinstance(part, BinaryPart):
+        return {"type": "text", "text": part.text}
+    url = f"data:{part.media_type};base64,{b64(part.data)}"
+    if part.kind == "image":
+        return {"type": "image_url", "image_url": {"url": url}}
+    return {"type": "file", "file": {"filename": part.name, "file_data": url}}
+
+
+def _user_content(text: str, parts: list[Part]) -> Content:
+    """A plain string unless there are images or documents: what every compatible server reads."""
+    if not has_binary(parts):
+        return joined_text(parts, text)
+    content = [_part(p) for p in parts]
+    if text:
+        content.append({"type": "text", "text": text})
+    return content
+
+
+def _merge(first: Content, second: Content) -> Content:
+    if isinstance(first, str) and isinstance(second, str):
+        return f"{first}\n\n{second}"
+    as_parts = [c if isinstance(c, list) else [{"type": "text", "text": c}] for c in (first, second)]
+    return as_parts[0] + as_parts[1]
 
 
 def openai_tools(tools: tuple[ToolDefinition, ...]) -> list[dict[str, Any]]:
@@ -67,24 +101,25 @@ def to_openai_messages(request: ChatRequest, profile: OpenAIProfile = OPENAI) ->
             out.append({"role": profile.system_role, "content": "\n\n".join(leading)})
     elif request.options.system_prompt:
         out.append({"role": profile.system_role, "content": request.options.system_prompt})
+    files = user_parts(turns, profile.target, inputs_for(request, profile.target))
 
-    def add_user(text: str) -> None:
+    def add_user(content: Content) -> None:
         last = out[-1] if out else None
         if profile.merge_same_role and last is not None and last["role"] == "user":
-            last["content"] = f"{last['content']}\n\n{text}"
+            last["content"] = _merge(last["content"], content)
             return
         if profile.merge_same_role and last is not None and last["role"] == "tool":
             out.append({"role": "assistant", "content": AFTER_RESULTS_TEXT})
-        out.append({"role": "user", "content": text})
+        out.append({"role": "user", "content": content})
 
-    for turn in turns:
+    for position, turn in enumerate(turns):
         if isinstance(turn, SystemTurn):
             if profile.system_mode == "inline":
                 out.append({"role": profile.system_role, "content": turn.text})
             else:
                 add_user(wrap_system(turn.text))
         elif isinstance(turn, UserTurn):
-            add_user(turn.text)
+            add_user(_user_content(turn.text, files.get(position, [])))
         elif isinstance(turn, AssistantTurn):
             msg: dict[str, Any] = {"role": "assistant"}
             if turn.calls:

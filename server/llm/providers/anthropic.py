@@ -86,7 +86,7 @@ class AnthropicProvider(Provider):
         self.client = client
 
     async def _attempt(self, request: ChatRequest) -> AsyncIterator[TurnEvent]:
-        body = to_anthropic_request(request)
+        body = await self.convert(to_anthropic_request, request)
         asm = TurnAssembler(self.provider_id)
         try:
             stream = await self.client.messages.create(**body, stream=True)

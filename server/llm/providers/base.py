@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator
-from typing import ClassVar
+from collections.abc import AsyncIterator, Callable
+from typing import Any, ClassVar
 
 from ..retry import RetryPolicy, with_retries
 from ..types import (
@@ -33,6 +34,19 @@ class Provider(ABC):
 
     def __init__(self, *, retry_policy: RetryPolicy | None = None) -> None:
         self.retry_policy = retry_policy or RetryPolicy()
+
+    @property
+    def input_target(self) -> str:
+        """The conversion target whose attachment rules apply (``server.llm.capabilities``)."""
+        return self.provider_id
+
+    @staticmethod
+    async def convert(convert: Callable[..., Any], request: ChatRequest, *args: Any, **kwargs: Any) -> Any:
+        """``convert(request, ...)``, off the event loop when the request has files: decoding and resizing images
+        or extracting a PDF's text can take longer than any stream should wait for."""
+        if any(m.attachments for m in request.messages):
+            return await asyncio.to_thread(convert, request, *args, **kwargs)
+        return convert(request, *args, **kwargs)
 
     @abstractmethod
     def _attempt(self, request: ChatRequest) -> AsyncIterator[TurnEvent]:

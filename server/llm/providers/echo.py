@@ -15,6 +15,8 @@ they steer the model instead, so every path of the run loop can be exercised wit
 ``/length``
     Stream the text, then finish with ``length`` instead of ``stop``.
 
+Files attached to the last user message are named in the answer (``[received NAME: TYPE, N bytes]``).
+
 When the conversation ends with tool results (a tool round trip), the model answers with a text naming each tool
 and quoting its output, and finishes with ``stop``. Usage counts are whitespace-separated words.
 
@@ -127,6 +129,10 @@ class EchoProvider(Provider):
                 directives = parse_directives(last.text if last else "")
             except ValueError as exc:
                 raise ProviderError("invalid_request", f"echo directive error: {exc}") from exc
+            if isinstance(last, UserTurn) and last.attachments:
+                # Say what arrived, so a client can see its files reached the model.
+                seen = " ".join(f"[received {a.name}: {a.media_type}, {len(a.data)} bytes]" for a in last.attachments)
+                directives.text = f"{directives.text} {seen}".strip()
         if directives.fail and self._should_fail(request, directives):
             fail_at = directives.fail_after
         else:

@@ -98,7 +98,7 @@ class GoogleProvider(Provider):
         self.include_ids = include_ids
 
     async def _attempt(self, request: ChatRequest) -> AsyncIterator[TurnEvent]:
-        body = to_google_request(request, include_ids=self.include_ids)
+        body = await self.convert(to_google_request, request, include_ids=self.include_ids)
         asm = TurnAssembler(self.provider_id)
         calls = 0
         try:

@@ -61,7 +61,7 @@ class OllamaProvider(Provider):
         self.client = client
 
     async def _attempt(self, request: ChatRequest) -> AsyncIterator[TurnEvent]:
-        body = to_ollama_request(request)
+        body = await self.convert(to_ollama_request, request)
         asm = TurnAssembler(self.provider_id)
         calls = 0
         try:

@@ -79,8 +79,12 @@ class OpenAIProvider(Provider):
             profile = OPENAI if base_url is None or "api.openai.com" in base_url else COMPATIBLE
         self.profile = profile
 
+    @property
+    def input_target(self) -> str:
+        return self.profile.target
+
     async def _attempt(self, request: ChatRequest) -> AsyncIterator[TurnEvent]:
-        body: dict[str, Any] = to_openai_request(request, self.profile)
+        body: dict[str, Any] = await self.convert(to_openai_request, request, self.profile)
         asm = TurnAssembler(self.provider_id)
         refused = False
         try:

@@ -1,0 +1,227 @@
+"""``POST /files`` and ``GET /files/{id}``: uploads streamed through an incremental multipart parser into
+storage (no part is ever held whole), and downloads streamed back to their owner."""
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+from urllib.parse import quote
+
+import orjson
+from python_multipart.exceptions import ParseError
+from python_multipart.multipart import MultipartParser, parse_options_header
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from ..protocol.errors import RpcError, to_rpc_error
+from ..rpc.http import bearer_token
+from .service import Files, Upload
+from .sniff import IMAGE_TYPES, TEXT
+
+FILE_FIELD = "file"
+# What a body may carry beyond the file itself: boundaries, part headers, small other fields.
+MULTIPART_SLACK = 64 * 1024
+MAX_PART_HEADER_BYTES = 16 * 1024
+# After a limit is hit, read (and drop) at most this much more of the body, so an ordinary client gets to
+# read the 413 instead of failing to write the rest; past it the connection is closed.
+DRAIN_BYTES = 16 * 1024 * 1024
+
+
+def error(code: str, message: str, headers: dict[str, str] | None = None) -> Response:
+    status = RpcError(code).http_status
+    return Response(orjson.dumps({"error": {"code": code, "message": message}}), status_code=status,
+                    media_type="application/json", headers={"cache-control": "no-store", **(headers or {})})
+
+
+def file_routes(services: Callable[[], Any]) -> list[Route]:
+    """The routes; ``services()`` returns the running app's services (they exist only inside the lifespan)."""
+
+    async def user_id(request: Request) -> str:
+        token = bearer_token(request)
+        if token is None:
+            raise RpcError("UNAUTHORIZED", "Send Authorization: Bearer <token>")
+        principal = await services().auth.identify(token)
+        if principal is None:
+            raise RpcError("UNAUTHORIZED", "Invalid token")
+        return principal.user.id
+
+    async def upload(request: Request) -> Response:
+        try:
+            owner = await user_id(request)
+            services().limiter.take(owner)  # an upload is a mutation like any other
+            files: Files = services().files
+            async with files.upload(owner) as up:
+                return await _receive(request, up)
+        except ClientDisconnect:
+            return Response(status_code=400)  # nobody reads it; the upload was discarded on the way out
+        except ParseError as exc:
+            return error("BAD_REQUEST", f"The body is not valid multipart/form-data: {exc}")
+        except RpcError as exc:
+            if exc.code == "PAYLOAD_TOO_LARGE":
+                await _drain(request)
+            retry = {"retry-after": str(-(-exc.retry_after_ms // 1000))} if exc.retry_after_ms else None
+            return error(exc.code, exc.message, retry)
+        except Exception as exc:
+            err = to_rpc_error(exc)
+            return error(err.code, err.message)
+
+    async def download(request: Request) -> Response:
+        try:
+            owner = await user_id(request)
+            info, chunks = await services().files.open(owner, request.path_params["file_id"])
+            try:
+                first = await anext(chunks)
+            except StopAsyncIteration:
+                first = b""
+            except FileNotFoundError:
+                raise RpcError("NOT_FOUND", "File not found") from None
+        except RpcError as exc:
+            return error(exc.code, exc.message)
+        except Exception as exc:
+            err = to_rpc_error(exc)
+            return error(err.code, err.message)
+
+        async def body() -> AsyncIterator[bytes]:
+            yield first
+            async for chunk in chunks:
+                yield chunk
+
+        media_type = f"{TEXT}; charset=utf-8" if info.media_type == TEXT else info.media_type
+        disposition = "inline" if info.media_type in IMAGE_TYPES else "attachment"
+        headers = {
+            "content-length": str(info.size),
+            "content-disposition": f"{disposition}; {_filename_params(info.name)}",
+            "x-content-type-options": "nosniff",
+            # Opened directly, a file is still inert: no scripts, no plugins, not framed by other origins.
+            "content-security-policy": "default-src 'none'; sandbox",
+            "cache-control": "private, max-age=86400",
+        }
+        return StreamingResponse(body(), media_type=media_type, headers=headers)
+
+    return [
+        Route("/files", upload, methods=["POST"]),
+        Route("/files/{file_id}", download, methods=["GET"]),
+    ]
+
+
+def _filename_params(name: str) -> str:
+    fallback = "".join(ch if 32 <= ord(ch) < 127 and ch not in '"\\' else "_" for ch in name)
+    return f"filename=\"{fallback}\"; filename*=UTF-8''{quote(name, safe='')}"
+
+
+async def _receive(request: Request, up: Upload) -> Response:
+    """Parse the multipart body as it arrives, writing the ``file`` part's bytes to ``up``."""
+    content_type, params = parse_options_header(request.headers.get("content-type", ""))
+    boundary = params.get(b"boundary")
+    if content_type != b"multipart/form-data" or not boundary:
+        raise RpcError("BAD_REQUEST", "Send multipart/form-data with one part named \"file\"")
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit():
+        too_large = up.too_large(int(declared) - MULTIPART_SLACK)
+        if too_large is not None:
+            raise too_large
+    part = _Parts()
+    parser = MultipartParser(boundary, part.callbacks())
+    body_bytes = 0
+    async for chunk in request.stream():
+        body_bytes += len(chunk)
+        if body_bytes > up.limit + MULTIPART_SLACK:  # other parts are dropped, but they are bounded too
+            raise up.too_large(body_bytes - MULTIPART_SLACK) or RpcError("PAYLOAD_TOO_LARGE")
+        parser.write(chunk)
+        if part.error is not None:
+            raise part.error
+        for data in part.take():
+            await up.write(data)
+    parser.finalize()
+    if part.error is not None:
+        raise part.error
+    for data in part.take():
+        await up.write(data)
+    if not part.ended:
+        raise RpcError("BAD_REQUEST", "The body has no complete part named \"file\"")
+    info = await up.finish(part.filename)
+    return Response(orjson.dumps(info.wire()), media_type="application/json", headers={"cache-control": "no-store"})
+
+
+class _Parts:
+    """The parser's callbacks: keeps the ``file`` part's data until the upload takes it, drops other parts."""
+
+    def __init__(self) -> None:
+        self.filename: str | None = None
+        self.ended = False
+        self.error: RpcError | None = None
+        self._in_file = False
+        self._seen_file = False
+        self._pending: list[bytes] = []
+        self._header_bytes = 0
+        self._field = b""
+        self._value = b""
+        self._headers: dict[bytes, bytes] = {}
+
+    def callbacks(self) -> dict[str, Any]:
+        return {
+            "on_part_begin": self._begin,
+            "on_header_field": self._header_field,
+            "on_header_value": self._header_value,
+            "on_header_end": self._header_end,
+            "on_headers_finished": self._headers_finished,
+            "on_part_data": self._data,
+            "on_part_end": self._end,
+        }
+
+    def take(self) -> list[bytes]:
+        pending, self._pending = self._pending, []
+        return pending
+
+    def _begin(self) -> None:
+        self._headers, self._header_bytes = {}, 0
+
+    def _header_field(self, data: bytes, start: int, end: int) -> None:
+        self._count(end - start)
+        self._field += data[start:end]
+
+    def _header_value(self, data: bytes, start: int, end: int) -> None:
+        self._count(end - start)
+        self._value += data[start:end]
+
+    def _count(self, n: int) -> None:
+        self._header_bytes += n
+        if self._header_bytes > MAX_PART_HEADER_BYTES and self.error is None:
+            self.error = RpcError("BAD_REQUEST", "A part's headers are too long")
+
+    def _header_end(self) -> None:
+        self._headers[self._field.lower()] = self._value
+        self._field, self._value = b"", b""
+
+    def _headers_finished(self) -> None:
+        _kind, params = parse_options_header(self._headers.get(b"content-disposition", b""))
+        if params.get(b"name") != FILE_FIELD.encode():
+            return
+        if self._seen_file:
+            self.error = self.error or RpcError("BAD_REQUEST", "Send one part named \"file\"")
+            return
+        self._seen_file = self._in_file = True
+        raw = params.get(b"filename")
+        # Browsers (and httpx) send names as UTF-8 with '"', CR and LF escaped as %22, %0D, %0A (the HTML
+        # standard's multipart/form-data encoding).
+        self.filename = None if raw is None else raw.decode("utf-8", "replace") \
+            .replace("%22", '"').replace("%0D", "").replace("%0A", "")
+
+    def _data(self, data: bytes, start: int, end: int) -> None:
+        if self._in_file:
+            self._pending.append(data[start:end])
+
+    def _end(self) -> None:
+        if self._in_file:
+            self._in_file, self.ended = False, True
+
+
+async def _drain(request: Request) -> None:
+    read = 0
+    try:
+        async for chunk in request.stream():
+            read += len(chunk)
+            if read > DRAIN_BYTES:
+                return
+    except (ClientDisconnect, RuntimeError):
+        return

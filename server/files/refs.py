@@ -1,0 +1,59 @@
+"""Which sessions reference which files (``file_refs``), kept inside the transaction that writes the message
+or queued message, so the collector sees a file as taken exactly when a message carries it.
+
+These run in queue transactions too (``UnitOfWork.queue``), which take constant statements only
+(``store.prepared``): hence one statement per file, with bound parameters.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy import String, Text, bindparam, cast, delete, exists, insert, select
+
+from ..store.models import FileRef, Message, QueuedMessage, StoredFile
+from .service import not_found
+
+_FILE_EXISTS = select(StoredFile.id).where(StoredFile.id == bindparam("fid"))
+_LINK = insert(FileRef.__table__).from_select(
+    ["file_id", "session_id"],
+    select(StoredFile.id, bindparam("sid", type_=String)).where(
+        StoredFile.id == bindparam("fid"),
+        ~exists().where(FileRef.file_id == bindparam("fid"), FileRef.session_id == bindparam("sid"))))
+# File ids are hex, so they need no escaping inside LIKE.
+_IN_QUEUE = select(QueuedMessage.id).where(
+    QueuedMessage.session_id == bindparam("sid"),
+    cast(QueuedMessage.attachments, Text).contains(bindparam("fid", type_=String))).limit(1)
+_IN_HISTORY = select(Message.id).where(
+    Message.session_id == bindparam("sid"), Message.role == "user",
+    cast(Message.attachments, Text).contains(bindparam("fid", type_=String))).limit(1)
+_SESSION_FILES = select(FileRef.file_id).where(FileRef.session_id == bindparam("sid"))
+_UNLINK = delete(FileRef.__table__).where(FileRef.file_id == bindparam("fid"), FileRef.session_id == bindparam("sid"))
+
+
+def file_ids(attachments: Iterable[dict[str, Any]] | None) -> list[str]:
+    return list(dict.fromkeys(a["fileId"] for a in attachments or () if "fileId" in a))
+
+
+async def link(db: Any, session_id: str, attachments: Iterable[dict[str, Any]] | None) -> None:
+    """Record that the session carries these files; ``NOT_FOUND`` if one is gone (the transaction fails)."""
+    for fid in file_ids(attachments):
+        if (await db.execute(_FILE_EXISTS, {"fid": fid})).first() is None:
+            raise not_found()
+        await db.execute(_LINK, {"fid": fid, "sid": session_id})
+
+
+async def release(db: Any, session_id: str, attachments: Iterable[dict[str, Any]] | None) -> None:
+    """After a queued message was removed or changed: forget the session's reference to each of these files
+    that neither its history nor its queue carries any more (the collector may then take them)."""
+    for fid in file_ids(attachments):
+        params = {"fid": fid, "sid": session_id}
+        if (await db.execute(_IN_QUEUE, params)).first() is None \
+                and (await db.execute(_IN_HISTORY, params)).first() is None:
+            await db.execute(_UNLINK, params)
+
+
+async def release_queue(db: Any, session_id: str) -> None:
+    """After the session's queue was cleared: :func:`release` every file the session references."""
+    fids = [row[0] for row in (await db.execute(_SESSION_FILES, {"sid": session_id})).all()]
+    await release(db, session_id, [{"fileId": fid} for fid in fids])

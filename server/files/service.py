@@ -1,0 +1,342 @@
+"""The Files service: uploads, reads, attachments on messages, and the collector of unreferenced files.
+
+Invariants, and the failure each prevents:
+
+* A blob's bytes are committed to storage before its row says ``complete``, and a file row always names a
+  complete blob: a reader never finds a file whose bytes are missing.
+* Identical content is stored once per user: an upload whose digest matches a complete blob of the same user
+  drops its own bytes and names that blob (the unique ``(user_id, sha256)`` settles two uploads racing).
+* A blob is deleted only when no file row names it; ``files.blob_id`` has no cascade, so the database refuses
+  a delete that races with an upload taking the blob.
+* A file is collected when no live session references it (``file_refs``) and it was left alone
+  (``touched_at``) for the grace period; taking it for a message touches it first, so the collector does not
+  take a file out from under a message being written. Files only deleted sessions referenced go at once.
+"""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from contextlib import suppress
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import and_, delete, exists, func, select, update
+from sqlalchemy.exc import IntegrityError
+
+from ..protocol.errors import RpcError
+from ..settings import Settings
+from ..store.db import Database
+from ..store.models import ChatSession, FileBlob, FileRef, StoredFile, utcnow
+from .sniff import Sniffer
+from .storage import FileStorage
+
+log = logging.getLogger(__name__)
+
+# An upload not finished after this long is abandoned (its process died mid-upload); the collector removes it.
+STALE_UPLOAD = timedelta(hours=6)
+MAX_NAME_CHARS = 255
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    id: str
+    user_id: str
+    name: str
+    media_type: str
+    size: int
+    sha256: str
+
+    def wire(self) -> dict[str, Any]:
+        """The reply of ``POST /files``."""
+        return {"id": self.id, "name": self.name, "mediaType": self.media_type, "size": self.size,
+                "sha256": self.sha256}
+
+    def attachment(self) -> dict[str, Any]:
+        """How a message carries the file (stored on the row, shown in events and ``session.get``)."""
+        return {"fileId": self.id, "name": self.name, "mediaType": self.media_type, "size": self.size}
+
+
+def not_found() -> RpcError:
+    return RpcError("NOT_FOUND", "File not found")
+
+
+def clean_name(name: str | None) -> str:
+    """A display name: the last path component, without control characters, at most 255 characters."""
+    name = (name or "").replace("\\", "/").rsplit("/", 1)[-1]
+    name = "".join(ch for ch in name if ch.isprintable()).strip()
+    return name[:MAX_NAME_CHARS] or "file"
+
+
+def _mib(n: int) -> str:
+    return f"{n / 1048576:g} MiB" if n >= 1048576 else f"{n} bytes"
+
+
+class Files:
+    """One per process (``services.files``); an async context manager that runs the collector."""
+
+    def __init__(self, db: Database, storage: FileStorage, settings: Settings) -> None:
+        self.db = db
+        self.storage = storage
+        self.settings = settings
+        self._collector: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
+
+    async def __aenter__(self) -> "Files":
+        self._collector = asyncio.create_task(self._collect_forever())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._collector is not None:
+            self._collector.cancel()
+            with suppress(asyncio.CancelledError):
+                await self._collector
+
+    # --- reading ------------------------------------------------------------------------------------------
+
+    async def info(self, user_id: str, file_id: str) -> FileInfo:
+        """The file, if ``user_id`` owns it; ``NOT_FOUND`` otherwise (another user's file does not exist)."""
+        async with self.db.read() as s:
+            row = (await s.execute(_INFO.where(StoredFile.id == file_id, StoredFile.user_id == user_id))).first()
+        if row is None:
+            raise not_found()
+        return _info(row)
+
+    async def open(self, user_id: str, file_id: str) -> tuple[FileInfo, AsyncIterator[bytes]]:
+        """The file and its bytes as a stream."""
+        info = await self.info(user_id, file_id)
+        async with self.db.read() as s:
+            blob_id = (await s.execute(select(StoredFile.blob_id).where(StoredFile.id == file_id))).scalar()
+        if blob_id is None:
+            raise not_found()
+        return info, self.storage.read(blob_id)
+
+    async def read(self, user_id: str, file_id: str) -> bytes:
+        """The whole content (at most ``CHATSYNC_MAX_FILE_BYTES``), for building a provider request."""
+        _info_, chunks = await self.open(user_id, file_id)
+        try:
+            return b"".join([chunk async for chunk in chunks])
+        except FileNotFoundError:
+            raise not_found() from None
+
+    # --- uploading ----------------------------------------------------------------------------------------
+
+    def upload(self, user_id: str) -> "Upload":
+        """``async with files.upload(user) as up: await up.write(...); info = await up.finish(name)``; leaving
+        the block without ``finish`` (an error, a client that went away) removes everything written."""
+        return Upload(self, user_id)
+
+    async def usage(self, user_id: str) -> tuple[int, int]:
+        """(bytes stored, files kept) for the user."""
+        async with self.db.read() as s:
+            stored = (await s.execute(select(func.coalesce(func.sum(FileBlob.size), 0))
+                                      .where(FileBlob.user_id == user_id))).scalar_one()
+            count = (await s.execute(select(func.count()).select_from(StoredFile)
+                                     .where(StoredFile.user_id == user_id))).scalar_one()
+        return int(stored), int(count)
+
+    # --- attachments --------------------------------------------------------------------------------------
+
+    async def attachments(self, user_id: str, items: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The stored form of a message's attachments: each ``{fileId}`` becomes ``{fileId, name, mediaType,
+        size}`` (``NOT_FOUND`` unless the user owns it); path references pass unchanged. The files together
+        must fit ``CHATSYNC_MAX_MESSAGE_FILE_BYTES``. Touches the files, so the collector leaves them be."""
+        ids = list(dict.fromkeys(item["fileId"] for item in items if "fileId" in item))
+        if not ids:
+            return [dict(item) for item in items]
+        async with self.db.write() as s:
+            rows = (await s.execute(_INFO.where(StoredFile.id.in_(ids), StoredFile.user_id == user_id))).all()
+            if len(rows) != len(ids):
+                raise not_found()
+            await s.execute(update(StoredFile).where(StoredFile.id.in_(ids)).values(touched_at=utcnow()))
+        found = {row.id: _info(row) for row in rows}
+        total = sum(found[item["fileId"]].size for item in items if "fileId" in item)
+        limit = self.settings.max_message_file_bytes
+        if total > limit:
+            raise RpcError("PAYLOAD_TOO_LARGE", f"the files of one message exceed {_mib(limit)} together "
+                           "(CHATSYNC_MAX_MESSAGE_FILE_BYTES)")
+        return [found[item["fileId"]].attachment() if "fileId" in item else dict(item) for item in items]
+
+    # --- collecting ---------------------------------------------------------------------------------------
+
+    async def collect(self) -> int:
+        """Delete files no live session references once the grace period has passed (at once if only deleted
+        sessions referenced them), then blobs no file names and uploads abandoned midway. Returns how many
+        blobs' bytes were removed."""
+        now = utcnow()
+        cutoff = now - timedelta(seconds=self.settings.file_grace_seconds)
+        live_ref = exists().where(FileRef.file_id == StoredFile.id, FileRef.session_id == ChatSession.id,
+                                  ChatSession.deleted_at.is_(None))
+        any_ref = exists().where(FileRef.file_id == StoredFile.id)
+        async with self.db.write() as s:
+            await s.execute(delete(StoredFile).where(~live_ref, (StoredFile.touched_at < cutoff) | any_ref))
+        return await self._collect_blobs(now)
+
+    async def forget_session(self, session_id: str) -> int:
+        """After a session is deleted: remove the files only it referenced (no grace: nothing can send them)."""
+        live_elsewhere = exists().where(FileRef.file_id == StoredFile.id, FileRef.session_id == ChatSession.id,
+                                        ChatSession.deleted_at.is_(None))
+        of_session = exists().where(FileRef.file_id == StoredFile.id, FileRef.session_id == session_id)
+        try:
+            async with self.db.write() as s:
+                await s.execute(delete(StoredFile).where(of_session, ~live_elsewhere))
+            return await self._collect_blobs(utcnow())
+        except Exception:  # the session is gone either way; the collector takes its files at its next sweep
+            log.warning("removing the files of deleted session %s failed", session_id, exc_info=True)
+            return 0
+
+    async def _collect_blobs(self, now: Any) -> int:
+        named = exists().where(StoredFile.blob_id == FileBlob.id)
+        orphan = and_(~named, (FileBlob.state == "complete") | (FileBlob.created_at < now - STALE_UPLOAD))
+        async with self.db.read() as s:
+            blob_ids = list((await s.execute(select(FileBlob.id).where(orphan).limit(1000))).scalars())
+        removed = 0
+        for blob_id in blob_ids:
+            try:
+                async with self.db.write() as s:
+                    gone = (await s.execute(delete(FileBlob).where(FileBlob.id == blob_id, orphan))).rowcount
+            except IntegrityError:  # an upload took the blob just now
+                continue
+            if gone:
+                await self.storage.delete(blob_id)
+                removed += 1
+        return removed
+
+    async def collect_stray_bytes(self) -> int:
+        """Remove stored bytes no blob row names (their owner was deleted with ``chatsync users delete``, whose
+        cascade removes rows but cannot reach storage). Safe against uploads in progress: a blob's row is
+        written before any of its bytes, and removed only after them."""
+        removed = 0
+        batch: list[str] = []
+
+        async def sweep(ids: list[str]) -> int:
+            async with self.db.read() as s:
+                known = set((await s.execute(select(FileBlob.id).where(FileBlob.id.in_(ids)))).scalars())
+            for blob_id in ids:
+                if blob_id not in known:
+                    await self.storage.delete(blob_id)
+            return len(ids) - len(known)
+
+        async for blob_id in self.storage.stored_ids():
+            batch.append(blob_id)
+            if len(batch) == 500:
+                removed, batch = removed + await sweep(batch), []
+        return removed + (await sweep(batch) if batch else 0)
+
+    async def _collect_forever(self) -> None:
+        while not self._stop.is_set():
+            try:
+                await self.collect()
+                await self.collect_stray_bytes()
+            except Exception:
+                log.warning("collecting unreferenced files failed", exc_info=True)
+            with suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), self.settings.file_sweep_seconds)
+
+
+_INFO = (select(StoredFile.id, StoredFile.user_id, StoredFile.name, FileBlob.media_type, FileBlob.size,
+                FileBlob.sha256).join(FileBlob, FileBlob.id == StoredFile.blob_id))
+
+
+def _info(row: Any) -> FileInfo:
+    return FileInfo(id=row.id, user_id=row.user_id, name=row.name, media_type=row.media_type, size=row.size,
+                    sha256=row.sha256)
+
+
+class Upload:
+    """One upload in progress: hashes, sniffs, counts and stores each chunk as it arrives."""
+
+    def __init__(self, files: Files, user_id: str) -> None:
+        self.files = files
+        self.user_id = user_id
+        self.blob_id = str(uuid.uuid4())
+        self.size = 0
+        self._hash = hashlib.sha256()
+        self._sniffer = Sniffer()
+        self._writer = files.storage.writer(self.blob_id)
+        self.limit = files.settings.max_file_bytes
+        self.limit_message = ""
+        self._done = False
+
+    async def __aenter__(self) -> "Upload":
+        settings = self.files.settings
+        stored, count = await self.files.usage(self.user_id)
+        if count >= settings.max_files_per_user:
+            raise RpcError("PAYLOAD_TOO_LARGE", f"you keep {count} files already, the most allowed "
+                           "(CHATSYNC_MAX_FILES_PER_USER); delete sessions that carry some")
+        room = settings.max_user_file_bytes - stored
+        if room < self.limit:
+            self.limit = max(room, 0)
+            self.limit_message = (f"the upload does not fit your storage quota of "
+                                   f"{_mib(settings.max_user_file_bytes)} (CHATSYNC_MAX_USER_FILE_BYTES)")
+        else:
+            self.limit_message = f"the file exceeds {_mib(self.limit)} (CHATSYNC_MAX_FILE_BYTES)"
+        async with self.files.db.write() as s:
+            s.add(FileBlob(id=self.blob_id, user_id=self.user_id, sha256=None, size=0, state="writing"))
+        return self
+
+    async def write(self, data: bytes) -> None:
+        """Store the next chunk, or raise ``PAYLOAD_TOO_LARGE`` before storing anything past a limit."""
+        if self.size + len(data) > self.limit:
+            raise RpcError("PAYLOAD_TOO_LARGE", self.limit_message)
+        self.size += len(data)
+        self._hash.update(data)
+        self._sniffer.feed(data)
+        await self._writer.write(data)
+
+    def too_large(self, declared: int) -> RpcError | None:
+        """The error for a body that declares more bytes than any file may have, before reading any of it."""
+        return RpcError("PAYLOAD_TOO_LARGE", self.limit_message) if declared > self.limit else None
+
+    async def finish(self, name: str | None) -> FileInfo:
+        """Commit the bytes and name them; returns the file (sharing an identical earlier blob if there is one)."""
+        digest, media_type = self._hash.hexdigest(), self._sniffer.media_type
+        await self._writer.commit()
+        file_id = uuid.uuid4().hex
+        for _attempt in range(3):
+            try:
+                blob_id = await self._name(file_id, clean_name(name), digest, media_type)
+                break
+            except IntegrityError:  # an identical upload completed at the same moment: share its blob
+                continue
+        else:
+            raise RpcError("CONFLICT", "the same content is being uploaded concurrently; try again")
+        self._done = True
+        if blob_id != self.blob_id:
+            await self.files.storage.delete(self.blob_id)
+        return FileInfo(id=file_id, user_id=self.user_id, name=clean_name(name), media_type=media_type,
+                        size=self.size, sha256=digest)
+
+    async def _name(self, file_id: str, name: str, digest: str, media_type: str) -> str:
+        async with self.files.db.write() as s:
+            existing = (await s.execute(select(FileBlob.id).where(
+                FileBlob.user_id == self.user_id, FileBlob.sha256 == digest, FileBlob.state == "complete"))).scalar()
+            if existing is not None:
+                await s.execute(delete(FileBlob).where(FileBlob.id == self.blob_id))
+                blob_id = existing
+            else:
+                await s.execute(update(FileBlob).where(FileBlob.id == self.blob_id).values(
+                    sha256=digest, size=self.size, media_type=media_type, state="complete"))
+                blob_id = self.blob_id
+            s.add(StoredFile(id=file_id, user_id=self.user_id, blob_id=blob_id, name=name))
+        return blob_id
+
+    async def __aexit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if self._done:
+            return
+        # Shielded: a client that went away cancels the request, and the cleanup must still run to the end.
+        await asyncio.shield(self._discard())
+
+    async def _discard(self) -> None:
+        # The row first: bytes without a row are found by ``collect_stray_bytes`` should this stop halfway. A
+        # blob that became complete (``finish`` interrupted after its transaction) is a file: keep it.
+        async with self.files.db.write() as s:
+            state = (await s.execute(select(FileBlob.state).where(FileBlob.id == self.blob_id))).scalar()
+            if state == "writing":
+                await s.execute(delete(FileBlob).where(FileBlob.id == self.blob_id))
+        if state != "complete":
+            await self._writer.abort()
