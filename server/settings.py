@@ -89,6 +89,9 @@ class Settings(BaseSettings):
     file_grace_seconds: float = Field(default=24 * 3600.0, ge=0)
     # How often unreferenced files are looked for.
     file_sweep_seconds: float = Field(default=300.0, gt=0)
+    # Which models take images, beyond the built-in rule: ``provider:glob=on|off`` items, comma-separated, first
+    # match wins (docs/attachments.md).
+    vision_models: str = ""
 
     @field_validator("allowed_origins", mode="before")
     @classmethod

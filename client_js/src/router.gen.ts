@@ -361,6 +361,9 @@ export type SessionSummary = Pick<
 export type SessionChanges = Omit<Session, "tools" | "systemPrompt" | "defaults" | "metadata">
   & Partial<Pick<Session, "tools" | "systemPrompt" | "defaults" | "metadata">>;
 
+/** What the user is told about a step's request: a file the model was given only as a placeholder, and why. */
+export type Notice = { code: "attachment-not-sent" | (string & {}); fileId: string; name: string; message: string };
+
 /** A device signed in with a token of the caller's. */
 export type Device = { id: string; name: string; createdAt: number; lastUsedAt: number | null; current: boolean };
 
@@ -374,7 +377,7 @@ export type QueueReorderedEvent = { type: "queue-reordered"; sessionId: string; 
 export type QueuePausedEvent = { type: "queue-paused"; sessionId: string; };
 export type QueueResumedEvent = { type: "queue-resumed"; sessionId: string; };
 export type MessageCreatedEvent = { type: "message-created"; sessionId: string; message: Message; };
-export type MessageCompletedEvent = { type: "message-completed"; sessionId: string; message: Message; };
+export type MessageCompletedEvent = { type: "message-completed"; sessionId: string; message: Message; notices?: Notice[]; };
 export type RunStartedEvent = { type: "run-started"; sessionId: string; runId: string; trigger: "message" | "queue" | "instructions" | (string & {}); clientRequestId?: string | null; };
 export type RunFinishedEvent = { type: "run-finished"; sessionId: string; runId: string; finishReason: string; usage: Record<string, unknown> | null; };
 export type RunFailedEvent = { type: "run-failed"; sessionId: string; runId: string; error: { code: string; message: string; retryable: boolean }; };

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 from contextlib import suppress
 from typing import Any, Protocol
@@ -54,13 +53,10 @@ VISION_MODELS_ENV = "CHATSYNC_VISION_MODELS"
 
 
 def vision_overrides(settings: Settings) -> tuple[Override, ...]:
-    """The ``provider:glob=on|off`` overrides of which models take images: ``settings.vision_models`` where the
-    settings have them, else ``CHATSYNC_VISION_MODELS`` (comma-separated). A malformed item stops start-up."""
-    items = getattr(settings, "vision_models", None)
-    if items is None:
-        items = os.environ.get(VISION_MODELS_ENV, "").split(",")
+    """The ``provider:glob=on|off`` overrides of which models take images (``CHATSYNC_VISION_MODELS``,
+    comma-separated). A malformed item stops start-up."""
     try:
-        return parse_overrides(items)
+        return parse_overrides(settings.vision_models.split(","))
     except ValueError as exc:
         raise SettingsError(f"invalid configuration: {VISION_MODELS_ENV}: {exc}") from exc
 

@@ -14,7 +14,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from ..protocol.errors import RpcError, to_rpc_error
-from ..rpc.http import bearer_token
+from ..rpc.http import bearer_token, plain_error_response
 from .service import Files, Upload
 from .sniff import IMAGE_TYPES, TEXT
 
@@ -28,9 +28,7 @@ DRAIN_BYTES = 16 * 1024 * 1024
 
 
 def error(code: str, message: str, headers: dict[str, str] | None = None) -> Response:
-    status = RpcError(code).http_status
-    return Response(orjson.dumps({"error": {"code": code, "message": message}}), status_code=status,
-                    media_type="application/json", headers={"cache-control": "no-store", **(headers or {})})
+    return plain_error_response(RpcError(code, message), headers={"cache-control": "no-store", **(headers or {})})
 
 
 def file_routes(services: Callable[[], Any]) -> list[Route]:

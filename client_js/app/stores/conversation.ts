@@ -83,10 +83,8 @@ export function previewsOf(messageId: string): string[] {
 }
 
 function collectNotices(e: SessionEvent): void {
-  if (e.type !== "message-completed") return;
-  const list = (e as { notices?: unknown }).notices;
-  if (!Array.isArray(list) || !list.length) return;
-  const texts = list.map((n) => String((n as { message?: unknown })?.message ?? "")).filter(Boolean);
+  if (e.type !== "message-completed" || !e.notices?.length) return;
+  const texts = e.notices.map((n) => n.message).filter(Boolean);
   if (texts.length) $notices.set({ ...$notices.get(), [e.message.id]: texts });
 }
 
