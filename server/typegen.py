@@ -99,9 +99,6 @@ export type SessionSummary = Pick<
 export type SessionChanges = Omit<Session, "tools" | "systemPrompt" | "defaults" | "metadata">
   & Partial<Pick<Session, "tools" | "systemPrompt" | "defaults" | "metadata">>;
 
-/** What the user is told about a step's request: a file the model was given only as a placeholder, and why. */
-export type Notice = { code: "attachment-not-sent" | (string & {}); fileId: string; name: string; message: string };
-
 /** A device signed in with a token of the caller's. */
 export type Device = { id: string; name: string; createdAt: number; lastUsedAt: number | null; current: boolean };
 """
@@ -116,7 +113,7 @@ EVENT_TYPES: dict[str, str] = {
     "queue-paused": "{}",
     "queue-resumed": "{}",
     "message-created": "{ message: Message }",
-    "message-completed": "{ message: Message; notices?: Notice[] }",
+    "message-completed": "{ message: Message }",
     "run-started": '{ runId: string; trigger: "message" | "queue" | "instructions" | (string & {});'
                    " clientRequestId?: string | null }",
     "run-finished": "{ runId: string; finishReason: string; usage: Record<string, unknown> | null }",

@@ -65,6 +65,9 @@ def upgrade() -> None:
     sa.Column('data', sa.LargeBinary(), nullable=False),
     sa.PrimaryKeyConstraint('blob_id', 'seq', name=op.f('pk_file_chunks'))
     )
+    # What the user is told about the request an answer was made from (files given only as a placeholder).
+    with op.batch_alter_table('messages', schema=None) as batch_op:
+        batch_op.add_column(sa.Column('notices', sa.JSON(), nullable=True))
     if op.get_bind().dialect.name == "postgresql":
         # Chunks are mostly compressed formats already (images, PDFs): storing them uncompressed saves
         # PostgreSQL a compression attempt per row that seldom pays.
@@ -72,6 +75,8 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    with op.batch_alter_table('messages', schema=None) as batch_op:
+        batch_op.drop_column('notices')
     op.drop_table('file_chunks')
     with op.batch_alter_table('file_refs', schema=None) as batch_op:
         batch_op.drop_index(batch_op.f('ix_file_refs_session_id'))

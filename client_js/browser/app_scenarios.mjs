@@ -689,11 +689,15 @@ export const scenarios = {
       await d1.page.getByRole("heading", { name: "Devices" }).waitFor();
       const known = problems().length;
       const after = await d1.page.evaluate(alive, src);
+      // The notice is kept with the answer: device 2 still shows it after a reload.
+      await d2.page.reload();
+      const noticesAfterReload = await until(() => noticesByAnswer(d2.page), (n) => n.length === 3 && n[2].length > 0,
+        { what: "the notice after a reload" });
       // Expected in the browser's log: the refused upload's 413, and the revoked URL this probe loaded.
       const unexpected = problems().filter((p, i) => !/status of 413/.test(p)
                                                      && !(i >= known && /ERR_FILE_NOT_FOUND/.test(p)));
       return { picked, refusal, blockedAnnouncement, boxWhileBlocked, kept, saved, notes, axe, dropBeside, notices, answers,
-               blobUrl: { before, after }, problems: unexpected };
+               noticesAfterReload, blobUrl: { before, after }, problems: unexpected };
     });
   },
 

@@ -83,6 +83,7 @@ export type Message = {
   runId: string | null;
   createdAt: number;
   clientRequestId: string | null;
+  notices: Notice[] | null;
 };
 export type MessageListInput = {
   /** min length 1; max length 64 */
@@ -99,6 +100,12 @@ export type MoveQueuedInput = {
   messageId: string;
   /** min 0 */
   toIndex: number;
+};
+export type Notice = {
+  code: string;
+  fileId: string;
+  name: string;
+  message: string;
 };
 export type QueuedMessage = {
   id: string;
@@ -361,9 +368,6 @@ export type SessionSummary = Pick<
 export type SessionChanges = Omit<Session, "tools" | "systemPrompt" | "defaults" | "metadata">
   & Partial<Pick<Session, "tools" | "systemPrompt" | "defaults" | "metadata">>;
 
-/** What the user is told about a step's request: a file the model was given only as a placeholder, and why. */
-export type Notice = { code: "attachment-not-sent" | (string & {}); fileId: string; name: string; message: string };
-
 /** A device signed in with a token of the caller's. */
 export type Device = { id: string; name: string; createdAt: number; lastUsedAt: number | null; current: boolean };
 
@@ -377,7 +381,7 @@ export type QueueReorderedEvent = { type: "queue-reordered"; sessionId: string; 
 export type QueuePausedEvent = { type: "queue-paused"; sessionId: string; };
 export type QueueResumedEvent = { type: "queue-resumed"; sessionId: string; };
 export type MessageCreatedEvent = { type: "message-created"; sessionId: string; message: Message; };
-export type MessageCompletedEvent = { type: "message-completed"; sessionId: string; message: Message; notices?: Notice[]; };
+export type MessageCompletedEvent = { type: "message-completed"; sessionId: string; message: Message; };
 export type RunStartedEvent = { type: "run-started"; sessionId: string; runId: string; trigger: "message" | "queue" | "instructions" | (string & {}); clientRequestId?: string | null; };
 export type RunFinishedEvent = { type: "run-finished"; sessionId: string; runId: string; finishReason: string; usage: Record<string, unknown> | null; };
 export type RunFailedEvent = { type: "run-failed"; sessionId: string; runId: string; error: { code: string; message: string; retryable: boolean }; };

@@ -96,6 +96,15 @@ class ToolCall(WireModel):
     arguments: str
 
 
+class Notice(WireModel):
+    """What the user is told about the request an answer was made from (docs/attachments.md)."""
+
+    code: str  # ``attachment-not-sent``
+    file_id: str
+    name: str
+    message: str
+
+
 class Message(WireModel):
     id: str
     session_id: str
@@ -111,6 +120,8 @@ class Message(WireModel):
     created_at: int
     # The ``clientRequestId`` of the write that stored it (a send or the queued message it came from).
     client_request_id: str | None = None
+    # An answer's notices: files of the messages it answers that the model was given only as a placeholder.
+    notices: list[Notice] | None = None
 
 
 class QueuedMessage(WireModel):

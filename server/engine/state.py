@@ -57,14 +57,15 @@ def complete_message(tx: SessionTx, row: Message, *, status: str, content: str, 
                      usage: dict[str, int] | None = None, tool_calls: list[dict[str, str]] | None = None,
                      notices: list[dict[str, Any]] | None = None) -> None:
     """``notices``: what the user is told about the step's request (files the model got only a placeholder for,
-    docs/attachments.md); on the event only, when there are any."""
+    docs/attachments.md), kept on the message."""
     row.status, row.content, row.finish_reason = status, content, finish_reason
     if usage is not None:
         row.usage = usage
     if tool_calls:
         row.tool_calls = tool_calls
-    extra = {"notices": notices} if notices else {}
-    tx.emit("message-completed", message=repo.message_wire(row).wire(), **extra)
+    if notices:
+        row.notices = notices
+    tx.emit("message-completed", message=repo.message_wire(row).wire())
 
 
 async def add_system_messages(tx: SessionTx, instructions: Iterable[str],

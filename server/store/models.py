@@ -187,6 +187,9 @@ class Message(Base):
     is_error: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     # The client's id for the write that stored this message (a send, or the queued message it came from).
     client_request_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    # Answers only: what the user is told about the request the answer was made from (files the model was
+    # given only as a placeholder, and why); ``None`` when there is nothing to tell.
+    notices: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, nullable=True)
 
 
 class Run(Base):

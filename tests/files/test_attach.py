@@ -7,7 +7,7 @@ import pytest
 
 from server.client import TrpcError
 
-from conftest import upload
+from file_helpers import upload
 
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(200))
 

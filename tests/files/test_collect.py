@@ -9,7 +9,7 @@ from sqlalchemy import func, select
 
 from server.store.models import FileBlob
 
-from conftest import download, stored_nothing, upload
+from file_helpers import download, stored_nothing, upload
 
 
 async def _up(live: Any, name: str, data: bytes | None = None) -> str:

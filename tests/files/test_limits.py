@@ -12,7 +12,7 @@ import pytest
 
 from server.client import TrpcError
 
-from conftest import stored_nothing, upload
+from file_helpers import stored_nothing, upload
 
 
 async def _until(condition: Callable[[], Any], timeout: float = 20) -> None:

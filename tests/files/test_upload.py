@@ -10,7 +10,7 @@ from sqlalchemy import func, select
 
 from server.store.models import FileBlob
 
-from conftest import download, stored_nothing, upload, user_id
+from file_helpers import download, stored_nothing, upload, user_id
 
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + os.urandom(64)
 

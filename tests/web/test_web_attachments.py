@@ -62,6 +62,7 @@ def test_files_picked_pasted_dropped_queued_and_shown_on_both_devices(web_server
     assert seen["notices"][0] == seen["notices"][1]
     assert seen["notices"][0][:2] == [[], []] and len(seen["notices"][0][2]) == 1
     assert seen["notices"][0][2][0].startswith("data.bin was not given to the model")
+    assert seen["noticesAfterReload"] == seen["notices"][1]  # kept with the answer, not only on its event
     assert seen["blobUrl"] == {"before": "alive", "after": "revoked"}
     assert (tmp_path / "composer.png").stat().st_size > 0 and (tmp_path / "history.png").stat().st_size > 0
 

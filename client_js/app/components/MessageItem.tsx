@@ -1,6 +1,6 @@
 import { memo } from "preact/compat";
 import { useStore } from "@nanostores/preact";
-import { $notices, $previews, previewsOf } from "../stores/conversation";
+import { $previews, previewsOf } from "../stores/conversation";
 import type { Message } from "../lib/chatsync";
 import { Markdown } from "./Markdown";
 import { MessageAttachments } from "./MessageAttachments";
@@ -13,10 +13,9 @@ function StreamingToolCalls({ messageId }: { messageId: string }) {
 }
 
 /** Files the model was given only as a placeholder for this answer, and why. */
-function Notices({ messageId }: { messageId: string }) {
-  const notices = useStore($notices)[messageId];
-  if (!notices?.length) return null;
-  return <>{notices.map((text) => <p class="msg-notice" key={text}>{text}</p>)}</>;
+function Notices({ m }: { m: Message }) {
+  if (!m.notices?.length) return null;
+  return <>{m.notices.map((n) => <p class="msg-notice" key={n.fileId + n.message}>{n.message}</p>)}</>;
 }
 
 const ENDINGS: Record<string, string> = { interrupted: "Stopped", error: "Failed" };
@@ -45,7 +44,7 @@ export const MessageItem = memo(function MessageItem({ m }: { m: Message }) {
       {streaming ? <StreamingToolCalls messageId={m.id} />
                  : m.toolCalls?.map((c) => <ToolCard key={c.id} callId={c.id} />)}
       {ENDINGS[m.status] && <p class="msg-ending">{ENDINGS[m.status]}</p>}
-      <Notices messageId={m.id} />
+      <Notices m={m} />
     </div>
   );
 });

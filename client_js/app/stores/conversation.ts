@@ -5,7 +5,7 @@ import { atom, computed } from "nanostores";
 import { $client } from "./auth";
 import { announceRuns } from "./run-announcements";
 import type {
-  Decision, Message, OpenSession, QueueItem, RunView, Session, SessionEvent, ToolCallPreview,
+  Decision, Message, OpenSession, QueueItem, RunView, Session, ToolCallPreview,
 } from "../lib/chatsync";
 
 export interface ToolCallState {
@@ -31,9 +31,6 @@ export const $run = atom<RunView | null>(null);
 export const $loadState = atom<"idle" | "loading" | "ready" | "missing" | "error">("idle");
 export const $decisions = atom<Record<string, Decision>>({});
 export const $previews = atom<Record<string, ToolCallPreview>>({});
-/** What the person is told about an answer's request, by answer id: files the model got only a placeholder
- * for, and why. They come on that answer's `message-completed` event (seen live, not kept in the history). */
-export const $notices = atom<Record<string, readonly string[]>>({});
 
 export const $busy = computed($session, (s) => s?.status === "running" || s?.status === "requires-action");
 export const $streaming = computed($messages, (ms) => ms.some((m) => m.status === "streaming"));
@@ -82,12 +79,6 @@ export function previewsOf(messageId: string): string[] {
   return Object.entries($previews.get()).filter(([, p]) => p.messageId === messageId).map(([id]) => id);
 }
 
-function collectNotices(e: SessionEvent): void {
-  if (e.type !== "message-completed" || !e.notices?.length) return;
-  const texts = e.notices.map((n) => n.message).filter(Boolean);
-  if (texts.length) $notices.set({ ...$notices.get(), [e.message.id]: texts });
-}
-
 let open: OpenSession | null = null;
 let stop: (() => void)[] = [];
 
@@ -121,7 +112,6 @@ export function openSession(sessionId: string): void {
     s.decisions.subscribe((v) => $decisions.set(v)),
     s.toolCallPreviews.subscribe((v) => $previews.set(v)),
     s.onEvent(announceRuns),
-    s.onEvent(collectNotices),
     s.status.subscribe((status) => {
       if (status === "live" || status === "resyncing") $loadState.set("ready");
       else if (status === "deleted") $loadState.set("missing");
@@ -143,6 +133,5 @@ export function close(): void {
   $run.set(null);
   $decisions.set({});
   $previews.set({});
-  $notices.set({});
   $loadState.set("idle");
 }
