@@ -5,9 +5,12 @@ from typing import Any
 
 import pytest
 
-from server.client import TrpcError
+from sqlalchemy import select
 
-from file_helpers import upload
+from server.client import TrpcError
+from server.store.models import StoredFile
+
+from file_helpers import download, upload
 
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(200))
 
@@ -54,7 +57,7 @@ async def test_another_users_file_is_not_found(files_server: Any) -> None:
         snapshot = await c.query("session.get", {"sessionId": sid})
         assert [q["attachments"] for q in snapshot["queue"]] == [[_shown(mine)]]
         assert not [m for m in snapshot["messages"] if m["role"] == "user"]
-    reply = await __import__("conftest").download(files_server, theirs["id"], user="alice")
+    reply = await download(files_server, theirs["id"], user="alice")
     assert reply.status_code == 404 and reply.json()["error"]["code"] == "NOT_FOUND"
 
 
@@ -95,3 +98,30 @@ async def test_queued_attachments_go_with_the_auto_sent_message(files_server: An
         sent = next(m for m in snapshot["messages"] if m["role"] == "user")
         assert sent["content"] == "later" and sent["attachments"] == [_shown(f), _shown(g)]
         await events.close()
+
+
+async def test_a_file_that_cannot_be_read_fails_the_step_and_keeps_the_message(server_factory, sqlite_url,
+                                                                                  tmp_path) -> None:
+    """Storage failing for another reason than the file being gone: the answer is not made without the file;
+    the run fails with the retryable ``attachment_unavailable``, and the user's message and file stay."""
+    live = await server_factory(sqlite_url, files_url=str(tmp_path / "blobs"), echo_delay=0.001)
+    f = await _file(live)
+    async with live.services.db.read() as s:
+        blob_id = (await s.execute(select(StoredFile.blob_id).where(StoredFile.id == f["id"]))).scalar_one()
+    path = live.services.files.storage.path(blob_id)
+    path.unlink()
+    path.mkdir()  # reading it now fails with IsADirectoryError
+    async with live.client("alice") as c:
+        sid = (await c.mutation("session.create", {}))["id"]
+        sub = await c.subscribe("session.events", {"sessionId": sid, "lastEventId": "0"})
+        sent = await c.mutation("message.send", {"sessionId": sid, "content": "look", "attachments": [{"fileId": f["id"]}]})
+        while True:
+            _id, event = await sub.next(30)
+            if event["type"] in ("run-failed", "run-finished"):
+                break
+        await sub.close()
+        assert event["type"] == "run-failed"
+        assert event["error"]["code"] == "attachment_unavailable" and event["error"]["retryable"] is True
+        snapshot = await c.query("session.get", {"sessionId": sid})
+        user = [m for m in snapshot["messages"] if m["role"] == "user"]
+        assert [(m["id"], m["attachments"]) for m in user] == [(sent["message"]["id"], [_shown(f)])]
