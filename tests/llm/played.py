@@ -1,7 +1,8 @@
 """Random sessions played out through the engine's real state transitions (``server.engine.state``), on a real
 database: the rows a session can actually hold after sends, steering, instructions, context and provider
 switches, tool calls of every kind (server, client, approval, unknown; parallel), approvals and denials, late
-outputs, aborts and crashes mid-text and mid-tool-call, errors, ``length`` stops and step limits.
+outputs, aborts and crashes mid-text and mid-tool-call, errors, ``length`` stops and step limits; user messages
+with uploaded files (an image, a PDF, a text file, one gone from storage) for models with and without vision.
 
 Every time the model would be asked (the start of each step, and at the end), the stored history is turned into
 the canonical request exactly as the run loop does (``engine.history.build_request``) and converted for every
@@ -14,9 +15,12 @@ import random
 from collections.abc import Callable
 from typing import Any
 
+from attachment_files import pdf, png
+
 from server.engine import state
-from server.engine.history import build_request
-from server.llm import ChatRequest, ToolCallEvent
+from server.engine.history import build_request, load_files
+from server.llm import ChatRequest, ModelInputs, ToolCallEvent
+from server.protocol.errors import RpcError
 from server.services.uow import SessionTx, UnitOfWork
 from server.store import repo
 from server.store.models import ChatSession, User, utcnow
@@ -33,6 +37,16 @@ ID_POOL = ["call_abc123", "toolu_01A09q90qw90lq917835lq9", "functions.Bash:0",
 ARGS = ['{"city": "Paris"}', "{}", "", '{"city": "Par', "[1, 2]", "null"]
 TEXTS = ["", "  ", "hello", "queued message", "multi\nline", "trailing space  ", "ok"]
 PROVIDERS = ["echo", "openai", "anthropic", "google", "ollama"]
+# Uploaded files a user message may carry (as the rows hold them), their bytes, and one that is gone from storage.
+FILES = {
+    "f-png": ({"fileId": "f-png", "name": "shot.png", "mediaType": "image/png", "size": 0}, png(8, 8)),
+    "f-pdf": ({"fileId": "f-pdf", "name": "doc.pdf", "mediaType": "application/pdf", "size": 0}, pdf("page one")),
+    "f-txt": ({"fileId": "f-txt", "name": "notes.txt", "mediaType": "text/plain", "size": 0}, b"some notes"),
+    "f-gone": ({"fileId": "f-gone", "name": "gone.png", "mediaType": "image/png", "size": 0}, None),
+}
+ATTACHMENTS = [[], [], [], ["f-png"], ["f-pdf", "f-txt"], ["f-gone"], ["f-png", "f-pdf", "f-txt"]]
+# What the session's model takes: decided per target by the documented rule, or a model without vision.
+INPUTS = [None, None, ModelInputs(images=False, documents=False)]
 MAX_STEPS = 4
 
 Check = Callable[[ChatRequest], None]
@@ -66,9 +80,12 @@ async def play(uow: UnitOfWork, user: User, rng: random.Random, check: Check, op
         db.add(row)
         await db.flush()
 
+        inputs = rng.choice(INPUTS)
+
         async def ask(exclude: str | None = None) -> None:
             nonlocal checked
-            check(build_request(row, await repo.list_messages(db, row.id), exclude=exclude))
+            request = build_request(row, await repo.list_messages(db, row.id), exclude=exclude, inputs=inputs)
+            check(await load_files(request, read_file))
             checked += 1
 
         async def step(rng: random.Random) -> None:
@@ -110,12 +127,23 @@ async def play(uow: UnitOfWork, user: User, rng: random.Random, check: Check, op
     return histories, checked
 
 
+async def read_file(file_id: str) -> bytes:
+    data = FILES[file_id][1]
+    if data is None:
+        raise RpcError("NOT_FOUND", "File not found")
+    return data
+
+
+def attachments(rng: random.Random) -> list[dict[str, Any]]:
+    return [FILES[f][0] for f in rng.choice(ATTACHMENTS)]
+
+
 async def idle_op(t: Any, rng: random.Random) -> None:
     op = rng.choice(["send", "send", "send", "instructions", "instructions_respond", "switch_context",
                      "switch_provider", "late_output"])
     if op == "send":
         state.resume_queue(t)
-        await state.start_with_message(t, OWNER, LEASE, rng.choice(TEXTS), [], "message")
+        await state.start_with_message(t, OWNER, LEASE, rng.choice(TEXTS), attachments(rng), "message")
     elif op in ("instructions", "instructions_respond"):
         await state.add_system_messages(t, [rng.choice(TEXTS)] * rng.randint(0, 2))
         if op == "instructions_respond":
@@ -137,7 +165,7 @@ async def running_op(t: Any, rng: random.Random) -> str | None:
     streaming = await repo.streaming_messages(t.db, t.row.id)
     op = rng.choice(["step", "step", "step", "steer", "instructions", "abort", "crash"])
     if op == "steer":
-        await state.add_message(t, "user", rng.choice(TEXTS), run_id=run.id)
+        await state.add_message(t, "user", rng.choice(TEXTS), run_id=run.id, attachments=attachments(rng))
         return streaming[0].id if streaming else None
     if op == "instructions":
         await state.add_system_messages(t, [rng.choice(TEXTS)])
@@ -192,7 +220,7 @@ async def waiting_op(t: Any, rng: random.Random) -> None:
     calls = await repo.run_tool_calls(t.db, t.row.id, run_id, open_only=True)
     op = rng.choice(["answer", "answer", "answer", "steer", "abort"])
     if op == "steer":
-        await state.add_message(t, "user", rng.choice(TEXTS), run_id=run_id)
+        await state.add_message(t, "user", rng.choice(TEXTS), run_id=run_id, attachments=attachments(rng))
         return
     if op == "abort":
         await state.abort_in_tx(t)
