@@ -16,7 +16,7 @@ from starlette.routing import Route
 from ..protocol.errors import RpcError, to_rpc_error
 from ..rpc.http import bearer_token, plain_error_response
 from .service import Files, Upload
-from .sniff import IMAGE_TYPES, TEXT
+from .sniff import IMAGE_TYPES
 
 FILE_FIELD = "file"
 # What a body may carry beyond the file itself: boundaries, part headers, small other fields.
@@ -84,8 +84,11 @@ def file_routes(services: Callable[[], Any]) -> list[Route]:
             async for chunk in chunks:
                 yield chunk
 
-        media_type = f"{TEXT}; charset=utf-8" if info.media_type == TEXT else info.media_type
-        disposition = "inline" if info.media_type in IMAGE_TYPES else "attachment"
+        # Only images are served as what they are (shown inline). Everything else is bytes to save: text that
+        # is really a page (an HTML file sent as an image) can never be rendered as one, whatever it claims.
+        image = info.media_type in IMAGE_TYPES
+        media_type = info.media_type if image else "application/octet-stream"
+        disposition = "inline" if image else "attachment"
         headers = {
             "content-length": str(info.size),
             "content-disposition": f"{disposition}; {_filename_params(info.name)}",

@@ -38,9 +38,9 @@ async def test_round_trip_with_digest(files_server: Any) -> None:
 async def test_media_type_comes_from_the_bytes(files_server: Any) -> None:
     html = b"<!doctype html><script>alert(document.cookie)</script>"
     reply = await upload(files_server, html, "cat.png", content_type="image/png")
-    assert reply.json()["mediaType"] == "text/plain"
+    assert reply.json()["mediaType"] == "text/plain"  # what it is, for the model: text
     got = await download(files_server, reply.json()["id"])
-    assert got.headers["content-type"] == "text/plain; charset=utf-8"
+    assert got.headers["content-type"] == "application/octet-stream"  # what it is served as: bytes to save
     assert got.headers["content-disposition"].startswith("attachment;")
     assert got.content == html
 
