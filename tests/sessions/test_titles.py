@@ -136,6 +136,10 @@ class GatedTitles:
         self.asked = asyncio.Event()
         self.failure: str | None = None
 
+    @property
+    def input_target(self) -> str:
+        return self.inner.input_target
+
     def stream(self, request: Any) -> Any:
         return self.inner.stream(request)
 
