@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from conftest import Driver, WebServer, answers, texts
+from web_support import Driver, WebServer, answers, texts
 
 
 def preview(text: str) -> str:

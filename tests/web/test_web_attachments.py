@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from conftest import MAX_FILE_BYTES, Driver, WebServer, answers, texts
+from web_support import MAX_FILE_BYTES, Driver, WebServer, answers, texts
 
 
 def test_files_picked_pasted_dropped_queued_and_shown_on_both_devices(web_server: WebServer, browser: Driver,

@@ -10,7 +10,7 @@ from pathlib import Path
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
-from conftest import WebServer
+from web_support import WebServer
 from server.web import WebApp
 
 
