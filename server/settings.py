@@ -94,8 +94,8 @@ class Settings(BaseSettings):
     @field_validator("bus_url")
     @classmethod
     def _known_bus(cls, value: str) -> str:
-        if not value.startswith(("memory://", "redis://", "rediss://")):
-            raise ValueError("must start with memory://, redis:// or rediss://")
+        if not value.startswith(("memory://", "redis://", "rediss://", "redis+cluster://")):
+            raise ValueError("must start with memory://, redis://, rediss:// or redis+cluster://")
         return value
 
     @property
