@@ -25,6 +25,8 @@ SSE_HEADERS = {
     "vary": "trpc-accept, accept",
 }
 SSE_PING_SECONDS = 15.0
+FULL_RETRY_AFTER_SECONDS = 2
+"""Retry-After of the 503 that refuses a stream past ``CHATSYNC_MAX_CONNECTIONS``."""
 
 
 def _json(body: Any, status: int, extra: dict[str, str] | None = None) -> Response:
@@ -198,6 +200,9 @@ class HttpTransport:
         last_id = (request.headers.get("last-event-id") or request.query_params.get("lastEventId")
                    or request.query_params.get("Last-Event-Id"))
         raw = merge_last_event_id(raw, last_id)
+        if self.services.slots.used >= self.services.slots.limit:
+            err = RpcError("SERVICE_UNAVAILABLE", "Too many connections on this server; retry shortly")
+            return _json({"error": error_shape(err, proc.path)}, 503, {"retry-after": str(FULL_RETRY_AFTER_SECONDS)})
         return StreamingResponse(self._sse(ctx, proc, raw), media_type="text/event-stream", headers=SSE_HEADERS)
 
     @staticmethod
@@ -206,7 +211,18 @@ class HttpTransport:
         yield "event: serialized-error\ndata: " + dumps(error_shape(err, path)) + "\n\n\n"
 
     async def _sse(self, ctx: Context, proc: Procedure, raw: Any) -> Any:
-        yield "event: connected\ndata: {}\n\n\n"
+        # The slot is taken here, where the ``finally`` that gives it back is sure to run; streams that
+        # opened together after the check in ``_subscription`` can still find the process full.
+        if not self.services.slots.take():
+            async for frame in self._sse_error(RpcError("SERVICE_UNAVAILABLE", "Too many connections; retry"),
+                                               proc.path):
+                yield frame
+            return
+        try:
+            yield "event: connected\ndata: {}\n\n\n"
+        except BaseException:
+            self.services.slots.release()
+            raise
         items: asyncio.Queue[Any] = asyncio.Queue()
         done = object()
         limit = self.settings.send_buffer_bytes
@@ -269,6 +285,7 @@ class HttpTransport:
                     # Browsers would stamp the last id on this untracked event; reset it, then restore it.
                     yield "data: " + body + "\nid: \n\n\n" + "event: restore-id\ndata: \nid: " + last_tracked + "\n\n\n"
         finally:
+            self.services.slots.release()
             self.sse_streams.discard(items)
             if ctx.device_id is not None:
                 self.services.devices.discard(ctx.device_id, revoked)
