@@ -2,7 +2,7 @@
 
 An idle SSE stream lives as long as its client, so what it holds is kept small (the per-process connection
 count is bounded by memory): three tasks (this response writing, the subscription producing, one waiting
-for the client to go away) and a list of pending items. Starlette's ``StreamingResponse`` would add an anyio
+for the client to go away) and an ``Inbox`` of pending items. Starlette's ``StreamingResponse`` would add an anyio
 task group, an async generator, and (with ``asyncio.Queue`` and ``wait_for`` for the pings) a queue of three
 deques and a task per wait.
 
@@ -30,11 +30,15 @@ HEADERS = [
     (b"vary", b"trpc-accept, accept"),
 ]
 CONNECTED = b"event: connected\ndata: {}\n\n\n"
-_DONE, _GONE, _PING = object(), object(), object()
+_DONE, _GONE = object(), object()
+PING = object()
+"""What ``Inbox.get`` returns when its timeout passed first."""
 
 
 class Inbox:
-    """Items for the writer, in order; ``get`` waits at most ``timeout`` (then returns ``_PING``)."""
+    """Items for one consumer, in order: the subset of ``asyncio.Queue`` used here and by the WebSocket
+    protocol (``wsprotocol.py``), without its three deques. ``get(timeout)`` returns ``PING`` when nothing
+    came in time."""
 
     __slots__ = ("items", "_waiter")
 
@@ -48,18 +52,22 @@ class Inbox:
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    async def get(self, timeout: float) -> Any:
-        if not self.items:
+    def empty(self) -> bool:
+        return not self.items
+
+    async def get(self, timeout: float | None = None) -> Any:
+        while not self.items:
             loop = asyncio.get_running_loop()
             self._waiter = waiter = loop.create_future()
-            timer = loop.call_later(timeout, _wake, waiter)
+            timer = None if timeout is None else loop.call_later(timeout, _wake, waiter)
             try:
                 await waiter
             finally:
-                timer.cancel()
+                if timer is not None:
+                    timer.cancel()
                 self._waiter = None
-            if not self.items:
-                return _PING
+            if timeout is not None and not self.items:
+                return PING
         return self.items.pop(0)
 
 
@@ -146,7 +154,7 @@ class SseResponse:
                 if item is _GONE:
                     ended = True
                     return
-                if item is _PING:
+                if item is PING:
                     body = "event: ping\ndata: \n\n\n"
                 elif item is _DONE or isinstance(item, RpcError):
                     last = b"event: return\ndata: \n\n\n" if item is _DONE else error_frame(item, path)

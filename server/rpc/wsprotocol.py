@@ -3,8 +3,8 @@
 An idle subscribed connection is mostly bookkeeping, and the per-process connection count is bounded by
 memory, so the parts every connection carries for its whole life are kept small:
 
-* the inbox of ASGI receive events is a plain list and one waiter future instead of an ``asyncio.Queue``
-  (which carries three deques and an Event: about 3 KiB before it holds anything);
+* the inbox of ASGI receive events is ``sse.Inbox`` (a list and one waiter future) instead of an
+  ``asyncio.Queue`` (which carries three deques and an Event: about 3 KiB before it holds anything);
 * the "transport writable" flag is a bool and a waiter future instead of an ``asyncio.Event`` (a deque);
 * the upgrade request's headers (the parsed request's and the ASGI scope's copy) and the 101 response are
   dropped once the handshake is sent: the app reads what it needs from them before it accepts.
@@ -18,33 +18,7 @@ from typing import Any
 
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
-
-class _Inbox:
-    """The subset of ``asyncio.Queue`` the protocol uses (one consumer: the ASGI app's ``receive``)."""
-
-    __slots__ = ("_items", "_waiter")
-
-    def __init__(self) -> None:
-        self._items: list[Any] = []
-        self._waiter: asyncio.Future[None] | None = None
-
-    def put_nowait(self, item: Any) -> None:
-        self._items.append(item)
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-    def empty(self) -> bool:
-        return not self._items
-
-    async def get(self) -> Any:
-        while not self._items:
-            self._waiter = asyncio.get_running_loop().create_future()
-            try:
-                await self._waiter
-            finally:
-                self._waiter = None
-        return self._items.pop(0)
+from .sse import Inbox
 
 
 class _Flag:
@@ -84,7 +58,7 @@ class LeanWebSocketProtocol(WebSocketsSansIOProtocol):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.queue = _Inbox()  # type: ignore[assignment]
+        self.queue = Inbox()  # type: ignore[assignment]
         self.writable = _Flag()  # type: ignore[assignment]
 
     async def send(self, message: Any) -> None:
