@@ -241,7 +241,7 @@ def create_app(settings: Settings, *, announce_owner_token: bool = True) -> Star
     routes += web_routes(settings)  # last: the web app answers paths nothing above claimed
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.chatsync = state
-    return _KeepRawSend(app, ws_endpoint)  # type: ignore[return-value]
+    return _KeepRawSend(app, ws_endpoint, http_endpoint)  # type: ignore[return-value]
 
 
 RAW_SEND_KEY = "chatsync.raw_send"
@@ -281,14 +281,16 @@ class _KeepRawSend:
     """Outermost ASGI layer: remembers the server's own ``send`` for WebSockets, before middleware wraps
     it, so a connection can reach the transport (``rpc/outbox.py``).
 
-    The tRPC WebSocket goes straight to its endpoint, past Starlette's middleware and router: their
-    coroutine frames would stay suspended for the whole life of every connection (about 4 KiB each, a
-    fifth of what an idle connection costs), and none of them acts on a WebSocket the endpoint accepts."""
+    The tRPC WebSocket and tRPC ``GET``s (queries and SSE subscriptions) go straight to their endpoints, past
+    Starlette's middleware and router: their coroutine frames would stay suspended for the whole life of every
+    WebSocket and SSE stream (about 4 KiB each, a fifth of what an idle connection costs), and none of them
+    acts on what these endpoints answer (they map every error themselves; uvicorn answers 500 for a bug)."""
 
-    def __init__(self, app: Starlette, ws_endpoint: Any) -> None:
+    def __init__(self, app: Starlette, ws_endpoint: Any, http_endpoint: Any) -> None:
         self.app = app
         self.state = app.state
         self.ws_endpoint = ws_endpoint
+        self.http_endpoint = http_endpoint
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "websocket":
@@ -296,6 +298,14 @@ class _KeepRawSend:
             if scope["path"] == scope.get("root_path", "") + "/trpc":
                 scope["app"] = self.app
                 await self.ws_endpoint(WebSocket(scope, receive, send))
+                return
+        elif scope["type"] == "http" and scope["method"] == "GET":
+            prefix = scope.get("root_path", "") + "/trpc/"
+            if scope["path"].startswith(prefix):
+                scope["app"] = self.app
+                scope["path_params"] = {"path": scope["path"][len(prefix):]}
+                response = await self.http_endpoint(Request(scope, receive))
+                await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
