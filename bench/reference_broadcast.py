@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/fanout.py --server reference ...
     .venv/bin/python bench/streaming.py --server reference ...
+    .venv/bin/python bench/capacity.py --server reference ...
 
 It speaks just enough of tRPC's WebSocket messages for ``bench/fanout.py``'s publisher and subscribers
 (``session.create``, ``message.enqueueMessage``, ``message.clearQueue``, ``session.get``, one
@@ -13,7 +14,9 @@ does not drift with the machine.
 
 For ``bench/streaming.py`` it also answers ``message.send`` the way that benchmark's ``stamp`` provider does:
 ``content`` tokens, each the wall-clock time it was produced, at the pace named by the session's ``model``
-(``full`` or tokens per second), broadcast as ``text-delta`` events and closed by ``run-finished``. No
+(``full`` or tokens per second), broadcast as ``text-delta`` events and closed by ``run-finished`` (a send
+during an answer waits for it, as a queued message does). Sessions are independent (``bench/capacity.py``
+runs thousands), each with its own subscribers and sequence. No
 database, no stream buffer, no run: the latency it shows is the floor of producing a token and writing it to
 every subscriber on this machine at that moment.
 """
@@ -31,17 +34,19 @@ from websockets.http11 import Request, Response
 
 class Reference:
     def __init__(self) -> None:
-        self.subscribers: dict[ServerConnection, object] = {}  # connection -> its subscription id
-        self.seq = 0
-        self.model = "full"
+        # session -> {connection: its subscription id}
+        self.subscribers: dict[str, dict[ServerConnection, object]] = {}
+        self.seq: dict[str, int] = {}
+        self.model: dict[str, str] = {}
+        self.turn: dict[str, asyncio.Lock] = {}
         self.streams: set[asyncio.Task] = set()
 
-    def publish(self, event: dict, durable: bool = True) -> None:
+    def publish(self, sid: str, event: dict, durable: bool = True) -> None:
         if durable:
-            self.seq += 1
-        eid = str(self.seq)
+            self.seq[sid] = self.seq.get(sid, 0) + 1
+        eid = str(self.seq.get(sid, 0))
         by_id: dict[object, list[ServerConnection]] = {}
-        for conn, sub_id in self.subscribers.items():
+        for conn, sub_id in self.subscribers.get(sid, {}).items():
             by_id.setdefault(sub_id, []).append(conn)
         for sub_id, conns in by_id.items():
             frame = orjson.dumps({"id": sub_id, "result": {"type": "data", "data": {"id": eid, "data": event},
@@ -51,38 +56,45 @@ class Reference:
     def call(self, path: str, inp: dict | None) -> object:
         inp = inp or {}
         if path == "session.create":
-            self.model = str(inp.get("model") or "full")
-            return {"id": "reference"}
+            sid = f"reference-{len(self.model)}"
+            self.model[sid] = str(inp.get("model") or "full")
+            return {"id": sid}
+        sid = str(inp.get("sessionId"))
         if path == "message.send":
-            task = asyncio.get_running_loop().create_task(self.stream(int(str(inp.get("content", "0")).split()[0])))
+            task = asyncio.get_running_loop().create_task(
+                self.stream(sid, int(str(inp.get("content", "0")).split()[0])))
             self.streams.add(task)
             task.add_done_callback(self.streams.discard)
             return {"status": "started"}
         if path == "session.get":
-            return {"lastEventId": str(self.seq)}
+            return {"lastEventId": str(self.seq.get(sid, 0))}
         if path == "message.enqueueMessage":
-            message = {"id": f"queue-{self.seq + 1}", "content": inp.get("content", ""), "attachments": [],
+            message = {"id": f"queue-{self.seq.get(sid, 0) + 1}", "content": inp.get("content", ""), "attachments": [],
                        "enqueuedAt": int(time.time() * 1000)}
-            self.publish({"type": "queue-message-added", "sessionId": inp.get("sessionId"), "message": message})
+            self.publish(sid, {"type": "queue-message-added", "sessionId": sid, "message": message})
             return message
         if path == "message.clearQueue":
-            self.publish({"type": "queue-cleared", "sessionId": inp.get("sessionId")})
+            self.publish(sid, {"type": "queue-cleared", "sessionId": sid})
             return None
         raise KeyError(path)
 
-    async def stream(self, tokens: int) -> None:
-        """The ``stamp`` provider's tokens, each broadcast as it is produced."""
-        interval = 0.0 if self.model == "full" else 1.0 / float(self.model)
-        start, offset = time.perf_counter(), 0
-        for i in range(tokens):
-            await asyncio.sleep(max(start + i * interval - time.perf_counter(), 0) if interval else 0)
-            delta = f"{time.time_ns()} "
-            self.publish({"type": "text-delta", "sessionId": "reference", "messageId": "answer", "offset": offset,
-                          "delta": delta}, durable=False)
-            offset += len(delta)
-        self.publish({"type": "run-finished", "sessionId": "reference", "runId": "run", "finishReason": "stop"})
+    async def stream(self, sid: str, tokens: int) -> None:
+        """The ``stamp`` provider's tokens, each broadcast as it is produced; one answer at a time per session."""
+        async with self.turn.setdefault(sid, asyncio.Lock()):
+            model = self.model.get(sid, "full")
+            interval = 0.0 if model == "full" else 1.0 / float(model)
+            start, offset = time.perf_counter(), 0
+            mid = f"answer-{self.seq.get(sid, 0)}"
+            for i in range(tokens):
+                await asyncio.sleep(max(start + i * interval - time.perf_counter(), 0) if interval else 0)
+                delta = f"{time.time_ns()} "
+                self.publish(sid, {"type": "text-delta", "sessionId": sid, "messageId": mid, "offset": offset,
+                                   "delta": delta}, durable=False)
+                offset += len(delta)
+            self.publish(sid, {"type": "run-finished", "sessionId": sid, "runId": mid, "finishReason": "stop"})
 
     async def handle(self, conn: ServerConnection) -> None:
+        subscribed: list[str] = []
         try:
             async for raw in conn:
                 msg = orjson.loads(raw)
@@ -90,14 +102,17 @@ class Reference:
                     continue
                 rid, method = msg.get("id"), msg.get("method")
                 if method == "subscription":
-                    self.subscribers[conn] = rid
+                    sid = str(msg["params"].get("input", {}).get("sessionId"))
+                    subscribed.append(sid)
+                    self.subscribers.setdefault(sid, {})[conn] = rid
                     await conn.send(orjson.dumps({"id": rid, "result": {"type": "started"}}).decode())
                 elif method in ("query", "mutation"):
                     params = msg["params"]
                     result = self.call(params["path"], params.get("input"))
                     await conn.send(orjson.dumps({"id": rid, "result": {"type": "data", "data": result}}).decode())
         finally:
-            self.subscribers.pop(conn, None)
+            for sid in subscribed:
+                self.subscribers.get(sid, {}).pop(conn, None)
 
 
 def ready(conn: ServerConnection, request: Request) -> Response | None:

@@ -48,11 +48,15 @@ if [ -f client_js/package.json ]; then
 fi
 
 if [ "${1:-}" = "--with-node" ]; then
-  # The browser tests drive Debian's Chromium through playwright-core (no browser download at run time).
-  if [ ! -x /usr/bin/chromium ]; then
+  # The browser tests drive Debian's Chromium through playwright-core (no browser download at run time);
+  # the bus tests start Redis servers and a Redis Cluster of their own from Debian's redis-server (7+).
+  MISSING=""
+  [ -x /usr/bin/chromium ] || MISSING="$MISSING chromium"
+  command -v redis-server >/dev/null && command -v redis-cli >/dev/null || MISSING="$MISSING redis-server"
+  if [ -n "$MISSING" ]; then
     SUDO=""
     if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
     $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $MISSING >/dev/null
   fi
 fi

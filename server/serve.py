@@ -8,6 +8,7 @@ from starlette.applications import Starlette
 
 from . import logredact
 from .app import drain_app
+from .rpc.wsprotocol import LeanWebSocketProtocol
 from .settings import Settings
 
 
@@ -43,8 +44,9 @@ def uvicorn_config(app: Starlette, settings: Settings, host: str, port: int, **e
         "ws_ping_interval": 20.0,
         "ws_ping_timeout": 20.0,
         "lifespan": "on",
-        # The sans-I/O protocol lets connections write frames straight to the transport (rpc/outbox.py).
-        "ws": "websockets-sansio",
+        # The sans-I/O protocol lets connections write frames straight to the transport (rpc/outbox.py);
+        # this subclass of it keeps less state per connection (rpc/wsprotocol.py).
+        "ws": LeanWebSocketProtocol,
         "timeout_graceful_shutdown": 10,
     }
     return uvicorn.Config(app, host=host, port=port, **{**options, **extra})

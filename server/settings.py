@@ -70,6 +70,8 @@ class Settings(BaseSettings):
     public_url: str | None = None
     # Bounds per connection and per user (docs/api.md "Limits").
     max_subscriptions_per_connection: int = Field(default=100, ge=1)
+    # WebSockets plus SSE streams one process holds open (an idle one costs about 20 KiB: docs/performance.md).
+    max_connections: int = Field(default=10_000, ge=1)
     auth_timeout_seconds: float = Field(default=10.0, gt=0)
     max_sessions_per_user: int = Field(default=10_000, ge=1)
     rate_limit_per_second: float = Field(default=200.0, ge=0)  # mutations per user and process; 0: no limit
@@ -110,8 +112,8 @@ class Settings(BaseSettings):
     @field_validator("bus_url")
     @classmethod
     def _known_bus(cls, value: str) -> str:
-        if not value.startswith(("memory://", "redis://", "rediss://")):
-            raise ValueError("must start with memory://, redis:// or rediss://")
+        if not value.startswith(("memory://", "redis://", "rediss://", "redis+cluster://")):
+            raise ValueError("must start with memory://, redis://, rediss:// or redis+cluster://")
         return value
 
     @field_validator("files_url")

@@ -20,7 +20,7 @@ from server.settings import Settings, load_settings
 from server.store import migrate
 from server.store.db import Database
 
-from testkit import PG_HOST, REDIS_URL, fresh_pg_database  # noqa: F401  (re-exported for tests)
+from testkit import PG_HOST, REDIS_URL, PrivateRedisCluster, fresh_pg_database  # noqa: F401  (re-exported for tests)
 
 
 @pytest.fixture
@@ -46,6 +46,23 @@ def _no_provider_keys():
 def redis_url() -> str:
     """The test Redis with a key prefix of this test's own."""
     return f"{REDIS_URL}?prefix=test-{uuid.uuid4().hex[:12]}:"
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory):
+    """A 3-master Redis Cluster on 127.0.0.1, shared by the tests of a run (each uses its own key prefix)."""
+    cluster = PrivateRedisCluster(str(tmp_path_factory.mktemp("redis-cluster")))
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def redis_cluster_url(redis_cluster: PrivateRedisCluster) -> str:
+    """``redis+cluster://`` seed nodes of the shared cluster, with a key prefix of this test's own."""
+    return f"{redis_cluster.url}?prefix=test-{uuid.uuid4().hex[:12]}:"
 
 
 @pytest.fixture

@@ -128,14 +128,17 @@ async def wait_ready(url: str, proc: subprocess.Popen, timeout: float = 30) -> N
 class PrivateRedis:
     """A redis-server of the test's own, so the test can kill it without touching anyone else's."""
 
-    def __init__(self, port: int | None = None) -> None:
+    def __init__(self, port: int | None = None, args: tuple[str, ...] = (), cwd: str | None = None) -> None:
         self.port = port or free_port()
+        self.args = args
+        self.cwd = cwd
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
         binary = shutil.which("redis-server") or "/usr/bin/redis-server"
         self.proc = subprocess.Popen([binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                                      "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                      "--appendonly", "no", *self.args], cwd=self.cwd,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             try:
@@ -153,6 +156,61 @@ class PrivateRedis:
     @property
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
+
+
+class PrivateRedisCluster:
+    """A Redis Cluster of ``masters`` redis-server processes of the test's own (no replicas), each in its own
+    folder under ``root``. A node can be killed and started again: it rejoins with its slots (nodes.conf)."""
+
+    def __init__(self, root: str, masters: int = 3) -> None:
+        self.nodes: list[PrivateRedis] = []
+        for i in range(masters):
+            folder = os.path.join(root, f"node-{i}")
+            os.makedirs(folder, exist_ok=True)
+            # The cluster bus port is given explicitly: the default (port + 10000) need not be free.
+            self.nodes.append(PrivateRedis(args=("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                                                 "--cluster-port", str(free_port()), "--cluster-node-timeout", "1000",
+                                                 "--cluster-require-full-coverage", "no"), cwd=folder))
+
+    def start(self) -> None:
+        for node in self.nodes:
+            node.start()
+        cli = shutil.which("redis-cli") or "/usr/bin/redis-cli"
+        subprocess.run([cli, "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in self.nodes), "--cluster-yes"],
+                       check=True, capture_output=True, timeout=60)
+        self.wait_ok()
+
+    def wait_ok(self, timeout: float = 30) -> None:
+        """Until every node reports the cluster healthy (all slots served, every node known)."""
+        cli = shutil.which("redis-cli") or "/usr/bin/redis-cli"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            infos = [subprocess.run([cli, "-p", str(n.port), "cluster", "info"], capture_output=True, text=True).stdout
+                     for n in self.nodes]
+            if all("cluster_state:ok" in i and f"cluster_known_nodes:{len(self.nodes)}" in i for i in infos):
+                return
+            time.sleep(0.1)
+        raise RuntimeError("redis cluster did not become ok")
+
+    def owner_of(self, key: str) -> PrivateRedis:
+        """The node that serves a key's (or shard channel's) slot."""
+        import redis
+        from redis.crc import key_slot
+
+        slot = key_slot(key.encode())
+        with redis.Redis(port=self.nodes[0].port) as r:
+            for start, end, master, *_ in r.execute_command("CLUSTER", "SLOTS"):
+                if start <= slot <= end:
+                    return next(n for n in self.nodes if n.port == master[1])
+        raise LookupError(f"no node serves slot {slot}")
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.kill()
+
+    @property
+    def url(self) -> str:
+        return "redis+cluster://" + ",".join(f"127.0.0.1:{n.port}" for n in self.nodes)
 
 
 class HoldingProxy:

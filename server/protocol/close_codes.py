@@ -13,6 +13,8 @@ SERVER_RESTART = 4001
 """The server is shutting down; another replica (or this one, restarted) will serve the resume."""
 UNAVAILABLE = 4002
 """The token could not be checked now (the database is unavailable or overloaded); reconnect shortly."""
+SERVER_FULL = 4003
+"""This process holds CHATSYNC_MAX_CONNECTIONS connections; reconnect after a pause (another replica may have room)."""
 
 UNAUTHORIZED = 4501
 """The token in connectionParams was not accepted."""

@@ -79,22 +79,26 @@ def create_bus(url: str, **options: object) -> Bus:
     """Pick the backend by URL scheme; drivers are imported lazily.
 
     ``redis://host:port/db?prefix=name:`` sets the key prefix (default ``chatsync:``), so several
-    deployments (or tests) can share one Redis.
+    deployments (or tests) can share one Redis. ``redis+cluster://host:port[,host:port...]`` (seed nodes,
+    same ``prefix``) uses Redis Cluster with sharded pub/sub.
     """
     if url.startswith("memory://"):
         from .memory import MemoryBus
 
         return MemoryBus()
-    if url.startswith(("redis://", "rediss://")):
+    if url.startswith(("redis://", "rediss://", "redis+cluster://")):
         from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
-
-        from .redis import RedisBus
 
         parts = urlsplit(url)
         query = dict(parse_qsl(parts.query))
         prefix = query.pop("prefix", None)
-        clean = urlunsplit(parts._replace(query=urlencode(query)))
         if prefix:
             options.setdefault("prefix", prefix)
-        return RedisBus(clean, **options)  # type: ignore[arg-type]
+        if parts.scheme == "redis+cluster":
+            from .redis_cluster import RedisClusterBus, parse_nodes
+
+            return RedisClusterBus(parse_nodes(parts.netloc), **options)  # type: ignore[arg-type]
+        from .redis import RedisBus
+
+        return RedisBus(urlunsplit(parts._replace(query=urlencode(query))), **options)  # type: ignore[arg-type]
     raise ValueError(f"unsupported bus URL {url!r}")

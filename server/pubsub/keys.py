@@ -1,4 +1,9 @@
-"""Every Redis channel name and key prefix chatsync uses, in one place."""
+"""Every Redis channel name and key prefix chatsync uses, in one place.
+
+Everything that belongs to one session carries the session id as a hash tag (``{id}``): under Redis Cluster
+its channel, its set of streaming messages and their partial texts all hash to the session's slot, so one
+shard serves all of a session's traffic and a pipeline of APPEND + SPUBLISH stays on one connection, in order.
+"""
 from __future__ import annotations
 
 DEFAULT_PREFIX = "chatsync:"
@@ -6,11 +11,11 @@ DEFAULT_PREFIX = "chatsync:"
 
 def session_channel(prefix: str, session_id: str) -> str:
     """Pub/sub channel carrying one session's events."""
-    return f"{prefix}session:{session_id}"
+    return f"{prefix}session:{{{session_id}}}"
 
 
 def session_from_channel(prefix: str, channel: str) -> str:
-    return channel[len(prefix) + len("session:") :]
+    return channel[len(prefix) + len("session:{") : -1]
 
 
 def control_channel(prefix: str) -> str:
@@ -18,11 +23,11 @@ def control_channel(prefix: str) -> str:
     return f"{prefix}control"
 
 
-def stream_text_key(prefix: str, message_id: str) -> str:
+def stream_text_key(prefix: str, session_id: str, message_id: str) -> str:
     """The partial text of a streaming message (a string that deltas are APPENDed to)."""
-    return f"{prefix}stream:{message_id}"
+    return f"{prefix}stream:{{{session_id}}}:{message_id}"
 
 
 def session_streams_key(prefix: str, session_id: str) -> str:
     """The set of a session's messages that are streaming right now."""
-    return f"{prefix}streams:{session_id}"
+    return f"{prefix}streams:{{{session_id}}}"

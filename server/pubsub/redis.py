@@ -76,6 +76,10 @@ class RedisBus(Bus):
         self._retrier: asyncio.Task[None] | None = None
         self.reconnects = 0  # listener reconnections after an error (for tests and metrics)
 
+    def _send(self, target: Any, channel: str, payload: bytes) -> Any:
+        """PUBLISH on a client or pipeline (Redis Cluster's sharded backend sends SPUBLISH instead)."""
+        return target.publish(channel, payload)
+
     # --- lifecycle ------------------------------------------------------------------------------------
 
     async def connect(self) -> None:
@@ -138,7 +142,7 @@ class RedisBus(Bus):
         channel = session_channel(self.prefix, session_id)
         try:
             assert self._redis is not None
-            await self._redis.publish(channel, payload)
+            await self._send(self._redis, channel, payload)
         except (RedisError, OSError) as exc:
             log.warning("publish to %s failed (%s); will retry", session_id, exc)
             self._unsent.append((channel, payload))
@@ -151,7 +155,7 @@ class RedisBus(Bus):
             channel, payload = self._unsent[0]
             try:
                 assert self._redis is not None
-                await self._redis.publish(channel, payload)
+                await self._send(self._redis, channel, payload)
                 self._unsent.popleft()
                 delay = 0.1
             except (RedisError, OSError):
@@ -165,7 +169,7 @@ class RedisBus(Bus):
 
     async def stream_started(self, session_id: str, message_id: str) -> None:
         assert self._redis is not None
-        key, members = stream_text_key(self.prefix, message_id), session_streams_key(self.prefix, session_id)
+        key, members = stream_text_key(self.prefix, session_id, message_id), session_streams_key(self.prefix, session_id)
         try:
             async with self._redis.pipeline(transaction=False) as pipe:
                 pipe.delete(key).sadd(members, message_id).expire(members, STREAM_TTL_SECONDS)
@@ -175,11 +179,11 @@ class RedisBus(Bus):
 
     async def publish_delta(self, session_id: str, env: EventEnvelope, message_id: str, delta: str) -> None:
         assert self._redis is not None
-        key = stream_text_key(self.prefix, message_id)
+        key = stream_text_key(self.prefix, session_id, message_id)
         try:
             async with self._redis.pipeline(transaction=False) as pipe:
                 pipe.append(key, delta).expire(key, STREAM_TTL_SECONDS)
-                pipe.publish(session_channel(self.prefix, session_id), encode((env,)))
+                self._send(pipe, session_channel(self.prefix, session_id), encode((env,)))
                 await pipe.execute()
         except (RedisError, OSError) as exc:
             # Deltas are not retried: the final text arrives with message-completed, and reconnecting
@@ -191,7 +195,7 @@ class RedisBus(Bus):
         try:
             async with self._redis.pipeline(transaction=False) as pipe:
                 pipe.srem(session_streams_key(self.prefix, session_id), message_id)
-                pipe.delete(stream_text_key(self.prefix, message_id))
+                pipe.delete(stream_text_key(self.prefix, session_id, message_id))
                 await pipe.execute()
         except (RedisError, OSError) as exc:
             log.warning("stream end for %s not recorded in Redis: %s", message_id, exc)
@@ -202,7 +206,7 @@ class RedisBus(Bus):
             ids = sorted(m.decode() for m in await self._redis.smembers(session_streams_key(self.prefix, session_id)))
             if not ids:
                 return []
-            texts = await self._redis.mget([stream_text_key(self.prefix, m) for m in ids])
+            texts = await self._redis.mget([stream_text_key(self.prefix, session_id, m) for m in ids])
         except (RedisError, OSError) as exc:
             log.warning("stream snapshot of %s unavailable: %s", session_id, exc)
             return None
@@ -246,18 +250,22 @@ class RedisBus(Bus):
             msg = await pubsub.get_message(ignore_subscribe_messages=False, timeout=1.0)
             if msg is None:
                 continue
-            kind = msg["type"]
-            channel = msg["channel"].decode() if isinstance(msg["channel"], bytes) else msg["channel"]
-            if kind == "message":
-                if channel[prefix_len:].startswith("session:"):
-                    session_id = session_from_channel(self.prefix, channel)
-                    try:
-                        events = decode(session_id, msg["data"])
-                    except Exception:
-                        log.exception("undecodable bus message on %s", channel)
-                        continue
-                    self._on_message(session_id, events)
-            elif kind == "subscribe":
-                fut = self._confirm.get(channel)
-                if fut is not None and not fut.done():
-                    fut.set_result(None)
+            self._dispatch(msg, prefix_len, self._confirm)
+
+    def _dispatch(self, msg: dict[str, Any], prefix_len: int, confirm: dict[str, asyncio.Future[None]]) -> None:
+        """Hand a session message to the hub; resolve the future of a confirmed subscription."""
+        kind = msg["type"]
+        channel = msg["channel"].decode() if isinstance(msg["channel"], bytes) else msg["channel"]
+        if kind in ("message", "smessage"):
+            if channel[prefix_len:].startswith("session:"):
+                session_id = session_from_channel(self.prefix, channel)
+                try:
+                    events = decode(session_id, msg["data"])
+                except Exception:
+                    log.exception("undecodable bus message on %s", channel)
+                    return
+                self._on_message(session_id, events)
+        elif kind in ("subscribe", "ssubscribe"):
+            fut = confirm.get(channel)
+            if fut is not None and not fut.done():
+                fut.set_result(None)

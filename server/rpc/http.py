@@ -10,10 +10,10 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from ..admin.metrics import COUNTERS
-from ..domain.events import EventEnvelope, dumps
+from ..domain.events import dumps
 from ..protocol.errors import RpcError, error_shape, to_rpc_error
 from .registry import Context, Procedure, Router, call, merge_last_event_id
+from .sse import Inbox, SseResponse
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +24,8 @@ SSE_HEADERS = {
     "x-accel-buffering": "no",
     "vary": "trpc-accept, accept",
 }
-SSE_PING_SECONDS = 15.0
+FULL_RETRY_AFTER_SECONDS = 2
+"""Retry-After of the 503 that refuses a stream past ``CHATSYNC_MAX_CONNECTIONS``."""
 
 
 def _json(body: Any, status: int, extra: dict[str, str] | None = None) -> Response:
@@ -59,7 +60,7 @@ class HttpTransport:
         self.router = router
         self.services = services
         self.settings = services.settings
-        self.sse_streams: set[asyncio.Queue[Any]] = set()
+        self.sse_streams: set[Inbox] = set()
 
     async def __call__(self, request: Request) -> Response:
         if request.method == "HEAD":
@@ -209,81 +210,15 @@ class HttpTransport:
         last_id = (request.headers.get("last-event-id") or request.query_params.get("lastEventId")
                    or request.query_params.get("Last-Event-Id"))
         raw = merge_last_event_id(raw, last_id)
-        return StreamingResponse(self._sse(ctx, proc, raw), media_type="text/event-stream", headers=SSE_HEADERS)
+        if self.services.slots.used >= self.services.slots.limit:
+            err = RpcError("SERVICE_UNAVAILABLE", "Too many connections on this server; retry shortly")
+            return _json({"error": error_shape(err, proc.path)}, 503, {"retry-after": str(FULL_RETRY_AFTER_SECONDS)})
+        return SseResponse(self.services, self.sse_streams, ctx, proc, raw)  # type: ignore[return-value]
 
     @staticmethod
     async def _sse_error(err: RpcError, path: str) -> Any:
         yield "event: connected\ndata: {}\n\n\n"
         yield "event: serialized-error\ndata: " + dumps(error_shape(err, path)) + "\n\n\n"
-
-    async def _sse(self, ctx: Context, proc: Procedure, raw: Any) -> Any:
-        yield "event: connected\ndata: {}\n\n\n"
-        items: asyncio.Queue[Any] = asyncio.Queue()
-        done = object()
-        limit = self.settings.send_buffer_bytes
-        backlog = [0]  # bytes queued and not yet handed to the response
-
-        def emit(event_id: str | None, item: Any) -> None:
-            if backlog[0] > limit:
-                return  # already over: the stream is ending
-            backlog[0] += len(item.json) if isinstance(item, EventEnvelope) else 256
-            if backlog[0] > limit:
-                # A reader that does not keep up: end its stream with a retryable error, as a slow WebSocket
-                # is closed with 4000; EventSource reconnects with its Last-Event-ID and loses nothing.
-                COUNTERS.slow_consumer_closes += 1
-                items.put_nowait(RpcError("SERVICE_UNAVAILABLE", "Slow consumer: reconnect and resume"))
-                producer.cancel()
-                return
-            items.put_nowait((event_id, item))
-
-        async def produce() -> None:
-            try:
-                stream = await proc.handler(ctx, proc.parse_input(raw))
-                await stream.run(emit)
-                items.put_nowait(done)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                items.put_nowait(to_rpc_error(exc))
-
-        producer = asyncio.create_task(produce())
-        self.sse_streams.add(items)
-
-        def revoked() -> None:
-            items.put_nowait(RpcError("UNAUTHORIZED", "This device was signed out"))
-
-        if ctx.device_id is not None:
-            self.services.devices.add(ctx.device_id, revoked)
-        last_tracked: str | None = None
-        try:
-            while True:
-                try:
-                    item = await asyncio.wait_for(items.get(), SSE_PING_SECONDS)
-                except TimeoutError:
-                    yield "event: ping\ndata: \n\n\n"
-                    continue
-                if item is done:
-                    yield "event: return\ndata: \n\n\n"
-                    return
-                if isinstance(item, RpcError):
-                    yield "event: serialized-error\ndata: " + dumps(error_shape(item, proc.path)) + "\n\n\n"
-                    return
-                event_id, value = item
-                backlog[0] -= len(value.json) if isinstance(value, EventEnvelope) else 256
-                body = value.json if isinstance(value, EventEnvelope) else dumps(value)
-                if event_id is not None:
-                    last_tracked = event_id
-                    yield "data: " + body + "\nid: " + event_id + "\n\n\n"
-                elif last_tracked is None:
-                    yield "data: " + body + "\n\n\n"
-                else:
-                    # Browsers would stamp the last id on this untracked event; reset it, then restore it.
-                    yield "data: " + body + "\nid: \n\n\n" + "event: restore-id\ndata: \nid: " + last_tracked + "\n\n\n"
-        finally:
-            self.sse_streams.discard(items)
-            if ctx.device_id is not None:
-                self.services.devices.discard(ctx.device_id, revoked)
-            producer.cancel()
 
     def shutdown(self) -> None:
         """End every SSE stream with a retryable error so clients reconnect with their Last-Event-ID."""

@@ -1,4 +1,4 @@
-"""Per-user rate limit on mutations: a token bucket per user, in each process.
+"""Per-user rate limit on mutations (a token bucket per user, in each process); connection slots.
 
 Every mutation (each call of a batch counts one) takes a token; a user whose bucket is empty gets
 ``TOO_MANY_REQUESTS`` with ``data.retryAfterMs``, and nothing changes. The bucket refills at ``rate`` tokens a
@@ -44,3 +44,25 @@ class RateLimiter:
             self._buckets = {u: (t, a) for u, (t, a) in self._buckets.items()
                              if t + (now - a) * self.rate < self.burst}
         self._buckets[user_id] = (tokens, now)
+
+
+class ConnectionSlots:
+    """How many WebSockets and SSE streams one process holds open, at most ``limit``.
+
+    A connection takes a slot before it does anything else and gives it back when it ends; past the limit it
+    is refused cleanly (WebSocket closed with ``close_codes.SERVER_FULL``, SSE answered 503 with Retry-After)
+    instead of the process running out of memory or file descriptors for everyone.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+
+    def take(self) -> bool:
+        if self.used >= self.limit:
+            return False
+        self.used += 1
+        return True
+
+    def release(self) -> None:
+        self.used -= 1

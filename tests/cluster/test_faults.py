@@ -7,46 +7,59 @@ import orjson
 import pytest
 from websockets.asyncio.client import connect
 
-from testkit import PrivateRedis, collect, free_port
+from server.pubsub.keys import DEFAULT_PREFIX, session_channel
+from testkit import PrivateRedis, PrivateRedisCluster, collect, free_port
 
 from test_replicas import full_log, open_clients
 
 
-async def test_redis_restart_mid_traffic(cluster_factory):
-    redis = PrivateRedis(free_port())
-    redis.start()
-    try:
-        cluster = await cluster_factory(2, bus_url=f"redis://127.0.0.1:{redis.port}/0",
-                                        CHATSYNC_MAX_QUEUE_LENGTH="5000")
-        clients = await open_clients(cluster, 6)
-        try:
-            s = await clients[0].mutation("session.create", {"queuePaused": True})
-            subs = [await c.subscribe("session.events", {"sessionId": s["id"], "lastEventId": "0"})
-                    for c in clients]
-            for sub in subs:
-                await sub.wait_started()
-
-            async def traffic(c, tag: str, n: int) -> None:
-                for i in range(n):
-                    await c.mutation("message.enqueueMessage", {"sessionId": s["id"], "content": f"{tag}{i}"})
-                    await asyncio.sleep(0.005)
-
-            before = asyncio.gather(*(traffic(c, f"a{j}-", 40) for j, c in enumerate(clients[:2])))
-            await asyncio.sleep(0.1)
-            redis.kill()  # mid-traffic: publishes fail, listeners lose their connection
-            await before
-            await asyncio.gather(*(traffic(c, f"b{j}-", 20) for j, c in enumerate(clients[:2])))
-            redis.start()
-            await asyncio.gather(*(traffic(c, f"c{j}-", 20) for j, c in enumerate(clients[:2])))
-            log, snap = await full_log(cluster, s["id"])
-            last = int(snap["lastEventId"])
-            assert last == 2 * (40 + 20 + 20)
-            for sub in subs:
-                assert await collect(sub, last, timeout=60) == log
-        finally:
-            await asyncio.gather(*(c.close() for c in clients))
-    finally:
+@pytest.fixture(params=["redis", "redis-cluster"])
+def restartable_bus(request, tmp_path):
+    """A bus of the test's own, and a function that yields the Redis node serving a session (to kill it)."""
+    if request.param == "redis":
+        redis = PrivateRedis(free_port())
+        redis.start()
+        yield redis.url, lambda _sid: redis
         redis.kill()
+    else:
+        cluster = PrivateRedisCluster(str(tmp_path / "redis-cluster"))
+        cluster.start()
+
+        yield cluster.url, lambda sid: cluster.owner_of(session_channel(DEFAULT_PREFIX, sid))
+        cluster.stop()
+
+
+async def test_redis_restart_mid_traffic(cluster_factory, restartable_bus):
+    bus_url, node_of = restartable_bus
+    cluster = await cluster_factory(2, bus_url=bus_url, CHATSYNC_MAX_QUEUE_LENGTH="5000")
+    clients = await open_clients(cluster, 6)
+    try:
+        s = await clients[0].mutation("session.create", {"queuePaused": True})
+        redis = node_of(s["id"])
+        subs = [await c.subscribe("session.events", {"sessionId": s["id"], "lastEventId": "0"})
+                for c in clients]
+        for sub in subs:
+            await sub.wait_started()
+
+        async def traffic(c, tag: str, n: int) -> None:
+            for i in range(n):
+                await c.mutation("message.enqueueMessage", {"sessionId": s["id"], "content": f"{tag}{i}"})
+                await asyncio.sleep(0.005)
+
+        before = asyncio.gather(*(traffic(c, f"a{j}-", 40) for j, c in enumerate(clients[:2])))
+        await asyncio.sleep(0.1)
+        redis.kill()  # mid-traffic: publishes fail, listeners lose their connection
+        await before
+        await asyncio.gather(*(traffic(c, f"b{j}-", 20) for j, c in enumerate(clients[:2])))
+        redis.start()
+        await asyncio.gather(*(traffic(c, f"c{j}-", 20) for j, c in enumerate(clients[:2])))
+        log, snap = await full_log(cluster, s["id"])
+        last = int(snap["lastEventId"])
+        assert last == 2 * (40 + 20 + 20)
+        for sub in subs:
+            assert await collect(sub, last, timeout=60) == log
+    finally:
+        await asyncio.gather(*(c.close() for c in clients))
 
 
 async def test_slow_consumer_is_closed_and_resumes_with_everything(server_factory, sqlite_url):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from server.client import TrpcClient
 
 
@@ -37,8 +39,10 @@ async def assemble(sub, message_id_box: dict, until_completed: bool = True, time
     return text, final, snapshots
 
 
-async def test_join_mid_stream_on_the_other_replica(cluster_factory):
-    cluster = await cluster_factory(2, CHATSYNC_ECHO_DELAY="0.01")
+@pytest.mark.parametrize("bus", ["redis", "redis-cluster"])
+async def test_join_mid_stream_on_the_other_replica(cluster_factory, bus, request):
+    bus_url = request.getfixturevalue("redis_cluster_url") if bus == "redis-cluster" else None
+    cluster = await cluster_factory(2, bus_url=bus_url, CHATSYNC_ECHO_DELAY="0.01")
     a_url, b_url = cluster.urls
     token = cluster.tokens["alice"]
     words = [f"w{i}" for i in range(150)]

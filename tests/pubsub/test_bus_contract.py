@@ -1,4 +1,5 @@
-"""The bus contract, run against every backend: memory:// and redis:// (real Redis, own key prefix)."""
+"""The bus contract, run against every backend: memory://, redis:// (real Redis, own key prefix) and
+redis+cluster:// (a real 3-master Redis Cluster, own key prefix)."""
 from __future__ import annotations
 
 import asyncio
@@ -35,11 +36,17 @@ class Recorder:
         await asyncio.wait_for(loop(), timeout)
 
 
-@pytest.fixture(params=["memory", "redis"])
+@pytest.fixture(params=["memory", "redis", "redis-cluster"])
 def bus_url(request):
     if request.param == "memory":
         return "memory://"
-    return request.getfixturevalue("redis_url")
+    return request.getfixturevalue("redis_url" if request.param == "redis" else "redis_cluster_url")
+
+
+@pytest.fixture(params=["redis", "redis-cluster"])
+def shared_bus_url(request):
+    """The backends that reach other processes."""
+    return request.getfixturevalue("redis_url" if request.param == "redis" else "redis_cluster_url")
 
 
 async def open_bus(url):
@@ -93,9 +100,9 @@ async def test_events_survive_the_trip_unchanged(bus_url):
         await bus.disconnect()
 
 
-async def test_redis_subscription_is_active_when_subscribe_returns(redis_url):
+async def test_redis_subscription_is_active_when_subscribe_returns(shared_bus_url):
     """Across processes: a publish right after subscribe() returns must arrive (the log read follows)."""
-    url = redis_url
+    url = shared_bus_url
     sub_bus, rec = await open_bus(url)
     pub_bus, _ = await open_bus(url)
     try:
@@ -114,3 +121,23 @@ def test_wire_encoding_round_trip():
     back = decode("s", encode(events))
     assert [(e.seq, e.type, e.json, e.message_id, e.offset) for e in back] == [
         (e.seq, e.type, e.json, e.message_id, e.offset) for e in events]
+
+
+async def test_partial_texts_are_shared_between_processes(shared_bus_url):
+    """What one process appended to a streaming message, another reads in its snapshot, offsets exact."""
+    writer, _ = await open_bus(shared_bus_url)
+    reader, rec = await open_bus(shared_bus_url)
+    try:
+        await reader.subscribe("s")
+        await writer.stream_started("s", "m1")
+        for offset, delta in ((0, "hel"), (3, "lo ✓")):
+            await writer.publish_delta("s", ev("s", None, "text-delta", messageId="m1", offset=offset, delta=delta),
+                                       "m1", delta)
+        await rec.wait_for(2)
+        assert await reader.stream_snapshot("s") == [{"messageId": "m1", "offset": 7, "text": "hello ✓"}]
+        assert await reader.stream_snapshot("other") == []
+        await writer.stream_ended("s", "m1")
+        assert await reader.stream_snapshot("s") == []
+    finally:
+        await writer.disconnect()
+        await reader.disconnect()

@@ -1,0 +1,219 @@
+"""Redis Cluster backend with sharded pub/sub: a session's traffic goes only to the shard that owns it.
+
+Every per-session name carries the session id as a hash tag (``keys.py``), so a session's channel and its
+stream-text keys live in one slot. Publishing is ``SPUBLISH``, which Redis delivers inside the owning shard
+only (plain ``PUBLISH`` in a cluster is broadcast to every node); a process subscribes with ``SSUBSCRIBE`` on
+one pub/sub connection per shard it needs, opened on the first session that hashes there.
+
+Each shard connection has its own supervised listener: when a node goes away (restart, failover) only that
+listener reconnects, with backoff, after refreshing the slot map. It re-subscribes its sessions on whichever
+node now owns them and tells the hub that messages may have been lost, so subscribers catch up from the
+event log. Publishing, the retry of unsent batches and the shared partial texts are the single-Redis
+backend's, sent through the cluster client (which routes by slot and follows MOVED).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from contextlib import suppress
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.exceptions import RedisError
+
+from .keys import DEFAULT_PREFIX, control_channel, session_channel
+from .redis import MAX_BACKOFF, SUBSCRIBE_TIMEOUT, RedisBus
+
+log = logging.getLogger(__name__)
+
+
+def parse_nodes(netloc: str) -> list[tuple[str, int]]:
+    """``host:port[,host:port...]`` (the seed nodes of ``redis+cluster://``)."""
+    nodes = []
+    for part in netloc.split(","):
+        host, _, port = part.strip().rpartition(":")
+        if not host or not port.isdigit():
+            raise ValueError(f"cluster node {part!r} is not host:port")
+        nodes.append((host, int(port)))
+    return nodes
+
+
+class _Shard:
+    """One node's sharded pub/sub connection, the sessions subscribed on it, and its listener."""
+
+    def __init__(self, bus: "RedisClusterBus", host: str, port: int) -> None:
+        self.bus, self.host, self.port = bus, host, port
+        self.sessions: set[str] = set()
+        self.confirm: dict[str, asyncio.Future[None]] = {}
+        self.connected = asyncio.Event()
+        self.pubsub: Any = None
+        self.client: aioredis.Redis | None = None
+        self.task = asyncio.create_task(self._run(), name=f"redis-cluster-shard-{host}:{port}")
+
+    async def _open(self) -> None:
+        self.client = aioredis.Redis(host=self.host, port=self.port, socket_connect_timeout=5,
+                                     health_check_interval=10)
+        pubsub = self.client.pubsub()
+        # The control channel keeps the connection subscribed (and readable) before it has a session.
+        await pubsub.subscribe(control_channel(self.bus.prefix))
+        for sid in self.sessions:  # one SSUBSCRIBE per channel: several slots in one would be CROSSSLOT
+            await pubsub.ssubscribe(session_channel(self.bus.prefix, sid))
+        self.pubsub = pubsub
+        self.connected.set()
+
+    async def _close(self) -> None:
+        self.connected.clear()
+        for closeable in (self.pubsub, self.client):
+            if closeable is not None:
+                with suppress(Exception):
+                    await closeable.aclose()
+        self.pubsub = self.client = None
+
+    async def _run(self) -> None:
+        attempt, lost = 0, False
+        while True:
+            try:
+                if self.pubsub is None:
+                    await self._open()
+                    if lost:
+                        lost = False
+                        attempt = 0
+                        self.bus.reconnects += 1
+                        log.info("redis cluster shard %s:%d reconnected; subscribers catch up from the log",
+                                 self.host, self.port)
+                        self.bus._on_reconnect()
+                prefix_len = len(self.bus.prefix)
+                while True:
+                    msg = await self.pubsub.get_message(ignore_subscribe_messages=False, timeout=1.0)
+                    if msg is None:
+                        continue
+                    if msg["type"] == "sunsubscribe" and self._moved_away(msg["channel"]):
+                        continue
+                    self.bus._dispatch(msg, prefix_len, self.confirm)
+            except asyncio.CancelledError:
+                await self._close()
+                raise
+            except Exception as exc:
+                if not lost:
+                    log.warning("redis cluster shard %s:%d failed (%s); reconnecting", self.host, self.port, exc)
+                lost = True
+                await self._close()
+                attempt += 1
+                await asyncio.sleep(min(MAX_BACKOFF, 0.05 * 2 ** attempt) * (0.5 + random.random() / 2))
+                await self.bus._rehome(self)
+
+    def _moved_away(self, channel: bytes | str) -> bool:
+        """Redis unsubscribes a shard channel whose slot moved to another node: follow it there."""
+        name = channel.decode() if isinstance(channel, bytes) else channel
+        sid = name[len(self.bus.prefix) + len("session:{") : -1]
+        if sid not in self.sessions:
+            return False  # our own SUNSUBSCRIBE
+        self.sessions.discard(sid)
+        self.bus._spawn(self.bus._follow(sid))
+        return True
+
+
+class RedisClusterBus(RedisBus):
+    def __init__(self, nodes: list[tuple[str, int]], prefix: str = DEFAULT_PREFIX) -> None:
+        super().__init__(",".join(f"{h}:{p}" for h, p in nodes), prefix=prefix)
+        self.nodes = nodes
+        self._shards: dict[tuple[str, int], _Shard] = {}
+        self._where: dict[str, _Shard] = {}
+        self._background: set[asyncio.Task[None]] = set()
+
+    def _send(self, target: Any, channel: str, payload: bytes) -> Any:
+        return target.spublish(channel, payload)
+
+    async def connect(self) -> None:
+        # One retry (after refreshing the slot map, which follows a failover) and no backoff: a publish
+        # to a shard that is down fails at once and joins the unsent batches, instead of holding up the
+        # change that made it for the client's default of several backed-off attempts.
+        self._redis = RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in self.nodes],
+                                   retry=Retry(NoBackoff(), retries=1), socket_connect_timeout=5,
+                                   health_check_interval=10)
+        await self._redis.initialize()
+
+    async def disconnect(self) -> None:
+        tasks = [s.task for s in self._shards.values()] + list(self._background)
+        if self._retrier is not None:
+            tasks.append(self._retrier)
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with suppress(asyncio.CancelledError, Exception):
+                await task
+        self._shards.clear()
+        self._where.clear()
+        if self._redis is not None:
+            with suppress(Exception):
+                await self._redis.aclose()
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def _owner(self, session_id: str) -> tuple[str, int]:
+        assert self._redis is not None
+        node = self._redis.get_node_from_key(session_channel(self.prefix, session_id))
+        return node.host, node.port
+
+    def _shard(self, address: tuple[str, int]) -> _Shard:
+        shard = self._shards.get(address)
+        if shard is None:
+            shard = self._shards[address] = _Shard(self, *address)
+        return shard
+
+    async def subscribe(self, session_id: str) -> None:
+        channel = session_channel(self.prefix, session_id)
+        shard = self._shard(self._owner(session_id))
+        shard.sessions.add(session_id)
+        self._where[session_id] = shard
+        fut = asyncio.get_running_loop().create_future()
+        shard.confirm[channel] = fut
+        try:
+            async with asyncio.timeout(SUBSCRIBE_TIMEOUT):
+                await shard.connected.wait()
+                await shard.pubsub.ssubscribe(channel)
+                # As for one Redis: a publish accepted before the subscription is registered would be lost.
+                await fut
+        except (RedisError, OSError, AttributeError, asyncio.TimeoutError):
+            # (AttributeError: the connection was closed under us.) The shard's reconnect re-subscribes it
+            # and triggers a catch-up from the log.
+            log.warning("shard subscribe to %s not confirmed; relying on reconnect + log catch-up", session_id)
+        finally:
+            shard.confirm.pop(channel, None)
+
+    async def unsubscribe(self, session_id: str) -> None:
+        shard = self._where.pop(session_id, None)
+        if shard is None:
+            return
+        shard.sessions.discard(session_id)
+        if shard.pubsub is not None and shard.connected.is_set():
+            with suppress(RedisError, OSError, AttributeError):
+                await shard.pubsub.sunsubscribe(session_channel(self.prefix, session_id))
+
+    async def _rehome(self, shard: _Shard) -> None:
+        """Before a shard reconnects: refresh the slot map and move sessions whose slot has a new owner."""
+        assert self._redis is not None
+        with suppress(RedisError, OSError):
+            await self._redis.nodes_manager.initialize()
+        for sid in list(shard.sessions):
+            with suppress(RedisError, KeyError, IndexError):  # no known owner now: stay, retry next time
+                owner = self._owner(sid)
+                if owner != (shard.host, shard.port):
+                    shard.sessions.discard(sid)
+                    self._spawn(self._follow(sid))
+
+    async def _follow(self, session_id: str) -> None:
+        """Subscribe a session again on its current owner, then have its subscribers catch up."""
+        if self._where.pop(session_id, None) is None:
+            return  # unsubscribed meanwhile
+        with suppress(RedisError, OSError):
+            await self._redis.nodes_manager.initialize()  # type: ignore[union-attr]
+        await self.subscribe(session_id)
+        self._on_reconnect()

@@ -1,0 +1,101 @@
+"""Redis Cluster specifics: a session's traffic stays on the shard that owns its slot, and the bus rides
+out the restart of one node."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import redis.asyncio as aioredis
+from redis.crc import key_slot
+
+from server.pubsub import create_bus
+from server.pubsub.keys import DEFAULT_PREFIX, session_channel, session_streams_key, stream_text_key
+
+from test_bus_contract import Recorder, ev, open_bus
+from testkit import PrivateRedisCluster
+
+
+def test_a_sessions_names_share_its_slot():
+    prefix = "p:"
+    slots = {key_slot(name.encode()) for name in (session_channel(prefix, "abc"), session_streams_key(prefix, "abc"),
+                                                  stream_text_key(prefix, "abc", "m1"))}
+    assert len(slots) == 1
+
+
+async def test_sessions_are_subscribed_only_on_their_owning_shard(redis_cluster, redis_cluster_url):
+    prefix = redis_cluster_url.rsplit("prefix=", 1)[1]
+    bus, rec = await open_bus(redis_cluster_url)
+    sids = [f"s{i}" for i in range(12)]
+    try:
+        for sid in sids:
+            await bus.subscribe(sid)
+        expected: dict[int, set[str]] = {n.port: set() for n in redis_cluster.nodes}
+        for sid in sids:
+            channel = session_channel(prefix, sid)
+            expected[redis_cluster.owner_of(channel).port].add(channel)
+        assert sum(1 for chans in expected.values() if chans) > 1  # the sessions do spread over shards
+        for node in redis_cluster.nodes:
+            r = aioredis.Redis(port=node.port)
+            try:
+                got = {c.decode() for c in await r.execute_command("PUBSUB", "SHARDCHANNELS", prefix + "*")}
+            finally:
+                await r.aclose()
+            assert got == expected[node.port]
+        for i, sid in enumerate(sids):
+            await bus.publish(sid, [ev(sid, i + 1)])
+        await rec.wait_for(len(sids))
+        assert sorted(s for s, _q, _j in rec.got) == sorted(sids)
+    finally:
+        await bus.disconnect()
+
+
+@pytest.fixture
+def private_cluster(tmp_path):
+    cluster = PrivateRedisCluster(str(tmp_path))
+    cluster.start()
+    yield cluster
+    cluster.stop()
+
+
+async def test_bus_survives_the_restart_of_a_node(private_cluster):
+    bus = create_bus(private_cluster.url)
+    rec = Recorder()
+    bus.set_handlers(rec.on_message, rec.on_reconnect)
+    await bus.connect()
+    try:
+        sids = [f"s{i}" for i in range(12)]
+        for sid in sids:
+            await bus.subscribe(sid)
+        victim = private_cluster.owner_of(session_channel(DEFAULT_PREFIX, "s0"))
+        await bus.publish("s0", [ev("s0", 1)])
+        await rec.wait_for(1)
+
+        victim.kill()
+        await bus.publish("s0", [ev("s0", 2)])  # its shard is down: must not raise, must not be forgotten
+        # The other shards carry on meanwhile.
+        others = [s for s in sids if private_cluster.owner_of(session_channel(DEFAULT_PREFIX, s)) is not victim]
+        await bus.publish(others[0], [ev(others[0], 1)])
+        await rec.wait_for(2)
+        victim.start()
+
+        async def reconnected():
+            while rec.reconnects == 0:
+                rec.changed.clear()
+                await rec.changed.wait()
+        await asyncio.wait_for(reconnected(), 30)
+        deadline = asyncio.get_running_loop().time() + 30
+        while bus._unsent and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.05)
+        assert not bus._unsent
+        await bus.publish("s0", [ev("s0", 3)])
+
+        async def got_three():
+            while ("s0", 3) not in [(s, q) for s, q, _j in rec.got]:
+                rec.changed.clear()
+                await rec.changed.wait()
+        await asyncio.wait_for(got_three(), 30)
+        s0 = [q for s, q, _j in rec.got if s == "s0"]
+        assert s0[0] == 1 and s0[-1] == 3 and set(s0) <= {1, 2, 3}
+        assert bus.reconnects >= 1
+    finally:
+        await bus.disconnect()
