@@ -50,9 +50,9 @@ async def fill(url: str, token: str, exchanges: int) -> str:
                                for i in range(exchanges)))
         await c.mutation("message.resumeQueue", {"sessionId": s["id"]})
         while True:
-            snap = await c.query("session.get", {"sessionId": s["id"]})
-            if not snap["queue"] and snap["session"]["status"] == "idle" and len(snap["messages"]) >= 2 * exchanges:
-                return s["id"]
+            snap = await c.query("session.get", {"sessionId": s["id"], "messageLimit": 1})
+            if not snap["queue"] and snap["session"]["status"] == "idle" and (snap["messagesBefore"] or 0) >= 2 * exchanges:
+                return s["id"]  # the newest message's ordinal: every answer is in
             await asyncio.sleep(0.5)
 
 
