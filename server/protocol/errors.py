@@ -77,7 +77,8 @@ def _infrastructure_failure(exc: BaseException) -> str | None:
     if name == "redis":
         from redis import exceptions as rx
 
-        if isinstance(exc, (rx.ConnectionError, rx.TimeoutError)):
+        if isinstance(exc, (rx.ConnectionError, rx.TimeoutError, rx.ClusterDownError, rx.TryAgainError,
+                            rx.RedisClusterException)):
             return "The message bus is unavailable; retry shortly"
     if isinstance(exc, (ConnectionError, TimeoutError)):
         return "A service this server needs is unavailable; retry shortly"

@@ -20,7 +20,6 @@ from typing import Any
 
 import orjson
 import redis.asyncio as aioredis
-from redis.exceptions import RedisError
 
 from ..domain.events import EventEnvelope
 from .base import Bus
@@ -39,6 +38,12 @@ SUBSCRIBE_TIMEOUT = 5.0
 MAX_BACKOFF = 5.0
 MAX_UNSENT_BATCHES = 10_000
 STREAM_TTL_SECONDS = 24 * 3600  # a crashed replica's partial texts do not stay forever
+# What Redis being unreachable looks like to a caller. Every Redis call here is best-effort (a publish is
+# retried, a shared text falls back to the database, a lost subscription to a catch-up from the log), and
+# the client does not keep to ``RedisError``: the cluster client raises its own ``RedisClusterException``
+# (no node serves the slot), and a command racing the close of a failed node's connection surfaces
+# ``AttributeError`` or uvloop's ``RuntimeError`` from inside redis-py. So any exception counts.
+UNAVAILABLE: tuple[type[Exception], ...] = (Exception,)
 
 
 def encode(events: Sequence[EventEnvelope]) -> bytes:
@@ -112,16 +117,20 @@ class RedisBus(Bus):
 
     async def subscribe(self, session_id: str) -> None:
         self._channels.add(session_id)
+        if not self._connected.is_set():
+            # Redis is away: the listener's reconnect subscribes every channel in ``_channels`` and then
+            # has every subscriber catch up from the log. Waiting here would hold the caller (and the hub)
+            # for as long as the outage lasts.
+            return
         channel = session_channel(self.prefix, session_id)
         fut = asyncio.get_running_loop().create_future()
         self._confirm[channel] = fut
         try:
-            await self._connected.wait()
             await self._pubsub.subscribe(channel)
             # Wait until Redis has registered it: a publish accepted before that would not reach us, and
             # the subscriber reads the log right after this returns.
             await asyncio.wait_for(fut, SUBSCRIBE_TIMEOUT)
-        except (RedisError, OSError, asyncio.TimeoutError):
+        except UNAVAILABLE:
             # The listener's reconnect re-subscribes every channel and triggers a catch-up.
             log.warning("subscribe to %s not confirmed; relying on reconnect + log catch-up", session_id)
         finally:
@@ -130,7 +139,7 @@ class RedisBus(Bus):
     async def unsubscribe(self, session_id: str) -> None:
         self._channels.discard(session_id)
         if self._pubsub is not None and self._connected.is_set():
-            with suppress(RedisError, OSError):
+            with suppress(*UNAVAILABLE):
                 await self._pubsub.unsubscribe(session_channel(self.prefix, session_id))
 
     # --- publishing -----------------------------------------------------------------------------------
@@ -143,7 +152,7 @@ class RedisBus(Bus):
         try:
             assert self._redis is not None
             await self._send(self._redis, channel, payload)
-        except (RedisError, OSError) as exc:
+        except UNAVAILABLE as exc:
             log.warning("publish to %s failed (%s); will retry", session_id, exc)
             self._unsent.append((channel, payload))
             if self._retrier is None or self._retrier.done():
@@ -158,7 +167,7 @@ class RedisBus(Bus):
                 await self._send(self._redis, channel, payload)
                 self._unsent.popleft()
                 delay = 0.1
-            except (RedisError, OSError):
+            except UNAVAILABLE:
                 await asyncio.sleep(delay)
                 delay = min(MAX_BACKOFF, delay * 2)
 
@@ -174,7 +183,7 @@ class RedisBus(Bus):
             async with self._redis.pipeline(transaction=False) as pipe:
                 pipe.delete(key).sadd(members, message_id).expire(members, STREAM_TTL_SECONDS)
                 await pipe.execute()
-        except (RedisError, OSError) as exc:
+        except UNAVAILABLE as exc:
             log.warning("stream start for %s not recorded in Redis: %s", message_id, exc)
 
     async def publish_delta(self, session_id: str, env: EventEnvelope, message_id: str, delta: str) -> None:
@@ -185,7 +194,7 @@ class RedisBus(Bus):
                 pipe.append(key, delta).expire(key, STREAM_TTL_SECONDS)
                 self._send(pipe, session_channel(self.prefix, session_id), encode((env,)))
                 await pipe.execute()
-        except (RedisError, OSError) as exc:
+        except UNAVAILABLE as exc:
             # Deltas are not retried: the final text arrives with message-completed, and reconnecting
             # clients get a snapshot.
             log.debug("delta for %s not published: %s", message_id, exc)
@@ -197,7 +206,7 @@ class RedisBus(Bus):
                 pipe.srem(session_streams_key(self.prefix, session_id), message_id)
                 pipe.delete(stream_text_key(self.prefix, session_id, message_id))
                 await pipe.execute()
-        except (RedisError, OSError) as exc:
+        except UNAVAILABLE as exc:
             log.warning("stream end for %s not recorded in Redis: %s", message_id, exc)
 
     async def stream_snapshot(self, session_id: str) -> list[dict[str, object]] | None:
@@ -207,7 +216,7 @@ class RedisBus(Bus):
             if not ids:
                 return []
             texts = await self._redis.mget([stream_text_key(self.prefix, session_id, m) for m in ids])
-        except (RedisError, OSError) as exc:
+        except UNAVAILABLE as exc:
             log.warning("stream snapshot of %s unavailable: %s", session_id, exc)
             return None
         out: list[dict[str, object]] = []
@@ -236,7 +245,7 @@ class RedisBus(Bus):
                     try:
                         await self._open_pubsub()
                         break
-                    except (RedisError, OSError) as again:
+                    except UNAVAILABLE as again:
                         log.warning("redis bus reconnect attempt %d failed: %s", attempt, again)
                 attempt = 0
                 self.reconnects += 1

@@ -23,10 +23,9 @@ import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.asyncio.cluster import ClusterNode, RedisCluster
-from redis.exceptions import RedisError
 
 from .keys import DEFAULT_PREFIX, control_channel, session_channel
-from .redis import MAX_BACKOFF, SUBSCRIBE_TIMEOUT, RedisBus
+from .redis import MAX_BACKOFF, SUBSCRIBE_TIMEOUT, UNAVAILABLE, RedisBus
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +49,7 @@ class _Shard:
         self.sessions: set[str] = set()
         self.confirm: dict[str, asyncio.Future[None]] = {}
         self.connected = asyncio.Event()
+        self.lost = False  # the node went away and the listener is reconnecting
         self.pubsub: Any = None
         self.client: aioredis.Redis | None = None
         self.task = asyncio.create_task(self._run(), name=f"redis-cluster-shard-{host}:{port}")
@@ -74,13 +74,13 @@ class _Shard:
         self.pubsub = self.client = None
 
     async def _run(self) -> None:
-        attempt, lost = 0, False
+        attempt = 0
         while True:
             try:
                 if self.pubsub is None:
                     await self._open()
-                    if lost:
-                        lost = False
+                    if self.lost:
+                        self.lost = False
                         attempt = 0
                         self.bus.reconnects += 1
                         log.info("redis cluster shard %s:%d reconnected; subscribers catch up from the log",
@@ -98,9 +98,9 @@ class _Shard:
                 await self._close()
                 raise
             except Exception as exc:
-                if not lost:
+                if not self.lost:
                     log.warning("redis cluster shard %s:%d failed (%s); reconnecting", self.host, self.port, exc)
-                lost = True
+                self.lost = True
                 await self._close()
                 attempt += 1
                 await asyncio.sleep(min(MAX_BACKOFF, 0.05 * 2 ** attempt) * (0.5 + random.random() / 2))
@@ -123,6 +123,7 @@ class RedisClusterBus(RedisBus):
         self.nodes = nodes
         self._shards: dict[tuple[str, int], _Shard] = {}
         self._where: dict[str, _Shard] = {}
+        self._homeless: set[str] = set()  # subscribed while no node was known to serve their slot
         self._background: set[asyncio.Task[None]] = set()
 
     def _send(self, target: Any, channel: str, payload: bytes) -> Any:
@@ -170,9 +171,18 @@ class RedisClusterBus(RedisBus):
 
     async def subscribe(self, session_id: str) -> None:
         channel = session_channel(self.prefix, session_id)
-        shard = self._shard(self._owner(session_id))
+        try:
+            address = self._owner(session_id)
+        except UNAVAILABLE:
+            # No node is known to serve the slot now: subscribe once one is, then catch up from the log.
+            self._homeless.add(session_id)
+            self._spawn(self._find_home(session_id))
+            return
+        shard = self._shard(address)
         shard.sessions.add(session_id)
         self._where[session_id] = shard
+        if shard.lost:
+            return  # the shard's reconnect subscribes it and has every subscriber catch up; no wait here
         fut = asyncio.get_running_loop().create_future()
         shard.confirm[channel] = fut
         try:
@@ -181,29 +191,29 @@ class RedisClusterBus(RedisBus):
                 await shard.pubsub.ssubscribe(channel)
                 # As for one Redis: a publish accepted before the subscription is registered would be lost.
                 await fut
-        except (RedisError, OSError, AttributeError, asyncio.TimeoutError):
-            # (AttributeError: the connection was closed under us.) The shard's reconnect re-subscribes it
-            # and triggers a catch-up from the log.
+        except UNAVAILABLE:
+            # The shard's reconnect re-subscribes it and triggers a catch-up from the log.
             log.warning("shard subscribe to %s not confirmed; relying on reconnect + log catch-up", session_id)
         finally:
             shard.confirm.pop(channel, None)
 
     async def unsubscribe(self, session_id: str) -> None:
+        self._homeless.discard(session_id)
         shard = self._where.pop(session_id, None)
         if shard is None:
             return
         shard.sessions.discard(session_id)
         if shard.pubsub is not None and shard.connected.is_set():
-            with suppress(RedisError, OSError, AttributeError):
+            with suppress(*UNAVAILABLE):
                 await shard.pubsub.sunsubscribe(session_channel(self.prefix, session_id))
 
     async def _rehome(self, shard: _Shard) -> None:
         """Before a shard reconnects: refresh the slot map and move sessions whose slot has a new owner."""
         assert self._redis is not None
-        with suppress(RedisError, OSError):
+        with suppress(*UNAVAILABLE):
             await self._redis.nodes_manager.initialize()
         for sid in list(shard.sessions):
-            with suppress(RedisError, KeyError, IndexError):  # no known owner now: stay, retry next time
+            with suppress(*UNAVAILABLE):  # no known owner now: stay, retry next time
                 owner = self._owner(sid)
                 if owner != (shard.host, shard.port):
                     shard.sessions.discard(sid)
@@ -213,7 +223,24 @@ class RedisClusterBus(RedisBus):
         """Subscribe a session again on its current owner, then have its subscribers catch up."""
         if self._where.pop(session_id, None) is None:
             return  # unsubscribed meanwhile
-        with suppress(RedisError, OSError):
+        with suppress(*UNAVAILABLE):
             await self._redis.nodes_manager.initialize()  # type: ignore[union-attr]
         await self.subscribe(session_id)
         self._on_reconnect()
+
+    async def _find_home(self, session_id: str) -> None:
+        """Until a node serves the session's slot again (or it is unsubscribed): then subscribe there."""
+        attempt = 0
+        while session_id in self._homeless:
+            attempt += 1
+            await asyncio.sleep(min(MAX_BACKOFF, 0.05 * 2 ** attempt) * (0.5 + random.random() / 2))
+            with suppress(*UNAVAILABLE):
+                await self._redis.nodes_manager.initialize()  # type: ignore[union-attr]
+            try:
+                self._owner(session_id)
+            except UNAVAILABLE:
+                continue
+            if session_id in self._homeless:
+                self._homeless.discard(session_id)
+                await self.subscribe(session_id)
+                self._on_reconnect()

@@ -141,3 +141,44 @@ async def test_partial_texts_are_shared_between_processes(shared_bus_url):
     finally:
         await writer.disconnect()
         await reader.disconnect()
+
+
+@pytest.fixture(params=["redis", "redis-cluster"])
+def killable_bus(request, tmp_path):
+    """A bus of the test's own and a function that kills the Redis (node) serving session ``s``."""
+    from server.pubsub.keys import DEFAULT_PREFIX, session_channel
+    from testkit import PrivateRedis, PrivateRedisCluster
+
+    if request.param == "redis":
+        redis = PrivateRedis()
+        redis.start()
+        yield redis.url, redis.kill
+        redis.kill()
+    else:
+        cluster = PrivateRedisCluster(str(tmp_path / "cluster"))
+        cluster.start()
+        yield cluster.url, cluster.owner_of(session_channel(DEFAULT_PREFIX, "s")).kill
+        cluster.stop()
+
+
+async def test_every_operation_survives_its_redis_going_away(killable_bus):
+    """With the Redis (or the cluster node) serving a session gone, no bus call raises to its caller:
+    publishes are kept for a retry, shared texts are skipped, and the snapshot says "unavailable" (None)
+    so the caller falls back to the database."""
+    url, kill = killable_bus
+    bus, _ = await open_bus(url)
+    try:
+        await bus.subscribe("s")
+        await bus.stream_started("s", "m1")
+        kill()
+        for _ in range(3):  # the first call may find a dead socket, the next ones a refused connection
+            await bus.publish("s", [ev("s", 1)])
+            await bus.stream_started("s", "m2")
+            await bus.publish_delta("s", ev("s", None, "text-delta", messageId="m1", offset=0, delta="x"),
+                                    "m1", "x")
+            assert await bus.stream_snapshot("s") is None
+            await bus.stream_ended("s", "m1")
+            await bus.unsubscribe("s")
+            await bus.subscribe("s")
+    finally:
+        await bus.disconnect()
