@@ -6,6 +6,7 @@ For each target, the time to build a request holding a 4000x3000 JPEG (12 MP, fi
 40-page PDF (its text extracted where the target takes no documents): cold (the digest cache emptied first, as for
 the first step that sees a file) and warm (a later step of the same run). Milliseconds, median ± half the range.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,15 +25,15 @@ from bench.common import summary  # noqa: E402
 from server.llm import Attachment, ChatRequest, Message, RequestOptions  # noqa: E402
 from server.llm.convert import (  # noqa: E402
     COMPATIBLE,
+    files,
     to_anthropic_request,
     to_google_request,
     to_ollama_request,
     to_openai_request,
 )
-from server.llm.convert import files  # noqa: E402
 
 TARGETS = {
-    "openai": ("gpt-4o", lambda r: to_openai_request(r)),
+    "openai": ("gpt-4o", to_openai_request),
     "compatible": ("qwen2.5-vl-7b", lambda r: to_openai_request(r, COMPATIBLE)),
     "anthropic": ("claude-opus-4-8", to_anthropic_request),
     "google": ("gemini-2.5-flash", to_google_request),
@@ -55,8 +56,10 @@ def main() -> None:
     document = pdf_file(pdf(*(f"Page {n}: the quarterly figures, line after line of them." for n in range(40))))
     print(f"photo: {len(image.data) / 1e6:.1f} MB JPEG, 4000x3000; PDF: {len(document.data) / 1e3:.0f} kB, 40 pages")
     for name, (model, convert) in TARGETS.items():
-        request = ChatRequest(messages=(Message(role="user", content="What is this?",
-                                                attachments=(image, document)),), options=RequestOptions(model=model))
+        request = ChatRequest(
+            messages=(Message(role="user", content="What is this?", attachments=(image, document)),),
+            options=RequestOptions(model=model),
+        )
         cold, warm = [], []
         for _ in range(args.repeat):
             files._cache = files._Cache(files._cache.max_bytes)

@@ -20,6 +20,7 @@ the largest S whose median p99 stayed <= ``--p99-ms`` with nothing lost. ``--ser
 same load (same sessions, same sends, same token pace) on ``bench/reference_broadcast.py``: the ratio of the
 two, at the same delivered rate, does not drift with the machine as the absolute figures do.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,15 +36,24 @@ import orjson
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import cpu_seconds, machine_ticks, pct, run_server, steal_share, summary  # noqa: E402
-from bench.idle_connections import rss_kib  # noqa: E402
-from server.client import TrpcClient  # noqa: E402
+from bench.common import cpu_seconds, machine_ticks, pct, run_server, steal_share, summary
+from bench.idle_connections import rss_kib
+from server.client import TrpcClient
 
 SUBSCRIBERS_PER_SESSION = 3
 
 
-def load_proc(url: str, token: str, subs: list[tuple[str, bool]], messages: int, send_every: float, tokens: int,
-              ready: mp.Queue, go: mp.Event, results: mp.Queue) -> None:  # type: ignore[type-arg]
+def load_proc(
+    url: str,
+    token: str,
+    subs: list[tuple[str, bool]],
+    messages: int,
+    send_every: float,
+    tokens: int,
+    ready: mp.Queue,
+    go: mp.Event,
+    results: mp.Queue,
+) -> None:  # type: ignore[type-arg]
     """One load-generator process: ``subs`` are (session id, sends) pairs, one subscriber each."""
     from bench.wsclient import open_ws
 
@@ -99,8 +109,11 @@ def load_proc(url: str, token: str, subs: list[tuple[str, bool]], messages: int,
 
         ws = await open_ws(url.replace("http", "ws") + "/trpc?connectionParams=1", on_text)
         ws.send_text(orjson.dumps({"method": "connectionParams", "data": {"token": token}}).decode())
-        ws.send_text(orjson.dumps({"id": 1, "method": "subscription", "params": {
-            "path": "session.events", "input": {"sessionId": sid}}}).decode())
+        ws.send_text(
+            orjson.dumps(
+                {"id": 1, "method": "subscription", "params": {"path": "session.events", "input": {"sessionId": sid}}}
+            ).decode()
+        )
         await started
         ready.put(1)
         while not go.is_set():
@@ -108,14 +121,21 @@ def load_proc(url: str, token: str, subs: list[tuple[str, bool]], messages: int,
         if sends:
             await asyncio.sleep(random.uniform(0, send_every))
             for n in range(messages):
-                ws.send_text(orjson.dumps({"id": 2 + n, "method": "mutation", "params": {
-                    "path": "message.send", "input": {"sessionId": sid, "content": str(tokens)}}}).decode())
+                ws.send_text(
+                    orjson.dumps(
+                        {
+                            "id": 2 + n,
+                            "method": "mutation",
+                            "params": {"path": "message.send", "input": {"sessionId": sid, "content": str(tokens)}},
+                        }
+                    ).decode()
+                )
                 stats["sent"] += 1
                 if n < messages - 1:
                     await asyncio.sleep(send_every * random.uniform(0.75, 1.25))
         try:
             await asyncio.wait_for(finished, 300)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             stats["losses"] += messages - state["runs"]  # runs that never finished here
         assert ws.transport is not None
         ws.transport.close()
@@ -136,8 +156,11 @@ def one_run(args: argparse.Namespace, sessions: int) -> dict:
     if args.server == "reference":
         ctx_server = run_server(token="reference", command=("bench/reference_broadcast.py",))
     else:
-        ctx_server = run_server(command=("-m", "bench.streaming", "--serve"),
-                                CHATSYNC_MAX_QUEUE_LENGTH="1000", CHATSYNC_MAX_CONNECTIONS=str(sessions * 4 + 100))
+        ctx_server = run_server(
+            command=("-m", "bench.streaming", "--serve"),
+            CHATSYNC_MAX_QUEUE_LENGTH="1000",
+            CHATSYNC_MAX_CONNECTIONS=str(sessions * 4 + 100),
+        )
     with ctx_server as srv:
         sids = asyncio.run(create_sessions(srv.url, srv.token, sessions, str(args.pace)))
         messages = max(1, round(args.seconds / args.send_every))
@@ -147,8 +170,14 @@ def one_run(args: argparse.Namespace, sessions: int) -> dict:
                 per_proc[(i + j) % args.procs].append((sid, j == 0))
         ctx = mp.get_context("spawn")
         ready, results, go = ctx.Queue(), ctx.Queue(), ctx.Event()
-        procs = [ctx.Process(target=load_proc, args=(srv.url, srv.token, subs, messages, args.send_every,
-                                                     args.tokens, ready, go, results)) for subs in per_proc if subs]
+        procs = [
+            ctx.Process(
+                target=load_proc,
+                args=(srv.url, srv.token, subs, messages, args.send_every, args.tokens, ready, go, results),
+            )
+            for subs in per_proc
+            if subs
+        ]
         for p in procs:
             p.start()
         for _ in range(sessions * SUBSCRIBERS_PER_SESSION):
@@ -164,11 +193,19 @@ def one_run(args: argparse.Namespace, sessions: int) -> dict:
     lat = [x for s in stats for x in s["lat"]]
     expected_deltas = sessions * messages * args.tokens * SUBSCRIBERS_PER_SESSION
     deltas = sum(s["deltas"] for s in stats)
-    return {"events": events, "deltas": deltas, "expected_deltas": expected_deltas,
-            "losses": sum(s["losses"] for s in stats) + (expected_deltas - deltas),
-            "send_errors": sum(s["send_errors"] for s in stats),
-            "p50": pct(lat, 50), "p99": pct(lat, 99), "cpu_us": (cpu1 - cpu0) * 1e6 / max(events, 1),
-            "rate": events / elapsed, "rss_mib": rss / 1024, "steal": steal}
+    return {
+        "events": events,
+        "deltas": deltas,
+        "expected_deltas": expected_deltas,
+        "losses": sum(s["losses"] for s in stats) + (expected_deltas - deltas),
+        "send_errors": sum(s["send_errors"] for s in stats),
+        "p50": pct(lat, 50),
+        "p99": pct(lat, 99),
+        "cpu_us": (cpu1 - cpu0) * 1e6 / max(events, 1),
+        "rate": events / elapsed,
+        "rss_mib": rss / 1024,
+        "steal": steal,
+    }
 
 
 def main() -> None:
@@ -183,23 +220,29 @@ def main() -> None:
     ap.add_argument("--p99-ms", type=float, default=50)
     ap.add_argument("--server", choices=("chatsync", "reference"), default="chatsync")
     args = ap.parse_args()
-    print(f"capacity: {args.server}, sessions {args.sessions} x {SUBSCRIBERS_PER_SESSION} subscribers on "
-          f"{args.procs} processes, a send every {args.send_every:g} s for {args.seconds:g} s, {args.tokens} tokens "
-          f"at {args.pace:g}/s per answer, {args.runs} runs")
+    print(
+        f"capacity: {args.server}, sessions {args.sessions} x {SUBSCRIBERS_PER_SESSION} subscribers on "
+        f"{args.procs} processes, a send every {args.send_every:g} s for {args.seconds:g} s, {args.tokens} tokens "
+        f"at {args.pace:g}/s per answer, {args.runs} runs"
+    )
     best = None
     for sessions in args.sessions:
         runs = [one_run(args, sessions) for _ in range(args.runs)]
         for r in runs:
-            print(f"  S={sessions} run: events={r['events']} deltas={r['deltas']}/{r['expected_deltas']} "
-                  f"losses={r['losses']} send errors={r['send_errors']} {r['rate']:.0f} events/s "
-                  f"p50={r['p50']:.2f}ms p99={r['p99']:.2f}ms cpu={r['cpu_us']:.1f}us/event "
-                  f"rss={r['rss_mib']:.0f}MiB steal={r['steal'] * 100:.1f}%")
+            print(
+                f"  S={sessions} run: events={r['events']} deltas={r['deltas']}/{r['expected_deltas']} "
+                f"losses={r['losses']} send errors={r['send_errors']} {r['rate']:.0f} events/s "
+                f"p50={r['p50']:.2f}ms p99={r['p99']:.2f}ms cpu={r['cpu_us']:.1f}us/event "
+                f"rss={r['rss_mib']:.0f}MiB steal={r['steal'] * 100:.1f}%"
+            )
         p99 = summary([r["p99"] for r in runs])
         lost = sum(r["losses"] for r in runs)
-        print(f"S={sessions}: events/s {summary([r['rate'] for r in runs])}; latency p50 ms "
-              f"{summary([r['p50'] for r in runs])}, p99 ms {p99}; server CPU us/event "
-              f"{summary([r['cpu_us'] for r in runs])}; RSS MiB {summary([r['rss_mib'] for r in runs])}; "
-              f"lost {lost}; steal % {summary([r['steal'] * 100 for r in runs])}")
+        print(
+            f"S={sessions}: events/s {summary([r['rate'] for r in runs])}; latency p50 ms "
+            f"{summary([r['p50'] for r in runs])}, p99 ms {p99}; server CPU us/event "
+            f"{summary([r['cpu_us'] for r in runs])}; RSS MiB {summary([r['rss_mib'] for r in runs])}; "
+            f"lost {lost}; steal % {summary([r['steal'] * 100 for r in runs])}"
+        )
         if lost == 0 and statistics.median(r["p99"] for r in runs) <= args.p99_ms:
             best = sessions
     print(f"largest S with p99 <= {args.p99_ms:g} ms and nothing lost: {best}")

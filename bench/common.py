@@ -1,4 +1,5 @@
 """Shared pieces for benchmarks: a real `chatsync serve` process, its CPU time, percentiles."""
+
 from __future__ import annotations
 
 import contextlib
@@ -72,13 +73,28 @@ def summary(values: list[float]) -> str:
 @contextlib.contextmanager
 def pg_database() -> Iterator[str]:
     name = f"chatsync_bench_{uuid.uuid4().hex[:8]}"
-    subprocess.run(["psql", "-h", "127.0.0.1", "-U", "postgres", "-d", "postgres", "-qc", f'CREATE DATABASE "{name}"'],
-                   check=True, capture_output=True)
+    subprocess.run(
+        ["psql", "-h", "127.0.0.1", "-U", "postgres", "-d", "postgres", "-qc", f'CREATE DATABASE "{name}"'],
+        check=True,
+        capture_output=True,
+    )
     try:
         yield f"postgresql+asyncpg://postgres@127.0.0.1:5432/{name}"
     finally:
-        subprocess.run(["psql", "-h", "127.0.0.1", "-U", "postgres", "-d", "postgres", "-qc",
-                        f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'], capture_output=True)
+        subprocess.run(
+            [
+                "psql",
+                "-h",
+                "127.0.0.1",
+                "-U",
+                "postgres",
+                "-d",
+                "postgres",
+                "-qc",
+                f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)',
+            ],
+            capture_output=True,
+        )
 
 
 @dataclass
@@ -93,24 +109,37 @@ class Server:
 
 
 @contextlib.contextmanager
-def run_server(database_url: str | None = None, token: str | None = None,
-               command: tuple[str, ...] = ("-m", "server.cli", "serve"), **env_overrides: str) -> Iterator[Server]:
+def run_server(
+    database_url: str | None = None,
+    token: str | None = None,
+    command: tuple[str, ...] = ("-m", "server.cli", "serve"),
+    **env_overrides: str,
+) -> Iterator[Server]:
     """A `chatsync serve` process (or ``python *command``, which must serve the same way); ``token`` reuses a
     user of a shared database instead of creating one."""
     with tempfile.TemporaryDirectory() as tmp:
         port = free_port()
-        env = {**os.environ,
-               "CHATSYNC_DATABASE_URL": database_url or f"sqlite+aiosqlite:///{tmp}/bench.db",
-               "CHATSYNC_PORT": str(port), "CHATSYNC_LOG_LEVEL": "warning",
-               # one load-generating user stands in for many: the per-user rate limit would measure itself
-               "CHATSYNC_RATE_LIMIT_PER_SECOND": "0", **env_overrides}
+        env = {
+            **os.environ,
+            "CHATSYNC_DATABASE_URL": database_url or f"sqlite+aiosqlite:///{tmp}/bench.db",
+            "CHATSYNC_PORT": str(port),
+            "CHATSYNC_LOG_LEVEL": "warning",
+            # one load-generating user stands in for many: the per-user rate limit would measure itself
+            "CHATSYNC_RATE_LIMIT_PER_SECOND": "0",
+            **env_overrides,
+        }
         if token is None:
-            token = subprocess.run([sys.executable, "-m", "server.cli", "users", "create", "bench"], env=env,
-                                   cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+            token = subprocess.run(
+                [sys.executable, "-m", "server.cli", "users", "create", "bench"],
+                env=env,
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.strip()
         # CHATSYNC_BENCH_SERVER_LOG keeps the server's log for a look afterwards.
         log = open(os.environ.get("CHATSYNC_BENCH_SERVER_LOG") or os.path.join(tmp, "server.log"), "wb")
-        proc = subprocess.Popen([sys.executable, *command], env=env, cwd=ROOT,
-                                stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen([sys.executable, *command], env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
         url = f"http://127.0.0.1:{port}"
         try:
             deadline = time.monotonic() + 30

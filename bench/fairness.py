@@ -9,6 +9,7 @@ instructions of ~15 KB (1 MiB of system messages in one transaction), clearing i
 every 20 ms. Printed: the light user's p50/p99/max with the heavy user running and, as the reference in the
 same minute, without it (median and spread over runs).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,8 +26,8 @@ from websockets.asyncio.client import connect
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import pct, pg_database, run_server, summary  # noqa: E402
-from server.client import TrpcClient  # noqa: E402
+from bench.common import pct, pg_database, run_server, summary
+from server.client import TrpcClient
 
 
 async def heavy(url: str, token: str, stop: asyncio.Event) -> int:
@@ -39,15 +40,24 @@ async def heavy(url: str, token: str, stop: asyncio.Event) -> int:
             rid = 0
             while not stop.is_set():
                 rid += 1
-                batch = [{"id": rid * 100 + i, "method": "mutation", "params": {
-                    "path": "message.enqueueMessage", "input": {"sessionId": sid, "content": "x" * 19_000}}}
-                    for i in range(50)]
+                batch = [
+                    {
+                        "id": rid * 100 + i,
+                        "method": "mutation",
+                        "params": {
+                            "path": "message.enqueueMessage",
+                            "input": {"sessionId": sid, "content": "x" * 19_000},
+                        },
+                    }
+                    for i in range(50)
+                ]
                 await ws.send(orjson.dumps(batch).decode())
                 for _ in range(50):
                     await ws.recv()
                 await c.mutation("message.clearQueue", {"sessionId": sid})
-                await c.mutation("message.addInstructions", {"sessionId": sid, "respond": False,
-                                                             "instructions": ["y" * 15_000] * 64})
+                await c.mutation(
+                    "message.addInstructions", {"sessionId": sid, "respond": False, "instructions": ["y" * 15_000] * 64}
+                )
                 sent += 2
     return sent
 
@@ -93,8 +103,10 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--db", choices=("sqlite", "postgres"), default="sqlite")
     args = ap.parse_args()
-    print(f"light user's round trips while a heavy user sends the largest allowed requests ({args.db}, "
-          f"{args.seconds:.0f} s per run, {args.runs} runs; reference: the same without the heavy user)")
+    print(
+        f"light user's round trips while a heavy user sends the largest allowed requests ({args.db}, "
+        f"{args.seconds:.0f} s per run, {args.runs} runs; reference: the same without the heavy user)"
+    )
     rows: dict[str, dict[str, list[float]]] = {}
     for _ in range(args.runs):
         for with_heavy in (False, True):
@@ -102,14 +114,33 @@ def main() -> None:
             with ctx as pg_url, tempfile.TemporaryDirectory() as tmp:
                 db_url = pg_url or f"sqlite+aiosqlite:///{tmp}/fair.db"
                 env = {**os.environ, "CHATSYNC_DATABASE_URL": db_url}
-                light_token = subprocess.run([sys.executable, "-m", "server.cli", "users", "create", "light"],
-                                             env=env, capture_output=True, text=True, check=True).stdout.strip()
+                light_token = subprocess.run(
+                    [sys.executable, "-m", "server.cli", "users", "create", "light"],
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                ).stdout.strip()
                 with run_server(db_url) as srv:
-                    pings, enqueues, sent = asyncio.run(one_run(srv.url, srv.token, light_token, args.seconds,
-                                                                with_heavy))
+                    pings, enqueues, sent = asyncio.run(
+                        one_run(srv.url, srv.token, light_token, args.seconds, with_heavy)
+                    )
             key = "with heavy user" if with_heavy else "alone (reference)"
-            row = rows.setdefault(key, {k: [] for k in ("ping p50", "ping p99", "ping max", "enqueue p50",
-                                                        "enqueue p99", "enqueue max", "heavy requests")})
+            row = rows.setdefault(
+                key,
+                {
+                    k: []
+                    for k in (
+                        "ping p50",
+                        "ping p99",
+                        "ping max",
+                        "enqueue p50",
+                        "enqueue p99",
+                        "enqueue max",
+                        "heavy requests",
+                    )
+                },
+            )
             row["ping p50"].append(pct(pings, 50))
             row["ping p99"].append(pct(pings, 99))
             row["ping max"].append(max(pings))

@@ -8,6 +8,7 @@ are raw WebSocket clients in ``--procs`` separate processes (sharing the machine
 load generator does). Prints deliveries, losses (gaps or repeats in each subscriber's seq), latency
 p50/p99 from the publisher's clock stamp to the subscriber's receipt, and server CPU µs per delivery.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,12 +24,13 @@ import orjson
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import cpu_seconds, cpu_split, machine_ticks, pct, pg_database, run_server, steal_share, summary  # noqa: E402
-from server.client import TrpcClient  # noqa: E402
+from bench.common import cpu_seconds, cpu_split, machine_ticks, pct, pg_database, run_server, steal_share, summary
+from server.client import TrpcClient
 
 
-def subscriber_proc(url: str, token: str, sid: str, count: int, ready: mp.Queue, results: mp.Queue,
-                    stalled_count: int = 0) -> None:  # type: ignore[type-arg]
+def subscriber_proc(
+    url: str, token: str, sid: str, count: int, ready: mp.Queue, results: mp.Queue, stalled_count: int = 0
+) -> None:  # type: ignore[type-arg]
     from bench.wsclient import open_ws
 
     try:
@@ -72,8 +74,11 @@ def subscriber_proc(url: str, token: str, sid: str, count: int, ready: mp.Queue,
 
         ws = await open_ws(url.replace("http", "ws") + "/trpc?connectionParams=1", on_text)
         ws.send_text(orjson.dumps({"method": "connectionParams", "data": {"token": token}}).decode())
-        ws.send_text(orjson.dumps({"id": 1, "method": "subscription", "params": {
-            "path": "session.events", "input": {"sessionId": sid}}}).decode())
+        ws.send_text(
+            orjson.dumps(
+                {"id": 1, "method": "subscription", "params": {"path": "session.events", "input": {"sessionId": sid}}}
+            ).decode()
+        )
         await state["started"]
         ready.put(1)
         await done
@@ -90,8 +95,11 @@ def subscriber_proc(url: str, token: str, sid: str, count: int, ready: mp.Queue,
 
         ws = await open_ws(url.replace("http", "ws") + "/trpc?connectionParams=1", on_text, rcvbuf=64 * 1024)
         ws.send_text(orjson.dumps({"method": "connectionParams", "data": {"token": token}}).decode())
-        ws.send_text(orjson.dumps({"id": 1, "method": "subscription", "params": {
-            "path": "session.events", "input": {"sessionId": sid}}}).decode())
+        ws.send_text(
+            orjson.dumps(
+                {"id": 1, "method": "subscription", "params": {"path": "session.events", "input": {"sessionId": sid}}}
+            ).decode()
+        )
         await started
         assert ws.transport is not None
         ws.transport.pause_reading()
@@ -109,7 +117,7 @@ def subscriber_proc(url: str, token: str, sid: str, count: int, ready: mp.Queue,
             ws.transport.resume_reading()
             try:
                 codes.append(await asyncio.wait_for(asyncio.shield(ws.closed), 10))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 codes.append("open")
             ws.transport.close()
         # 4000 when the close frame was still there to read; None when the server had to abort the
@@ -127,8 +135,7 @@ CLEAR_EVERY = 500
 """Changes between two clears of the queue (the server runs with a queue limit of 1000)."""
 
 
-async def publish(url: str, token: str, sid: str, rate: float, seconds: float, label: str = "",
-                  pad: str = "") -> int:
+async def publish(url: str, token: str, sid: str, rate: float, seconds: float, label: str = "", pad: str = "") -> int:
     """Enqueue at a fixed rate (clearing the queue before it fills); returns the last seq written.
 
     Contents are the publisher's clock in ns (``label`` prefixed for warm-up events, which are not timed).
@@ -150,8 +157,9 @@ async def publish(url: str, token: str, sid: str, rate: float, seconds: float, l
                 await c.mutation("message.clearQueue", {"sessionId": sid})
                 n += 1
                 continue
-            t = asyncio.create_task(c.mutation("message.enqueueMessage",
-                                               {"sessionId": sid, "content": label + str(time.time_ns()) + pad}))
+            t = asyncio.create_task(
+                c.mutation("message.enqueueMessage", {"sessionId": sid, "content": label + str(time.time_ns()) + pad})
+            )
             pending.add(t)
             t.add_done_callback(pending.discard)
             n += 1
@@ -175,8 +183,10 @@ def one_run(args: argparse.Namespace) -> dict:
             srv = stack.enter_context(run_server(token="reference", command=("bench/reference_broadcast.py",)))
         else:
             srv = stack.enter_context(run_server(db_url, **env))
-        servers = [srv] + [stack.enter_context(run_server(db_url, token=srv.token, **env))
-                           for _ in range(args.replicas - 1)]
+        servers = [srv] + [
+            stack.enter_context(run_server(db_url, token=srv.token, **env)) for _ in range(args.replicas - 1)
+        ]
+
         async def create() -> str:
             async with TrpcClient(srv.url, srv.token) as c:
                 return (await c.mutation("session.create", {"queuePaused": True}))["id"]
@@ -184,13 +194,18 @@ def one_run(args: argparse.Namespace) -> dict:
         sid = asyncio.run(create())
         ctx = mp.get_context("spawn")
         ready, results = ctx.Queue(), ctx.Queue()
-        per = [args.subscribers // args.procs + (1 if i < args.subscribers % args.procs else 0)
-               for i in range(args.procs)]
+        per = [
+            args.subscribers // args.procs + (1 if i < args.subscribers % args.procs else 0) for i in range(args.procs)
+        ]
         # Subscriber processes spread over the replicas; the publisher talks to the first one.
-        procs = [ctx.Process(target=subscriber_proc,
-                             args=(servers[i % len(servers)].url, srv.token, sid, n, ready, results,
-                                   args.stalled if i == 0 else 0))
-                 for i, n in enumerate(per) if n]
+        procs = [
+            ctx.Process(
+                target=subscriber_proc,
+                args=(servers[i % len(servers)].url, srv.token, sid, n, ready, results, args.stalled if i == 0 else 0),
+            )
+            for i, n in enumerate(per)
+            if n
+        ]
         for p in procs:
             p.start()
         for _ in range(args.subscribers):
@@ -225,7 +240,7 @@ def one_run(args: argparse.Namespace) -> dict:
             by_seq: dict[int, float] = {}
             for st in stats:
                 for k, v in st.get("by_seq", {}).items():
-                    by_seq[k] = max(by_seq.get(k, 0), max(v))
+                    by_seq[k] = max(by_seq.get(k, 0), *v)
             worst = sorted(by_seq.items(), key=lambda kv: -kv[1])[:10]
             print("  slowest events (seq, max latency ms):", [(k, round(v, 1)) for k, v in worst])
         lat = [x for s in stats for x in s["lat"]]
@@ -256,31 +271,46 @@ def main() -> None:
     ap.add_argument("--warmup", type=float, default=2, help="seconds published before measuring")
     ap.add_argument("--procs", type=int, default=2, help="subscriber processes")
     ap.add_argument("--replicas", type=int, default=1, help="server processes (>1: PostgreSQL + Redis)")
-    ap.add_argument("--server", choices=("chatsync", "reference"), default="chatsync",
-                    help="reference: bench/reference_broadcast.py, a bare websockets broadcast() server "
-                         "(nothing durable) under the same load, for a ratio that does not drift with the machine")
+    ap.add_argument(
+        "--server",
+        choices=("chatsync", "reference"),
+        default="chatsync",
+        help="reference: bench/reference_broadcast.py, a bare websockets broadcast() server "
+        "(nothing durable) under the same load, for a ratio that does not drift with the machine",
+    )
     ap.add_argument("--payload", type=int, default=0, help="extra characters per published message")
-    ap.add_argument("--stalled", type=int, default=0,
-                    help="extra subscribers that stop reading (the others' latency should not move)")
+    ap.add_argument(
+        "--stalled",
+        type=int,
+        default=0,
+        help="extra subscribers that stop reading (the others' latency should not move)",
+    )
     args = ap.parse_args()
     if args.server == "reference" and args.replicas != 1:
         ap.error("--server reference runs one process")
-    print(f"fan-out: {args.server}, {args.replicas} replica(s), {args.subscribers} subscribers, {args.rate:g} events/s for {args.seconds:g} s "
-          f"(target {args.subscribers * args.rate:,.0f} deliveries/s), {args.runs} runs")
+    print(
+        f"fan-out: {args.server}, {args.replicas} replica(s), {args.subscribers} subscribers, "
+        f"{args.rate:g} events/s for {args.seconds:g} s "
+        f"(target {args.subscribers * args.rate:,.0f} deliveries/s), {args.runs} runs"
+    )
     runs = [one_run(args) for _ in range(args.runs)]
     for r in runs:
-        print(f"  run: events={r['events']} deliveries={r['deliveries']}/{r['expected']} losses={r['losses']} "
-              f"p50={r['p50']:.2f}ms p99={r['p99']:.2f}ms cpu={r['cpu_us']:.1f}us/delivery "
-              f"(kernel {r['sys_share'] * 100:.0f}%) load generator {r['client_cpu_us']:.1f}us/delivery "
-              f"host steal={r['steal'] * 100:.1f}%")
+        print(
+            f"  run: events={r['events']} deliveries={r['deliveries']}/{r['expected']} losses={r['losses']} "
+            f"p50={r['p50']:.2f}ms p99={r['p99']:.2f}ms cpu={r['cpu_us']:.1f}us/delivery "
+            f"(kernel {r['sys_share'] * 100:.0f}%) load generator {r['client_cpu_us']:.1f}us/delivery "
+            f"host steal={r['steal'] * 100:.1f}%"
+        )
     print(f"deliveries/s      {summary([r['rate'] for r in runs])}")
     print(f"losses            {sum(r['losses'] for r in runs)}")
     print(f"latency p50 ms    {summary([r['p50'] for r in runs])}")
     print(f"latency p99 ms    {summary([r['p99'] for r in runs])}")
     print(f"server CPU us/delivery {summary([r['cpu_us'] for r in runs])}")
     if args.stalled:
-        print(f"stalled subscribers disconnected by the server: {[r['stalled_closed'] for r in runs]} "
-              f"of {args.stalled} per run")
+        print(
+            f"stalled subscribers disconnected by the server: {[r['stalled_closed'] for r in runs]} "
+            f"of {args.stalled} per run"
+        )
 
 
 if __name__ == "__main__":

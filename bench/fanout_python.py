@@ -7,6 +7,7 @@ transport whose ``write`` only counts, and publishes durable events through the 
 measures beyond this is the kernel's send path and the durable write. Prints the best and the median run
 (warm caches: a lower bound of what one delivery costs the server in Python).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,11 +19,11 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from server.domain.events import EventEnvelope  # noqa: E402
-from server.pubsub.memory import MemoryBus  # noqa: E402
-from server.rpc.outbox import EventSink, TransportOutbox  # noqa: E402
-from server.sync.delivery import Delivery  # noqa: E402
-from server.sync.hub import Hub  # noqa: E402
+from server.domain.events import EventEnvelope
+from server.pubsub.memory import MemoryBus
+from server.rpc.outbox import EventSink, TransportOutbox
+from server.sync.delivery import Delivery
+from server.sync.hub import Hub
 
 
 class CountingTransport:
@@ -61,8 +62,15 @@ async def main() -> None:
         proto = Protocol()
         protocols.append(proto)
         outbox = TransportOutbox(proto, 1 << 20, lambda: None)
-        delivery = Delivery(None, hub, "s", 0, lambda *_: None, None,  # type: ignore[arg-type]
-                            EventSink(outbox, b'{"id":1'))
+        delivery = Delivery(
+            None,
+            hub,
+            "s",
+            0,
+            lambda *_: None,
+            None,  # type: ignore[arg-type]
+            EventSink(outbox, b'{"id":1'),
+        )
         delivery._catching_up = False  # live, as after its catch-up
         delivery._done = asyncio.get_running_loop().create_future()
         await hub.attach(delivery)
@@ -75,8 +83,10 @@ async def main() -> None:
             hub._on_message("s", (env,))
         per_run.append((time.perf_counter() - start) / (args.events * args.subscribers) * 1e9)
     assert all(p.transport.frames == seq for p in protocols), "a delivery was lost"
-    print(f"{args.subscribers} subscribers: best {min(per_run):.0f} ns, median {statistics.median(per_run):.0f} ns "
-          f"per delivery (Python, no network)")
+    print(
+        f"{args.subscribers} subscribers: best {min(per_run):.0f} ns, median {statistics.median(per_run):.0f} ns "
+        f"per delivery (Python, no network)"
+    )
 
 
 if __name__ == "__main__":

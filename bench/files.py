@@ -7,6 +7,7 @@ content each time, so none is stored only once) through ``POST /files`` and stre
 ``GET /files/{id}``. Prints MB/s each way and how far the server's peak resident memory (VmHWM) rose above its
 resident memory before the first upload, median ± half the range.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,8 +54,9 @@ def measure(url: str, token: str, pid: int, mb: int, repeat: int) -> None:
         base = memory(pid)["VmRSS"]
         for tag in range(repeat):
             start = time.perf_counter()
-            reply = http.post("/files", content=body(mb, tag),
-                              headers={"content-type": f"multipart/form-data; boundary={BOUNDARY}"})
+            reply = http.post(
+                "/files", content=body(mb, tag), headers={"content-type": f"multipart/form-data; boundary={BOUNDARY}"}
+            )
             reply.raise_for_status()
             up.append(mb / (time.perf_counter() - start))
             start, size = time.perf_counter(), 0
@@ -75,8 +77,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--postgres", action="store_true")
     args = parser.parse_args()
-    limits = {"CHATSYNC_MAX_FILE_BYTES": str(args.mb * CHUNK),
-              "CHATSYNC_MAX_USER_FILE_BYTES": str((args.repeat + 1) * args.mb * CHUNK)}
+    limits = {
+        "CHATSYNC_MAX_FILE_BYTES": str(args.mb * CHUNK),
+        "CHATSYNC_MAX_USER_FILE_BYTES": str((args.repeat + 1) * args.mb * CHUNK),
+    }
     for backend in ("directory", "database"):
         with tempfile.TemporaryDirectory() as tmp:
             files_url = str(Path(tmp) / "files") if backend == "directory" else "database:"

@@ -8,6 +8,7 @@ after. Prints KiB per connection (median ± half-range over runs). The server's 
 exceed N (`ulimit -n`). An SSE stream counts as started at its ``connected`` event (sent as the
 subscription starts); the settling pause before the second reading lets the last ones finish.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,9 +23,9 @@ import orjson
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import run_server, summary  # noqa: E402
-from bench.wsclient import open_ws  # noqa: E402
-from server.client import TrpcClient  # noqa: E402
+from bench.common import run_server, summary
+from bench.wsclient import open_ws
+from server.client import TrpcClient
 
 
 def rss_kib(pid: int) -> int:
@@ -52,12 +53,18 @@ class SseStream(asyncio.Protocol):
 
 async def open_sse(url: str, token: str, sid: str, on_text) -> SseStream:  # type: ignore[no-untyped-def]
     parts = urllib.parse.urlsplit(url)
-    query = urllib.parse.urlencode({"input": orjson.dumps({"sessionId": sid}).decode(),
-                                    "connectionParams": orjson.dumps({"token": token}).decode()})
-    request = (f"GET /trpc/session.events?{query} HTTP/1.1\r\nHost: {parts.netloc}\r\n"
-               "Accept: text/event-stream\r\n\r\n").encode()
+    query = urllib.parse.urlencode(
+        {
+            "input": orjson.dumps({"sessionId": sid}).decode(),
+            "connectionParams": orjson.dumps({"token": token}).decode(),
+        }
+    )
+    request = (
+        f"GET /trpc/session.events?{query} HTTP/1.1\r\nHost: {parts.netloc}\r\nAccept: text/event-stream\r\n\r\n"
+    ).encode()
     _t, proto = await asyncio.get_running_loop().create_connection(
-        lambda: SseStream(request, on_text), parts.hostname, parts.port)
+        lambda: SseStream(request, on_text), parts.hostname, parts.port
+    )
     return proto
 
 
@@ -89,8 +96,15 @@ async def one_run(n: int, sessions: int, transport: str = "ws") -> tuple[float, 
                 continue
             ws = await open_ws(url, on_text)
             ws.send_text(orjson.dumps({"method": "connectionParams", "data": {"token": srv.token}}).decode())
-            ws.send_text(orjson.dumps({"id": 1, "method": "subscription", "params": {
-                "path": "session.events", "input": {"sessionId": sids[i % sessions]}}}).decode())
+            ws.send_text(
+                orjson.dumps(
+                    {
+                        "id": 1,
+                        "method": "subscription",
+                        "params": {"path": "session.events", "input": {"sessionId": sids[i % sessions]}},
+                    }
+                ).decode()
+            )
             conns.append(ws)
         deadline = time.perf_counter() + 300
         while not all_started.is_set():
@@ -112,10 +126,12 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--transport", choices=("ws", "sse"), default="ws")
     args = ap.parse_args()
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    print(f"idle subscribed connections ({args.transport}): {args.connections} on one process, {args.sessions} sessions, "
-          f"{args.runs} runs")
+    print(
+        f"idle subscribed connections ({args.transport}): {args.connections} on one process, {args.sessions} sessions, "
+        f"{args.runs} runs"
+    )
     per, setups, totals = [], [], []
     for _ in range(args.runs):
         kib, setup, total = asyncio.run(one_run(args.connections, args.sessions, args.transport))

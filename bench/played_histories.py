@@ -5,6 +5,7 @@
 Prints how many sessions were played, how many requests were built and checked against every target's rules,
 and how long it took. Any invalid request stops it with the history's number (replayable with that seed).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,10 +29,12 @@ def main() -> None:
         t0 = time.perf_counter()
         sessions, checked = test_played_histories.play_on_every_core(tmp, args.histories, args.seed)
         took = time.perf_counter() - t0
-    print(f"{sessions} histories played (trees forking with p={test_played_histories.BRANCHING}, "
-          f"{os.cpu_count()} processes), {checked} requests checked against 6 targets each "
-          f"(openai, compatible, strict template, anthropic, google, ollama), 0 invalid, in {took:.0f} s "
-          f"({sessions / took:.0f} histories/s)")
+    print(
+        f"{sessions} histories played (trees forking with p={test_played_histories.BRANCHING}, "
+        f"{os.cpu_count()} processes), {checked} requests checked against 6 targets each "
+        f"(openai, compatible, strict template, anthropic, google, ollama), 0 invalid, in {took:.0f} s "
+        f"({sessions / took:.0f} histories/s)"
+    )
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ runs thousands), each with its own subscribers and sequence. No
 database, no stream buffer, no run: the latency it shows is the floor of producing a token and writing it to
 every subscriber on this machine at that moment.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -49,8 +50,9 @@ class Reference:
         for conn, sub_id in self.subscribers.get(sid, {}).items():
             by_id.setdefault(sub_id, []).append(conn)
         for sub_id, conns in by_id.items():
-            frame = orjson.dumps({"id": sub_id, "result": {"type": "data", "data": {"id": eid, "data": event},
-                                                          "id": eid}}).decode()
+            frame = orjson.dumps(
+                {"id": sub_id, "result": {"type": "data", "data": {"id": eid, "data": event}, "id": eid}}
+            ).decode()
             broadcast(conns, frame)
 
     def call(self, path: str, inp: dict | None) -> object:
@@ -62,15 +64,20 @@ class Reference:
         sid = str(inp.get("sessionId"))
         if path == "message.send":
             task = asyncio.get_running_loop().create_task(
-                self.stream(sid, int(str(inp.get("content", "0")).split()[0])))
+                self.stream(sid, int(str(inp.get("content", "0")).split()[0]))
+            )
             self.streams.add(task)
             task.add_done_callback(self.streams.discard)
             return {"status": "started"}
         if path == "session.get":
             return {"lastEventId": str(self.seq.get(sid, 0))}
         if path == "message.enqueueMessage":
-            message = {"id": f"queue-{self.seq.get(sid, 0) + 1}", "content": inp.get("content", ""), "attachments": [],
-                       "enqueuedAt": int(time.time() * 1000)}
+            message = {
+                "id": f"queue-{self.seq.get(sid, 0) + 1}",
+                "content": inp.get("content", ""),
+                "attachments": [],
+                "enqueuedAt": int(time.time() * 1000),
+            }
             self.publish(sid, {"type": "queue-message-added", "sessionId": sid, "message": message})
             return message
         if path == "message.clearQueue":
@@ -88,8 +95,11 @@ class Reference:
             for i in range(tokens):
                 await asyncio.sleep(max(start + i * interval - time.perf_counter(), 0) if interval else 0)
                 delta = f"{time.time_ns()} "
-                self.publish(sid, {"type": "text-delta", "sessionId": sid, "messageId": mid, "offset": offset,
-                                   "delta": delta}, durable=False)
+                self.publish(
+                    sid,
+                    {"type": "text-delta", "sessionId": sid, "messageId": mid, "offset": offset, "delta": delta},
+                    durable=False,
+                )
                 offset += len(delta)
             self.publish(sid, {"type": "run-finished", "sessionId": sid, "runId": mid, "finishReason": "stop"})
 

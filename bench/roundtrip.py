@@ -4,6 +4,7 @@
 
 Prints p50/p99 in milliseconds per backend (SQLite, PostgreSQL), median and spread over runs.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -14,8 +15,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import pct, pg_database, run_server, summary  # noqa: E402
-from server.client import TrpcClient  # noqa: E402
+from bench.common import pct, pg_database, run_server, summary
+from server.client import TrpcClient
 
 
 async def one_run(url: str, token: str, n: int) -> tuple[float, float, float]:

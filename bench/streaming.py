@@ -1,6 +1,7 @@
 """Streaming overhead: one model answer streamed token by token to 1, 10 and 100 subscribers.
 
-    .venv/bin/python bench/streaming.py [--subscribers 1 10 100] [--tokens 2000] [--full-tokens N] [--rate 200] [--runs 3]
+    .venv/bin/python bench/streaming.py [--subscribers 1 10 100] [--tokens 2000] [--full-tokens N]
+        [--rate 200] [--runs 3]
 
 The server is a real `chatsync serve` process (SQLite, in-process bus) with one extra provider, ``stamp``:
 the echo model's shape (streamed words, ``stop``), but each token is the wall-clock time at which the provider
@@ -26,6 +27,7 @@ start of the fan-out, the fan-out (one ``write()`` per subscriber), and how many
 Subscribers are raw WebSocket clients (``bench/wsclient.py``, on uvloop) in ``--procs`` separate processes. Prints
 median ± half-range over runs.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,10 +44,10 @@ import orjson
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import Server, cpu_seconds, machine_ticks, pct, run_server, steal_share, summary  # noqa: E402
-from server.llm.assemble import TurnAssembler  # noqa: E402
-from server.llm.providers.base import Provider  # noqa: E402
-from server.llm.types import ChatRequest, TurnEvent  # noqa: E402
+from bench.common import Server, cpu_seconds, machine_ticks, pct, run_server, steal_share, summary
+from server.llm.assemble import TurnAssembler
+from server.llm.providers.base import Provider
+from server.llm.types import ChatRequest, TurnEvent
 
 
 class StampProvider(Provider):
@@ -129,8 +131,11 @@ def read_trace(path: str) -> dict:
     open(path, "w").close()
     if not rows:
         return {}
-    return {"to_fan_out": [r[0] for r in rows], "fan_out": [r[1] for r in rows],
-            "stalled_write": sum(1 for r in rows if r[2] > 0.5) / len(rows)}
+    return {
+        "to_fan_out": [r[0] for r in rows],
+        "fan_out": [r[1] for r in rows],
+        "stalled_write": sum(1 for r in rows if r[2] > 0.5) / len(rows),
+    }
 
 
 def pin(pid: int, cpus: set[int]) -> None:
@@ -139,8 +144,15 @@ def pin(pid: int, cpus: set[int]) -> None:
         os.sched_setaffinity(int(tid), cpus)
 
 
-def subscriber_proc(url: str, token: str, sid: str, count: int, ready: mp.Queue, results: mp.Queue,  # type: ignore[type-arg]
-                    cpus: set[int] | None = None) -> None:
+def subscriber_proc(
+    url: str,
+    token: str,
+    sid: str,
+    count: int,
+    ready: mp.Queue,
+    results: mp.Queue,  # type: ignore[type-arg]
+    cpus: set[int] | None = None,
+) -> None:
     """``count`` subscribers on the light client of ``bench/wsclient.py`` (as ``bench/fanout.py``): frames are
     parsed in ``data_received``, so the latency measured is the server's, not a client library's queueing."""
     from bench.wsclient import open_ws
@@ -179,8 +191,11 @@ def subscriber_proc(url: str, token: str, sid: str, count: int, ready: mp.Queue,
 
         ws = await open_ws(url.replace("http", "ws") + "/trpc?connectionParams=1", on_text)
         ws.send_text(orjson.dumps({"method": "connectionParams", "data": {"token": token}}).decode())
-        ws.send_text(orjson.dumps({"id": 1, "method": "subscription", "params": {
-            "path": "session.events", "input": {"sessionId": sid}}}).decode())
+        ws.send_text(
+            orjson.dumps(
+                {"id": 1, "method": "subscription", "params": {"path": "session.events", "input": {"sessionId": sid}}}
+            ).decode()
+        )
         await started
         ready.put(1)
         await finished
@@ -202,8 +217,15 @@ async def _call(url: str, token: str, path: str, inp: dict) -> dict:
         return await c.mutation(path, inp)
 
 
-def one_run(srv: Server, subscribers: int, tokens: int, pace: str, procs: int, trace_file: str | None = None,
-            pinned: bool = False) -> dict:
+def one_run(
+    srv: Server,
+    subscribers: int,
+    tokens: int,
+    pace: str,
+    procs: int,
+    trace_file: str | None = None,
+    pinned: bool = False,
+) -> dict:
     sid = asyncio.run(_call(srv.url, srv.token, "session.create", {"provider": "stamp", "model": pace}))["id"]
     ctx = mp.get_context("spawn")
     ready, results = ctx.Queue(), ctx.Queue()
@@ -212,8 +234,9 @@ def one_run(srv: Server, subscribers: int, tokens: int, pace: str, procs: int, t
     client_cpus = {1} if pinned else None
     if pinned:
         pin(srv.pid, {0})
-    ps = [ctx.Process(target=subscriber_proc, args=(srv.url, srv.token, sid, n, ready, results, client_cpus))
-          for n in per]
+    ps = [
+        ctx.Process(target=subscriber_proc, args=(srv.url, srv.token, sid, n, ready, results, client_cpus)) for n in per
+    ]
     for p in ps:
         p.start()
     for _ in range(subscribers):
@@ -230,9 +253,17 @@ def one_run(srv: Server, subscribers: int, tokens: int, pace: str, procs: int, t
         p.join(10)
     delivered = sum(s["deltas"] for s in stats)
     lat = [x for s in stats for x in s["lat"]]
-    return {"delivered": delivered, "expected": tokens * subscribers, "gaps": sum(s["gaps"] for s in stats),
-            "cpu_us": (cpu1 - cpu0) * 1e6 / max(delivered, 1), "p50": pct(lat, 50), "p99": pct(lat, 99),
-            "rate": delivered / elapsed, "steal": steal, "trace": read_trace(trace_file) if trace_file else {}}
+    return {
+        "delivered": delivered,
+        "expected": tokens * subscribers,
+        "gaps": sum(s["gaps"] for s in stats),
+        "cpu_us": (cpu1 - cpu0) * 1e6 / max(delivered, 1),
+        "p50": pct(lat, 50),
+        "p99": pct(lat, 99),
+        "rate": delivered / elapsed,
+        "steal": steal,
+        "trace": read_trace(trace_file) if trace_file else {},
+    }
 
 
 def main() -> None:
@@ -242,53 +273,80 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--subscribers", type=int, nargs="+", default=[1, 10, 100])
     ap.add_argument("--tokens", type=int, default=2000)
-    ap.add_argument("--full-tokens", type=int, default=0,
-                    help="tokens per answer in the full-speed pass (default: --tokens); at ~150,000 deltas/s "
-                         "2,000 tokens last a tenth of a second, so one scheduler hiccup is the whole p99")
+    ap.add_argument(
+        "--full-tokens",
+        type=int,
+        default=0,
+        help="tokens per answer in the full-speed pass (default: --tokens); at ~150,000 deltas/s "
+        "2,000 tokens last a tenth of a second, so one scheduler hiccup is the whole p99",
+    )
     ap.add_argument("--rate", type=float, default=200, help="tokens per second of the paced pass")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--procs", type=int, default=2, help="subscriber processes")
-    ap.add_argument("--pin", action="store_true",
-                    help="server on CPU 0, subscriber processes on CPU 1 (the scheduler then never runs a woken "
-                         "subscriber in the server's place, nor the server in a subscriber's)")
+    ap.add_argument(
+        "--pin",
+        action="store_true",
+        help="server on CPU 0, subscriber processes on CPU 1 (the scheduler then never runs a woken "
+        "subscriber in the server's place, nor the server in a subscriber's)",
+    )
     ap.add_argument("--trace", action="store_true", help="also time the server's share of the paced latency")
-    ap.add_argument("--server", choices=("chatsync", "reference"), default="chatsync",
-                    help="reference: bench/reference_broadcast.py, a bare websockets broadcast() of the same tokens "
-                         "(no run, no database, no stream buffer): the floor on this machine at this hour")
+    ap.add_argument(
+        "--server",
+        choices=("chatsync", "reference"),
+        default="chatsync",
+        help="reference: bench/reference_broadcast.py, a bare websockets broadcast() of the same tokens "
+        "(no run, no database, no stream buffer): the floor on this machine at this hour",
+    )
     args = ap.parse_args()
     if args.trace and args.server == "reference":
         ap.error("--trace times chatsync's own fan-out")
-    print(f"streaming: {args.server}, {args.tokens} tokens per answer ({args.full_tokens or args.tokens} at full "
-          f"speed), {args.runs} runs each; median ± half-range")
+    print(
+        f"streaming: {args.server}, {args.tokens} tokens per answer ({args.full_tokens or args.tokens} at full "
+        f"speed), {args.runs} runs each; median ± half-range"
+    )
     trace_file = None
     if args.trace:
         fd, trace_file = tempfile.mkstemp(prefix="chatsync-trace-")
         os.close(fd)
     for n in args.subscribers:
         with bench_server(trace_file, args.server == "reference") as srv:
-            full = [one_run(srv, n, args.full_tokens or args.tokens, "full", args.procs, pinned=args.pin)
-                    for _ in range(args.runs)]
-            paced = [one_run(srv, n, args.tokens, f"{args.rate:g}", args.procs, trace_file, pinned=args.pin)
-                     for _ in range(args.runs)]
+            full = [
+                one_run(srv, n, args.full_tokens or args.tokens, "full", args.procs, pinned=args.pin)
+                for _ in range(args.runs)
+            ]
+            paced = [
+                one_run(srv, n, args.tokens, f"{args.rate:g}", args.procs, trace_file, pinned=args.pin)
+                for _ in range(args.runs)
+            ]
         lost = sum(r["expected"] - r["delivered"] + r["gaps"] for r in full + paced)
-        print(f"{n:>4} subscribers | full speed: CPU/delivered delta {summary([r['cpu_us'] for r in full])} µs, "
-              f"{summary([r['rate'] for r in full])} deltas/s delivered, latency p50 "
-              f"{summary([r['p50'] for r in full])} ms p99 {summary([r['p99'] for r in full])} ms")
-        print(f"     {'':>12} | paced {args.rate:g} tok/s: latency p50 {summary([r['p50'] for r in paced])} ms, "
-              f"p99 {summary([r['p99'] for r in paced])} ms, CPU/delivered delta "
-              f"{summary([r['cpu_us'] for r in paced])} µs | lost or out of order: {lost}")
+        print(
+            f"{n:>4} subscribers | full speed: CPU/delivered delta {summary([r['cpu_us'] for r in full])} µs, "
+            f"{summary([r['rate'] for r in full])} deltas/s delivered, latency p50 "
+            f"{summary([r['p50'] for r in full])} ms p99 {summary([r['p99'] for r in full])} ms"
+        )
+        print(
+            f"     {'':>12} | paced {args.rate:g} tok/s: latency p50 {summary([r['p50'] for r in paced])} ms, "
+            f"p99 {summary([r['p99'] for r in paced])} ms, CPU/delivered delta "
+            f"{summary([r['cpu_us'] for r in paced])} µs | lost or out of order: {lost}"
+        )
         for r in full:
-            print(f"     {'':>12} | full-speed run: {r['rate']:.0f} deltas/s, CPU/delta {r['cpu_us']:.1f} µs, "
-                  f"p50 {r['p50']:.2f} ms, p99 {r['p99']:.2f} ms, host steal {r['steal'] * 100:.1f}%")
+            print(
+                f"     {'':>12} | full-speed run: {r['rate']:.0f} deltas/s, CPU/delta {r['cpu_us']:.1f} µs, "
+                f"p50 {r['p50']:.2f} ms, p99 {r['p99']:.2f} ms, host steal {r['steal'] * 100:.1f}%"
+            )
         for r in paced:
-            line = (f"     {'':>12} | paced run: p50 {r['p50']:.2f} ms, p99 {r['p99']:.2f} ms, "
-                    f"host steal {r['steal'] * 100:.1f}%")
+            line = (
+                f"     {'':>12} | paced run: p50 {r['p50']:.2f} ms, p99 {r['p99']:.2f} ms, "
+                f"host steal {r['steal'] * 100:.1f}%"
+            )
             tr = r["trace"]
             if tr:
-                line += (f" | in the server: provider -> fan-out p50 {pct(tr['to_fan_out'], 50):.2f} / p99 "
-                         f"{pct(tr['to_fan_out'], 99):.2f} ms, fan-out p50 {pct(tr['fan_out'], 50):.2f} / p99 "
-                         f"{pct(tr['fan_out'], 99):.2f} ms, tokens with a write() over 0.5 ms "
-                         f"{tr['stalled_write'] * 100:.1f}%")
+                line += (
+                    f" | in the server: provider -> fan-out p50 {pct(tr['to_fan_out'], 50):.2f} / p99 "
+                    f"{pct(tr['to_fan_out'], 99):.2f} ms, fan-out p50 {pct(tr['fan_out'], 50):.2f} / p99 "
+                    f"{pct(tr['fan_out'], 99):.2f} ms, tokens with a write() over 0.5 ms "
+                    f"{tr['stalled_write'] * 100:.1f}%"
+                )
             print(line)
     if trace_file:
         os.unlink(trace_file)

@@ -1,6 +1,7 @@
 """A minimal WebSocket client for load generation: one asyncio Protocol per connection, frames parsed in
 ``data_received`` with no task per message, so one process can drive thousands of subscribers without
 becoming the bottleneck it measures. Text frames only; the server's frames are unmasked."""
+
 from __future__ import annotations
 
 import asyncio
@@ -23,8 +24,12 @@ class WsProtocol(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
         key = base64.b64encode(os.urandom(16)).decode()
-        transport.write((f"GET {self.path} HTTP/1.1\r\nHost: {self.host}\r\nUpgrade: websocket\r\n"  # type: ignore[attr-defined]
-                         f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
+        transport.write(
+            (
+                f"GET {self.path} HTTP/1.1\r\nHost: {self.host}\r\nUpgrade: websocket\r\n"  # type: ignore[attr-defined]
+                f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+            ).encode()
+        )
 
     def send_text(self, text: str) -> None:
         self._send(0x1, text.encode())
@@ -50,7 +55,7 @@ class WsProtocol(asyncio.Protocol):
             if end < 0:
                 return
             status = self.buf[: self.buf.find(b"\r\n")]
-            self.buf = self.buf[end + 4:]
+            self.buf = self.buf[end + 4 :]
             if b" 101 " not in status:
                 self.handshake_done.set_exception(ConnectionError(status.decode()))
                 return
@@ -65,16 +70,16 @@ class WsProtocol(asyncio.Protocol):
             if n == 126:
                 if len(buf) - pos < 4:
                     break
-                n = int.from_bytes(buf[pos + 2:pos + 4], "big")
+                n = int.from_bytes(buf[pos + 2 : pos + 4], "big")
                 hdr = 4
             elif n == 127:
                 if len(buf) - pos < 10:
                     break
-                n = int.from_bytes(buf[pos + 2:pos + 10], "big")
+                n = int.from_bytes(buf[pos + 2 : pos + 10], "big")
                 hdr = 10
             if len(buf) - pos < hdr + n:
                 break
-            payload = buf[pos + hdr:pos + hdr + n]
+            payload = buf[pos + hdr : pos + hdr + n]
             pos += hdr + n
             opcode = b0 & 0x0F
             if opcode == 0x1:

@@ -1,5 +1,6 @@
 """Application wiring: ``create_app(settings)`` builds the Starlette app; its lifespan opens and closes
 the database, the bus and the hub, in order."""
+
 from __future__ import annotations
 
 import asyncio
@@ -14,7 +15,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import orjson
-
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -23,16 +23,16 @@ from starlette.websockets import WebSocket
 
 from .admin.api import AdminApi
 from .api import build_router
-from .pubsub import Bus, create_bus
+from .engine import MemoryStreamBuffer, Orchestrator
+from .files import Files, create_storage
+from .files.http import file_routes
 from .protocol import close_codes
 from .protocol.errors import RpcError
+from .pubsub import Bus, create_bus
 from .rpc.http import HttpTransport, bearer_token, plain_error_response
 from .rpc.limits import ConnectionSlots, RateLimiter
 from .rpc.ws import WsConnection
 from .services.auth import AuthService, LinkError
-from .engine import MemoryStreamBuffer, Orchestrator
-from .files import Files, create_storage
-from .files.http import file_routes
 from .services.queue import QueueService
 from .services.runs import RunAwareSessionService, RunService
 from .services.sessions import SessionService
@@ -81,8 +81,9 @@ class Services:
 @asynccontextmanager
 async def open_services(settings: Settings) -> AsyncIterator[Services]:
     async with AsyncExitStack() as stack:
-        db = await stack.enter_async_context(Database(settings.database_url,
-                                                      pool_timeout=settings.db_pool_timeout_seconds))
+        db = await stack.enter_async_context(
+            Database(settings.database_url, pool_timeout=settings.db_pool_timeout_seconds)
+        )
         if settings.run_migrations_on_start:
             await migrate.upgrade(db)
         bus = await stack.enter_async_context(create_bus(settings.bus_url))
@@ -97,9 +98,11 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
         register_builtins(tools)
         # Entered after the bus and the database, so it is closed (runs written down) before them.
         orchestrator = await stack.enter_async_context(
-            Orchestrator(settings, db, uow, bus, tools, MemoryStreamBuffer(), files=files))
-        runs = RunService(uow, orchestrator, max_content_chars=settings.max_content_chars,
-                          max_queue_length=settings.max_queue_length)
+            Orchestrator(settings, db, uow, bus, tools, MemoryStreamBuffer(), files=files)
+        )
+        runs = RunService(
+            uow, orchestrator, max_content_chars=settings.max_content_chars, max_queue_length=settings.max_queue_length
+        )
         sessions = RunAwareSessionService(db, uow, runs=runs, titles=orchestrator.titles)
         sessions.default_provider, sessions.default_model = settings.default_provider, settings.default_model
         sessions.max_per_user = settings.max_sessions_per_user
@@ -114,8 +117,12 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
             limiter=RateLimiter(settings.rate_limit_per_second, settings.rate_limit_burst),
             slots=ConnectionSlots(settings.max_connections),
             sessions=sessions,
-            queue=QueueService(uow, max_length=settings.max_queue_length,
-                               max_content_chars=settings.max_content_chars, dispatch=orchestrator.dispatch),
+            queue=QueueService(
+                uow,
+                max_length=settings.max_queue_length,
+                max_content_chars=settings.max_content_chars,
+                dispatch=orchestrator.dispatch,
+            ),
             tools=tools,
             orchestrator=orchestrator,
             runs=runs,
@@ -266,8 +273,11 @@ def announce_owner(token: str) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(token + "\n")
-    print(f"chatsync: created the local owner; its token is in {path} (readable by you only; delete it once "
-          "you have it)", file=sys.stderr, flush=True)
+    print(
+        f"chatsync: created the local owner; its token is in {path} (readable by you only; delete it once you have it)",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 async def _small_body(request: Request, limit: int) -> bytes:
@@ -309,7 +319,7 @@ class _KeepRawSend:
             prefix = scope.get("root_path", "") + "/trpc/"
             if scope["path"].startswith(prefix):
                 scope["app"] = self.app
-                scope["path_params"] = {"path": scope["path"][len(prefix):]}
+                scope["path_params"] = {"path": scope["path"][len(prefix) :]}
                 response = await self.http_endpoint(Request(scope, receive))
                 await response(scope, receive, send)
                 return
@@ -328,5 +338,6 @@ async def _drain(services: Services, http: HttpTransport) -> None:
     """Graceful shutdown: tell every client to reconnect, let buffers drain, then close."""
     http.shutdown()
     if services.connections:
-        await asyncio.gather(*(c.shutdown(SHUTDOWN_DRAIN_SECONDS) for c in list(services.connections)),
-                             return_exceptions=True)
+        await asyncio.gather(
+            *(c.shutdown(SHUTDOWN_DRAIN_SECONDS) for c in list(services.connections)), return_exceptions=True
+        )

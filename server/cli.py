@@ -1,6 +1,7 @@
 """The ``chatsync`` command: ``serve``, ``db upgrade``, ``users create|delete``, ``tokens create|list|revoke``,
 ``link`` (server side: they open the database directly), and the clients ``sessions ...``
 (:mod:`server.cli_sessions`) and ``chat`` (:mod:`server.tui`)."""
+
 from __future__ import annotations
 
 import argparse
@@ -8,6 +9,7 @@ import asyncio
 import gc
 import logging
 import sys
+
 from .settings import Settings, SettingsError, load_settings
 
 
@@ -86,8 +88,10 @@ async def _auth_command(settings: Settings, args: argparse.Namespace) -> None:
                 print(json.dumps(tokens))
             else:
                 for t in tokens:
-                    print(f"{t['id']}  {t['user']:<16} {t['name'] or '-':<24} created {_when(t['createdAt'])}"
-                          f"  last used {_when(t['lastUsedAt'])}")
+                    print(
+                        f"{t['id']}  {t['user']:<16} {t['name'] or '-':<24} created {_when(t['createdAt'])}"
+                        f"  last used {_when(t['lastUsedAt'])}"
+                    )
         else:
             await auth.revoke_token(args.id)
             print(f"revoked {args.id}", file=sys.stderr)
@@ -98,7 +102,7 @@ def _when(ms: int | None) -> str:
 
     if ms is None:
         return "never"
-    return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def _print_qr(url: str) -> None:
@@ -124,8 +128,9 @@ def build_parser() -> argparse.ArgumentParser:
     p_create = users_sub.add_parser("create", help="create a user and print its token (only the token)")
     p_create.add_argument("name")
     p_create.add_argument("--admin", action="store_true")
-    p_udel = users_sub.add_parser("delete", help="delete a user and everything they own; their devices are "
-                                                 "signed out everywhere")
+    p_udel = users_sub.add_parser(
+        "delete", help="delete a user and everything they own; their devices are signed out everywhere"
+    )
     p_udel.add_argument("name")
 
     p_tokens = sub.add_parser("tokens", help="manage API tokens (each token is a device)")
@@ -147,8 +152,9 @@ def build_parser() -> argparse.ArgumentParser:
     from . import cli_sessions
 
     cli_sessions.add_parser(sub)
-    p_chat = sub.add_parser("chat", parents=[cli_sessions.connection_options()],
-                            help="full-screen terminal chat on a running server")
+    p_chat = sub.add_parser(
+        "chat", parents=[cli_sessions.connection_options()], help="full-screen terminal chat on a running server"
+    )
     p_chat.add_argument("session", nargs="?", default=None, help="session id (default: the newest, or a new one)")
     return parser
 

@@ -4,6 +4,7 @@ The server address and token come from ``--url``/``--token`` or ``CHATSYNC_URL``
 table for people, or the wire JSON with ``--json``. Errors are one line on stderr and an exit code that says what
 went wrong, so scripts can tell them apart (see :data:`EXIT_CODES`).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,9 +35,14 @@ EXIT_NOT_FOUND = 3  # no such session (or not yours)
 EXIT_UNAUTHORIZED = 4  # missing or rejected token
 EXIT_UNREACHABLE = 5  # no server at the address, or the connection broke
 
-EXIT_CODES = {EXIT_OK: "success", EXIT_ERROR: "other error", EXIT_USAGE: "bad command line",
-              EXIT_NOT_FOUND: "session not found", EXIT_UNAUTHORIZED: "missing or invalid token",
-              EXIT_UNREACHABLE: "server unreachable"}
+EXIT_CODES = {
+    EXIT_OK: "success",
+    EXIT_ERROR: "other error",
+    EXIT_USAGE: "bad command line",
+    EXIT_NOT_FOUND: "session not found",
+    EXIT_UNAUTHORIZED: "missing or invalid token",
+    EXIT_UNREACHABLE: "server unreachable",
+}
 
 
 class CliError(Exception):
@@ -57,11 +63,11 @@ def add_parser(sub: Any) -> None:
     common = argparse.ArgumentParser(add_help=False, parents=[connection_options()])
     common.add_argument("--json", action="store_true", help="print JSON for scripts")
     codes = "; ".join(f"{c} {what}" for c, what in EXIT_CODES.items())
-    p = sub.add_parser("sessions", help="list and manage sessions on a running server",
-                       epilog=f"exit codes: {codes}")
+    p = sub.add_parser("sessions", help="list and manage sessions on a running server", epilog=f"exit codes: {codes}")
     s = p.add_subparsers(dest="sessions_command", required=True)
     s.add_parser("list", parents=[common], help="your sessions, newest first").add_argument(
-        "--search", default=None, help="only titles containing this")
+        "--search", default=None, help="only titles containing this"
+    )
     s.add_parser("show", parents=[common], help="messages, queue, status and usage").add_argument("id")
     s.add_parser("delete", parents=[common], help="delete a session").add_argument("id")
     p_title = s.add_parser("set-title", parents=[common], help="set a title (never overwritten automatically)")
@@ -73,8 +79,10 @@ def add_parser(sub: Any) -> None:
 
 
 def resolve(args: argparse.Namespace) -> tuple[str, str | None]:
-    return (args.url or os.environ.get("CHATSYNC_URL") or DEFAULT_URL,
-            args.token or os.environ.get("CHATSYNC_TOKEN") or None)
+    return (
+        args.url or os.environ.get("CHATSYNC_URL") or DEFAULT_URL,
+        args.token or os.environ.get("CHATSYNC_TOKEN") or None,
+    )
 
 
 CLIENT_ERRORS = (TrpcError, ConnectionLost, TimeoutError)
@@ -131,21 +139,27 @@ def table(headers: list[str], rows: list[list[str]]) -> str:
 def format_sessions(sessions: list[Session]) -> str:
     if not sessions:
         return "no sessions"
-    return table(["ID", "TITLE", "STATUS", "MODEL", "UPDATED"],
-                 [[s.id, _clip(s.title or "(untitled)", 40), s.status, f"{s.provider}/{s.model}",
-                   _time(s.updated_at)] for s in sessions])
+    return table(
+        ["ID", "TITLE", "STATUS", "MODEL", "UPDATED"],
+        [
+            [s.id, _clip(s.title or "(untitled)", 40), s.status, f"{s.provider}/{s.model}", _time(s.updated_at)]
+            for s in sessions
+        ],
+    )
 
 
 def format_snapshot(snap: SessionSnapshot) -> str:
     s = snap.session
-    out = [f"{s.title or '(untitled)'}",
-           f"  id       {s.id}",
-           f"  status   {s.status}{' (queue paused)' if s.queue_paused else ''}",
-           f"  model    {s.provider}/{s.model}",
-           f"  usage    {s.usage.input_tokens} input tokens, {s.usage.output_tokens} output tokens",
-           f"  updated  {_time(s.updated_at)}",
-           "",
-           f"Messages ({len(snap.messages)})"]
+    out = [
+        f"{s.title or '(untitled)'}",
+        f"  id       {s.id}",
+        f"  status   {s.status}{' (queue paused)' if s.queue_paused else ''}",
+        f"  model    {s.provider}/{s.model}",
+        f"  usage    {s.usage.input_tokens} input tokens, {s.usage.output_tokens} output tokens",
+        f"  updated  {_time(s.updated_at)}",
+        "",
+        f"Messages ({len(snap.messages)})",
+    ]
     for m in snap.messages:
         mark = "" if m.status == "complete" else f" [{m.status}]"
         calls = "".join(f" [tool {c.name} {c.arguments}]" for c in m.tool_calls or [])

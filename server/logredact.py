@@ -1,6 +1,7 @@
 """Secrets never reach a log: request lines (uvicorn's HTTP access log, and its WebSocket lines, which go to
 ``uvicorn.error``) lose the values of credential-bearing query parameters (``connectionParams``, which
 ``httpSubscriptionLink`` uses to carry the token, and ``token``)."""
+
 from __future__ import annotations
 
 import logging

@@ -1,4 +1,5 @@
 """Running the app under uvicorn with chatsync's graceful shutdown."""
+
 from __future__ import annotations
 
 from typing import Any

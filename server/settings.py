@@ -2,6 +2,7 @@
 
 A bad value stops start-up with a message that names the variable (see :func:`load_settings`).
 """
+
 from __future__ import annotations
 
 from typing import Annotated, Literal

@@ -18,6 +18,7 @@ The file imports only *types* from ``@trpc/server`` (``import type``), so no ser
     .venv/bin/python -m server.typegen            # write the file
     .venv/bin/python -m server.typegen --check    # exit 1 when the checked-in file is stale
 """
+
 from __future__ import annotations
 
 import argparse
@@ -115,12 +116,12 @@ EVENT_TYPES: dict[str, str] = {
     "message-created": "{ message: Message }",
     "message-completed": "{ message: Message }",
     "run-started": '{ runId: string; trigger: "message" | "queue" | "instructions" | (string & {});'
-                   " clientRequestId?: string | null }",
+    " clientRequestId?: string | null }",
     "run-finished": "{ runId: string; finishReason: string; usage: Record<string, unknown> | null }",
     "run-failed": "{ runId: string; error: { code: string; message: string; retryable: boolean } }",
     "run-aborted": "{ runId: string }",
     "tool-call-ready": '{ callId: string; name: string; arguments: string; executor: "client" | "server";'
-                       " requiresApproval: boolean }",
+    " requiresApproval: boolean }",
     "tool-approval-requested": "{ callId: string }",
     "tool-approval-resolved": "{ callId: string; approved: boolean; decidedBy?: DecidedBy }",
     "tool-call-result": "{ callId: string; output: string; isError: boolean }",
@@ -163,7 +164,9 @@ OUTPUTS: dict[str, type[BaseModel] | str] = {
     "tool.submitOutputs": "{ messages: Message[]; resumed: boolean }",
     "tool.approve": "{ resolved: true }",
     "run.abort": "{ aborted: boolean }",
-    "auth.me": "{ user: { id: string; name: string; role: string }; deviceId: string | null; deviceName: string | null }",
+    "auth.me": (
+        "{ user: { id: string; name: string; role: string }; deviceId: string | null; deviceName: string | null }"
+    ),
     "auth.createLink": "{ url: string; code: string; expiresAt: number }",
     "auth.devices": "Device[]",
     "auth.revokeDevice": "null",
@@ -172,6 +175,7 @@ OUTPUTS: dict[str, type[BaseModel] | str] = {
 
 
 # --- JSON schema -> TypeScript ------------------------------------------------------------------------------
+
 
 def _ident(name: str) -> str:
     return name if name.isidentifier() else json.dumps(name)
@@ -261,8 +265,14 @@ def _doc(schema: dict[str, Any]) -> str:
     parts = []
     if schema.get("description"):
         parts.append(str(schema["description"]))
-    for key, label in (("minLength", "min length"), ("maxLength", "max length"), ("minimum", "min"),
-                       ("maximum", "max"), ("maxItems", "max items"), ("pattern", "pattern")):
+    for key, label in (
+        ("minLength", "min length"),
+        ("maxLength", "max length"),
+        ("minimum", "min"),
+        ("maximum", "max"),
+        ("maxItems", "max items"),
+        ("pattern", "pattern"),
+    ):
         for src in [schema, *(s for s in schema.get("anyOf", []) if isinstance(s, dict))]:
             if key in src:
                 parts.append(f"{label} {src[key]}")
@@ -273,8 +283,9 @@ def _doc(schema: dict[str, Any]) -> str:
 
 
 def _model_ts(em: _Emitter, model: type[BaseModel], *, output: bool) -> str:
-    schema = model.model_json_schema(by_alias=True, mode="serialization" if output else "validation",
-                                     ref_template="#/$defs/{model}")
+    schema = model.model_json_schema(
+        by_alias=True, mode="serialization" if output else "validation", ref_template="#/$defs/{model}"
+    )
     defs = schema.pop("$defs", {})
     return em.schema(schema, defs, output=output)
 
@@ -287,8 +298,13 @@ def _wire_models() -> list[type[BaseModel]]:
     found = []
     for name in sorted(vars(models)):
         obj = getattr(models, name)
-        if (isinstance(obj, type) and issubclass(obj, models.WireModel) and obj.__module__ == models.__name__
-                and name not in _SKIP_MODELS and not issubclass(obj, models.StrictInput)):
+        if (
+            isinstance(obj, type)
+            and issubclass(obj, models.WireModel)
+            and obj.__module__ == models.__name__
+            and name not in _SKIP_MODELS
+            and not issubclass(obj, models.StrictInput)
+        ):
             found.append(obj)
     return found
 
@@ -328,8 +344,10 @@ def _check_events() -> None:
     known = set(DURABLE_EVENT_TYPES) | set(EPHEMERAL_EVENT_TYPES)
     missing = sorted(known - set(EVENT_TYPES))
     if missing:
-        raise SystemExit(f"server.typegen: no TypeScript type for event(s) {', '.join(missing)}: "
-                         "add them to EVENT_TYPES in server/typegen.py")
+        raise SystemExit(
+            f"server.typegen: no TypeScript type for event(s) {', '.join(missing)}: "
+            "add them to EVENT_TYPES in server/typegen.py"
+        )
 
 
 def _event_section() -> str:
@@ -359,17 +377,25 @@ def _event_section() -> str:
     out.append("export type Tracked<T> = { id: string; data: T };")
     out.append("export type SessionEventItem = Tracked<SessionEvent> | ResyncRequired;")
     out.append("")
-    out.append("export type FeedEvent =\n"
-               '  | { type: "session-created"; session: SessionSummary }\n'
-               '  | { type: "session-updated"; session: SessionSummary }\n'
-               '  | { type: "session-deleted"; sessionId: string };')
+    out.append(
+        "export type FeedEvent =\n"
+        '  | { type: "session-created"; session: SessionSummary }\n'
+        '  | { type: "session-updated"; session: SessionSummary }\n'
+        '  | { type: "session-deleted"; sessionId: string };'
+    )
     out.append("export type FeedEventItem = Tracked<FeedEvent> | ResyncRequired;")
     out.append("")
     out.append("/** Event types written to the log (the rest are streaming previews). */")
-    out.append("export const DURABLE_EVENT_TYPES: readonly DurableEvent[\"type\"][] = "
-               + json.dumps(sorted(DURABLE_EVENT_TYPES)) + ";")
-    out.append("export const STREAM_EVENT_TYPES: readonly StreamEvent[\"type\"][] = "
-               + json.dumps(sorted(EPHEMERAL_EVENT_TYPES)) + ";")
+    out.append(
+        "export const DURABLE_EVENT_TYPES: readonly DurableEvent[\"type\"][] = "
+        + json.dumps(sorted(DURABLE_EVENT_TYPES))
+        + ";"
+    )
+    out.append(
+        "export const STREAM_EVENT_TYPES: readonly StreamEvent[\"type\"][] = "
+        + json.dumps(sorted(EPHEMERAL_EVENT_TYPES))
+        + ";"
+    )
     return "\n".join(out) + "\n"
 
 
@@ -426,8 +452,10 @@ def generate(router: Any | None = None) -> tuple[str, list[str]]:
         else:
             output_ts = em.define(out.__name__, _model_ts(em, out, output=True))
         if proc.kind == "subscription":
-            proc_ts = (f"TRPCSubscriptionProcedure<{{ input: {input_ts}; "
-                       f"output: AsyncIterable<{output_ts}, void, any>; meta: object }}>")
+            proc_ts = (
+                f"TRPCSubscriptionProcedure<{{ input: {input_ts}; "
+                f"output: AsyncIterable<{output_ts}, void, any>; meta: object }}>"
+            )
         else:
             kind = "Query" if proc.kind == "query" else "Mutation"
             proc_ts = f"TRPC{kind}Procedure<{{ input: {input_ts}; output: {output_ts}; meta: object }}>"
@@ -437,13 +465,18 @@ def generate(router: Any | None = None) -> tuple[str, list[str]]:
     parts = [HEADER, "// --- wire models (server/domain/models.py) and procedure inputs (server/api/inputs.py) ---\n"]
     parts.extend(f"export type {name} = {body};\n" for name, body in sorted(em.named.items()))
     parts.append("\n" + _extra_types(set(em.named)) + "\n" + _event_section())
-    parts.append("\n// --- procedures ---\n\n/** Every procedure by path: its kind, input and output. */\nexport interface Procedures {\n"
-                 + "\n".join(flat) + "\n}\nexport type ProcedurePath = keyof Procedures;\n")
+    parts.append(
+        "\n// --- procedures ---\n\n/** Every procedure by path: its kind, input and output. */\n"
+        + "export interface Procedures {\n"
+        + "\n".join(flat)
+        + "\n}\nexport type ProcedurePath = keyof Procedures;\n"
+    )
     parts.append(
         "\n/** The router type for `createTRPCClient<AppRouter>` (no transformer; tRPC's default error shape). */\n"
         "export type AppRouter = TRPCBuiltRouter<\n"
         "  { ctx: object; meta: object; errorShape: TRPCDefaultErrorShape; transformer: false },\n"
-        f"  {_tree(entries)}\n>;\n")
+        f"  {_tree(entries)}\n>;\n"
+    )
     return "".join(parts), untyped
 
 
@@ -454,8 +487,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     text, untyped = generate()
     if untyped:
-        print(f"server.typegen: no output type for {', '.join(untyped)} (typed unknown; see OUTPUTS)",
-              file=sys.stderr)
+        print(f"server.typegen: no output type for {', '.join(untyped)} (typed unknown; see OUTPUTS)", file=sys.stderr)
     if args.check:
         current = args.out.read_text() if args.out.exists() else None
         if current != text:

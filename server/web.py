@@ -8,11 +8,13 @@ Caching follows from Vite's file names: everything under ``/assets/`` carries a 
 is cached for a year as immutable; ``index.html`` names the current hashes and is never stored, so a new
 build reaches every tab at its next load. The HTML carries a strict Content-Security-Policy: scripts,
 styles and images from this origin only (the build inlines nothing) — images also from ``blob:``, the
-attachments the app fetched with its token —, connections to this origin and its WebSocket, no plugins, no ``<base>``, no framing.
+attachments the app fetched with its token —, connections to this origin and its WebSocket, no plugins, no
+``<base>``, no framing.
 
 Only the app's own client-side routes return ``index.html``; every other path is left to the routes before
 these (``/trpc``, ``/admin``, ``/auth/…``, health and metrics), which ``app.py`` registers first.
 """
+
 from __future__ import annotations
 
 import re
@@ -49,19 +51,21 @@ def content_security_policy(host: str | None) -> str:
     connect = "'self'"
     if host and _HOST.match(host):
         connect += f" ws://{host} wss://{host}"
-    return "; ".join([
-        "default-src 'self'",
-        "script-src 'self'",
-        "style-src 'self'",
-        # blob: only: the app shows image attachments it fetched with the token as blob: URLs of its own.
-        "img-src 'self' blob:",
-        "font-src 'self'",
-        f"connect-src {connect}",
-        "object-src 'none'",
-        "base-uri 'none'",
-        "form-action 'self'",
-        "frame-ancestors 'none'",
-    ])
+    return "; ".join(
+        [
+            "default-src 'self'",
+            "script-src 'self'",
+            "style-src 'self'",
+            # blob: only: the app shows image attachments it fetched with the token as blob: URLs of its own.
+            "img-src 'self' blob:",
+            "font-src 'self'",
+            f"connect-src {connect}",
+            "object-src 'none'",
+            "base-uri 'none'",
+            "form-action 'self'",
+            "frame-ancestors 'none'",
+        ]
+    )
 
 
 def _inside(root: Path, relative: str) -> Path | None:
@@ -88,13 +92,16 @@ class WebApp:
     async def index(self, request: Request) -> Response:
         page = self.dist / "index.html"
         if not page.is_file():
-            return PlainTextResponse(NOT_BUILT, status_code=503,
-                                     headers={**COMMON_HEADERS, "Cache-Control": NO_STORE})
-        return FileResponse(page, media_type="text/html; charset=utf-8", headers={
-            **COMMON_HEADERS,
-            "Cache-Control": NO_STORE,
-            "Content-Security-Policy": content_security_policy(request.headers.get("host")),
-        })
+            return PlainTextResponse(NOT_BUILT, status_code=503, headers={**COMMON_HEADERS, "Cache-Control": NO_STORE})
+        return FileResponse(
+            page,
+            media_type="text/html; charset=utf-8",
+            headers={
+                **COMMON_HEADERS,
+                "Cache-Control": NO_STORE,
+                "Content-Security-Policy": content_security_policy(request.headers.get("host")),
+            },
+        )
 
     async def asset(self, request: Request) -> Response:
         path = _inside(self.dist / "assets", request.path_params["path"])

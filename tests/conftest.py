@@ -1,5 +1,6 @@
 """Shared fixtures: real SQLite files, a fresh PostgreSQL database per test, real uvicorn servers on
 real sockets. Services that are missing make tests fail, never skip."""
+
 from __future__ import annotations
 
 import asyncio
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from testkit import PG_HOST, REDIS_URL, PrivateRedisCluster, fresh_pg_database  # noqa: F401  (re-exported for tests)
 
 from server.app import create_app
 from server.client import TrpcClient
@@ -20,8 +22,6 @@ from server.settings import Settings, load_settings
 from server.store import migrate
 from server.store.db import Database
 
-from testkit import PG_HOST, REDIS_URL, PrivateRedisCluster, fresh_pg_database  # noqa: F401  (re-exported for tests)
-
 
 @pytest.fixture
 async def pg_url() -> AsyncIterator[str]:
@@ -29,8 +29,17 @@ async def pg_url() -> AsyncIterator[str]:
         yield url
 
 
-PROVIDER_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "OLLAMA_HOST",
-                 "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "CHATSYNC_DEFAULT_PROVIDER", "CHATSYNC_DEFAULT_MODEL")
+PROVIDER_KEYS = (
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+    "OLLAMA_HOST",
+    "OPENAI_BASE_URL",
+    "ANTHROPIC_BASE_URL",
+    "CHATSYNC_DEFAULT_PROVIDER",
+    "CHATSYNC_DEFAULT_MODEL",
+)
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -95,7 +104,7 @@ class LiveServer:
     settings: Settings
     app: Any
     server: ChatsyncServer
-    task: "asyncio.Task[None]"
+    task: asyncio.Task[None]
     tokens: dict[str, str]
 
     @property
@@ -110,8 +119,12 @@ class LiveServer:
         await asyncio.wait_for(self.task, 20)
 
 
-async def start_server(settings: Settings, users: tuple[str, ...] = ("alice", "bob"),
-                       tokens: dict[str, str] | None = None, ws: str | None = None) -> LiveServer:
+async def start_server(
+    settings: Settings,
+    users: tuple[str, ...] = ("alice", "bob"),
+    tokens: dict[str, str] | None = None,
+    ws: str | None = None,
+) -> LiveServer:
     tokens = dict(tokens or {})
     async with Database(settings.database_url) as db:
         await migrate.upgrade(db)
@@ -138,8 +151,13 @@ async def start_server(settings: Settings, users: tuple[str, ...] = ("alice", "b
 async def server_factory() -> AsyncIterator[Callable[..., Any]]:
     started: list[LiveServer] = []
 
-    async def factory(database_url: str, users: tuple[str, ...] = ("alice", "bob"),
-                      tokens: dict[str, str] | None = None, ws: str | None = None, **overrides: Any) -> LiveServer:
+    async def factory(
+        database_url: str,
+        users: tuple[str, ...] = ("alice", "bob"),
+        tokens: dict[str, str] | None = None,
+        ws: str | None = None,
+        **overrides: Any,
+    ) -> LiveServer:
         settings = load_settings(database_url=database_url, port=0, **overrides)
         live = await start_server(settings, users, tokens, ws)
         started.append(live)

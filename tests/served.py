@@ -1,6 +1,7 @@
 """A real ``chatsync serve`` process for the suites that drive it from Node (the @trpc/client conformance
 suite, the client library's stores, the web app): a fresh SQLite file, a free port, users made with the CLI.
 Node, npm or the server missing is a failure, never a skip."""
+
 from __future__ import annotations
 
 import contextlib
@@ -16,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from testkit import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,8 +37,13 @@ def ensure_node_modules(*required: Path) -> None:
     wanted = [CLIENT_JS / "node_modules" / "@trpc" / "client" / "package.json", *required]
     if all(p.exists() for p in wanted):
         return
-    done = subprocess.run([need("npm", "client_js needs npm"), "ci", "--no-audit", "--no-fund"], cwd=CLIENT_JS,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [need("npm", "client_js needs npm"), "ci", "--no-audit", "--no-fund"],
+        cwd=CLIENT_JS,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if done.returncode != 0:
         pytest.fail(f"npm ci failed in client_js ({done.returncode}):\n{done.stdout}\n{done.stderr}")
 
@@ -56,8 +61,7 @@ class Served:
 
 
 def _create_user(env: dict[str, str], name: str) -> str:
-    done = subprocess.run([str(CHATSYNC), "users", "create", name], env=env, capture_output=True, text=True,
-                          timeout=60)
+    done = subprocess.run([str(CHATSYNC), "users", "create", name], env=env, capture_output=True, text=True, timeout=60)
     if done.returncode != 0:
         pytest.fail(f"chatsync users create {name} failed ({done.returncode}):\n{done.stderr}")
     token = done.stdout.strip()
@@ -77,8 +81,9 @@ def _wait_healthy(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
         except (urllib.error.URLError, ConnectionError, TimeoutError):
             pass
         time.sleep(0.05)
-    pytest.fail(f"chatsync serve did not answer /healthz within {START_TIMEOUT_SECONDS}s:\n"
-                f"{log.read_text(errors='replace')}")
+    pytest.fail(
+        f"chatsync serve did not answer /healthz within {START_TIMEOUT_SECONDS}s:\n{log.read_text(errors='replace')}"
+    )
 
 
 @contextlib.contextmanager
@@ -86,15 +91,22 @@ def serve(tmp: Path, users: tuple[str, ...], **settings: str) -> Iterator[Served
     """``chatsync serve`` on ``tmp/db.sqlite`` with ``users`` created first; ``settings`` are ``CHATSYNC_*``
     variables (``ECHO_DELAY="0.05"``)."""
     port = free_port()
-    env = {**os.environ, "CHATSYNC_DATABASE_URL": f"sqlite+aiosqlite:///{tmp / 'db.sqlite'}",
-           "CHATSYNC_PORT": str(port), "CHATSYNC_HOST": "127.0.0.1", "CHATSYNC_BUS_URL": "memory://",
-           "CHATSYNC_LOG_LEVEL": "warning", **{f"CHATSYNC_{k}": v for k, v in settings.items()}}
+    env = {
+        **os.environ,
+        "CHATSYNC_DATABASE_URL": f"sqlite+aiosqlite:///{tmp / 'db.sqlite'}",
+        "CHATSYNC_PORT": str(port),
+        "CHATSYNC_HOST": "127.0.0.1",
+        "CHATSYNC_BUS_URL": "memory://",
+        "CHATSYNC_LOG_LEVEL": "warning",
+        **{f"CHATSYNC_{k}": v for k, v in settings.items()},
+    }
     tokens = {name: _create_user(env, name) for name in users}
     log = tmp / "server.log"
     url = f"http://127.0.0.1:{port}"
     with log.open("wb") as out:
-        proc = subprocess.Popen([str(CHATSYNC), "serve"], env=env, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [str(CHATSYNC), "serve"], env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        )
     try:
         _wait_healthy(url, proc, log)
         yield Served(url=url, tokens=tokens, log=log, proc=proc)

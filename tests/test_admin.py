@@ -1,5 +1,6 @@
 """Admin inspection over HTTP (/admin/api/*, /admin, /metrics) on a real server: who may read what, paging and
 filters, a session's detail with the clients subscribed to it, the event log, totals, and the metrics."""
+
 import asyncio
 import re
 
@@ -33,8 +34,9 @@ async def make_sessions(live) -> dict[str, list[str]]:
     return ids
 
 
-@pytest.mark.parametrize("path", ["/admin/api/sessions", "/admin/api/stats", "/admin/api/sessions/x",
-                                  "/admin/api/sessions/x/events"])
+@pytest.mark.parametrize(
+    "path", ["/admin/api/sessions", "/admin/api/stats", "/admin/api/sessions/x", "/admin/api/sessions/x/events"]
+)
 async def test_only_admins_get_in(live, path):
     assert (await get(live, path, None)).status_code == 401
     async with httpx.AsyncClient(base_url=live.url) as http:
@@ -77,10 +79,15 @@ async def test_sessions_of_every_user_with_filters_and_pages(any_db_live):
     assert seen == [s["id"] for s in everything["items"]]
 
 
-@pytest.mark.parametrize("params, message", [
-    ({"limit": "0"}, "limit"), ({"limit": "x"}, "limit"), ({"status": "sleeping"}, "status"),
-    ({"cursor": "!!"}, "cursor"),
-])
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        ({"limit": "0"}, "limit"),
+        ({"limit": "x"}, "limit"),
+        ({"status": "sleeping"}, "status"),
+        ({"cursor": "!!"}, "cursor"),
+    ],
+)
 async def test_bad_parameters_are_400(live, params, message):
     r = await get(live, "/admin/api/sessions", **params)
     assert r.status_code == 400
@@ -148,8 +155,10 @@ async def test_metrics_count_events_and_connections(live):
         assert r.headers["content-type"].startswith("text/plain; version=0.0.4")
         after = r.text
     added = '{type="queue-message-added"}'
-    assert sample(after, "chatsync_durable_events_total", added) - sample(before, "chatsync_durable_events_total",
-                                                                          added) == 3
+    assert (
+        sample(after, "chatsync_durable_events_total", added) - sample(before, "chatsync_durable_events_total", added)
+        == 3
+    )
     assert sample(after, "chatsync_fanout_deliveries_total") - sample(before, "chatsync_fanout_deliveries_total") >= 3
     assert sample(after, "chatsync_websocket_connections") >= 1 and sample(after, "chatsync_subscriptions") == 1
     assert sample(after, "process_resident_memory_bytes") > 1e6
@@ -171,9 +180,14 @@ async def test_page_and_openapi(live):
     csp = page.headers["content-security-policy"]
     nonce = re.search(r"'nonce-([^']+)'", csp).group(1)
     assert f'<script nonce="{nonce}">' in page.text and "default-src 'none'" in csp
-    assert nonce != re.search(r"'nonce-([^']+)'", (await get(live, "/admin", None)).headers[
-        "content-security-policy"]).group(1)
+    assert nonce != re.search(
+        r"'nonce-([^']+)'", (await get(live, "/admin", None)).headers["content-security-policy"]
+    ).group(1)
     spec = (await get(live, "/admin/api/openapi.json", None)).json()
     assert spec["openapi"].startswith("3.")
-    assert set(spec["paths"]) == {"/admin/api/sessions", "/admin/api/sessions/{session_id}",
-                                  "/admin/api/sessions/{session_id}/events", "/admin/api/stats"}
+    assert set(spec["paths"]) == {
+        "/admin/api/sessions",
+        "/admin/api/sessions/{session_id}",
+        "/admin/api/sessions/{session_id}/events",
+        "/admin/api/stats",
+    }

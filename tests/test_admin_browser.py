@@ -1,6 +1,7 @@
 """The /admin page in a real browser: headless Chromium (Debian's, via playwright-core from client_js) against
 a real server. It must list every user's sessions once given an admin token, show a session's detail and
 event log when clicked, and render what users typed as text — a title made of HTML stays text."""
+
 import asyncio
 import json
 import os
@@ -24,9 +25,17 @@ async def test_admin_page_in_chromium(live):
         await c.mutation("session.create", {"title": "bob plans", "queuePaused": True})
 
     proc = await asyncio.create_subprocess_exec(
-        node, str(SCRIPT), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, "CHATSYNC_URL": live.url, "CHATSYNC_ADMIN_TOKEN": live.tokens["admin"],
-             "CHATSYNC_OPEN_TITLE": HOSTILE})
+        node,
+        str(SCRIPT),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={
+            **os.environ,
+            "CHATSYNC_URL": live.url,
+            "CHATSYNC_ADMIN_TOKEN": live.tokens["admin"],
+            "CHATSYNC_OPEN_TITLE": HOSTILE,
+        },
+    )
     out, err = await asyncio.wait_for(proc.communicate(), 120)
     assert proc.returncode == 0, err.decode()[-3000:]
     seen = json.loads(out.decode().strip().splitlines()[-1])

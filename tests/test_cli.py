@@ -1,4 +1,5 @@
 """The `chatsync` command: database upgrade, users, and the owner token printed once on first start."""
+
 from __future__ import annotations
 
 import asyncio
@@ -9,14 +10,15 @@ import sys
 
 import httpx
 from sqlalchemy import inspect
+from testkit import free_port
 
 from server.store.db import Database
-from testkit import free_port
 
 
 def run(args, env, **kw):
-    return subprocess.run([sys.executable, "-m", "server.cli", *args], env=env, capture_output=True, text=True,
-                          timeout=60, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "server.cli", *args], env=env, capture_output=True, text=True, timeout=60, **kw
+    )
 
 
 async def test_db_upgrade_creates_the_schema(tmp_path):
@@ -30,8 +32,13 @@ async def test_db_upgrade_creates_the_schema(tmp_path):
 
 async def _serve_once(env, cwd=None, stderr=None) -> str:
     with open(env["LOG"], "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "server.cli", "serve"], env=env, stdout=log,
-                                stderr=stderr if stderr is not None else subprocess.STDOUT, cwd=cwd)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "server.cli", "serve"],
+            env=env,
+            stdout=log,
+            stderr=stderr if stderr is not None else subprocess.STDOUT,
+            cwd=cwd,
+        )
     try:
         async with httpx.AsyncClient() as http:
             for _ in range(300):
@@ -51,8 +58,12 @@ async def _serve_once(env, cwd=None, stderr=None) -> str:
 async def test_first_start_creates_the_owner_and_prints_its_token_once_on_a_terminal(tmp_path):
     import pty
 
-    env = {**os.environ, "CHATSYNC_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'tty.db'}",
-           "CHATSYNC_PORT": str(free_port()), "LOG": str(tmp_path / "tty.log")}
+    env = {
+        **os.environ,
+        "CHATSYNC_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'tty.db'}",
+        "CHATSYNC_PORT": str(free_port()),
+        "LOG": str(tmp_path / "tty.log"),
+    }
     leader, follower = pty.openpty()
     try:
         await _serve_once(env, cwd=tmp_path, stderr=follower)
@@ -75,8 +86,12 @@ async def test_first_start_creates_the_owner_and_prints_its_token_once_on_a_term
 async def test_first_start_keeps_the_owner_token_out_of_a_kept_log(tmp_path):
     """Not on a terminal (a service manager keeping the output): the token goes to a file only its owner can
     read, never into the log."""
-    env = {**os.environ, "CHATSYNC_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'own.db'}",
-           "CHATSYNC_PORT": str(free_port()), "LOG": str(tmp_path / "first.log")}
+    env = {
+        **os.environ,
+        "CHATSYNC_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'own.db'}",
+        "CHATSYNC_PORT": str(free_port()),
+        "LOG": str(tmp_path / "first.log"),
+    }
     first = await _serve_once(env, cwd=tmp_path)
     token_file = tmp_path / "chatsync-owner-token"
     assert str(token_file) in first and "cs_" not in first

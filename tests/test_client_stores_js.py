@@ -5,6 +5,7 @@ Most store tests run on an in-memory model of a session; ``live.test.js`` drives
 process started here on a fresh SQLite file and a free port, with the offline echo model answering slowly
 enough that a socket can be killed mid-answer. Node missing is a failure, never a skip.
 """
+
 from __future__ import annotations
 
 import os
@@ -13,7 +14,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from served import CLIENT_JS, Served, ensure_node_modules, need, serve
 
 TSC = CLIENT_JS / "node_modules" / ".bin" / "tsc"
@@ -25,8 +25,12 @@ MAX_FILE_BYTES = 1_000_000
 def chatsync_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     # Slow enough that a 120-word answer is still streaming when the test kills the client's socket; a small
     # file limit so a refused upload is cheap.
-    with serve(tmp_path_factory.mktemp("client_stores_js"), ("stores-js",), ECHO_DELAY="0.02",
-               MAX_FILE_BYTES=str(MAX_FILE_BYTES)) as served:
+    with serve(
+        tmp_path_factory.mktemp("client_stores_js"),
+        ("stores-js",),
+        ECHO_DELAY="0.02",
+        MAX_FILE_BYTES=str(MAX_FILE_BYTES),
+    ) as served:
         yield served
 
 
@@ -35,8 +39,9 @@ def built_library() -> Path:
     """``tsc -p client_js/tsconfig.json``: type errors fail here, before any test runs."""
     need("node", "the client library's tests need Node >= 20")
     ensure_node_modules(TSC)
-    done = subprocess.run([str(TSC), "-p", str(CLIENT_JS / "tsconfig.json")], cwd=CLIENT_JS, capture_output=True,
-                          text=True, timeout=180)
+    done = subprocess.run(
+        [str(TSC), "-p", str(CLIENT_JS / "tsconfig.json")], cwd=CLIENT_JS, capture_output=True, text=True, timeout=180
+    )
     if done.returncode != 0:
         pytest.fail(f"tsc failed ({done.returncode}):\n{done.stdout}\n{done.stderr}", pytrace=False)
     index = CLIENT_JS / "dist" / "lib" / "index.js"
@@ -53,18 +58,25 @@ def test_client_stores(built_library: Path, chatsync_server: Served) -> None:
         "CHATSYNC_MAX_FILE_BYTES": str(MAX_FILE_BYTES),
         "NODE_ENV": "test",
     }
-    cmd = [need("node", "the client library's tests need Node >= 20"), "--test", "--test-reporter=spec",
-           "--test-timeout=60000", str(CLIENT_JS / "test" / "stores") + os.sep]
+    cmd = [
+        need("node", "the client library's tests need Node >= 20"),
+        "--test",
+        "--test-reporter=spec",
+        "--test-timeout=60000",
+        str(CLIENT_JS / "test" / "stores") + os.sep,
+    ]
     try:
-        done = subprocess.run(cmd, cwd=CLIENT_JS, env=env, capture_output=True, text=True,
-                              timeout=NODE_TIMEOUT_SECONDS)
+        done = subprocess.run(cmd, cwd=CLIENT_JS, env=env, capture_output=True, text=True, timeout=NODE_TIMEOUT_SECONDS)
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"node --test did not finish within {NODE_TIMEOUT_SECONDS}s:\n{exc.stdout}\n{exc.stderr}")
     output = done.stdout + ("\n" + done.stderr if done.stderr.strip() else "")
     print(output)
     if done.returncode != 0:
-        pytest.fail(f"client store tests failed (node exit {done.returncode}):\n{output}\n"
-                    f"--- server log (tail) ---\n{chatsync_server.log_tail()}", pytrace=False)
+        pytest.fail(
+            f"client store tests failed (node exit {done.returncode}):\n{output}\n"
+            f"--- server log (tail) ---\n{chatsync_server.log_tail()}",
+            pytrace=False,
+        )
     # Every file ran for real: a skipped test here would mean the guard misread the environment.
     assert "ℹ skipped 0" in output and "ℹ fail 0" in output, output
 

@@ -9,6 +9,7 @@ owns the "foreign" sessions), waits for ``/healthz``, then runs the whole suite 
 The server runs with ``CHATSYNC_MAX_QUEUE_LENGTH=5`` so the suite can fill a queue. Node missing is a failure,
 never a skip. ``client_js/node_modules`` is installed with ``npm ci`` (from the committed lock file) when absent.
 """
+
 from __future__ import annotations
 
 import os
@@ -16,7 +17,6 @@ import subprocess
 from collections.abc import Iterator
 
 import pytest
-
 from served import CLIENT_JS, Served, ensure_node_modules, need, serve
 
 MAX_QUEUE_LENGTH = 5
@@ -25,8 +25,11 @@ NODE_TIMEOUT_SECONDS = 240
 
 @pytest.fixture(scope="module")
 def chatsync_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    with serve(tmp_path_factory.mktemp("conformance_js"), ("conformance-1", "conformance-2"),
-               MAX_QUEUE_LENGTH=str(MAX_QUEUE_LENGTH)) as served:
+    with serve(
+        tmp_path_factory.mktemp("conformance_js"),
+        ("conformance-1", "conformance-2"),
+        MAX_QUEUE_LENGTH=str(MAX_QUEUE_LENGTH),
+    ) as served:
         yield served
 
 
@@ -50,16 +53,18 @@ def test_official_trpc_client_conformance(chatsync_server: Served) -> None:
         *sorted(str(p) for p in (CLIENT_JS / "test").glob("*.test.js")),
     ]
     try:
-        done = subprocess.run(cmd, cwd=CLIENT_JS, env=env, capture_output=True, text=True,
-                              timeout=NODE_TIMEOUT_SECONDS)
+        done = subprocess.run(cmd, cwd=CLIENT_JS, env=env, capture_output=True, text=True, timeout=NODE_TIMEOUT_SECONDS)
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"node --test did not finish within {NODE_TIMEOUT_SECONDS}s:\n{exc.stdout}\n{exc.stderr}")
     chatsync_server.suite_ran = True
     output = done.stdout + ("\n" + done.stderr if done.stderr.strip() else "")
     print(output)
     if done.returncode != 0:
-        pytest.fail(f"@trpc/client conformance suite failed (node exit {done.returncode}):\n{output}\n"
-                    f"--- server log (tail) ---\n{chatsync_server.log_tail()}", pytrace=False)
+        pytest.fail(
+            f"@trpc/client conformance suite failed (node exit {done.returncode}):\n{output}\n"
+            f"--- server log (tail) ---\n{chatsync_server.log_tail()}",
+            pytrace=False,
+        )
 
 
 def test_server_log_is_clean_after_the_suite(chatsync_server: Served) -> None:
@@ -69,5 +74,5 @@ def test_server_log_is_clean_after_the_suite(chatsync_server: Served) -> None:
     lines = chatsync_server.log.read_text(errors="replace").splitlines()
     bad = [i for i, line in enumerate(lines) if " ERROR " in line or line.startswith("Traceback")]
     if bad:
-        shown = "\n".join("\n".join(lines[i:i + 3]) for i in bad[:5])
+        shown = "\n".join("\n".join(lines[i : i + 3]) for i in bad[:5])
         pytest.fail(f"{len(bad)} error(s) in the server log, first ones:\n{shown}", pytrace=False)

@@ -1,4 +1,5 @@
 """A restart keeps the queue and the log; a client resuming with its lastEventId misses nothing."""
+
 from __future__ import annotations
 
 import asyncio
@@ -7,9 +8,9 @@ import signal
 import subprocess
 import sys
 
+from testkit import free_port, start_process, wait_ready
 
 from server.client import TrpcClient
-from testkit import free_port, start_process, wait_ready
 
 
 async def test_restart_in_process(server_factory, db_url):
@@ -38,11 +39,20 @@ async def test_restart_in_process(server_factory, db_url):
 async def test_client_rides_through_a_real_process_restart(tmp_path):
     """SIGTERM a real `chatsync serve`: clients get tRPC's reconnect notice, come back, and resume."""
     port = free_port()
-    env = {**os.environ, "CHATSYNC_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'r.db'}",
-           "CHATSYNC_PORT": str(port), "CHATSYNC_LOG_LEVEL": "warning",
-           "CHATSYNC_TEST_LOG": str(tmp_path / "server.log")}
-    token = subprocess.run([sys.executable, "-m", "server.cli", "users", "create", "dana"], env=env,
-                           capture_output=True, text=True, check=True).stdout.strip()
+    env = {
+        **os.environ,
+        "CHATSYNC_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'r.db'}",
+        "CHATSYNC_PORT": str(port),
+        "CHATSYNC_LOG_LEVEL": "warning",
+        "CHATSYNC_TEST_LOG": str(tmp_path / "server.log"),
+    }
+    token = subprocess.run(
+        [sys.executable, "-m", "server.cli", "users", "create", "dana"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     url = f"http://127.0.0.1:{port}"
     proc = start_process(env)
     try:

@@ -11,13 +11,16 @@ def test_defaults_run_embedded():
     assert s.database_url.startswith("sqlite+aiosqlite://") and s.bus_url == "memory://" and s.host == "127.0.0.1"
 
 
-@pytest.mark.parametrize("var,value", [
-    ("CHATSYNC_PORT", "seventy"),
-    ("CHATSYNC_PORT", "70000"),
-    ("CHATSYNC_DATABASE_URL", "mysql://x"),
-    ("CHATSYNC_BUS_URL", "kafka://x"),
-    ("CHATSYNC_MAX_QUEUE_LENGTH", "0"),
-])
+@pytest.mark.parametrize(
+    "var,value",
+    [
+        ("CHATSYNC_PORT", "seventy"),
+        ("CHATSYNC_PORT", "70000"),
+        ("CHATSYNC_DATABASE_URL", "mysql://x"),
+        ("CHATSYNC_BUS_URL", "kafka://x"),
+        ("CHATSYNC_MAX_QUEUE_LENGTH", "0"),
+    ],
+)
 def test_bad_value_names_the_variable(monkeypatch, var, value):
     monkeypatch.setenv(var, value)
     with pytest.raises(SettingsError) as err:
@@ -31,6 +34,11 @@ def test_origins_list_from_env(monkeypatch):
 
 
 def test_serve_refuses_to_start_with_bad_value():
-    out = subprocess.run([sys.executable, "-m", "server.cli", "serve"], capture_output=True, text=True,
-                         env={"CHATSYNC_PORT": "nope", "PATH": "/usr/bin:/bin"}, timeout=30)
+    out = subprocess.run(
+        [sys.executable, "-m", "server.cli", "serve"],
+        capture_output=True,
+        text=True,
+        env={"CHATSYNC_PORT": "nope", "PATH": "/usr/bin:/bin"},
+        timeout=30,
+    )
     assert out.returncode == 2 and "CHATSYNC_PORT" in out.stderr

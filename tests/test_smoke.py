@@ -1,5 +1,6 @@
-from server.client import TrpcError
 import pytest
+
+from server.client import TrpcError
 
 
 async def test_create_enqueue_and_list(live):

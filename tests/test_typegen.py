@@ -5,6 +5,7 @@ The type check runs TypeScript's ``tsc --noEmit`` over a small file that uses th
 ``// @ts-expect-error`` must be errors, so a router type that let anything through (``any``) fails the check.
 Node missing is a failure, never a skip.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -27,7 +28,8 @@ TSC = CLIENT_JS / "node_modules" / ".bin" / "tsc"
 def test_checked_in_router_type_is_current() -> None:
     text, _ = typegen.generate()
     assert typegen.TARGET.read_text() == text, (
-        "client_js/src/router.gen.ts is stale: run .venv/bin/python -m server.typegen")
+        "client_js/src/router.gen.ts is stale: run .venv/bin/python -m server.typegen"
+    )
 
 
 def test_check_flag_fails_on_a_stale_file_and_passes_on_a_fresh_one(tmp_path: Path) -> None:
@@ -58,7 +60,7 @@ def test_a_new_procedure_is_picked_up_without_a_step_by_hand() -> None:
 
 class _Node(SessionRef):
     label: str
-    children: list["_Node"] = Field(default_factory=list)
+    children: list[_Node] = Field(default_factory=list)
 
 
 def test_a_model_that_contains_itself_refers_to_itself_by_name() -> None:
@@ -92,7 +94,8 @@ CHECK_TS = """\
 import { createTRPCClient, createWSClient, httpBatchLink, splitLink, wsLink } from "@trpc/client";
 import type { AppRouter, Procedures } from "../src/router.gen.js";
 
-const ws = createWSClient({ url: "ws://127.0.0.1:1/trpc", connectionParams: { token: "t" }, lazy: { enabled: true, closeMs: 0 } });
+const ws = createWSClient({ url: "ws://127.0.0.1:1/trpc", connectionParams: { token: "t" },
+                            lazy: { enabled: true, closeMs: 0 } });
 const client = createTRPCClient<AppRouter>({
   links: [splitLink({ condition: (op) => op.type === "subscription", true: wsLink({ client: ws }),
                       false: httpBatchLink({ url: "http://127.0.0.1:1/trpc" }) })],
@@ -159,9 +162,11 @@ def test_app_router_types_a_real_trpc_client_and_rejects_wrong_calls() -> None:
         (work / "check.ts").write_text(CHECK_TS)
         (work / "tsconfig.json").write_text(
             '{"extends": "../tsconfig.json", "compilerOptions": {"noEmit": true, "rootDir": ".."},'
-            ' "include": [], "files": ["check.ts"]}')
-        done = subprocess.run([tsc, "-p", str(work / "tsconfig.json")], cwd=CLIENT_JS, capture_output=True,
-                              text=True, timeout=120)
+            ' "include": [], "files": ["check.ts"]}'
+        )
+        done = subprocess.run(
+            [tsc, "-p", str(work / "tsconfig.json")], cwd=CLIENT_JS, capture_output=True, text=True, timeout=120
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     assert done.returncode == 0, f"tsc --noEmit failed:\n{done.stdout}\n{done.stderr}"
@@ -175,9 +180,11 @@ def test_the_check_file_would_fail_without_its_expected_errors() -> None:
         (work / "check.ts").write_text(CHECK_TS.replace("// @ts-expect-error", "//"))
         (work / "tsconfig.json").write_text(
             '{"extends": "../tsconfig.json", "compilerOptions": {"noEmit": true, "rootDir": ".."},'
-            ' "include": [], "files": ["check.ts"]}')
-        done = subprocess.run([tsc, "-p", str(work / "tsconfig.json")], cwd=CLIENT_JS, capture_output=True,
-                              text=True, timeout=120)
+            ' "include": [], "files": ["check.ts"]}'
+        )
+        done = subprocess.run(
+            [tsc, "-p", str(work / "tsconfig.json")], cwd=CLIENT_JS, capture_output=True, text=True, timeout=120
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     errors = [line for line in done.stdout.splitlines() if "error TS" in line]

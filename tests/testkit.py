@@ -1,4 +1,5 @@
 """Helpers shared by the test suites (imported as ``testkit``; the tests folder is on sys.path)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -62,16 +63,21 @@ async def make_changes(client, session_id: str, rng: random.Random, n: int) -> i
                 await client.mutation("message.enqueueMessage", {"sessionId": session_id, "content": f"m{i}"})
             elif op == "update":
                 target = rng.choice(queue)
-                await client.mutation("message.updateQueuedMessage",
-                                      {"sessionId": session_id, "messageId": target["id"], "content": f"u{i}"})
+                await client.mutation(
+                    "message.updateQueuedMessage",
+                    {"sessionId": session_id, "messageId": target["id"], "content": f"u{i}"},
+                )
             elif op == "move":
                 target = rng.choice(queue)
-                await client.mutation("message.moveQueuedMessage", {
-                    "sessionId": session_id, "messageId": target["id"], "toIndex": rng.randrange(len(queue))})
+                await client.mutation(
+                    "message.moveQueuedMessage",
+                    {"sessionId": session_id, "messageId": target["id"], "toIndex": rng.randrange(len(queue))},
+                )
             else:
                 target = rng.choice(queue)
-                await client.mutation("message.removeQueuedMessage",
-                                      {"sessionId": session_id, "messageId": target["id"]})
+                await client.mutation(
+                    "message.removeQueuedMessage", {"sessionId": session_id, "messageId": target["id"]}
+                )
             done += 1
         except TrpcError as exc:
             # Another client removed the item first, or moved the queue under us: a legal race.
@@ -107,8 +113,9 @@ def free_port() -> int:
 def start_process(env: dict[str, str]) -> subprocess.Popen:
     """A real `chatsync serve` process; its output goes to ``env["CHATSYNC_TEST_LOG"]``."""
     with open(env["CHATSYNC_TEST_LOG"], "ab") as log:
-        return subprocess.Popen([sys.executable, "-m", "server.cli", "serve"], env=env,
-                                stdout=log, stderr=subprocess.STDOUT)
+        return subprocess.Popen(
+            [sys.executable, "-m", "server.cli", "serve"], env=env, stdout=log, stderr=subprocess.STDOUT
+        )
 
 
 async def wait_ready(url: str, proc: subprocess.Popen, timeout: float = 30) -> None:
@@ -136,9 +143,12 @@ class PrivateRedis:
 
     def start(self) -> None:
         binary = shutil.which("redis-server") or "/usr/bin/redis-server"
-        self.proc = subprocess.Popen([binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                                      "--appendonly", "no", *self.args], cwd=self.cwd,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", *self.args],
+            cwd=self.cwd,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             try:
@@ -168,16 +178,34 @@ class PrivateRedisCluster:
             folder = os.path.join(root, f"node-{i}")
             os.makedirs(folder, exist_ok=True)
             # The cluster bus port is given explicitly: the default (port + 10000) need not be free.
-            self.nodes.append(PrivateRedis(args=("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                                                 "--cluster-port", str(free_port()), "--cluster-node-timeout", "1000",
-                                                 "--cluster-require-full-coverage", "no"), cwd=folder))
+            self.nodes.append(
+                PrivateRedis(
+                    args=(
+                        "--cluster-enabled",
+                        "yes",
+                        "--cluster-config-file",
+                        "nodes.conf",
+                        "--cluster-port",
+                        str(free_port()),
+                        "--cluster-node-timeout",
+                        "1000",
+                        "--cluster-require-full-coverage",
+                        "no",
+                    ),
+                    cwd=folder,
+                )
+            )
 
     def start(self) -> None:
         for node in self.nodes:
             node.start()
         cli = shutil.which("redis-cli") or "/usr/bin/redis-cli"
-        subprocess.run([cli, "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in self.nodes), "--cluster-yes"],
-                       check=True, capture_output=True, timeout=60)
+        subprocess.run(
+            [cli, "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in self.nodes), "--cluster-yes"],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
         self.wait_ok()
 
     def wait_ok(self, timeout: float = 30) -> None:
@@ -185,8 +213,10 @@ class PrivateRedisCluster:
         cli = shutil.which("redis-cli") or "/usr/bin/redis-cli"
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            infos = [subprocess.run([cli, "-p", str(n.port), "cluster", "info"], capture_output=True, text=True).stdout
-                     for n in self.nodes]
+            infos = [
+                subprocess.run([cli, "-p", str(n.port), "cluster", "info"], capture_output=True, text=True).stdout
+                for n in self.nodes
+            ]
             if all("cluster_state:ok" in i and f"cluster_known_nodes:{len(self.nodes)}" in i for i in infos):
                 return
             time.sleep(0.1)
@@ -224,7 +254,7 @@ class HoldingProxy:
         self._writers: list[asyncio.StreamWriter] = []
         self.port = 0
 
-    async def start(self) -> "HoldingProxy":
+    async def start(self) -> HoldingProxy:
         self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
         self.port = self._server.sockets[0].getsockname()[1]
         return self

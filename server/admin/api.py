@@ -10,6 +10,7 @@ Errors are JSON ``{"error": {"code", "message"}}`` with tRPC's codes and HTTP st
 token ``UNAUTHORIZED`` (401), a token of a user who is not an admin ``FORBIDDEN`` (403), a bad parameter
 ``BAD_REQUEST`` (400), an unknown or deleted session ``NOT_FOUND`` (404).
 """
+
 from __future__ import annotations
 
 import hmac
@@ -99,6 +100,7 @@ class AdminApi:
                 return _Json(await handler(request, user))
             except Exception as exc:  # a database failure too: a typed error, never a plain-text 500
                 return plain_error_response(to_rpc_error(exc))
+
         return endpoint
 
     # --- JSON ---------------------------------------------------------------------------------------------
@@ -112,12 +114,20 @@ class AdminApi:
         limit = _int_param(request, "limit", 50, 1, 200)
         after = decode_cursor(q["cursor"]) if q.get("cursor") else None
         async with self.services.db.read() as s:
-            rows = await repo.admin_list_sessions(s, owner=q.get("owner") or None, status=status,
-                                                  limit=limit + 1, after=after)
+            rows = await repo.admin_list_sessions(
+                s, owner=q.get("owner") or None, status=status, limit=limit + 1, after=after
+            )
         page = rows[:limit]
         now = datetime.now(UTC)
-        items = [{**repo.session_wire(row).wire(), "owner": {"id": row.owner_id, "name": name},
-                  "queueLength": queued, "lease": _lease(row, now)} for row, name, queued in page]
+        items = [
+            {
+                **repo.session_wire(row).wire(),
+                "owner": {"id": row.owner_id, "name": name},
+                "queueLength": queued,
+                "lease": _lease(row, now),
+            }
+            for row, name, queued in page
+        ]
         return {"items": items, "nextCursor": encode_cursor(page[-1][0]) if len(rows) > limit else None}
 
     async def session_detail(self, request: Request, admin: User) -> dict[str, Any]:
@@ -151,10 +161,11 @@ class AdminApi:
         async with self.services.db.read() as s:
             rows = await repo.events_after(s, sid, after, limit)
             oldest = await repo.oldest_retained_seq(s, sid)
-        items = [{"seq": e.seq, "type": e.type, "createdAt": repo.ms(e.created_at), "event": orjson.loads(e.payload)}
-                 for e in rows]
-        return {"items": items, "oldestRetainedSeq": oldest,
-                "nextAfter": rows[-1].seq if len(rows) == limit else None}
+        items = [
+            {"seq": e.seq, "type": e.type, "createdAt": repo.ms(e.created_at), "event": orjson.loads(e.payload)}
+            for e in rows
+        ]
+        return {"items": items, "oldestRetainedSeq": oldest, "nextAfter": rows[-1].seq if len(rows) == limit else None}
 
     async def stats(self, _request: Request, _admin: User) -> dict[str, Any]:
         services = self.services
@@ -184,14 +195,19 @@ class AdminApi:
         """The page holds no data: it asks for a token and calls the JSON API with it. A nonce keeps the
         Content-Security-Policy strict (no other script or style runs, nothing is loaded from elsewhere)."""
         nonce = secrets.token_urlsafe(16)
-        return HTMLResponse(PAGE.replace("{nonce}", nonce), headers={
-            "Content-Security-Policy": (f"default-src 'none'; script-src 'nonce-{nonce}'; "
-                                        f"style-src 'nonce-{nonce}'; connect-src 'self'; base-uri 'none'; "
-                                        "frame-ancestors 'none'"),
-            "X-Content-Type-Options": "nosniff",
-            "Referrer-Policy": "no-referrer",
-            "Cache-Control": "no-store",
-        })
+        return HTMLResponse(
+            PAGE.replace("{nonce}", nonce),
+            headers={
+                "Content-Security-Policy": (
+                    f"default-src 'none'; script-src 'nonce-{nonce}'; "
+                    f"style-src 'nonce-{nonce}'; connect-src 'self'; base-uri 'none'; "
+                    "frame-ancestors 'none'"
+                ),
+                "X-Content-Type-Options": "nosniff",
+                "Referrer-Policy": "no-referrer",
+                "Cache-Control": "no-store",
+            },
+        )
 
     async def metrics(self, request: Request) -> Response:
         """Prometheus text format. Open unless ``CHATSYNC_METRICS_TOKEN`` is set; then that bearer token."""
@@ -202,42 +218,79 @@ class AdminApi:
         if required:
             given = bearer_token(request) or ""
             if not hmac.compare_digest(given.encode(), required.encode()):
-                return PlainTextResponse("unauthorized\n", status_code=401,
-                                         headers={"WWW-Authenticate": "Bearer"})
+                return PlainTextResponse("unauthorized\n", status_code=401, headers={"WWW-Authenticate": "Bearer"})
         elif not services.settings.listens_on_loopback:
             # Reachable from other machines: counts of users and sessions are not for anyone who asks.
             user = await services.auth.authenticate(bearer_token(request))
             if user is None or user.role != "admin":
-                return PlainTextResponse("unauthorized: set CHATSYNC_METRICS_TOKEN for scrapers, or use an admin "
-                                         "token\n", status_code=401, headers={"WWW-Authenticate": "Bearer"})
-        return PlainTextResponse(metrics.render(self._families(services)),
-                                 media_type="text/plain; version=0.0.4; charset=utf-8")
+                return PlainTextResponse(
+                    "unauthorized: set CHATSYNC_METRICS_TOKEN for scrapers, or use an admin token\n",
+                    status_code=401,
+                    headers={"WWW-Authenticate": "Bearer"},
+                )
+        return PlainTextResponse(
+            metrics.render(self._families(services)), media_type="text/plain; version=0.0.4; charset=utf-8"
+        )
 
     def _families(self, services: Any) -> list[tuple[str, str, str, list[metrics.Sample]]]:
         c = metrics.COUNTERS
         bus_reconnects = getattr(services.bus, "reconnects", 0)
         return [
             ("chatsync_build_info", "gauge", "Version of this chatsync process.", [({"version": VERSION}, 1)]),
-            ("chatsync_websocket_connections", "gauge", "Open WebSocket connections.",
-             [({}, len(services.connections))]),
-            ("chatsync_sse_streams", "gauge", "Open server-sent-event subscription streams.",
-             [({}, len(self.state["http"].sse_streams))]),
-            ("chatsync_subscriptions", "gauge", "Live session.events subscriptions.",
-             [({}, services.hub.subscriber_count())]),
-            ("chatsync_subscribed_sessions", "gauge", "Sessions with at least one subscriber here.",
-             [({}, len(services.hub.subscribed_sessions()))]),
-            ("chatsync_running_sessions", "gauge", "Sessions whose run is executing in this process.",
-             [({}, len(services.orchestrator.running_sessions()))]),
-            ("chatsync_durable_events_total", "counter", "Durable events committed by this process, by type.",
-             [({"type": t}, n) for t, n in sorted(c.events.items())]),
-            ("chatsync_fanout_deliveries_total", "counter",
-             "Events handed to this process's subscribers (one event to one subscriber counts one).",
-             [({}, c.deliveries)]),
-            ("chatsync_slow_consumer_closes_total", "counter",
-             "Connections closed with code 4000 because they did not read fast enough.",
-             [({}, c.slow_consumer_closes)]),
-            ("chatsync_bus_reconnects_total", "counter", "Times the bus listener reconnected after an error.",
-             [({}, bus_reconnects)]),
+            (
+                "chatsync_websocket_connections",
+                "gauge",
+                "Open WebSocket connections.",
+                [({}, len(services.connections))],
+            ),
+            (
+                "chatsync_sse_streams",
+                "gauge",
+                "Open server-sent-event subscription streams.",
+                [({}, len(self.state["http"].sse_streams))],
+            ),
+            (
+                "chatsync_subscriptions",
+                "gauge",
+                "Live session.events subscriptions.",
+                [({}, services.hub.subscriber_count())],
+            ),
+            (
+                "chatsync_subscribed_sessions",
+                "gauge",
+                "Sessions with at least one subscriber here.",
+                [({}, len(services.hub.subscribed_sessions()))],
+            ),
+            (
+                "chatsync_running_sessions",
+                "gauge",
+                "Sessions whose run is executing in this process.",
+                [({}, len(services.orchestrator.running_sessions()))],
+            ),
+            (
+                "chatsync_durable_events_total",
+                "counter",
+                "Durable events committed by this process, by type.",
+                [({"type": t}, n) for t, n in sorted(c.events.items())],
+            ),
+            (
+                "chatsync_fanout_deliveries_total",
+                "counter",
+                "Events handed to this process's subscribers (one event to one subscriber counts one).",
+                [({}, c.deliveries)],
+            ),
+            (
+                "chatsync_slow_consumer_closes_total",
+                "counter",
+                "Connections closed with code 4000 because they did not read fast enough.",
+                [({}, c.slow_consumer_closes)],
+            ),
+            (
+                "chatsync_bus_reconnects_total",
+                "counter",
+                "Times the bus listener reconnected after an error.",
+                [({}, bus_reconnects)],
+            ),
             *metrics.process_families(),
         ]
 
@@ -245,20 +298,32 @@ class AdminApi:
 def _lease(row: Any, now: datetime) -> dict[str, Any] | None:
     if row.lease_owner is None:
         return None
-    return {"owner": row.lease_owner, "runId": row.run_id, "expiresAt": _ms(row.lease_expires_at),
-            "live": row.lease_expires_at is not None and row.lease_expires_at > now}
+    return {
+        "owner": row.lease_owner,
+        "runId": row.run_id,
+        "expiresAt": _ms(row.lease_expires_at),
+        "live": row.lease_expires_at is not None and row.lease_expires_at > now,
+    }
 
 
 def _op(summary: str, params: list[dict[str, Any]] | None = None, path_id: bool = False) -> dict[str, Any]:
     parameters = list(params or [])
     if path_id:
         parameters.insert(0, {"name": "session_id", "in": "path", "required": True, "schema": {"type": "string"}})
-    return {"get": {"summary": summary, "parameters": parameters, "security": [{"bearer": []}],
-                    "responses": {"200": {"description": "OK", "content": {"application/json": {}}},
-                                  "400": {"$ref": "#/components/responses/Error"},
-                                  "401": {"$ref": "#/components/responses/Error"},
-                                  "403": {"$ref": "#/components/responses/Error"},
-                                  "404": {"$ref": "#/components/responses/Error"}}}}
+    return {
+        "get": {
+            "summary": summary,
+            "parameters": parameters,
+            "security": [{"bearer": []}],
+            "responses": {
+                "200": {"description": "OK", "content": {"application/json": {}}},
+                "400": {"$ref": "#/components/responses/Error"},
+                "401": {"$ref": "#/components/responses/Error"},
+                "403": {"$ref": "#/components/responses/Error"},
+                "404": {"$ref": "#/components/responses/Error"},
+            },
+        }
+    }
 
 
 def _q(name: str, schema: dict[str, Any], description: str) -> dict[str, Any]:
@@ -267,30 +332,61 @@ def _q(name: str, schema: dict[str, Any], description: str) -> dict[str, Any]:
 
 OPENAPI: dict[str, Any] = {
     "openapi": "3.1.0",
-    "info": {"title": "chatsync admin API", "version": VERSION,
-             "description": "Read-only inspection of every session. Bearer token of an admin user."},
+    "info": {
+        "title": "chatsync admin API",
+        "version": VERSION,
+        "description": "Read-only inspection of every session. Bearer token of an admin user.",
+    },
     "components": {
         "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-        "responses": {"Error": {"description": "Error", "content": {"application/json": {"schema": {
-            "type": "object", "properties": {"error": {"type": "object", "properties": {
-                "code": {"type": "string"}, "message": {"type": "string"}}}}}}}}},
+        "responses": {
+            "Error": {
+                "description": "Error",
+                "content": {
+                    "application/json": {
+                        "schema": {
+                            "type": "object",
+                            "properties": {
+                                "error": {
+                                    "type": "object",
+                                    "properties": {"code": {"type": "string"}, "message": {"type": "string"}},
+                                }
+                            },
+                        }
+                    }
+                },
+            }
+        },
     },
     "paths": {
-        "/admin/api/sessions": _op("Every user's sessions, newest first", [
-            _q("owner", {"type": "string"}, "user id or name"),
-            _q("status", {"type": "string", "enum": sorted(_STATUSES)}, "session status"),
-            _q("limit", {"type": "integer", "minimum": 1, "maximum": 200, "default": 50}, "page size"),
-            _q("cursor", {"type": "string"}, "nextCursor of the previous page"),
-        ]),
+        "/admin/api/sessions": _op(
+            "Every user's sessions, newest first",
+            [
+                _q("owner", {"type": "string"}, "user id or name"),
+                _q("status", {"type": "string", "enum": sorted(_STATUSES)}, "session status"),
+                _q("limit", {"type": "integer", "minimum": 1, "maximum": 200, "default": 50}, "page size"),
+                _q("cursor", {"type": "string"}, "nextCursor of the previous page"),
+            ],
+        ),
         "/admin/api/sessions/{session_id}": _op(
-            "Snapshot, owner, lease, event log bounds and the clients subscribed on the answering replica", [
-                _q("messageLimit", {"type": "integer", "minimum": 1, "maximum": MAX_MESSAGES_PER_PAGE, "default": 200},
-                   "the newest messages to include (older ones: message.list)"),
-            ], path_id=True),
-        "/admin/api/sessions/{session_id}/events": _op("The retained event log, oldest first", [
-            _q("after", {"type": "integer", "minimum": 0, "default": 0}, "events with a greater seq"),
-            _q("limit", {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100}, "page size"),
-        ], path_id=True),
+            "Snapshot, owner, lease, event log bounds and the clients subscribed on the answering replica",
+            [
+                _q(
+                    "messageLimit",
+                    {"type": "integer", "minimum": 1, "maximum": MAX_MESSAGES_PER_PAGE, "default": 200},
+                    "the newest messages to include (older ones: message.list)",
+                ),
+            ],
+            path_id=True,
+        ),
+        "/admin/api/sessions/{session_id}/events": _op(
+            "The retained event log, oldest first",
+            [
+                _q("after", {"type": "integer", "minimum": 0, "default": 0}, "events with a greater seq"),
+                _q("limit", {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100}, "page size"),
+            ],
+            path_id=True,
+        ),
         "/admin/api/stats": _op("Database totals and the answering replica's live state"),
     },
 }

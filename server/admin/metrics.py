@@ -5,6 +5,7 @@ the hot path) and live for the process, as Prometheus expects: a restart resets 
 Gauges (connections, subscriptions, runs, memory) are read when scraped, so they cost nothing in between.
 Everything is per process; Prometheus scrapes each replica and sums.
 """
+
 from __future__ import annotations
 
 import os
@@ -68,10 +69,18 @@ def process_families() -> list[tuple[str, str, str, list[Sample]]]:
     except OSError:
         fds = 0
     return [
-        ("process_cpu_seconds_total", "counter", "User and system CPU time spent, in seconds.",
-         [({}, usage.ru_utime + usage.ru_stime)]),
+        (
+            "process_cpu_seconds_total",
+            "counter",
+            "User and system CPU time spent, in seconds.",
+            [({}, usage.ru_utime + usage.ru_stime)],
+        ),
         ("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", [({}, rss)]),
         ("process_open_fds", "gauge", "Number of open file descriptors.", [({}, fds)]),
-        ("process_start_time_seconds", "gauge", "Start time of the process since the Unix epoch, in seconds.",
-         [({}, PROCESS_START)]),
+        (
+            "process_start_time_seconds",
+            "gauge",
+            "Start time of the process since the Unix epoch, in seconds.",
+            [({}, PROCESS_START)],
+        ),
     ]

@@ -1,4 +1,5 @@
 """The procedures clients call, registered on one :class:`~server.rpc.registry.Router`."""
+
 from ..rpc.registry import Router
 from . import auth, chat, messages, runs, sessions, tools
 

@@ -1,4 +1,5 @@
 """``auth.*`` procedures: who am I, this user's devices, and sign-in links for new ones."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -11,8 +12,11 @@ def register(router: Router) -> None:
     @router.query("auth.me")
     async def me(ctx: Context, _inp: None) -> Any:
         user = ctx.require_user()
-        return {"user": {"id": user.id, "name": user.name, "role": user.role}, "deviceId": ctx.device_id,
-                "deviceName": ctx.device_name}
+        return {
+            "user": {"id": user.id, "name": user.name, "role": user.role},
+            "deviceId": ctx.device_id,
+            "deviceName": ctx.device_name,
+        }
 
     @router.query("auth.devices")
     async def devices(ctx: Context, _inp: None) -> Any:

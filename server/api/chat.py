@@ -1,5 +1,6 @@
 """``message.send``, ``message.addInstructions``, ``message.resumeQueue``: the procedures that make the model
 answer (busy policies and the rest are documented in ``server.services.runs``)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -15,16 +16,25 @@ def register(router: Router) -> None:
     async def send(ctx: Context, inp: inputs.Send) -> Any:
         user = ctx.require_user()
         return await ctx.services.runs.send(
-            user, inp.session_id, inp.content, await stored_attachments(ctx, user, inp.attachments),
-            inputs.instruction_list(inp.instructions), inp.busy_policy, request_key(user.id, "message.send", inp),
+            user,
+            inp.session_id,
+            inp.content,
+            await stored_attachments(ctx, user, inp.attachments),
+            inputs.instruction_list(inp.instructions),
+            inp.busy_policy,
+            request_key(user.id, "message.send", inp),
         )
 
     @router.mutation("message.addInstructions", inputs.AddInstructions)
     async def add_instructions(ctx: Context, inp: inputs.AddInstructions) -> Any:
         user = ctx.require_user()
         return await ctx.services.runs.add_instructions(
-            user, inp.session_id, inputs.instruction_list(inp.instructions), inp.respond,
-            request_key(user.id, "message.addInstructions", inp))
+            user,
+            inp.session_id,
+            inputs.instruction_list(inp.instructions),
+            inp.respond,
+            request_key(user.id, "message.addInstructions", inp),
+        )
 
     @router.mutation("message.sendQueuedNow", inputs.SendQueuedNow)
     async def send_queued_now(ctx: Context, inp: inputs.SendQueuedNow) -> Any:

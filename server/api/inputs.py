@@ -1,4 +1,5 @@
 """Procedure inputs (API.md). Every field is validated here, at the boundary."""
+
 from __future__ import annotations
 
 from typing import Annotated, Literal
@@ -84,7 +85,7 @@ class SwitchContext(SessionRef):
     regenerate_title: bool = False
 
     @model_validator(mode="after")
-    def _something_to_switch(self) -> "SwitchContext":
+    def _something_to_switch(self) -> SwitchContext:
         if self.directory is None and self.agent is None:
             raise ValueError("give a directory, an agent, or both")
         return self

@@ -1,4 +1,5 @@
 """``message.*`` procedures: history and the queue."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -26,7 +27,10 @@ def register(router: Router) -> None:
     async def enqueue(ctx: Context, inp: inputs.Enqueue) -> Any:
         user = ctx.require_user()
         return await ctx.services.queue.enqueue(
-            user, inp.session_id, inp.content, await stored_attachments(ctx, user, inp.attachments),
+            user,
+            inp.session_id,
+            inp.content,
+            await stored_attachments(ctx, user, inp.attachments),
             request_key(user.id, "message.enqueueMessage", inp),
         )
 

@@ -1,4 +1,5 @@
 """``run.abort``."""
+
 from __future__ import annotations
 
 from typing import Any

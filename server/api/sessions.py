@@ -1,4 +1,5 @@
 """``session.*`` procedures: thin — validate (done by the registry), authorise, call a service."""
+
 from __future__ import annotations
 
 import time
@@ -67,8 +68,9 @@ def register(router: Router) -> None:
 
     @router.mutation("session.switchContext", inputs.SwitchContext)
     async def switch_context(ctx: Context, inp: inputs.SwitchContext) -> Any:
-        return await ctx.services.sessions.switch_context(ctx.require_user(), inp.session_id, inp.directory,
-                                                          inp.agent, inp.regenerate_title)
+        return await ctx.services.sessions.switch_context(
+            ctx.require_user(), inp.session_id, inp.directory, inp.agent, inp.regenerate_title
+        )
 
     @router.subscription("session.events", inputs.SessionEvents)
     async def events(ctx: Context, inp: inputs.SessionEvents) -> Any:
@@ -76,8 +78,12 @@ def register(router: Router) -> None:
         user = ctx.require_user()
         row = await ctx.services.sessions.readable(user, inp.session_id)
         after = int(inp.last_event_id) if inp.last_event_id is not None else row.last_seq
-        client = {"userId": user.id, "userName": user.name, "transport": ctx.transport,
-                  "subscribedAt": int(time.time() * 1000)}
+        client = {
+            "userId": user.id,
+            "userName": user.name,
+            "transport": ctx.transport,
+            "subscribedAt": int(time.time() * 1000),
+        }
         return _EventStream(ctx.services, inp.session_id, after, client)
 
     @router.subscription("session.feed", inputs.SessionFeed)
@@ -85,14 +91,16 @@ def register(router: Router) -> None:
         """The caller's sessions as they are created, change and go (``services.feed``), tracked by the
         user's feed seq; ``session.list`` gives the ``feedEventId`` to start from."""
         user = ctx.require_user()
-        after = int(inp.last_event_id) if inp.last_event_id is not None else \
-            await ctx.services.sessions.feed_position(user)
+        after = (
+            int(inp.last_event_id) if inp.last_event_id is not None else await ctx.services.sessions.feed_position(user)
+        )
         return _EventStream(ctx.services, feed.channel(user.id), after, None, feed.FeedLog())
 
 
 class _EventStream:
-    def __init__(self, services: Any, session_id: str, after: int, client: dict[str, Any] | None = None,
-                 log: Any = None) -> None:
+    def __init__(
+        self, services: Any, session_id: str, after: int, client: dict[str, Any] | None = None, log: Any = None
+    ) -> None:
         self.services = services
         self.session_id = session_id
         self.after = after
@@ -101,9 +109,26 @@ class _EventStream:
 
     async def run(self, emit: Any, emit_durable: Any = None) -> None:
         if self.log is not None:  # a user feed: no stream snapshots, its own log
-            delivery = Delivery(self.services.db, self.services.hub, self.session_id, self.after, emit,
-                                None, emit_durable, None, self.log)
+            delivery = Delivery(
+                self.services.db,
+                self.services.hub,
+                self.session_id,
+                self.after,
+                emit,
+                None,
+                emit_durable,
+                None,
+                self.log,
+            )
         else:
-            delivery = Delivery(self.services.db, self.services.hub, self.session_id, self.after, emit,
-                                getattr(self.services, "stream_snapshots", None), emit_durable, self.client)
+            delivery = Delivery(
+                self.services.db,
+                self.services.hub,
+                self.session_id,
+                self.after,
+                emit,
+                getattr(self.services, "stream_snapshots", None),
+                emit_durable,
+                self.client,
+            )
         await delivery.run()

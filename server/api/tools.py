@@ -1,4 +1,5 @@
 """``tool.submitOutputs`` and ``tool.approve``."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -13,11 +14,19 @@ def register(router: Router) -> None:
     async def submit_outputs(ctx: Context, inp: inputs.SubmitOutputs) -> Any:
         outputs = [{"callId": o.call_id, "output": o.output, "isError": o.is_error} for o in inp.tool_outputs]
         user = ctx.require_user()
-        return await ctx.services.runs.submit_outputs(user, inp.session_id, outputs,
-                                                      request_key(user.id, "tool.submitOutputs", inp))
+        return await ctx.services.runs.submit_outputs(
+            user, inp.session_id, outputs, request_key(user.id, "tool.submitOutputs", inp)
+        )
 
     @router.mutation("tool.approve", inputs.Approve)
     async def approve(ctx: Context, inp: inputs.Approve) -> Any:
         user = ctx.require_user()
-        return await ctx.services.runs.approve(user, inp.session_id, inp.call_id, inp.approved, inp.reason,
-                                               request_key(user.id, "tool.approve", inp), ctx.device_name)
+        return await ctx.services.runs.approve(
+            user,
+            inp.session_id,
+            inp.call_id,
+            inp.approved,
+            inp.reason,
+            request_key(user.id, "tool.approve", inp),
+            ctx.device_name,
+        )

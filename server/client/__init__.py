@@ -3,6 +3,7 @@
 :class:`TrpcClient` speaks the wire protocol (any procedure, subscriptions with resume); :class:`ChatClient`
 wraps the procedures in typed methods; :class:`SessionView` keeps a live local copy of one session.
 """
+
 import logging
 
 from .chat import DEFAULT_URL, ChatClient, RunFailed, SendResult, UploadedFile

@@ -10,6 +10,7 @@ Every call goes over one :class:`TrpcClient` WebSocket (``chat.trpc``, for proce
 Errors are :class:`TrpcError` (``.code`` is ``NOT_FOUND``, ``UNAUTHORIZED``, ...), :class:`ServerUnreachable`
 and :class:`ConnectionRejected`.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -39,10 +40,12 @@ class SendResult:
 
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> SendResult:
-        return cls(status=data["status"],
-                   message=Message.model_validate(data["message"]) if data.get("message") else None,
-                   queued=QueuedMessage.model_validate(data["queued"]) if data.get("queued") else None,
-                   run_id=data.get("runId"))
+        return cls(
+            status=data["status"],
+            message=Message.model_validate(data["message"]) if data.get("message") else None,
+            queued=QueuedMessage.model_validate(data["queued"]) if data.get("queued") else None,
+            run_id=data.get("runId"),
+        )
 
 
 @dataclass(frozen=True)
@@ -61,8 +64,9 @@ Attachment = UploadedFile | str | dict[str, Any]
 
 
 def _attachments(items: Sequence[Attachment]) -> list[dict[str, Any]]:
-    return [{"fileId": a.id} if isinstance(a, UploadedFile) else {"fileId": a} if isinstance(a, str) else a
-            for a in items]
+    return [
+        {"fileId": a.id} if isinstance(a, UploadedFile) else {"fileId": a} if isinstance(a, str) else a for a in items
+    ]
 
 
 class RunFailed(Exception):
@@ -77,8 +81,14 @@ class RunFailed(Exception):
 class ChatClient:
     """Use as ``async with ChatClient(url, token) as chat: ...``."""
 
-    def __init__(self, url: str | list[str] = DEFAULT_URL, token: str | None = None, *,
-                 reconnect: bool = True, connect_timeout: float = 10) -> None:
+    def __init__(
+        self,
+        url: str | list[str] = DEFAULT_URL,
+        token: str | None = None,
+        *,
+        reconnect: bool = True,
+        connect_timeout: float = 10,
+    ) -> None:
         self.trpc = TrpcClient(url, token, reconnect=reconnect)
         self.connect_timeout = connect_timeout
 
@@ -117,8 +127,9 @@ class ChatClient:
     async def get_session(self, session_id: str) -> SessionSnapshot:
         return SessionSnapshot.model_validate(await self.trpc.query("session.get", {"sessionId": session_id}))
 
-    async def list_messages(self, session_id: str, before: int | None = None,
-                            limit: int = 100) -> tuple[list[Message], int | None]:
+    async def list_messages(
+        self, session_id: str, before: int | None = None, limit: int = 100
+    ) -> tuple[list[Message], int | None]:
         """A page of the history, oldest first, ending before ordinal ``before`` (``get_session``'s
         ``messages_before`` for the messages older than the snapshot's), and the ``before`` of the page
         preceding it (``None`` at the start of the history)."""
@@ -132,15 +143,17 @@ class ChatClient:
         """``session.create``; keyword names in either style (``busy_policy`` or ``busyPolicy``)."""
         from pydantic.alias_generators import to_camel
 
-        return Session.model_validate(await self.trpc.mutation(
-            "session.create", {to_camel(k): v for k, v in fields.items()}))
+        return Session.model_validate(
+            await self.trpc.mutation("session.create", {to_camel(k): v for k, v in fields.items()})
+        )
 
     async def delete_session(self, session_id: str) -> None:
         await self.trpc.mutation("session.delete", {"sessionId": session_id})
 
     async def set_title(self, session_id: str, title: str) -> Session:
-        return Session.model_validate(await self.trpc.mutation(
-            "session.setTitle", {"sessionId": session_id, "title": title}))
+        return Session.model_validate(
+            await self.trpc.mutation("session.setTitle", {"sessionId": session_id, "title": title})
+        )
 
     async def clear_title(self, session_id: str) -> Session:
         return Session.model_validate(await self.trpc.mutation("session.clearTitle", {"sessionId": session_id}))
@@ -165,8 +178,13 @@ class ChatClient:
         items = await self.trpc.query("message.getQueuedMessages", {"sessionId": session_id})
         return [QueuedMessage.model_validate(q) for q in items]
 
-    async def update_queued(self, session_id: str, message_id: str, content: str | None = None,
-                            attachments: Sequence[Attachment] | None = None) -> QueuedMessage:
+    async def update_queued(
+        self,
+        session_id: str,
+        message_id: str,
+        content: str | None = None,
+        attachments: Sequence[Attachment] | None = None,
+    ) -> QueuedMessage:
         """Change a queued message's text, its attachments (the whole list), or both."""
         inp: dict[str, Any] = {"sessionId": session_id, "messageId": message_id}
         if content is not None:
@@ -177,7 +195,8 @@ class ChatClient:
 
     async def move_queued(self, session_id: str, message_id: str, to_index: int) -> list[QueuedMessage]:
         items = await self.trpc.mutation(
-            "message.moveQueuedMessage", {"sessionId": session_id, "messageId": message_id, "toIndex": to_index})
+            "message.moveQueuedMessage", {"sessionId": session_id, "messageId": message_id, "toIndex": to_index}
+        )
         return [QueuedMessage.model_validate(q) for q in items]
 
     async def remove_queued(self, session_id: str, message_id: str) -> None:
@@ -198,9 +217,15 @@ class ChatClient:
 
     # --- runs -------------------------------------------------------------------------------------------
 
-    async def send(self, session_id: str, content: str, *, busy_policy: BusyPolicy | None = None,
-                   instructions: str | list[str] | None = None,
-                   attachments: Sequence[Attachment] = ()) -> SendResult:
+    async def send(
+        self,
+        session_id: str,
+        content: str,
+        *,
+        busy_policy: BusyPolicy | None = None,
+        instructions: str | list[str] | None = None,
+        attachments: Sequence[Attachment] = (),
+    ) -> SendResult:
         inp: dict[str, Any] = {"sessionId": session_id, "content": content}
         if attachments:
             inp["attachments"] = _attachments(attachments)
@@ -232,10 +257,14 @@ class ChatClient:
         """Upload a local file (streamed from disk, never read whole); ``name`` defaults to the file's name.
         Raises :class:`TrpcError` with the server's code (``PAYLOAD_TOO_LARGE``, ...) when it is refused."""
         path = Path(path)
-        with path.open("rb") as f:
+        # A blocking open of a local file is short; the body is then read in chunks as it is sent.
+        with path.open("rb") as f:  # noqa: ASYNC230
             async with httpx.AsyncClient(base_url=self.http_url, timeout=timeout) as http:
-                reply = await http.post("/files", files={"file": (name or path.name, f)},
-                                        headers={"authorization": f"Bearer {self.trpc.token}"})
+                reply = await http.post(
+                    "/files",
+                    files={"file": (name or path.name, f)},
+                    headers={"authorization": f"Bearer {self.trpc.token}"},
+                )
         return _uploaded(reply)
 
     async def download(self, file_id: str, *, timeout: float = 300) -> bytes:
@@ -251,8 +280,9 @@ class ChatClient:
         """A started :class:`SessionView` of the session (close it, or use it with ``async with``)."""
         return await SessionView(self, session_id).start()
 
-    async def prompt_streaming(self, session_id: str, text: str, on_chunk: Callable[[str], Any],
-                               *, timeout: float = 120) -> Message:
+    async def prompt_streaming(
+        self, session_id: str, text: str, on_chunk: Callable[[str], Any], *, timeout: float = 120
+    ) -> Message:
         """Send ``text`` and call ``on_chunk(delta)`` for each piece of the answer, in order.
 
         Returns the run's final assistant message. When the session is busy the message is queued (its busy
@@ -271,8 +301,9 @@ class ChatClient:
             await view.close()
 
     @staticmethod
-    async def _follow(view: SessionView, sent: SendResult, changes: asyncio.Queue[Change],
-                      on_chunk: Callable[[str], Any]) -> Message:
+    async def _follow(
+        view: SessionView, sent: SendResult, changes: asyncio.Queue[Change], on_chunk: Callable[[str], Any]
+    ) -> Message:
         run_id = sent.run_id
         queued_id = sent.queued.id if sent.queued else None
         was_sent = False  # our queued message left the queue: the next run-started is ours
@@ -298,12 +329,15 @@ class ChatClient:
                 # A resync replaced the text: pass on whatever grew past what the caller already has.
                 for msg in view.messages:
                     if msg.run_id == run_id and msg.role == "assistant" and len(msg.content) > emitted.get(msg.id, 0):
-                        on_chunk(msg.content[emitted.get(msg.id, 0):])
+                        on_chunk(msg.content[emitted.get(msg.id, 0) :])
                         emitted[msg.id] = len(msg.content)
-            if change.kind == "message-completed" and e["message"].get("runId") == run_id \
-                    and e["message"]["role"] == "assistant":
+            if (
+                change.kind == "message-completed"
+                and e["message"].get("runId") == run_id
+                and e["message"]["role"] == "assistant"
+            ):
                 last = Message.model_validate(e["message"])
-                tail = last.content[emitted.get(last.id, 0):]
+                tail = last.content[emitted.get(last.id, 0) :]
                 if tail:  # the stream was cut short (e.g. disableStreaming): the rest arrives whole
                     on_chunk(tail)
                     emitted[last.id] = len(last.content)
@@ -327,5 +361,6 @@ def _uploaded(reply: httpx.Response) -> UploadedFile:
     if reply.status_code != 200:
         raise _http_error(reply)
     body = reply.json()
-    return UploadedFile(id=body["id"], name=body["name"], media_type=body["mediaType"], size=body["size"],
-                        sha256=body["sha256"])
+    return UploadedFile(
+        id=body["id"], name=body["name"], media_type=body["mediaType"], size=body["size"], sha256=body["sha256"]
+    )

@@ -4,6 +4,7 @@ It authenticates with ``connectionParams`` like the JS client, answers ``PING``,
 dropped socket or a server ``reconnect`` notification, and re-subscribes every open subscription with the
 last tracked id it received, so a subscriber sees each tracked event once.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -117,8 +118,9 @@ class TrpcClient:
     ``url`` is the server's base (``http://host:port``) or its WebSocket endpoint (``ws://host:port/trpc``).
     """
 
-    def __init__(self, url: str | list[str], token: str | None, *, reconnect: bool = True,
-                 max_backoff: float = 5.0) -> None:
+    def __init__(
+        self, url: str | list[str], token: str | None, *, reconnect: bool = True, max_backoff: float = 5.0
+    ) -> None:
         urls = [url] if isinstance(url, str) else list(url)
         self.urls = [self._ws_url(u) for u in urls]  # several: fail over in turn (replicas)
         self.url = self.urls[0]
@@ -260,8 +262,11 @@ class TrpcClient:
                 async with connect(self.url, max_size=None, open_timeout=10) as ws:
                     self._ws = ws
                     self.connects += 1
-                    await ws.send(orjson.dumps({"method": "connectionParams",
-                                                "data": {"token": self.token} if self.token else None}).decode())
+                    await ws.send(
+                        orjson.dumps(
+                            {"method": "connectionParams", "data": {"token": self.token} if self.token else None}
+                        ).decode()
+                    )
                     for sub in list(self._subs.values()):
                         await ws.send(orjson.dumps(sub.request()).decode())
                     self._connected.set()
@@ -289,7 +294,7 @@ class TrpcClient:
                 for sub in self._subs.values():
                     sub.items.put_nowait(self.rejected or ConnectionLost("socket closed"))
                 return
-            await asyncio.sleep(min(self.max_backoff, 0.05 * (2 ** attempt)) if attempt else 0)
+            await asyncio.sleep(min(self.max_backoff, 0.05 * (2**attempt)) if attempt else 0)
             attempt += 1
 
     def _check_rejected(self, code: int | None, reason: str | None) -> None:

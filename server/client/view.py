@@ -10,6 +10,7 @@ Invariant: an assistant message's text grows only by a delta whose ``offset`` eq
 not know — means our copy can no longer be trusted, so we *resync*: refetch ``session.get`` and subscribe again
 from its ``lastEventId``. The server asks for the same with ``resync-required`` when our position left its log.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -145,7 +146,8 @@ class SessionView:
         snap = await self.client.get_session(self.session_id)
         self._apply_snapshot(snap)
         self._sub = await self.client.trpc.subscribe(
-            "session.events", {"sessionId": self.session_id}, last_event_id=snap.last_event_id)
+            "session.events", {"sessionId": self.session_id}, last_event_id=snap.last_event_id
+        )
         self._notify(Change("snapshot"))
 
     async def resync(self) -> None:
@@ -251,7 +253,7 @@ class SessionView:
         old = msg.content
         self._replace_message(msg.model_copy(update={"content": text}))
         if text.startswith(old) and len(text) > len(old):
-            return TextChunk(message_id, msg.run_id, text[len(old):])
+            return TextChunk(message_id, msg.run_id, text[len(old) :])
         return None
 
     def _apply(self, e: dict[str, Any]) -> bool:
@@ -268,7 +270,7 @@ class SessionView:
             if offset == len(text):
                 self._replace_message(msg.model_copy(update={"content": text + delta}))
                 chunk = TextChunk(msg.id, msg.run_id, delta)
-            elif offset < len(text) and text[offset:offset + len(delta)] == delta:
+            elif offset < len(text) and text[offset : offset + len(delta)] == delta:
                 return True  # already covered by a snapshot: not a change
             else:
                 log.info("delta at %d for %d chars of %s: resyncing", offset, len(text), msg.id)
@@ -300,8 +302,13 @@ class SessionView:
         elif kind == "title-changed" and self.session is not None:
             self.session = self.session.model_copy(update={"title": e["title"], "title_source": e["source"]})
         elif kind == "run-started":
-            self.run = {"id": e["runId"], "status": "running", "streaming": None,
-                        "pendingToolCalls": [], "pendingApprovals": []}
+            self.run = {
+                "id": e["runId"],
+                "status": "running",
+                "streaming": None,
+                "pendingToolCalls": [],
+                "pendingApprovals": [],
+            }
             self.tool_calls, self.pending_approvals = {}, {}
         elif kind in ("run-finished", "run-failed", "run-aborted"):
             self.run = None
@@ -310,8 +317,11 @@ class SessionView:
             self.tool_calls[e["callId"]] = e
         elif kind == "tool-approval-requested":
             call = self.tool_calls.get(e["callId"], {})
-            self.pending_approvals[e["callId"]] = {"callId": e["callId"], "name": call.get("name", "?"),
-                                                   "arguments": call.get("arguments", "")}
+            self.pending_approvals[e["callId"]] = {
+                "callId": e["callId"],
+                "name": call.get("name", "?"),
+                "arguments": call.get("arguments", ""),
+            }
         elif kind == "tool-approval-resolved":
             self.pending_approvals.pop(e["callId"], None)
         elif kind == "session-deleted":

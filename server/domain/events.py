@@ -4,10 +4,11 @@ Durable events have a ``seq`` (their place in the session's event log); ephemera
 An event is serialised to JSON once, when it is created or read from the log, and every transport
 builds its frames around that text — never once per subscriber.
 """
+
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -62,7 +63,7 @@ class EventEnvelope:
     _frames: dict[bytes, bytes] | None = field(default=None, repr=False)
 
     @classmethod
-    def build(cls, session_id: str, seq: int | None, type_: str, fields: dict[str, Any]) -> "EventEnvelope":
+    def build(cls, session_id: str, seq: int | None, type_: str, fields: dict[str, Any]) -> EventEnvelope:
         if type_ not in DURABLE_EVENT_TYPES and type_ not in EPHEMERAL_EVENT_TYPES:
             raise ValueError(f"unknown event type {type_!r}")
         if (seq is None) != (type_ in EPHEMERAL_EVENT_TYPES):
@@ -92,7 +93,7 @@ class EventEnvelope:
             tail = self._ws_tail_b = self.ws_tail().encode()
         return tail
 
-    def ws_frame_as(self, prefix: bytes, event_id: str, header: "Callable[[int], bytes]") -> bytes:
+    def ws_frame_as(self, prefix: bytes, event_id: str, header: Callable[[int], bytes]) -> bytes:
         """A frame tracked under another event's id (ephemeral events carry the last durable id); shared
         by subscribers with the same prefix and the same id, like :meth:`ws_frame`."""
         frames = self._frames
@@ -107,7 +108,7 @@ class EventEnvelope:
                 frames[key] = frame
         return frame
 
-    def ws_frame(self, prefix: bytes, header: "Callable[[int], bytes]") -> bytes:
+    def ws_frame(self, prefix: bytes, header: Callable[[int], bytes]) -> bytes:
         """The complete frame (WebSocket header + ``prefix`` + shared tail), built once per prefix."""
         frames = self._frames
         if frames is None:

@@ -1,4 +1,5 @@
 """Wire shapes (API.md "Data shapes"): pydantic models, camelCase on the wire, no I/O."""
+
 from __future__ import annotations
 
 from typing import Any, Literal

@@ -11,6 +11,7 @@ Rules, and the failure each prevents:
   base character from its combining marks, a zero-width joiner or an emoji modifier (a broken grapheme would
   show as a stray glyph).
 """
+
 from __future__ import annotations
 
 import unicodedata
@@ -30,8 +31,14 @@ def collapse_whitespace(text: str) -> str:
 def _joins_previous(ch: str) -> bool:
     """``ch`` belongs to the grapheme before it (combining mark, ZWJ, variation selector, skin tone)."""
     code = ord(ch)
-    return (unicodedata.combining(ch) != 0 or unicodedata.category(ch) in ("Mn", "Me", "Mc")
-            or ch == _ZWJ or 0xFE00 <= code <= 0xFE0F or 0x1F3FB <= code <= 0x1F3FF or 0xE0020 <= code <= 0xE007F)
+    return (
+        unicodedata.combining(ch) != 0
+        or unicodedata.category(ch) in ("Mn", "Me", "Mc")
+        or ch == _ZWJ
+        or 0xFE00 <= code <= 0xFE0F
+        or 0x1F3FB <= code <= 0x1F3FF
+        or 0xE0020 <= code <= 0xE007F
+    )
 
 
 def _cut_inside(word: str, limit: int) -> str:

@@ -3,6 +3,7 @@
 ``Orchestrator`` (process-wide: run loops, providers, sweeper), ``RunLoop`` (one run), ``Turn`` (one model
 call), ``StreamBuffer`` (partial text of live streams), and ``state`` (the transitions, one transaction each).
 """
+
 from .buffer import MemoryStreamBuffer, StreamBuffer
 from .orchestrator import Orchestrator
 from .run import RunLoop

@@ -14,6 +14,7 @@ message, written in the same pipeline as the delta's publish), so a client of an
 mid-stream gets the exact text too. Deliveries hold deltas that arrive while they read a snapshot and drop
 the ones it covers (``server.sync.delivery``).
 """
+
 from __future__ import annotations
 
 import abc
@@ -85,5 +86,7 @@ class MemoryStreamBuffer(StreamBuffer):
                 del self._sessions[session_id]
 
     def snapshot(self, session_id: str) -> list[dict[str, object]]:
-        return [{"messageId": mid, "offset": s.length, "text": s.text()}
-                for mid, s in self._sessions.get(session_id, {}).items()]
+        return [
+            {"messageId": mid, "offset": s.length, "text": s.text()}
+            for mid, s in self._sessions.get(session_id, {}).items()
+        ]

@@ -11,6 +11,7 @@ Choices made here:
   sent, interrupted ones included — ``server.llm.convert`` pairs their calls with synthesised results.
 * Generation defaults come from the session (``defaults`` holds camelCase keys as sent on the wire).
 """
+
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
@@ -44,16 +45,20 @@ def _content(row: MessageRow) -> str:
 def to_message(row: MessageRow) -> Message:
     status = "interrupted" if row.status == "streaming" else row.status
     files = tuple(
-        Attachment(name=a.get("name") or "file", media_type=a.get("mediaType") or "application/octet-stream",
-                   file_id=a["fileId"])
+        Attachment(
+            name=a.get("name") or "file",
+            media_type=a.get("mediaType") or "application/octet-stream",
+            file_id=a["fileId"],
+        )
         for a in (_uploaded(row.attachments) if row.role == "user" else ())
     )
     return Message(
         role=row.role,  # type: ignore[arg-type]
         content=_content(row),
         attachments=files,
-        tool_calls=tuple(ToolCall(id=c["id"], name=c["name"], arguments=c.get("arguments") or "{}")
-                         for c in row.tool_calls or ()),
+        tool_calls=tuple(
+            ToolCall(id=c["id"], name=c["name"], arguments=c.get("arguments") or "{}") for c in row.tool_calls or ()
+        ),
         tool_call_id=row.tool_call_id if row.role == "tool" else None,
         is_error=bool(row.is_error),
         status=status,  # type: ignore[arg-type]
@@ -61,13 +66,19 @@ def to_message(row: MessageRow) -> Message:
 
 
 def tool_definitions(session: ChatSession) -> tuple[ToolDefinition, ...]:
-    return tuple(ToolDefinition(name=t["name"], description=t.get("description") or "",
-                                parameters=t.get("parameters") or {"type": "object", "properties": {}})
-                 for t in session.tools or ())
+    return tuple(
+        ToolDefinition(
+            name=t["name"],
+            description=t.get("description") or "",
+            parameters=t.get("parameters") or {"type": "object", "properties": {}},
+        )
+        for t in session.tools or ()
+    )
 
 
-def build_request(session: ChatSession, rows: Sequence[MessageRow], *, exclude: str | None = None,
-                  inputs: ModelInputs | None = None) -> ChatRequest:
+def build_request(
+    session: ChatSession, rows: Sequence[MessageRow], *, exclude: str | None = None, inputs: ModelInputs | None = None
+) -> ChatRequest:
     """The request for ``rows`` (uploaded files named, not loaded: see :func:`load_files`). ``inputs``: what the
     session's model takes, when the caller decided it (else the converters apply the documented rule)."""
     defaults: dict[str, Any] = session.defaults or {}
@@ -79,8 +90,7 @@ def build_request(session: ChatSession, rows: Sequence[MessageRow], *, exclude: 
         system_prompt=session.system_prompt,
         inputs=inputs,
     )
-    messages = tuple(to_message(r) for r in rows
-                     if r.id != exclude and not (r.role == "tool" and not r.tool_call_id))
+    messages = tuple(to_message(r) for r in rows if r.id != exclude and not (r.role == "tool" and not r.tool_call_id))
     return ChatRequest(messages=messages, options=options, tools=tool_definitions(session))
 
 
@@ -152,7 +162,13 @@ def notices(request: ChatRequest) -> list[dict[str, Any]]:
                 why = f"its type ({att.media_type}) {UNSUPPORTED}"
             else:
                 continue
-            out.append({"code": "attachment-not-sent", "fileId": att.file_id, "name": att.name,
-                        "message": f"{att.name} was not given to the model: {why}"})
+            out.append(
+                {
+                    "code": "attachment-not-sent",
+                    "fileId": att.file_id,
+                    "name": att.name,
+                    "message": f"{att.name} was not given to the model: {why}",
+                }
+            )
     out.reverse()
     return out

@@ -15,6 +15,7 @@ Rules, and the failure each prevents:
   was replaced by the sweeper stops without writing, so a recovered session never gets a second writer.
 * ``abort_requested`` is how an abort reaches the owner on another replica: it polls the flag.
 """
+
 from __future__ import annotations
 
 import os
@@ -55,8 +56,7 @@ def release(row: ChatSession) -> None:
 
 
 def lease_live(row: ChatSession, now: datetime | None = None) -> bool:
-    return row.lease_owner is not None and row.lease_expires_at is not None and \
-        row.lease_expires_at > (now or utcnow())
+    return row.lease_owner is not None and row.lease_expires_at is not None and row.lease_expires_at > (now or utcnow())
 
 
 @asynccontextmanager
@@ -74,8 +74,9 @@ async def session_tx(uow: UnitOfWork, session_id: str) -> AsyncIterator[SessionT
 
 
 @asynccontextmanager
-async def fenced_tx(uow: UnitOfWork, session_id: str, run_id: str, owner: str,
-                    lease_seconds: float) -> AsyncIterator[SessionTx]:
+async def fenced_tx(
+    uow: UnitOfWork, session_id: str, run_id: str, owner: str, lease_seconds: float
+) -> AsyncIterator[SessionTx]:
     """A unit of work of a run: only while this process owns it; renews the lease on the way."""
     try:
         async with session_tx(uow, session_id) as tx:
@@ -92,8 +93,12 @@ _SESSIONS, _MESSAGES = ChatSession.__table__, Message.__table__
 # its cost is latency added to whichever token arrives meanwhile.
 _RENEW_LEASE = (
     update(_SESSIONS)
-    .where(_SESSIONS.c.id == bindparam("sid"), _SESSIONS.c.run_id == bindparam("rid"),
-           _SESSIONS.c.lease_owner == bindparam("owner"), _SESSIONS.c.deleted_at.is_(None))
+    .where(
+        _SESSIONS.c.id == bindparam("sid"),
+        _SESSIONS.c.run_id == bindparam("rid"),
+        _SESSIONS.c.lease_owner == bindparam("owner"),
+        _SESSIONS.c.deleted_at.is_(None),
+    )
     .values(lease_expires_at=bindparam("until"))
     .returning(_SESSIONS.c.abort_requested)
 )
@@ -104,16 +109,25 @@ _FLUSH_TEXT = (
 )
 
 
-async def heartbeat(uow: UnitOfWork, session_id: str, run_id: str, owner: str, lease_seconds: float,
-                    flush: tuple[str, str] | None) -> bool:
+async def heartbeat(
+    uow: UnitOfWork, session_id: str, run_id: str, owner: str, lease_seconds: float, flush: tuple[str, str] | None
+) -> bool:
     """Renew the lease and write the partial text ``flush = (message_id, text)``, without an event.
 
     Returns ``abort_requested``; raises :class:`LeaseLost` when this process no longer owns the run.
     """
     async with uow.db.write_connection() as conn:
-        abort = (await conn.execute(_RENEW_LEASE, {
-            "sid": session_id, "rid": run_id, "owner": owner,
-            "until": utcnow() + timedelta(seconds=lease_seconds)})).scalar_one_or_none()
+        abort = (
+            await conn.execute(
+                _RENEW_LEASE,
+                {
+                    "sid": session_id,
+                    "rid": run_id,
+                    "owner": owner,
+                    "until": utcnow() + timedelta(seconds=lease_seconds),
+                },
+            )
+        ).scalar_one_or_none()
         if abort is None:
             raise LeaseLost(session_id)
         if flush is not None:

@@ -13,6 +13,7 @@
   ``server.services.titles``).
 * ``stream_snapshots`` feeds ``server.sync.delivery`` the partial text of streams (see ``buffer.py``).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -65,8 +66,17 @@ TRIM_REQUESTS_SECONDS = 600  # how often old client request records are deleted 
 
 
 class Orchestrator:
-    def __init__(self, settings: Settings, db: Database, uow: UnitOfWork, bus: Bus, tools: ToolRegistry,
-                 buffer: StreamBuffer, *, files: FileReader | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        db: Database,
+        uow: UnitOfWork,
+        bus: Bus,
+        tools: ToolRegistry,
+        buffer: StreamBuffer,
+        *,
+        files: FileReader | None = None,
+    ) -> None:
         self.settings = settings
         # Uploaded files, read just before a request is built (None: attachments are named as unavailable).
         self.files = files
@@ -92,7 +102,7 @@ class Orchestrator:
         """Sessions whose run loop is in this process now (for admins and metrics)."""
         return list(self._loops)
 
-    async def __aenter__(self) -> "Orchestrator":
+    async def __aenter__(self) -> Orchestrator:
         self._sweeper = asyncio.create_task(self._sweep_forever())
         return self
 
@@ -268,8 +278,12 @@ class Orchestrator:
         async with session_tx(self.uow, session_id) as tx:
             row = tx.row
             if row.run_id is not None and row.status == "running" and not lease_live(row):
-                log.warning("session %s: run %s lost its process (lease owner %s); recovering",
-                            session_id, row.run_id, row.lease_owner)
+                log.warning(
+                    "session %s: run %s lost its process (lease owner %s); recovering",
+                    session_id,
+                    row.run_id,
+                    row.lease_owner,
+                )
                 await state.recover(tx)
             elif row.run_id is None:
                 started = await state.send_next_queued(tx, self.owner, self.settings.run_lease_seconds)

@@ -31,6 +31,7 @@ Choices made here:
 * Shutdown of this process (graceful) is treated like a crash that we get to write down ourselves:
   ``run-failed`` with code ``interrupted``, the partial answer marked, the queue paused.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -66,7 +67,7 @@ class StepResult:
 class RunLoop:
     """One run (and the runs auto-send chains to it) of one session, on this process."""
 
-    def __init__(self, orchestrator: "Orchestrator", session_id: str, run_id: str) -> None:
+    def __init__(self, orchestrator: Orchestrator, session_id: str, run_id: str) -> None:
         self.o = orchestrator
         self.session_id = session_id
         self.run_id: str | None = run_id
@@ -101,8 +102,11 @@ class RunLoop:
         except asyncio.CancelledError:
             # Shutdown: write the interruption down ourselves, as the sweeper would after a crash.
             ticker.cancel()
-            await asyncio.shield(self._safely(self._fail("interrupted", "The server stopped before the answer "
-                                                                         "finished.", retryable=True)))
+            await asyncio.shield(
+                self._safely(
+                    self._fail("interrupted", "The server stopped before the answer finished.", retryable=True)
+                )
+            )
             raise
         except Exception:
             log.exception("session %s: run %s failed", self.session_id, self.run_id)
@@ -190,8 +194,9 @@ class RunLoop:
             rows = await repo.list_messages(tx.db, self.session_id)
             session: ChatSession = tx.row
             provider_id, streaming = session.provider, not session.disable_streaming
-            request = build_request(session, rows, exclude=message.id,
-                                    inputs=self.o.model_inputs(provider_id, session.model))
+            request = build_request(
+                session, rows, exclude=message.id, inputs=self.o.model_inputs(provider_id, session.model)
+            )
             owner_id = session.owner_id
         mid = message.id
         self.o.buffer.start(self.session_id, mid)
@@ -209,8 +214,9 @@ class RunLoop:
             self._streaming = None
             await self.o.bus.stream_ended(self.session_id, mid)
 
-    async def _prepare_and_consume(self, request: ChatRequest, owner_id: str, provider_id: str, streaming: bool,
-                                   mid: str, result: StepResult) -> None:
+    async def _prepare_and_consume(
+        self, request: ChatRequest, owner_id: str, provider_id: str, streaming: bool, mid: str, result: StepResult
+    ) -> None:
         """Load the request's uploaded files (outside any transaction, abortable), then run the model call."""
         if has_files(request):
             files = self.o.files
@@ -219,8 +225,11 @@ class RunLoop:
                 request = await load_files(request, read, self._files)
             except Exception:
                 log.warning("session %s: an attached file could not be read", self.session_id, exc_info=True)
-                result.error = ErrorEvent(code="attachment_unavailable", retryable=True,
-                                          message="A file attached to the conversation could not be read.")
+                result.error = ErrorEvent(
+                    code="attachment_unavailable",
+                    retryable=True,
+                    message="A file attached to the conversation could not be read.",
+                )
                 return
             result.notices = notices(request)
         turn = Turn(lambda: self.o.provider(provider_id), request, streaming=streaming)
@@ -232,18 +241,35 @@ class RunLoop:
         async for event in turn.events():
             if isinstance(event, TextDelta):
                 offset = buffer.append(sid, mid, event.delta)  # before publishing: see buffer.py
-                await self.o.publish_delta(sid, EventEnvelope.build(
-                    sid, None, "text-delta", {"messageId": mid, "offset": offset, "delta": event.delta}),
-                    mid, event.delta)
+                await self.o.publish_delta(
+                    sid,
+                    EventEnvelope.build(
+                        sid, None, "text-delta", {"messageId": mid, "offset": offset, "delta": event.delta}
+                    ),
+                    mid,
+                    event.delta,
+                )
             elif isinstance(event, ToolCallStart):
                 arg_offsets[event.call_id] = 0
-                await publish(sid, _tool_event(sid, "tool-call-start", {
-                    "messageId": mid, "callId": event.call_id, "name": event.name, "index": event.index}))
+                await publish(
+                    sid,
+                    _tool_event(
+                        sid,
+                        "tool-call-start",
+                        {"messageId": mid, "callId": event.call_id, "name": event.name, "index": event.index},
+                    ),
+                )
             elif isinstance(event, ToolCallDelta):
                 offset = arg_offsets.get(event.call_id, 0)
                 arg_offsets[event.call_id] = offset + len(event.delta)
-                await publish(sid, _tool_event(sid, "tool-call-delta", {
-                    "messageId": mid, "callId": event.call_id, "offset": offset, "delta": event.delta}))
+                await publish(
+                    sid,
+                    _tool_event(
+                        sid,
+                        "tool-call-delta",
+                        {"messageId": mid, "callId": event.call_id, "offset": offset, "delta": event.delta},
+                    ),
+                )
             elif isinstance(event, ToolCallEvent):
                 result.calls.append(event)
             elif isinstance(event, Finished):
@@ -262,14 +288,21 @@ class RunLoop:
             assert run is not None and row is not None
             error = None
             if result.error is not None:
-                error = {"code": result.error.code, "message": result.error.message,
-                         "retryable": result.error.retryable}
+                error = {
+                    "code": result.error.code,
+                    "message": result.error.message,
+                    "retryable": result.error.retryable,
+                }
             elif result.finish is None or (result.finish == "error" and not result.calls):
-                error = {"code": "invalid_tool_arguments" if result.finish == "error" else "stream_error",
-                         "message": "The model's response could not be used.", "retryable": True}
+                error = {
+                    "code": "invalid_tool_arguments" if result.finish == "error" else "stream_error",
+                    "message": "The model's response could not be used.",
+                    "retryable": True,
+                }
             if error is not None:
-                state.complete_message(tx, row, status="error", content=text, finish_reason="error",
-                                       notices=result.notices)
+                state.complete_message(
+                    tx, row, status="error", content=text, finish_reason="error", notices=result.notices
+                )
                 state.end_run(tx, run, "failed", error=error, pause=True)
                 state.go_idle(tx)
                 nxt = None
@@ -281,8 +314,16 @@ class RunLoop:
                 if result.calls:
                     ids = await state.unique_call_ids(tx, result.calls)
                     calls = [{"id": i, "name": c.name, "arguments": c.arguments} for i, c in zip(ids, result.calls)]
-                state.complete_message(tx, row, status="complete", content=text, finish_reason=result.finish,
-                                       usage=usage, tool_calls=calls, notices=result.notices)
+                state.complete_message(
+                    tx,
+                    row,
+                    status="complete",
+                    content=text,
+                    finish_reason=result.finish,
+                    usage=usage,
+                    tool_calls=calls,
+                    notices=result.notices,
+                )
                 if calls:
                     definitions = {t["name"]: t for t in tx.row.tools or ()}
                     await state.register_tool_calls(tx, run, row, calls, definitions)
@@ -324,8 +365,9 @@ class RunLoop:
             for row in await repo.streaming_messages(tx.db, self.session_id):
                 content = text if row.id == mid and text is not None else row.content
                 state.complete_message(tx, row, status="interrupted", content=content, finish_reason="error")
-            state.end_run(tx, run, "failed", error={"code": code, "message": message, "retryable": retryable},
-                          pause=True)
+            state.end_run(
+                tx, run, "failed", error={"code": code, "message": message, "retryable": retryable}, pause=True
+            )
             state.go_idle(tx)
         self.run_id = None
 
@@ -376,8 +418,9 @@ class RunLoop:
                     text = self.o.buffer.text(self.session_id, mid) if mid else None
                     if mid is not None and text is not None and len(text) != self._flushed:
                         flush = (mid, text)
-                    abort = await heartbeat(self.o.uow, self.session_id, run_id, self.o.owner,
-                                            settings.run_lease_seconds, flush)
+                    abort = await heartbeat(
+                        self.o.uow, self.session_id, run_id, self.o.owner, settings.run_lease_seconds, flush
+                    )
                     if flush is not None:
                         self._flushed = len(flush[1])
                 else:
@@ -402,5 +445,6 @@ class RunLoop:
 def _tool_event(session_id: str, type_: str, fields: dict[str, Any]) -> EventEnvelope:
     """Tool-call stream events carry an offset into the call's *arguments*, not into the message text, so they
     are built without the envelope's text offset (which the delivery compares with text snapshots)."""
-    return EventEnvelope(session_id, None, type_, dumps({"type": type_, "sessionId": session_id, **fields}),
-                         fields["messageId"], None)
+    return EventEnvelope(
+        session_id, None, type_, dumps({"type": type_, "sessionId": session_id, **fields}), fields["messageId"], None
+    )

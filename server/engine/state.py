@@ -12,6 +12,7 @@ run state only through these functions, which keeps the event vocabulary in one 
 * ``queue-message-removed {reason: "sent"}``, ``queue-paused``, ``queue-resumed``;
 * ``session-updated {session}`` whenever the session's status changes and when a run ends (usage).
 """
+
 from __future__ import annotations
 
 import uuid
@@ -35,14 +36,33 @@ def new_id() -> str:
 # --- messages -------------------------------------------------------------------------------------------
 
 
-async def add_message(tx: SessionTx, role: str, content: str = "", *, status: str = "complete",
-                      run_id: str | None = None, attachments: list[dict[str, Any]] | None = None,
-                      tool_call_id: str | None = None, is_error: bool = False,
-                      client_request_id: str | None = None) -> Message:
+async def add_message(
+    tx: SessionTx,
+    role: str,
+    content: str = "",
+    *,
+    status: str = "complete",
+    run_id: str | None = None,
+    attachments: list[dict[str, Any]] | None = None,
+    tool_call_id: str | None = None,
+    is_error: bool = False,
+    client_request_id: str | None = None,
+) -> Message:
     row = Message(
-        id=new_id(), session_id=tx.row.id, ordinal=await repo.next_ordinal(tx.db, tx.row.id), role=role,
-        content=content, attachments=attachments or [], tool_calls=None, tool_call_id=tool_call_id,
-        status=status, finish_reason=None, usage=None, run_id=run_id, created_at=utcnow(), is_error=is_error,
+        id=new_id(),
+        session_id=tx.row.id,
+        ordinal=await repo.next_ordinal(tx.db, tx.row.id),
+        role=role,
+        content=content,
+        attachments=attachments or [],
+        tool_calls=None,
+        tool_call_id=tool_call_id,
+        status=status,
+        finish_reason=None,
+        usage=None,
+        run_id=run_id,
+        created_at=utcnow(),
+        is_error=is_error,
         client_request_id=client_request_id,
     )
     tx.db.add(row)
@@ -53,9 +73,17 @@ async def add_message(tx: SessionTx, role: str, content: str = "", *, status: st
     return row
 
 
-def complete_message(tx: SessionTx, row: Message, *, status: str, content: str, finish_reason: str | None,
-                     usage: dict[str, int] | None = None, tool_calls: list[dict[str, str]] | None = None,
-                     notices: list[dict[str, Any]] | None = None) -> None:
+def complete_message(
+    tx: SessionTx,
+    row: Message,
+    *,
+    status: str,
+    content: str,
+    finish_reason: str | None,
+    usage: dict[str, int] | None = None,
+    tool_calls: list[dict[str, str]] | None = None,
+    notices: list[dict[str, Any]] | None = None,
+) -> None:
     """``notices``: what the user is told about the step's request (files the model got only a placeholder for,
     docs/attachments.md), kept on the message."""
     row.status, row.content, row.finish_reason = status, content, finish_reason
@@ -68,18 +96,35 @@ def complete_message(tx: SessionTx, row: Message, *, status: str, content: str, 
     tx.emit("message-completed", message=repo.message_wire(row).wire())
 
 
-async def add_system_messages(tx: SessionTx, instructions: Iterable[str],
-                              client_request_id: str | None = None) -> list[Message]:
+async def add_system_messages(
+    tx: SessionTx, instructions: Iterable[str], client_request_id: str | None = None
+) -> list[Message]:
     """System messages in one write (one ordinal read, one flush), not one round of ORM work per message: a
     call may carry dozens of large instructions, and on SQLite this runs on the event loop."""
     texts = [text for text in instructions if text.strip()]
     if not texts:
         return []
     first, now = await repo.next_ordinal(tx.db, tx.row.id), utcnow()
-    rows = [Message(id=new_id(), session_id=tx.row.id, ordinal=first + i, role="system", content=text,
-                    attachments=[], tool_calls=None, tool_call_id=None, status="complete", finish_reason=None,
-                    usage=None, run_id=None, created_at=now, is_error=False, client_request_id=client_request_id)
-            for i, text in enumerate(texts)]
+    rows = [
+        Message(
+            id=new_id(),
+            session_id=tx.row.id,
+            ordinal=first + i,
+            role="system",
+            content=text,
+            attachments=[],
+            tool_calls=None,
+            tool_call_id=None,
+            status="complete",
+            finish_reason=None,
+            usage=None,
+            run_id=None,
+            created_at=now,
+            is_error=False,
+            client_request_id=client_request_id,
+        )
+        for i, text in enumerate(texts)
+    ]
     tx.db.add_all(rows)
     await tx.db.flush()
     for row in rows:
@@ -115,12 +160,26 @@ def resume_queue(tx: SessionTx) -> None:
 # --- runs -----------------------------------------------------------------------------------------------
 
 
-def begin_run(tx: SessionTx, owner: str, lease_seconds: float, trigger: str, run_id: str | None = None,
-              client_request_id: str | None = None) -> Run:
+def begin_run(
+    tx: SessionTx,
+    owner: str,
+    lease_seconds: float,
+    trigger: str,
+    run_id: str | None = None,
+    client_request_id: str | None = None,
+) -> Run:
     """Start a run and claim its lease. Callers checked, under the lock, that no run is in progress.
     ``client_request_id`` is the client's id of the write that caused it (on ``run-started``)."""
-    run = Run(id=run_id or new_id(), session_id=tx.row.id, status="running", trigger=trigger, steps=0,
-              usage_input_tokens=0, usage_output_tokens=0, created_at=utcnow())
+    run = Run(
+        id=run_id or new_id(),
+        session_id=tx.row.id,
+        status="running",
+        trigger=trigger,
+        steps=0,
+        usage_input_tokens=0,
+        usage_output_tokens=0,
+        created_at=utcnow(),
+    )
     tx.db.add(run)
     tx.row.run_id = run.id
     tx.row.abort_requested = False
@@ -130,13 +189,20 @@ def begin_run(tx: SessionTx, owner: str, lease_seconds: float, trigger: str, run
     return run
 
 
-async def start_with_message(tx: SessionTx, owner: str, lease_seconds: float, content: str,
-                             attachments: list[dict[str, Any]] | None, trigger: str,
-                             client_request_id: str | None = None) -> tuple[Message, Run]:
+async def start_with_message(
+    tx: SessionTx,
+    owner: str,
+    lease_seconds: float,
+    content: str,
+    attachments: list[dict[str, Any]] | None,
+    trigger: str,
+    client_request_id: str | None = None,
+) -> tuple[Message, Run]:
     """Store the user message (before any model call: invariant 7), then start a run for it."""
     run_id = new_id()
-    message = await add_message(tx, "user", content, attachments=attachments, run_id=run_id,
-                                client_request_id=client_request_id)
+    message = await add_message(
+        tx, "user", content, attachments=attachments, run_id=run_id, client_request_id=client_request_id
+    )
     return message, begin_run(tx, owner, lease_seconds, trigger, run_id, client_request_id)
 
 
@@ -147,8 +213,15 @@ def add_usage(tx: SessionTx, run: Run, input_tokens: int, output_tokens: int) ->
     tx.row.usage_output_tokens += output_tokens
 
 
-def end_run(tx: SessionTx, run: Run | None, outcome: str, *, finish_reason: str | None = None,
-            error: dict[str, Any] | None = None, pause: bool = False) -> None:
+def end_run(
+    tx: SessionTx,
+    run: Run | None,
+    outcome: str,
+    *,
+    finish_reason: str | None = None,
+    error: dict[str, Any] | None = None,
+    pause: bool = False,
+) -> None:
     """Close the run (``finished`` | ``failed`` | ``aborted``). The caller then calls :func:`next_or_idle`
     (normal end) or :func:`go_idle` (error, abort)."""
     run_id = tx.row.run_id if run is None else run.id
@@ -158,8 +231,10 @@ def end_run(tx: SessionTx, run: Run | None, outcome: str, *, finish_reason: str 
     tx.row.abort_requested = False
     tx.row.abort_then_send = False
     if outcome == "finished":
-        usage = {"inputTokens": run.usage_input_tokens if run else 0,
-                 "outputTokens": run.usage_output_tokens if run else 0}
+        usage = {
+            "inputTokens": run.usage_input_tokens if run else 0,
+            "outputTokens": run.usage_output_tokens if run else 0,
+        }
         tx.emit("run-finished", runId=run_id, finishReason=finish_reason, usage=usage)
     elif outcome == "failed":
         tx.emit("run-failed", runId=run_id, error=error)
@@ -193,8 +268,9 @@ async def send_queued(tx: SessionTx, owner: str, lease_seconds: float, item: Que
     in one transaction (callers checked that no run is in progress)."""
     await tx.db.delete(item)
     tx.emit("queue-message-removed", messageId=item.id, reason="sent")
-    _message, run = await start_with_message(tx, owner, lease_seconds, item.content, item.attachments, "queue",
-                                             item.client_request_id)
+    _message, run = await start_with_message(
+        tx, owner, lease_seconds, item.content, item.attachments, "queue", item.client_request_id
+    )
     return run
 
 
@@ -208,8 +284,11 @@ async def next_or_idle(tx: SessionTx, owner: str, lease_seconds: float) -> Run |
     return run
 
 
-async def recover(tx: SessionTx, code: str = "interrupted",
-                  message: str = "The server running this answer stopped before it finished.") -> None:
+async def recover(
+    tx: SessionTx,
+    code: str = "interrupted",
+    message: str = "The server running this answer stopped before it finished.",
+) -> None:
     """The process driving the run is gone. Keep every partial answer (marked ``interrupted``), fail the run,
     pause the queue (nothing queued is dropped or sent behind the user's back), and go idle."""
     for row in await repo.streaming_messages(tx.db, tx.row.id):
@@ -268,21 +347,38 @@ async def unique_call_ids(tx: SessionTx, calls: Sequence[ToolCallEvent]) -> list
     return out
 
 
-async def register_tool_calls(tx: SessionTx, run: Run, message: Message, calls: Sequence[dict[str, str]],
-                              definitions: dict[str, dict[str, Any]]) -> None:
+async def register_tool_calls(
+    tx: SessionTx, run: Run, message: Message, calls: Sequence[dict[str, str]], definitions: dict[str, dict[str, Any]]
+) -> None:
     """Store every call before it runs (invariant 7) and announce it; a call to a tool the session does not
     define gets an error result at once, so the model can read what went wrong."""
     for position, call in enumerate(calls):
         definition = definitions.get(call["name"])
         executor = (definition or {}).get("executor", "server")
         needs_approval = bool((definition or {}).get("requiresApproval"))
-        row = ToolCallRow(session_id=tx.row.id, id=call["id"], run_id=run.id, message_id=message.id,
-                          position=position, name=call["name"], arguments=call["arguments"], executor=executor,
-                          requires_approval=needs_approval, approval="pending" if needs_approval else "none",
-                          has_result=False, created_at=utcnow())
+        row = ToolCallRow(
+            session_id=tx.row.id,
+            id=call["id"],
+            run_id=run.id,
+            message_id=message.id,
+            position=position,
+            name=call["name"],
+            arguments=call["arguments"],
+            executor=executor,
+            requires_approval=needs_approval,
+            approval="pending" if needs_approval else "none",
+            has_result=False,
+            created_at=utcnow(),
+        )
         tx.db.add(row)
-        tx.emit("tool-call-ready", callId=row.id, name=row.name, arguments=row.arguments, executor=executor,
-                requiresApproval=needs_approval)
+        tx.emit(
+            "tool-call-ready",
+            callId=row.id,
+            name=row.name,
+            arguments=row.arguments,
+            executor=executor,
+            requiresApproval=needs_approval,
+        )
         if definition is None:
             await add_tool_result(tx, row, f"Unknown tool {row.name!r}: this session does not define it.", True)
         elif needs_approval:

@@ -7,6 +7,7 @@ one ``text-delta`` — one delta per step. Tool results are not part of a Turn: 
 between turns. Whatever goes wrong (unknown provider, missing key, a bug in an adapter) ends the Turn with an
 ``error`` event; only cancellation (abort) propagates.
 """
+
 from __future__ import annotations
 
 import logging

@@ -4,6 +4,7 @@ chunks and no transaction stays open for the length of an upload. Every replica 
 
 Rows of an upload in progress are already in the table; they become reachable only when the upload's blob
 is marked complete (``server.files.service``), and an abandoned upload's rows are deleted by blob id."""
+
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
@@ -17,10 +18,11 @@ from .storage import CHUNK_BYTES, BlobWriter, FileStorage
 # Rows per write transaction and per read: one per transaction makes PostgreSQL flush its log every 256 KiB.
 ROWS_PER_TRANSACTION = 4
 _INSERT = insert(FileChunk.__table__)
-_READ = (select(FileChunk.data)
-         .where(FileChunk.blob_id == bindparam("bid"), FileChunk.seq >= bindparam("first"),
-                FileChunk.seq < bindparam("end"))
-         .order_by(FileChunk.seq))
+_READ = (
+    select(FileChunk.data)
+    .where(FileChunk.blob_id == bindparam("bid"), FileChunk.seq >= bindparam("first"), FileChunk.seq < bindparam("end"))
+    .order_by(FileChunk.seq)
+)
 _DELETE = delete(FileChunk).where(FileChunk.blob_id == bindparam("bid"))
 _ANY = select(FileChunk.blob_id).limit(1)
 _IDS = select(FileChunk.blob_id).where(FileChunk.seq == 0)
@@ -37,8 +39,11 @@ class DatabaseStorage(FileStorage):
         first = 0
         while True:
             async with self.db.read() as s:
-                rows = list((await s.execute(_READ, {"bid": blob_id, "first": first,
-                                                     "end": first + ROWS_PER_TRANSACTION})).scalars())
+                rows = list(
+                    (
+                        await s.execute(_READ, {"bid": blob_id, "first": first, "end": first + ROWS_PER_TRANSACTION})
+                    ).scalars()
+                )
             if not rows and first == 0:
                 raise FileNotFoundError(blob_id)
             for data in rows:
@@ -78,8 +83,13 @@ class _DatabaseWriter(BlobWriter):
         """Write the first ``size`` pending bytes as rows of :data:`CHUNK_BYTES` (the last may be shorter)."""
         rows = []
         for offset in range(0, size, CHUNK_BYTES) if size else [0]:
-            rows.append({"blob_id": self.blob_id, "seq": self._seq,
-                         "data": bytes(self._pending[offset:min(offset + CHUNK_BYTES, size)])})
+            rows.append(
+                {
+                    "blob_id": self.blob_id,
+                    "seq": self._seq,
+                    "data": bytes(self._pending[offset : min(offset + CHUNK_BYTES, size)]),
+                }
+            )
             self._seq += 1
         async with self.db.write() as s:
             await s.execute(_INSERT, rows)

@@ -1,5 +1,6 @@
 """The directory backend: one file per blob. An upload is written to ``tmp/<id>`` and renamed into place
 (``<id[:2]>/<id>``) on commit, after an fsync, so a blob's path holds either nothing or all of its bytes."""
+
 from __future__ import annotations
 
 import asyncio

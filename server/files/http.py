@@ -1,5 +1,6 @@
 """``POST /files`` and ``GET /files/{id}``: uploads streamed through an incremental multipart parser into
 storage (no part is ever held whole), and downloads streamed back to their owner."""
+
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
@@ -205,8 +206,11 @@ class _Parts:
         raw = params.get(b"filename")
         # Browsers (and httpx) send names as UTF-8 with '"', CR and LF escaped as %22, %0D, %0A (the HTML
         # standard's multipart/form-data encoding).
-        self.filename = None if raw is None else raw.decode("utf-8", "replace") \
-            .replace("%22", '"').replace("%0D", "").replace("%0A", "")
+        self.filename = (
+            None
+            if raw is None
+            else raw.decode("utf-8", "replace").replace("%22", '"').replace("%0D", "").replace("%0A", "")
+        )
 
     def _data(self, data: bytes, start: int, end: int) -> None:
         if self._in_file:

@@ -4,6 +4,7 @@ or queued message, so the collector sees a file as taken exactly when a message 
 These run in queue transactions too (``UnitOfWork.queue``), which take constant statements only
 (``store.prepared``): hence one statement per file, with bound parameters.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -19,14 +20,27 @@ _LINK = insert(FileRef.__table__).from_select(
     ["file_id", "session_id"],
     select(StoredFile.id, bindparam("sid", type_=String)).where(
         StoredFile.id == bindparam("fid"),
-        ~exists().where(FileRef.file_id == bindparam("fid"), FileRef.session_id == bindparam("sid"))))
+        ~exists().where(FileRef.file_id == bindparam("fid"), FileRef.session_id == bindparam("sid")),
+    ),
+)
 # File ids are hex, so they need no escaping inside LIKE.
-_IN_QUEUE = select(QueuedMessage.id).where(
-    QueuedMessage.session_id == bindparam("sid"),
-    cast(QueuedMessage.attachments, Text).contains(bindparam("fid", type_=String))).limit(1)
-_IN_HISTORY = select(Message.id).where(
-    Message.session_id == bindparam("sid"), Message.role == "user",
-    cast(Message.attachments, Text).contains(bindparam("fid", type_=String))).limit(1)
+_IN_QUEUE = (
+    select(QueuedMessage.id)
+    .where(
+        QueuedMessage.session_id == bindparam("sid"),
+        cast(QueuedMessage.attachments, Text).contains(bindparam("fid", type_=String)),
+    )
+    .limit(1)
+)
+_IN_HISTORY = (
+    select(Message.id)
+    .where(
+        Message.session_id == bindparam("sid"),
+        Message.role == "user",
+        cast(Message.attachments, Text).contains(bindparam("fid", type_=String)),
+    )
+    .limit(1)
+)
 _SESSION_FILES = select(FileRef.file_id).where(FileRef.session_id == bindparam("sid"))
 _UNLINK = delete(FileRef.__table__).where(FileRef.file_id == bindparam("fid"), FileRef.session_id == bindparam("sid"))
 
@@ -48,8 +62,9 @@ async def release(db: Any, session_id: str, attachments: Iterable[dict[str, Any]
     that neither its history nor its queue carries any more (the collector may then take them)."""
     for fid in file_ids(attachments):
         params = {"fid": fid, "sid": session_id}
-        if (await db.execute(_IN_QUEUE, params)).first() is None \
-                and (await db.execute(_IN_HISTORY, params)).first() is None:
+        if (await db.execute(_IN_QUEUE, params)).first() is None and (
+            await db.execute(_IN_HISTORY, params)
+        ).first() is None:
             await db.execute(_UNLINK, params)
 
 

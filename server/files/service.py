@@ -12,6 +12,7 @@ Invariants, and the failure each prevents:
   (``touched_at``) for the grace period; taking it for a message touches it first, so the collector does not
   take a file out from under a message being written. Files only deleted sessions referenced go at once.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -52,8 +53,13 @@ class FileInfo:
 
     def wire(self) -> dict[str, Any]:
         """The reply of ``POST /files``."""
-        return {"id": self.id, "name": self.name, "mediaType": self.media_type, "size": self.size,
-                "sha256": self.sha256}
+        return {
+            "id": self.id,
+            "name": self.name,
+            "mediaType": self.media_type,
+            "size": self.size,
+            "sha256": self.sha256,
+        }
 
     def attachment(self) -> dict[str, Any]:
         """How a message carries the file (stored on the row, shown in events and ``session.get``)."""
@@ -85,7 +91,7 @@ class Files:
         self._collector: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
 
-    async def __aenter__(self) -> "Files":
+    async def __aenter__(self) -> Files:
         self._collector = asyncio.create_task(self._collect_forever())
         return self
 
@@ -117,7 +123,7 @@ class Files:
 
     async def read(self, user_id: str, file_id: str) -> bytes:
         """The whole content (at most ``CHATSYNC_MAX_FILE_BYTES``), for building a provider request."""
-        _info_, chunks = await self.open(user_id, file_id)
+        _info, chunks = await self.open(user_id, file_id)
         try:
             return b"".join([chunk async for chunk in chunks])
         except FileNotFoundError:
@@ -125,7 +131,7 @@ class Files:
 
     # --- uploading ----------------------------------------------------------------------------------------
 
-    def upload(self, user_id: str) -> "Upload":
+    def upload(self, user_id: str) -> Upload:
         """``async with files.upload(user) as up: await up.write(...); info = await up.finish(name)``; leaving
         the block without ``finish`` (an error, a client that went away) removes everything written."""
         return Upload(self, user_id)
@@ -133,10 +139,12 @@ class Files:
     async def usage(self, user_id: str) -> tuple[int, int]:
         """(bytes stored, files kept) for the user."""
         async with self.db.read() as s:
-            stored = (await s.execute(select(func.coalesce(func.sum(FileBlob.size), 0))
-                                      .where(FileBlob.user_id == user_id))).scalar_one()
-            count = (await s.execute(select(func.count()).select_from(StoredFile)
-                                     .where(StoredFile.user_id == user_id))).scalar_one()
+            stored = (
+                await s.execute(select(func.coalesce(func.sum(FileBlob.size), 0)).where(FileBlob.user_id == user_id))
+            ).scalar_one()
+            count = (
+                await s.execute(select(func.count()).select_from(StoredFile).where(StoredFile.user_id == user_id))
+            ).scalar_one()
         return int(stored), int(count)
 
     # --- attachments --------------------------------------------------------------------------------------
@@ -157,8 +165,10 @@ class Files:
         total = sum(found[item["fileId"]].size for item in items if "fileId" in item)
         limit = self.settings.max_message_file_bytes
         if total > limit:
-            raise RpcError("PAYLOAD_TOO_LARGE", f"the files of one message exceed {_mib(limit)} together "
-                           "(CHATSYNC_MAX_MESSAGE_FILE_BYTES)")
+            raise RpcError(
+                "PAYLOAD_TOO_LARGE",
+                f"the files of one message exceed {_mib(limit)} together (CHATSYNC_MAX_MESSAGE_FILE_BYTES)",
+            )
         return [found[item["fileId"]].attachment() if "fileId" in item else dict(item) for item in items]
 
     # --- collecting ---------------------------------------------------------------------------------------
@@ -169,8 +179,9 @@ class Files:
         blobs' bytes were removed."""
         now = utcnow()
         cutoff = now - timedelta(seconds=self.settings.file_grace_seconds)
-        live_ref = exists().where(FileRef.file_id == StoredFile.id, FileRef.session_id == ChatSession.id,
-                                  ChatSession.deleted_at.is_(None))
+        live_ref = exists().where(
+            FileRef.file_id == StoredFile.id, FileRef.session_id == ChatSession.id, ChatSession.deleted_at.is_(None)
+        )
         any_ref = exists().where(FileRef.file_id == StoredFile.id)
         async with self.db.write() as s:
             await s.execute(delete(StoredFile).where(~live_ref, (StoredFile.touched_at < cutoff) | any_ref))
@@ -178,8 +189,9 @@ class Files:
 
     async def forget_session(self, session_id: str) -> int:
         """After a session is deleted: remove the files only it referenced (no grace: nothing can send them)."""
-        live_elsewhere = exists().where(FileRef.file_id == StoredFile.id, FileRef.session_id == ChatSession.id,
-                                        ChatSession.deleted_at.is_(None))
+        live_elsewhere = exists().where(
+            FileRef.file_id == StoredFile.id, FileRef.session_id == ChatSession.id, ChatSession.deleted_at.is_(None)
+        )
         of_session = exists().where(FileRef.file_id == StoredFile.id, FileRef.session_id == session_id)
         try:
             async with self.db.write() as s:
@@ -238,13 +250,15 @@ class Files:
                 await asyncio.wait_for(self._stop.wait(), self.settings.file_sweep_seconds)
 
 
-_INFO = (select(StoredFile.id, StoredFile.user_id, StoredFile.name, FileBlob.media_type, FileBlob.size,
-                FileBlob.sha256).join(FileBlob, FileBlob.id == StoredFile.blob_id))
+_INFO = select(
+    StoredFile.id, StoredFile.user_id, StoredFile.name, FileBlob.media_type, FileBlob.size, FileBlob.sha256
+).join(FileBlob, FileBlob.id == StoredFile.blob_id)
 
 
 def _info(row: Any) -> FileInfo:
-    return FileInfo(id=row.id, user_id=row.user_id, name=row.name, media_type=row.media_type, size=row.size,
-                    sha256=row.sha256)
+    return FileInfo(
+        id=row.id, user_id=row.user_id, name=row.name, media_type=row.media_type, size=row.size, sha256=row.sha256
+    )
 
 
 class Upload:
@@ -262,17 +276,22 @@ class Upload:
         self.limit_message = ""
         self._done = False
 
-    async def __aenter__(self) -> "Upload":
+    async def __aenter__(self) -> Upload:
         settings = self.files.settings
         stored, count = await self.files.usage(self.user_id)
         if count >= settings.max_files_per_user:
-            raise RpcError("PAYLOAD_TOO_LARGE", f"you keep {count} files already, the most allowed "
-                           "(CHATSYNC_MAX_FILES_PER_USER); delete sessions that carry some")
+            raise RpcError(
+                "PAYLOAD_TOO_LARGE",
+                f"you keep {count} files already, the most allowed "
+                "(CHATSYNC_MAX_FILES_PER_USER); delete sessions that carry some",
+            )
         room = settings.max_user_file_bytes - stored
         if room < self.limit:
             self.limit = max(room, 0)
-            self.limit_message = (f"the upload does not fit your storage quota of "
-                                   f"{_mib(settings.max_user_file_bytes)} (CHATSYNC_MAX_USER_FILE_BYTES)")
+            self.limit_message = (
+                f"the upload does not fit your storage quota of "
+                f"{_mib(settings.max_user_file_bytes)} (CHATSYNC_MAX_USER_FILE_BYTES)"
+            )
         else:
             self.limit_message = f"the file exceeds {_mib(self.limit)} (CHATSYNC_MAX_FILE_BYTES)"
         async with self.files.db.write() as s:
@@ -308,19 +327,33 @@ class Upload:
         self._done = True
         if blob_id != self.blob_id:
             await self.files.storage.delete(self.blob_id)
-        return FileInfo(id=file_id, user_id=self.user_id, name=clean_name(name), media_type=media_type,
-                        size=self.size, sha256=digest)
+        return FileInfo(
+            id=file_id,
+            user_id=self.user_id,
+            name=clean_name(name),
+            media_type=media_type,
+            size=self.size,
+            sha256=digest,
+        )
 
     async def _name(self, file_id: str, name: str, digest: str, media_type: str) -> str:
         async with self.files.db.write() as s:
-            existing = (await s.execute(select(FileBlob.id).where(
-                FileBlob.user_id == self.user_id, FileBlob.sha256 == digest, FileBlob.state == "complete"))).scalar()
+            existing = (
+                await s.execute(
+                    select(FileBlob.id).where(
+                        FileBlob.user_id == self.user_id, FileBlob.sha256 == digest, FileBlob.state == "complete"
+                    )
+                )
+            ).scalar()
             if existing is not None:
                 await s.execute(delete(FileBlob).where(FileBlob.id == self.blob_id))
                 blob_id = existing
             else:
-                await s.execute(update(FileBlob).where(FileBlob.id == self.blob_id).values(
-                    sha256=digest, size=self.size, media_type=media_type, state="complete"))
+                await s.execute(
+                    update(FileBlob)
+                    .where(FileBlob.id == self.blob_id)
+                    .values(sha256=digest, size=self.size, media_type=media_type, state="complete")
+                )
                 blob_id = self.blob_id
             s.add(StoredFile(id=file_id, user_id=self.user_id, blob_id=blob_id, name=name))
         return blob_id

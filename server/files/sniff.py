@@ -4,6 +4,7 @@ A few formats are recognised by their magic numbers; anything else that is valid
 characters is ``text/plain``; the rest is ``application/octet-stream``. So an HTML page that claims to be an
 image is served as plain text, and a browser (told ``nosniff``) never renders it.
 """
+
 from __future__ import annotations
 
 import codecs
@@ -43,7 +44,7 @@ class Sniffer:
 
     def feed(self, chunk: bytes) -> None:
         if len(self._head) < HEAD_BYTES:
-            self._head += chunk[:HEAD_BYTES - len(self._head)]
+            self._head += chunk[: HEAD_BYTES - len(self._head)]
         if not self._text:
             return
         if len(chunk.translate(_NOT_TEXT, _BINARY_CONTROLS)) != len(chunk):

@@ -5,6 +5,7 @@ whole once :meth:`BlobWriter.commit` returns (before that a backend may show par
 reads only blobs it marked complete after the commit). :meth:`FileStorage.delete` removes a blob's bytes,
 committed or half-written, so an abandoned upload can always be cleaned up by its id.
 """
+
 from __future__ import annotations
 
 import abc

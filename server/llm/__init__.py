@@ -42,8 +42,8 @@ __all__ = [
     "Completion",
     "ErrorCode",
     "ErrorEvent",
-    "Finished",
     "FinishReason",
+    "Finished",
     "Message",
     "MessageStatus",
     "ModelInputs",
@@ -62,7 +62,7 @@ __all__ = [
     "TurnEvent",
     "Usage",
     "default_provider_id",
+    "get_provider",
     "known_provider",
     "register_provider",
-    "get_provider",
 ]

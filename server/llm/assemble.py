@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import Hashable
 
 from .errors import ErrorCode, ProviderError
 from .types import (
-    FinishReason,
     Finished,
+    FinishReason,
     TextDelta,
     TextDone,
     ToolCallDelta,

@@ -10,8 +10,9 @@ import email.utils
 import json
 import re
 import time
+from collections.abc import Mapping
 from enum import StrEnum
-from typing import Any, Mapping
+from typing import Any
 
 
 class ErrorCode(StrEnum):
@@ -91,7 +92,9 @@ def body_text(body: Any) -> str:
     return str(body).lower()
 
 
-def classify_status(status: int | None, message: str, body: Any = None, *, retry_after: float | None = None) -> ProviderError:
+def classify_status(
+    status: int | None, message: str, body: Any = None, *, retry_after: float | None = None
+) -> ProviderError:
     """Map an HTTP status (or ``None`` for errors reported inside a 200 stream) plus body to a ``ProviderError``."""
     text = body_text(body) + " " + message.lower()
     if status == 429 or "rate_limit" in text or "resource_exhausted" in text:
@@ -104,8 +107,13 @@ def classify_status(status: int | None, message: str, body: Any = None, *, retry
         code = ErrorCode.OVERLOADED if any(m in text for m in _OVERLOADED_MARKERS) else ErrorCode.SERVER_ERROR
         return ProviderError(code, message, retryable=True, retry_after=retry_after, status=status)
     if status in (408, 409):
-        return ProviderError(ErrorCode.TIMEOUT if status == 408 else ErrorCode.SERVER_ERROR, message,
-                             retryable=True, retry_after=retry_after, status=status)
+        return ProviderError(
+            ErrorCode.TIMEOUT if status == 408 else ErrorCode.SERVER_ERROR,
+            message,
+            retryable=True,
+            retry_after=retry_after,
+            status=status,
+        )
     if any(m in text for m in _CONTEXT_MARKERS) and "string_above_max_length" not in text:
         return ProviderError(ErrorCode.CONTEXT_LENGTH_EXCEEDED, message, status=status)
     fixed = {
@@ -171,7 +179,9 @@ def classify_stream_failure(exc: Exception) -> ProviderError:
     return ProviderError(ErrorCode.UNKNOWN, f"{type(exc).__name__}: {exc}")
 
 
-def classify_http(status: int | None, message: str, body: Any = None, headers: Mapping[str, str] | None = None) -> ProviderError:
+def classify_http(
+    status: int | None, message: str, body: Any = None, headers: Mapping[str, str] | None = None
+) -> ProviderError:
     """``classify_status`` plus the response headers: ``Retry-After`` and the server's ``x-should-retry`` verdict."""
     error = classify_status(status, message, body, retry_after=parse_retry_after(headers, body))
     verdict = {k.lower(): v for k, v in (headers or {}).items()}.get("x-should-retry")

@@ -74,7 +74,7 @@ async def with_retries(
             if wait is None:
                 yield error_event(exc)
                 return
-        except Exception as exc:  # noqa: BLE001 - the stream contract is "end with an error event", never raise
+        except Exception as exc:
             yield ErrorEvent(code=ErrorCode.UNKNOWN, message=f"{type(exc).__name__}: {exc}", retryable=False)
             return
         finally:

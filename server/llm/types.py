@@ -11,7 +11,7 @@ is the wire shape (``{"type": "tool-call-start", "callId": ..., "name": ..., "in
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
@@ -190,7 +190,7 @@ class ErrorEvent(_Frozen):
 
 
 TurnEvent = Annotated[
-    Union[TextDelta, TextDone, ToolCallStart, ToolCallDelta, ToolCallEvent, Finished, ErrorEvent],
+    TextDelta | TextDone | ToolCallStart | ToolCallDelta | ToolCallEvent | Finished | ErrorEvent,
     Field(discriminator="type"),
 ]
 """Everything a provider stream yields. Every stream ends with exactly one ``Finished`` or ``ErrorEvent``."""

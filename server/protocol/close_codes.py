@@ -3,6 +3,7 @@
 4000-4499  reconnect and resume from your lastEventId (nothing was lost)
 4500-4999  do not reconnect with the same credentials
 """
+
 from __future__ import annotations
 
 RECONNECT_MIN, RECONNECT_MAX = 4000, 4499

@@ -1,4 +1,5 @@
 """Building and checking tRPC messages (PROTOCOL.md §2.3-2.4, §3.3)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -14,7 +15,11 @@ def ws_frame_prefix(request_id: Any, jsonrpc: bool) -> str:
     return '{"id":' + dumps(request_id) + (',"jsonrpc":"2.0"' if jsonrpc else "")
 
 
-def ws_result(prefix: str, result_type: str, data: Any = ..., ) -> str:
+def ws_result(
+    prefix: str,
+    result_type: str,
+    data: Any = ...,
+) -> str:
     if data is ...:
         return prefix + ',"result":{"type":"' + result_type + '"}}'
     return prefix + ',"result":{"type":"' + result_type + '","data":' + dumps(data) + "}}"

@@ -2,6 +2,7 @@
 
 Everything that answers a client with an error goes through :func:`to_rpc_error` and :func:`error_shape`.
 """
+
 from __future__ import annotations
 
 import logging
@@ -71,14 +72,16 @@ def _infrastructure_failure(exc: BaseException) -> str | None:
     if name == "sqlalchemy":
         from sqlalchemy import exc as sa
 
-        if isinstance(exc, (sa.OperationalError, sa.InterfaceError, sa.TimeoutError)) or \
-                (isinstance(exc, sa.DBAPIError) and exc.connection_invalidated):
+        if isinstance(exc, (sa.OperationalError, sa.InterfaceError, sa.TimeoutError)) or (
+            isinstance(exc, sa.DBAPIError) and exc.connection_invalidated
+        ):
             return "The database is unavailable or busy; retry shortly"
     if name == "redis":
         from redis import exceptions as rx
 
-        if isinstance(exc, (rx.ConnectionError, rx.TimeoutError, rx.ClusterDownError, rx.TryAgainError,
-                            rx.RedisClusterException)):
+        if isinstance(
+            exc, (rx.ConnectionError, rx.TimeoutError, rx.ClusterDownError, rx.TryAgainError, rx.RedisClusterException)
+        ):
             return "The message bus is unavailable; retry shortly"
     if isinstance(exc, (ConnectionError, TimeoutError)):
         return "A service this server needs is unavailable; retry shortly"

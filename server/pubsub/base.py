@@ -3,6 +3,7 @@
 History is the database event log: a subscriber that misses a bus message (reordering across replicas,
 a Redis restart) reads the gap from the log, so a backend only has to be fast, not reliable.
 """
+
 from __future__ import annotations
 
 import abc
@@ -67,7 +68,7 @@ class Bus(abc.ABC):
         """``[{messageId, offset, text}]`` of the session's streaming messages, or None if not shared here."""
         return None
 
-    async def __aenter__(self) -> "Bus":
+    async def __aenter__(self) -> Bus:
         await self.connect()
         return self
 

@@ -4,6 +4,7 @@ Everything that belongs to one session carries the session id as a hash tag (``{
 its channel, its set of streaming messages and their partial texts all hash to the session's slot, so one
 shard serves all of a session's traffic and a pipeline of APPEND + SPUBLISH stays on one connection, in order.
 """
+
 from __future__ import annotations
 
 DEFAULT_PREFIX = "chatsync:"

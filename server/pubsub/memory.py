@@ -1,5 +1,6 @@
 """In-process bus: one process, no network. Delivery is deferred to the loop so a publisher never runs
 subscriber code inside its own call stack."""
+
 from __future__ import annotations
 
 import asyncio

@@ -8,6 +8,7 @@ so every local subscriber catches up from the event log.
 Publishing never raises: a batch that could not be published (Redis down) is kept and retried in the
 background. Subscribers drop repeats by seq, so a late or repeated publish is harmless.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -178,7 +179,10 @@ class RedisBus(Bus):
 
     async def stream_started(self, session_id: str, message_id: str) -> None:
         assert self._redis is not None
-        key, members = stream_text_key(self.prefix, session_id, message_id), session_streams_key(self.prefix, session_id)
+        key, members = (
+            stream_text_key(self.prefix, session_id, message_id),
+            session_streams_key(self.prefix, session_id),
+        )
         try:
             async with self._redis.pipeline(transaction=False) as pipe:
                 pipe.delete(key).sadd(members, message_id).expire(members, STREAM_TTL_SECONDS)
@@ -241,7 +245,7 @@ class RedisBus(Bus):
                     await self._pubsub.aclose()
                 while True:
                     attempt += 1
-                    await asyncio.sleep(min(MAX_BACKOFF, 0.05 * 2 ** attempt) * (0.5 + random.random() / 2))
+                    await asyncio.sleep(min(MAX_BACKOFF, 0.05 * 2**attempt) * (0.5 + random.random() / 2))
                     try:
                         await self._open_pubsub()
                         break

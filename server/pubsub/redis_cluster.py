@@ -11,6 +11,7 @@ node now owns them and tells the hub that messages may have been lost, so subscr
 event log. Publishing, the retry of unsent batches and the shared partial texts are the single-Redis
 backend's, sent through the cluster client (which routes by slot and follows MOVED).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -20,9 +21,9 @@ from contextlib import suppress
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-from redis.asyncio.cluster import ClusterNode, RedisCluster
 
 from .keys import DEFAULT_PREFIX, control_channel, session_channel
 from .redis import MAX_BACKOFF, SUBSCRIBE_TIMEOUT, UNAVAILABLE, RedisBus
@@ -44,7 +45,7 @@ def parse_nodes(netloc: str) -> list[tuple[str, int]]:
 class _Shard:
     """One node's sharded pub/sub connection, the sessions subscribed on it, and its listener."""
 
-    def __init__(self, bus: "RedisClusterBus", host: str, port: int) -> None:
+    def __init__(self, bus: RedisClusterBus, host: str, port: int) -> None:
         self.bus, self.host, self.port = bus, host, port
         self.sessions: set[str] = set()
         self.confirm: dict[str, asyncio.Future[None]] = {}
@@ -55,8 +56,7 @@ class _Shard:
         self.task = asyncio.create_task(self._run(), name=f"redis-cluster-shard-{host}:{port}")
 
     async def _open(self) -> None:
-        self.client = aioredis.Redis(host=self.host, port=self.port, socket_connect_timeout=5,
-                                     health_check_interval=10)
+        self.client = aioredis.Redis(host=self.host, port=self.port, socket_connect_timeout=5, health_check_interval=10)
         pubsub = self.client.pubsub()
         # The control channel keeps the connection subscribed (and readable) before it has a session.
         await pubsub.subscribe(control_channel(self.bus.prefix))
@@ -83,8 +83,11 @@ class _Shard:
                         self.lost = False
                         attempt = 0
                         self.bus.reconnects += 1
-                        log.info("redis cluster shard %s:%d reconnected; subscribers catch up from the log",
-                                 self.host, self.port)
+                        log.info(
+                            "redis cluster shard %s:%d reconnected; subscribers catch up from the log",
+                            self.host,
+                            self.port,
+                        )
                         self.bus._on_reconnect()
                 prefix_len = len(self.bus.prefix)
                 while True:
@@ -103,7 +106,7 @@ class _Shard:
                 self.lost = True
                 await self._close()
                 attempt += 1
-                await asyncio.sleep(min(MAX_BACKOFF, 0.05 * 2 ** attempt) * (0.5 + random.random() / 2))
+                await asyncio.sleep(min(MAX_BACKOFF, 0.05 * 2**attempt) * (0.5 + random.random() / 2))
                 await self.bus._rehome(self)
 
     def _moved_away(self, channel: bytes | str) -> bool:
@@ -133,9 +136,12 @@ class RedisClusterBus(RedisBus):
         # One retry (after refreshing the slot map, which follows a failover) and no backoff: a publish
         # to a shard that is down fails at once and joins the unsent batches, instead of holding up the
         # change that made it for the client's default of several backed-off attempts.
-        self._redis = RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in self.nodes],
-                                   retry=Retry(NoBackoff(), retries=1), socket_connect_timeout=5,
-                                   health_check_interval=10)
+        self._redis = RedisCluster(
+            startup_nodes=[ClusterNode(h, p) for h, p in self.nodes],
+            retry=Retry(NoBackoff(), retries=1),
+            socket_connect_timeout=5,
+            health_check_interval=10,
+        )
         await self._redis.initialize()
 
     async def disconnect(self) -> None:
@@ -233,7 +239,7 @@ class RedisClusterBus(RedisBus):
         attempt = 0
         while session_id in self._homeless:
             attempt += 1
-            await asyncio.sleep(min(MAX_BACKOFF, 0.05 * 2 ** attempt) * (0.5 + random.random() / 2))
+            await asyncio.sleep(min(MAX_BACKOFF, 0.05 * 2**attempt) * (0.5 + random.random() / 2))
             with suppress(*UNAVAILABLE):
                 await self._redis.nodes_manager.initialize()  # type: ignore[union-attr]
             try:

@@ -1,4 +1,5 @@
 """tRPC over HTTP (PROTOCOL.md §3-5): queries by GET, mutations by POST, batches, JSONL, SSE subscriptions."""
+
 from __future__ import annotations
 
 import asyncio
@@ -29,8 +30,9 @@ FULL_RETRY_AFTER_SECONDS = 2
 
 
 def _json(body: Any, status: int, extra: dict[str, str] | None = None) -> Response:
-    return Response(orjson.dumps(body), status_code=status, media_type="application/json",
-                    headers={**JSON_HEADERS, **(extra or {})})
+    return Response(
+        orjson.dumps(body), status_code=status, media_type="application/json", headers={**JSON_HEADERS, **(extra or {})}
+    )
 
 
 def _request_error(err: RpcError) -> Response:
@@ -44,8 +46,9 @@ def plain_error_response(err: RpcError, headers: dict[str, str] | None = None) -
     body: dict[str, Any] = {"code": err.code, "message": err.message}
     if err.retry_after_ms is not None:
         body["retryAfterMs"] = err.retry_after_ms
-    return Response(orjson.dumps({"error": body}), status_code=err.http_status, media_type="application/json",
-                    headers=headers)
+    return Response(
+        orjson.dumps({"error": body}), status_code=err.http_status, media_type="application/json", headers=headers
+    )
 
 
 def bearer_token(request: Request) -> str | None:
@@ -74,8 +77,9 @@ class HttpTransport:
             proc = self.router.procedures.get(paths[0])
             if not is_batch and proc is not None and proc.kind == "subscription" and request.method == "GET":
                 # EventSource cannot read a 4xx body: tRPC sends 200 + connected + serialized-error.
-                return StreamingResponse(self._sse_error(err, proc.path), media_type="text/event-stream",
-                                         headers=SSE_HEADERS)
+                return StreamingResponse(
+                    self._sse_error(err, proc.path), media_type="text/event-stream", headers=SSE_HEADERS
+                )
             return _request_error(err)
         ctx = Context(user=None, services=self.services, transport="http", base_url=str(request.base_url).rstrip("/"))
         ctx.sign_in(principal)
@@ -102,9 +106,9 @@ class HttpTransport:
         if not is_batch and isinstance(procs[0], RpcError):
             return _json({"error": error_shape(procs[0], paths[0])}, procs[0].http_status)
 
-        results = await asyncio.gather(*[
-            self._one(request, ctx, proc, path, raw) for proc, path, raw in zip(procs, paths, inputs)
-        ])
+        results = await asyncio.gather(
+            *[self._one(request, ctx, proc, path, raw) for proc, path, raw in zip(procs, paths, inputs)]
+        )
         if is_batch and self._wants_jsonl(request):
             head = {str(i): [[body]] for i, (body, _status) in enumerate(results)}
             return Response(orjson.dumps(head) + b"\n", media_type="application/json", headers=JSON_HEADERS)
@@ -181,8 +185,10 @@ class HttpTransport:
             if proc.kind == "subscription":
                 raise RpcError("METHOD_NOT_SUPPORTED", "Subscriptions cannot be batched; use server-sent events")
             if not self._method_allowed(request, proc):
-                raise RpcError("METHOD_NOT_SUPPORTED",
-                               f'Unsupported {request.method}-request to {proc.kind} procedure at path "{path}"')
+                raise RpcError(
+                    "METHOD_NOT_SUPPORTED",
+                    f'Unsupported {request.method}-request to {proc.kind} procedure at path "{path}"',
+                )
             # Serialised here, once (the response embeds the fragment as it is): a reply that cannot be
             # serialised becomes an error reply rather than a broken response.
             result = orjson.Fragment(orjson.dumps(await call(proc, ctx, raw)))
@@ -207,8 +213,11 @@ class HttpTransport:
         if request.method != "GET":
             err = RpcError("METHOD_NOT_SUPPORTED", f'Unsupported {request.method}-request to subscription procedure')
             return _json({"error": error_shape(err, proc.path)}, 405, {"allow": "GET"})
-        last_id = (request.headers.get("last-event-id") or request.query_params.get("lastEventId")
-                   or request.query_params.get("Last-Event-Id"))
+        last_id = (
+            request.headers.get("last-event-id")
+            or request.query_params.get("lastEventId")
+            or request.query_params.get("Last-Event-Id")
+        )
         raw = merge_last_event_id(raw, last_id)
         if self.services.slots.used >= self.services.slots.limit:
             err = RpcError("SERVICE_UNAVAILABLE", "Too many connections on this server; retry shortly")
@@ -226,4 +235,3 @@ class HttpTransport:
         err = RpcError("SERVICE_UNAVAILABLE", "Server is restarting; reconnect")
         for items in list(self.sse_streams):
             items.put_nowait(err)
-

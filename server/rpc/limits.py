@@ -6,6 +6,7 @@ second up to ``burst``, so short bursts (a paste of many queued messages) pass a
 refused. Buckets live per process (a user spread over ``n`` replicas may send ``n`` times the rate); they are
 forgotten when full again, so the table holds only users who sent recently.
 """
+
 from __future__ import annotations
 
 import math
@@ -41,8 +42,7 @@ class RateLimiter:
         tokens -= n
         if len(self._buckets) >= MAX_TRACKED_USERS:
             # Full buckets carry no information: drop them (they would refill to the same state anyway).
-            self._buckets = {u: (t, a) for u, (t, a) in self._buckets.items()
-                             if t + (now - a) * self.rate < self.burst}
+            self._buckets = {u: (t, a) for u, (t, a) in self._buckets.items() if t + (now - a) * self.rate < self.burst}
         self._buckets[user_id] = (tokens, now)
 
 

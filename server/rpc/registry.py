@@ -11,6 +11,7 @@ each input in turn. Transports use it for consecutive calls of that procedure th
 other (:func:`call_many`), so a client that sends faster than the database commits gets one transaction
 for the lot instead of one each.
 """
+
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
@@ -53,8 +54,9 @@ class Context:
 
 
 class Subscription(Protocol):
-    async def run(self, emit: Callable[[str | None, Any], None],
-                  emit_durable: Callable[[Any], None] | None = None) -> None:
+    async def run(
+        self, emit: Callable[[str | None, Any], None], emit_durable: Callable[[Any], None] | None = None
+    ) -> None:
         """Push ``(tracked id or None, item)`` into ``emit`` until the stream ends. A transport may also
         pass ``emit_durable`` for durable events (whose tracked id is their own): its fast path."""
 

@@ -11,6 +11,7 @@ The frames are tRPC's: ``connected`` first, then ``data`` with ``id`` for tracke
 that falls more than ``CHATSYNC_SEND_BUFFER_BYTES`` behind, a revoked device and a server shutdown end the
 stream with a retryable error (EventSource reconnects with its ``Last-Event-ID`` and loses nothing).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -40,7 +41,7 @@ class Inbox:
     protocol (``wsprotocol.py``), without its three deques. ``get(timeout)`` returns ``PING`` when nothing
     came in time."""
 
-    __slots__ = ("items", "_waiter")
+    __slots__ = ("_waiter", "items")
 
     def __init__(self) -> None:
         self.items: list[Any] = []
@@ -92,8 +93,9 @@ class SseResponse:
         # Taken here, where the ``finally`` that gives it back is sure to run; streams that opened together
         # after the check before this response can still find the process full.
         if not slots.take():
-            body = CONNECTED + error_frame(RpcError("SERVICE_UNAVAILABLE", "Too many connections; retry"),
-                                           self.proc.path)
+            body = CONNECTED + error_frame(
+                RpcError("SERVICE_UNAVAILABLE", "Too many connections; retry"), self.proc.path
+            )
             await send({"type": "http.response.body", "body": body, "more_body": False})
             return
         try:
@@ -172,8 +174,7 @@ class SseResponse:
                         body = "data: " + data + "\n\n\n"
                     else:
                         # Browsers would stamp the last id on this untracked event; reset it, then restore it.
-                        body = ("data: " + data + "\nid: \n\n\nevent: restore-id\ndata: \nid: " + last_tracked
-                                + "\n\n\n")
+                        body = "data: " + data + "\nid: \n\n\nevent: restore-id\ndata: \nid: " + last_tracked + "\n\n\n"
                 await send({"type": "http.response.body", "body": body.encode(), "more_body": True})
         finally:
             self.streams.discard(inbox)

@@ -5,6 +5,7 @@ hand frames over synchronously and never wait on a slow client: when its buffer 
 closed with :data:`close_codes.SLOW_CONSUMER` and resumes from its ``lastEventId`` (it loses nothing, the
 others lose no time).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -39,8 +40,9 @@ MAX_MUTATION_BATCH = 64
 
 
 class WsConnection:
-    def __init__(self, websocket: WebSocket, router: Router, services: Any, registry: set["WsConnection"],
-                 raw_send: Any = None) -> None:
+    def __init__(
+        self, websocket: WebSocket, router: Router, services: Any, registry: set[WsConnection], raw_send: Any = None
+    ) -> None:
         self.ws = websocket
         self.router = router
         self.services = services
@@ -59,7 +61,9 @@ class WsConnection:
         self._close_code: int | None = None
         self._closing = False
         self._task: asyncio.Task[Any] | None = None
-        self._finished: asyncio.Future[None] | None = None  # made by shutdown(): an Event per idle connection is 0.8 KiB
+        self._finished: asyncio.Future[None] | None = (
+            None  # made by shutdown(): an Event per idle connection is 0.8 KiB
+        )
         self._done = False
         self._rejected: RpcError | None = None
 
@@ -204,8 +208,9 @@ class WsConnection:
         if text == "PONG":
             return
         if _utf8_length_over(text, self.settings.max_frame_bytes):
-            self.outbox.send(connection_error(RpcError(
-                "PAYLOAD_TOO_LARGE", f"Frame exceeds {self.settings.max_frame_bytes} bytes")))
+            self.outbox.send(
+                connection_error(RpcError("PAYLOAD_TOO_LARGE", f"Frame exceeds {self.settings.max_frame_bytes} bytes"))
+            )
             return
         try:
             msg = orjson.loads(text)
@@ -231,8 +236,12 @@ class WsConnection:
                 return
         if len(items) > self.settings.max_batch_size:
             for item in items:
-                self.outbox.send(ws_error(ws_frame_prefix(item["id"], "jsonrpc" in item),
-                                          RpcError("BAD_REQUEST", "Batch call exceeds maximum size")))
+                self.outbox.send(
+                    ws_error(
+                        ws_frame_prefix(item["id"], "jsonrpc" in item),
+                        RpcError("BAD_REQUEST", "Batch call exceeds maximum size"),
+                    )
+                )
             return
         for item in items:
             self._dispatch(item)
@@ -274,9 +283,17 @@ class WsConnection:
                 self.outbox.send(ws_error(prefix, RpcError("BAD_REQUEST", f"Duplicate id {rid}"), path))
                 return
             if len(self.subscriptions) >= self.settings.max_subscriptions_per_connection:
-                self.outbox.send(ws_error(prefix, RpcError(
-                    "TOO_MANY_REQUESTS", f"At most {self.settings.max_subscriptions_per_connection} subscriptions "
-                                         "per connection; stop one or open another connection"), path))
+                self.outbox.send(
+                    ws_error(
+                        prefix,
+                        RpcError(
+                            "TOO_MANY_REQUESTS",
+                            f"At most {self.settings.max_subscriptions_per_connection} subscriptions "
+                            "per connection; stop one or open another connection",
+                        ),
+                        path,
+                    )
+                )
                 return
             raw = merge_last_event_id(params.get("input"), params.get("lastEventId"))
             self.subscriptions[rid] = asyncio.create_task(self._subscribe(rid, prefix, path, raw))
@@ -312,8 +329,13 @@ class WsConnection:
             while pending:
                 prefix, path, raw = pending.popleft()
                 proc = self.router.procedures.get(path)
-                if proc is None or proc.kind != "mutation" or proc.batch is None or not pending \
-                        or pending[0][1] != path:
+                if (
+                    proc is None
+                    or proc.kind != "mutation"
+                    or proc.batch is None
+                    or not pending
+                    or pending[0][1] != path
+                ):
                     await self._call(prefix, "mutation", path, raw)
                     continue
                 batch = [(prefix, raw)]
@@ -322,13 +344,14 @@ class WsConnection:
                     batch.append((nxt_prefix, nxt_raw))
                 results = await call_many(proc, self.ctx, [r for _p, r in batch])
                 for (p, _r), result in zip(batch, results):
+                    failure = result
                     if not isinstance(result, BaseException):
                         try:
                             self.outbox.send(ws_result(p, "data", result))
                             continue
                         except Exception as exc:
-                            result = exc
-                    self.outbox.send(ws_error(p, to_rpc_error(result), path))
+                            failure = exc
+                    self.outbox.send(ws_error(p, to_rpc_error(failure), path))
         finally:
             self._mutation_runner = None
 

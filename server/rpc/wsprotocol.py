@@ -11,6 +11,7 @@ memory, so the parts every connection carries for its whole life are kept small:
 
 Behaviour is uvicorn's: only these containers change.
 """
+
 from __future__ import annotations
 
 import asyncio

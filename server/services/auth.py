@@ -10,6 +10,7 @@ unexpired), so two exchanges of one code racing each other give one token.
 Revocation sets ``revoked_at``; the token is refused from then on. What it already opened (WebSockets, SSE
 streams) is closed by :mod:`server.sync.revocation` on every replica.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -62,8 +63,13 @@ class LinkError(Exception):
 
 
 class AuthService:
-    def __init__(self, db: Database, *, clock: Callable[[], datetime] = utcnow,
-                 on_revoked: Callable[[list[str]], Any] | None = None) -> None:
+    def __init__(
+        self,
+        db: Database,
+        *,
+        clock: Callable[[], datetime] = utcnow,
+        on_revoked: Callable[[list[str]], Any] | None = None,
+    ) -> None:
         self.db = db
         self.clock = clock  # tests move time with it (link expiry)
         # Called after a commit that revoked devices (``server.sync.revocation`` closes their connections).
@@ -77,10 +83,13 @@ class AuthService:
             return None
         token_hash = hash_token(token)
         async with self.db.read() as s:
-            found = (await s.execute(
-                select(User, ApiToken.id, ApiToken.name, ApiToken.last_used_at)
-                .join(ApiToken, ApiToken.user_id == User.id)
-                .where(ApiToken.token_hash == token_hash, ApiToken.revoked_at.is_(None)))).first()
+            found = (
+                await s.execute(
+                    select(User, ApiToken.id, ApiToken.name, ApiToken.last_used_at)
+                    .join(ApiToken, ApiToken.user_id == User.id)
+                    .where(ApiToken.token_hash == token_hash, ApiToken.revoked_at.is_(None))
+                )
+            ).first()
         if found is None:
             return None
         user, device_id, device_name, last_used = found
@@ -96,7 +105,9 @@ class AuthService:
 
     # --- users and tokens (server side: the CLI) --------------------------------------------------------------
 
-    async def create_user(self, name: str, *, admin: bool = False, device_name: str = "first token") -> tuple[User, str]:
+    async def create_user(
+        self, name: str, *, admin: bool = False, device_name: str = "first token"
+    ) -> tuple[User, str]:
         """Create a user with one token; returns the token (the only time it exists in clear)."""
         token = new_token()
         async with self.db.write() as s:
@@ -141,8 +152,12 @@ class AuthService:
 
     async def tokens(self, user_name: str | None = None) -> list[dict[str, Any]]:
         """Every live device (of one user, or everyone's), for ``chatsync tokens list``."""
-        stmt = (select(ApiToken, User.name).join(User, User.id == ApiToken.user_id)
-                .where(ApiToken.revoked_at.is_(None)).order_by(User.name, ApiToken.created_at))
+        stmt = (
+            select(ApiToken, User.name)
+            .join(User, User.id == ApiToken.user_id)
+            .where(ApiToken.revoked_at.is_(None))
+            .order_by(User.name, ApiToken.created_at)
+        )
         if user_name is not None:
             stmt = stmt.where(User.name == user_name)
         async with self.db.read() as s:
@@ -157,8 +172,11 @@ class AuthService:
     # --- devices (the caller's own) -----------------------------------------------------------------------
 
     async def devices(self, user: User, current: str | None) -> list[dict[str, Any]]:
-        stmt = (select(ApiToken).where(ApiToken.user_id == user.id, ApiToken.revoked_at.is_(None))
-                .order_by(ApiToken.created_at))
+        stmt = (
+            select(ApiToken)
+            .where(ApiToken.user_id == user.id, ApiToken.revoked_at.is_(None))
+            .order_by(ApiToken.created_at)
+        )
         async with self.db.read() as s:
             rows = (await s.execute(stmt)).scalars().all()
         return [{**_device(t), "current": t.id == current} for t in rows]
@@ -169,8 +187,13 @@ class AuthService:
 
     async def rename_device(self, user: User, device_id: str, name: str, current: str | None) -> dict[str, Any]:
         async with self.db.write() as s:
-            row = (await s.execute(select(ApiToken).where(
-                ApiToken.id == device_id, ApiToken.user_id == user.id, ApiToken.revoked_at.is_(None)))).scalar()
+            row = (
+                await s.execute(
+                    select(ApiToken).where(
+                        ApiToken.id == device_id, ApiToken.user_id == user.id, ApiToken.revoked_at.is_(None)
+                    )
+                )
+            ).scalar()
             if row is None:
                 raise RpcError("NOT_FOUND", "Device not found")
             row.name = name
@@ -200,8 +223,15 @@ class AuthService:
         async with self.db.write() as s:
             # Expired codes go as new ones are made: the table holds at most what ten minutes produce.
             await s.execute(delete(LinkCode).where(LinkCode.expires_at < now))
-            s.add(LinkCode(code_hash=hash_token(code), user_id=user_id, device_name=device_name,
-                           created_at=now, expires_at=expires))
+            s.add(
+                LinkCode(
+                    code_hash=hash_token(code),
+                    user_id=user_id,
+                    device_name=device_name,
+                    created_at=now,
+                    expires_at=expires,
+                )
+            )
         return {"url": public_url.rstrip("/") + "/link#" + code, "code": code, "expiresAt": _ms(expires)}
 
     async def create_link_for(self, user_name: str, device_name: str | None, public_url: str) -> dict[str, Any]:
@@ -226,8 +256,11 @@ class AuthService:
                 raise LinkError("This sign-in link was already used; make a new one.")
             if found.expires_at <= now:
                 raise LinkError("This sign-in link has expired; make a new one.")
-            spent = await s.execute(update(LinkCode).where(
-                LinkCode.code_hash == found.code_hash, LinkCode.used_at.is_(None)).values(used_at=now))
+            spent = await s.execute(
+                update(LinkCode)
+                .where(LinkCode.code_hash == found.code_hash, LinkCode.used_at.is_(None))
+                .values(used_at=now)
+            )
             if spent.rowcount != 1:
                 raise LinkError("This sign-in link was already used; make a new one.")
             user = await s.get(User, found.user_id)

@@ -10,9 +10,10 @@ One feed event per transaction at most: a transaction whose session events chang
 shows (:data:`TRIGGERS`) appends one ``session-updated`` with the session's summary as it is at commit.
 Batched enqueues therefore cost one feed event, not one per message.
 """
+
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import bindparam, delete, func, insert, select, update
@@ -22,17 +23,28 @@ from ..store.models import QueuedMessage, User, UserEvent
 
 FEED_EVENT_TYPES = frozenset({"session-created", "session-updated", "session-deleted"})
 # Session events after which a session list looks different (title, status, queue length, model, ...).
-TRIGGERS = frozenset({
-    "queue-message-added", "queue-message-removed", "queue-cleared", "queue-paused", "queue-resumed",
-    "session-updated", "title-changed",
-})
+TRIGGERS = frozenset(
+    {
+        "queue-message-added",
+        "queue-message-removed",
+        "queue-cleared",
+        "queue-paused",
+        "queue-resumed",
+        "session-updated",
+        "title-changed",
+    }
+)
 RETENTION = 1000  # feed events kept per user; an older lastEventId gets resync-required
 TRIM_EVERY = 64
 
 _USERS = User.__table__
 _EVENTS = UserEvent.__table__
-_BUMP = (update(_USERS).where(_USERS.c.id == bindparam("uid"))
-         .values(feed_seq=_USERS.c.feed_seq + 1).returning(_USERS.c.feed_seq))
+_BUMP = (
+    update(_USERS)
+    .where(_USERS.c.id == bindparam("uid"))
+    .values(feed_seq=_USERS.c.feed_seq + 1)
+    .returning(_USERS.c.feed_seq)
+)
 _INSERT = insert(_EVENTS)
 _TRIM = delete(_EVENTS).where(_EVENTS.c.user_id == bindparam("uid"), _EVENTS.c.seq <= bindparam("keep_after"))
 _QUEUE_LENGTH = select(func.count()).where(QueuedMessage.__table__.c.session_id == bindparam("sid"))
@@ -49,16 +61,22 @@ def _ms(value: datetime | str | None) -> int | None:
     if isinstance(value, str):  # a plain SQLite read hands back the stored text
         value = datetime.fromisoformat(value)
     if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
+        value = value.replace(tzinfo=UTC)
     return int(value.timestamp() * 1000)
 
 
 def summary(row: Any, queue_length: int, updated_at: datetime | None = None) -> dict[str, Any]:
     """What a session list shows of one session (``row``: a ``ChatSession`` or the queue's ``SessionHead``)."""
     return {
-        "id": row.id, "title": row.title, "titleSource": row.title_source, "status": row.status,
-        "provider": row.provider, "model": row.model, "queueLength": queue_length,
-        "queuePaused": bool(row.queue_paused), "createdAt": _ms(row.created_at),
+        "id": row.id,
+        "title": row.title,
+        "titleSource": row.title_source,
+        "status": row.status,
+        "provider": row.provider,
+        "model": row.model,
+        "queueLength": queue_length,
+        "queuePaused": bool(row.queue_paused),
+        "createdAt": _ms(row.created_at),
         "updatedAt": _ms(updated_at if updated_at is not None else row.updated_at),
     }
 
@@ -87,11 +105,15 @@ class FeedLog:
 
     @staticmethod
     def _uid(key: str) -> str:
-        return key[len("feed:"):]
+        return key[len("feed:") :]
 
     async def events_after(self, s: Any, key: str, after: int, limit: int) -> list[Any]:
-        stmt = (select(UserEvent).where(UserEvent.user_id == self._uid(key), UserEvent.seq > after)
-                .order_by(UserEvent.seq).limit(limit))
+        stmt = (
+            select(UserEvent)
+            .where(UserEvent.user_id == self._uid(key), UserEvent.seq > after)
+            .order_by(UserEvent.seq)
+            .limit(limit)
+        )
         return list((await s.execute(stmt)).scalars().all())
 
     async def last_seq(self, s: Any, key: str) -> int | None:

@@ -4,6 +4,7 @@ Every operation locks the session row, so concurrent edits from several clients 
 other and each produces exactly one event describing what it did. Positions order the queue; they are
 not dense (a dequeue does not shift every row), and a move rewrites them as 0..n-1.
 """
+
 from __future__ import annotations
 
 import time
@@ -29,8 +30,14 @@ def _now_ms() -> int:
 
 
 class QueueService:
-    def __init__(self, uow: UnitOfWork, *, max_length: int, max_content_chars: int,
-                 dispatch: Callable[[str], Awaitable[object]] | None = None) -> None:
+    def __init__(
+        self,
+        uow: UnitOfWork,
+        *,
+        max_length: int,
+        max_content_chars: int,
+        dispatch: Callable[[str], Awaitable[object]] | None = None,
+    ) -> None:
         self.uow = uow
         self.max_length = max_length
         self.max_content_chars = max_content_chars
@@ -42,7 +49,11 @@ class QueueService:
             raise RpcError("PAYLOAD_TOO_LARGE", f"content exceeds {self.max_content_chars} characters")
 
     async def enqueue(
-        self, user: User, session_id: str, content: str, attachments: list[dict[str, Any]],
+        self,
+        user: User,
+        session_id: str,
+        content: str,
+        attachments: list[dict[str, Any]],
         request: RequestKey | None = None,
     ) -> Any:
         """Append to the queue; a repeated ``request`` returns the first call's reply (``services.requests``)."""
@@ -114,11 +125,24 @@ class QueueService:
                 await file_refs.link(tx.db, session_id, attachments)
                 length, last_position = length + 1, last_position + 1
                 crid = request.request_id if request is not None else None
-                item = wire.QueuedMessage(id=f"queue-{uuid.uuid4().hex}", content=content,
-                                          attachments=attachments, enqueued_at=_now_ms(), client_request_id=crid)
-                rows.append({"id": item.id, "session_id": session_id, "position": last_position,
-                             "content": content, "attachments": attachments, "enqueued_at": item.enqueued_at,
-                             "client_request_id": crid})
+                item = wire.QueuedMessage(
+                    id=f"queue-{uuid.uuid4().hex}",
+                    content=content,
+                    attachments=attachments,
+                    enqueued_at=_now_ms(),
+                    client_request_id=crid,
+                )
+                rows.append(
+                    {
+                        "id": item.id,
+                        "session_id": session_id,
+                        "position": last_position,
+                        "content": content,
+                        "attachments": attachments,
+                        "enqueued_at": item.enqueued_at,
+                        "client_request_id": crid,
+                    }
+                )
                 tx.emit("queue-message-added", message=item.wire())
                 tx.remember(request, item)
                 if request is not None:
@@ -170,7 +194,12 @@ class QueueService:
             tx.emit("queue-message-removed", messageId=message_id, reason="removed")
 
     async def update(
-        self, user: User, session_id: str, message_id: str, content: str | None, attachments: list[dict[str, Any]] | None
+        self,
+        user: User,
+        session_id: str,
+        message_id: str,
+        content: str | None,
+        attachments: list[dict[str, Any]] | None,
     ) -> wire.QueuedMessage:
         if content is not None:
             self._check_content(content)

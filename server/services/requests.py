@@ -18,6 +18,7 @@ Where a repeat is looked up, and the race it closes:
 Records are kept at least :data:`RETENTION` (the sweeper deletes older ones), so the table is bounded by
 what clients write in that time.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -37,7 +38,8 @@ RETENTION = timedelta(hours=25)  # promised: 24 hours; the extra hour absorbs cl
 
 _TABLE = ClientRequest.__table__
 _LOOKUP = select(_TABLE.c.procedure, _TABLE.c.input_hash, _TABLE.c.result).where(
-    _TABLE.c.user_id == bindparam("uid"), _TABLE.c.request_id == bindparam("rid"))
+    _TABLE.c.user_id == bindparam("uid"), _TABLE.c.request_id == bindparam("rid")
+)
 _INSERT = insert(_TABLE)
 _TRIM = delete(_TABLE).where(_TABLE.c.created_at < bindparam("before"))
 
@@ -90,8 +92,14 @@ async def replay(db: Any, key: RequestKey | None) -> Any:
 
 
 def record_row(key: RequestKey, result: Any, now: datetime) -> dict[str, Any]:
-    return {"user_id": key.user_id, "request_id": key.request_id, "procedure": key.procedure,
-            "input_hash": key.input_hash, "result": orjson.dumps(jsonable(result)).decode(), "created_at": now}
+    return {
+        "user_id": key.user_id,
+        "request_id": key.request_id,
+        "procedure": key.procedure,
+        "input_hash": key.input_hash,
+        "result": orjson.dumps(jsonable(result)).decode(),
+        "created_at": now,
+    }
 
 
 async def record(db: Any, rows: list[dict[str, Any]]) -> None:

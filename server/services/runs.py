@@ -23,6 +23,7 @@ Choices made here:
   (``NOT_FOUND``, ``CONFLICT`` when it already has one or its run has ended, ``PRECONDITION_FAILED`` while its
   approval is pending or for a server tool). ``tool.approve`` on a call whose run has ended is ``CONFLICT``.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -46,8 +47,9 @@ ABORT_WAIT_SECONDS = 5.0
 
 
 class RunService:
-    def __init__(self, uow: UnitOfWork, orchestrator: Orchestrator, *, max_content_chars: int,
-                 max_queue_length: int) -> None:
+    def __init__(
+        self, uow: UnitOfWork, orchestrator: Orchestrator, *, max_content_chars: int, max_queue_length: int
+    ) -> None:
         self.uow = uow
         self.o = orchestrator
         self.max_content_chars = max_content_chars
@@ -64,8 +66,16 @@ class RunService:
 
     # --- message.send ---------------------------------------------------------------------------------
 
-    async def send(self, user: User, session_id: str, content: str, attachments: list[dict[str, Any]],
-                   instructions: list[str], busy_policy: str | None, request: RequestKey | None = None) -> Any:
+    async def send(
+        self,
+        user: User,
+        session_id: str,
+        content: str,
+        attachments: list[dict[str, Any]],
+        instructions: list[str],
+        busy_policy: str | None,
+        request: RequestKey | None = None,
+    ) -> Any:
         self._check(content, *instructions)
         crid = request.request_id if request is not None else None
         deadline = time.monotonic() + INTERRUPT_WAIT_SECONDS
@@ -79,8 +89,12 @@ class RunService:
                 row = tx.row
                 policy = busy_policy or row.busy_policy
                 await file_refs.link(tx.db, session_id, attachments)
-                if row.run_id is not None and row.status == "running" and not lease_live(row) \
-                        and self.o.local_loop(session_id) is None:
+                if (
+                    row.run_id is not None
+                    and row.status == "running"
+                    and not lease_live(row)
+                    and self.o.local_loop(session_id) is None
+                ):
                     await state.recover(tx)  # its process died; write that down before going on
                 if row.run_id is not None:
                     if policy == "reject":
@@ -92,10 +106,14 @@ class RunService:
                             row.abort_requested = True
                     elif policy == "steer":
                         await state.add_system_messages(tx, instructions, crid)
-                        message = await state.add_message(tx, "user", content, attachments=attachments,
-                                                          run_id=row.run_id, client_request_id=crid)
-                        result = {"status": "steered", "message": repo.message_wire(message).wire(),
-                                  "runId": row.run_id}
+                        message = await state.add_message(
+                            tx, "user", content, attachments=attachments, run_id=row.run_id, client_request_id=crid
+                        )
+                        result = {
+                            "status": "steered",
+                            "message": repo.message_wire(message).wire(),
+                            "runId": row.run_id,
+                        }
                     else:
                         await state.add_system_messages(tx, instructions, crid)
                         queued = await self._enqueue(tx, content, attachments, crid)
@@ -103,8 +121,9 @@ class RunService:
                 if result is None and row.run_id is None:
                     state.resume_queue(tx)
                     await state.add_system_messages(tx, instructions, crid)
-                    message, run = await state.start_with_message(tx, self.o.owner, self._lease, content,
-                                                                  attachments, "message", crid)
+                    message, run = await state.start_with_message(
+                        tx, self.o.owner, self._lease, content, attachments, "message", crid
+                    )
                     started = run.id
                     result = {"status": "started", "message": repo.message_wire(message).wire(), "runId": run.id}
                 if result is not None:
@@ -118,14 +137,21 @@ class RunService:
                 raise RpcError("TIMEOUT", "The running answer did not stop in time")
             await self._wait_stopped(session_id, min(1.0, deadline - time.monotonic()))
 
-    async def _enqueue(self, tx: Any, content: str, attachments: list[dict[str, Any]],
-                       client_request_id: str | None) -> wire.QueuedMessage:
+    async def _enqueue(
+        self, tx: Any, content: str, attachments: list[dict[str, Any]], client_request_id: str | None
+    ) -> wire.QueuedMessage:
         length, last_position = await repo.queue_stats(tx.db, tx.row.id)
         if length >= self.max_queue_length:
             raise RpcError("PRECONDITION_FAILED", f"queue is full ({self.max_queue_length} messages)")
-        row = QueuedMessage(id=f"queue-{uuid.uuid4().hex}", session_id=tx.row.id, position=last_position + 1,
-                            content=content, attachments=attachments, enqueued_at=int(time.time() * 1000),
-                            client_request_id=client_request_id)
+        row = QueuedMessage(
+            id=f"queue-{uuid.uuid4().hex}",
+            session_id=tx.row.id,
+            position=last_position + 1,
+            content=content,
+            attachments=attachments,
+            enqueued_at=int(time.time() * 1000),
+            client_request_id=client_request_id,
+        )
         tx.db.add(row)
         item = repo.queued_wire(row)
         tx.emit("queue-message-added", message=item.wire())
@@ -143,8 +169,9 @@ class RunService:
 
     # --- message.addInstructions / message.resumeQueue -------------------------------------------------
 
-    async def add_instructions(self, user: User, session_id: str, instructions: list[str],
-                               respond: bool, request: RequestKey | None = None) -> Any:
+    async def add_instructions(
+        self, user: User, session_id: str, instructions: list[str], respond: bool, request: RequestKey | None = None
+    ) -> Any:
         self._check(*instructions)
         crid = request.request_id if request is not None else None
         started = None
@@ -155,8 +182,9 @@ class RunService:
             messages = await state.add_system_messages(tx, instructions, crid)
             if respond and tx.row.run_id is None:
                 started = state.begin_run(tx, self.o.owner, self._lease, "instructions", client_request_id=crid).id
-            result = tx.remember(request, {"messages": [repo.message_wire(m).wire() for m in messages],
-                                           "runId": started})
+            result = tx.remember(
+                request, {"messages": [repo.message_wire(m).wire() for m in messages], "runId": started}
+            )
         if started is not None:
             self.o.start(session_id, started)
         return result
@@ -173,8 +201,9 @@ class RunService:
 
     # --- tools ------------------------------------------------------------------------------------------
 
-    async def submit_outputs(self, user: User, session_id: str, outputs: list[dict[str, Any]],
-                             request: RequestKey | None = None) -> Any:
+    async def submit_outputs(
+        self, user: User, session_id: str, outputs: list[dict[str, Any]], request: RequestKey | None = None
+    ) -> Any:
         for item in outputs:
             self._check(item["output"])
         resumed = None
@@ -207,8 +236,16 @@ class RunService:
             self.o.start(session_id, resumed)
         return result
 
-    async def approve(self, user: User, session_id: str, call_id: str, approved: bool,
-                      reason: str | None, request: RequestKey | None = None, device_name: str | None = None) -> Any:
+    async def approve(
+        self,
+        user: User,
+        session_id: str,
+        call_id: str,
+        approved: bool,
+        reason: str | None,
+        request: RequestKey | None = None,
+        device_name: str | None = None,
+    ) -> Any:
         resumed = None
         async with self.uow.session(user, session_id) as tx:
             replayed = await tx.replay(request)
@@ -224,8 +261,12 @@ class RunService:
             call.approval = "approved" if approved else "denied"
             call.approval_reason = reason
             # Who decided, so every other device can show it (the first answer wins; later ones are CONFLICT).
-            tx.emit("tool-approval-resolved", callId=call.id, approved=approved,
-                    decidedBy={"userId": user.id, "userName": user.name, "deviceName": device_name})
+            tx.emit(
+                "tool-approval-resolved",
+                callId=call.id,
+                approved=approved,
+                decidedBy={"userId": user.id, "userName": user.name, "deviceName": device_name},
+            )
             if not approved:
                 text = state.DENIED_RESULT + (f" Reason: {reason}" if reason else "")
                 await state.add_tool_result(tx, call, text, True)
@@ -259,8 +300,12 @@ class RunService:
             item = next((q for q in items if q.id == message_id), None)
             if item is None:
                 raise RpcError("NOT_FOUND", "Queued message not found")
-            if row.run_id is not None and row.status == "running" and not lease_live(row) \
-                    and self.o.local_loop(session_id) is None:
+            if (
+                row.run_id is not None
+                and row.status == "running"
+                and not lease_live(row)
+                and self.o.local_loop(session_id) is None
+            ):
                 await state.recover(tx)  # its process died; write that down before going on
             state.resume_queue(tx)
             if row.run_id is None:
@@ -270,8 +315,14 @@ class RunService:
             elif mode == "steer":
                 await tx.db.delete(item)
                 tx.emit("queue-message-removed", messageId=item.id, reason="sent")
-                await state.add_message(tx, "user", item.content, attachments=item.attachments, run_id=row.run_id,
-                                        client_request_id=item.client_request_id)
+                await state.add_message(
+                    tx,
+                    "user",
+                    item.content,
+                    attachments=item.attachments,
+                    run_id=row.run_id,
+                    client_request_id=item.client_request_id,
+                )
                 return_value = {"status": "steered", "mode": mode, "runId": row.run_id}
             else:
                 if items[0] is not item:
@@ -341,10 +392,19 @@ class RunService:
             "status": run.status if run is not None else row.status,
             "streaming": streaming,
             "pendingToolCalls": [
-                {"callId": c.id, "name": c.name, "arguments": c.arguments, "executor": c.executor,
-                 "requiresApproval": c.requires_approval, "approval": c.approval} for c in calls],
-            "pendingApprovals": [{"callId": c.id, "name": c.name, "arguments": c.arguments}
-                                 for c in calls if c.approval == "pending"],
+                {
+                    "callId": c.id,
+                    "name": c.name,
+                    "arguments": c.arguments,
+                    "executor": c.executor,
+                    "requiresApproval": c.requires_approval,
+                    "approval": c.approval,
+                }
+                for c in calls
+            ],
+            "pendingApprovals": [
+                {"callId": c.id, "name": c.name, "arguments": c.arguments} for c in calls if c.approval == "pending"
+            ],
         }
 
 

@@ -12,6 +12,7 @@
 * ``regenerateTitle: true`` is an explicit request, so it may replace a ``user`` title (as
   ``session.regenerateTitle`` does). A session without a user message keeps its title; the switch succeeds.
 """
+
 from __future__ import annotations
 
 import base64
@@ -78,8 +79,9 @@ class SessionService:
             elif chosen == "echo":
                 model = "echo"
             else:
-                raise RpcError("BAD_REQUEST", f"model is required for provider {chosen!r} "
-                                              "(or set CHATSYNC_DEFAULT_MODEL)")
+                raise RpcError(
+                    "BAD_REQUEST", f"model is required for provider {chosen!r} (or set CHATSYNC_DEFAULT_MODEL)"
+                )
         return chosen, model
 
     async def create(self, user: User, fields: dict[str, Any], request: RequestKey | None = None) -> Any:
@@ -96,8 +98,9 @@ class SessionService:
         if self.max_per_user is not None:
             async with self.db.read() as s:
                 if await repo.count_sessions(s, user.id) >= self.max_per_user:
-                    raise RpcError("PRECONDITION_FAILED", f"At most {self.max_per_user} sessions per user; "
-                                                          "delete some first")
+                    raise RpcError(
+                        "PRECONDITION_FAILED", f"At most {self.max_per_user} sessions per user; delete some first"
+                    )
         row = ChatSession(
             id=str(uuid.uuid4()),
             owner_id=user.id,
@@ -125,8 +128,9 @@ class SessionService:
             async with self.db.write() as s:
                 s.add(row)
                 await s.flush()
-                env = await feed.append(s, user.id, "session-created",
-                                        {"sessionId": row.id, "session": feed.summary(row, 0)}, now)
+                env = await feed.append(
+                    s, user.id, "session-created", {"sessionId": row.id, "session": feed.summary(row, 0)}, now
+                )
                 if request is not None:
                     await requests.record(s, [requests.record_row(request, session, now)])
         except IntegrityError:
@@ -162,8 +166,11 @@ class SessionService:
             lengths = await repo.queue_lengths(s, [r.id for r in rows[:limit]])
         page = rows[:limit]
         next_cursor = encode_cursor(page[-1]) if len(rows) > limit else None
-        return {"items": [{**repo.session_wire(r).wire(), "queueLength": lengths.get(r.id, 0)} for r in page],
-                "nextCursor": next_cursor, "feedEventId": str(position)}
+        return {
+            "items": [{**repo.session_wire(r).wire(), "queueLength": lengths.get(r.id, 0)} for r in page],
+            "nextCursor": next_cursor,
+            "feedEventId": str(position),
+        }
 
     async def snapshot(self, user: User, session_id: str, message_limit: int = 200) -> wire.SessionSnapshot:
         """Everything read in one transaction, at REPEATABLE READ on PostgreSQL (SQLite's WAL read transaction is
@@ -212,8 +219,9 @@ class SessionService:
             apply_title(tx, title, source)
             return repo.session_wire(tx.row)
 
-    async def switch_context(self, user: User, session_id: str, directory: str | None, agent: str | None,
-                             regenerate_title: bool) -> wire.Session:
+    async def switch_context(
+        self, user: User, session_id: str, directory: str | None, agent: str | None, regenerate_title: bool
+    ) -> wire.Session:
         """``session.switchContext`` (see the module docstring)."""
         given = {k: v for k, v in (("directory", directory), ("agent", agent)) if v is not None}
         if not given:

@@ -22,6 +22,7 @@ Automatic steps, and what they never do:
   ``truncate``. Only explicit requests replace it: ``session.setTitle``, ``session.clearTitle``,
   ``session.regenerateTitle`` and ``session.switchContext {regenerateTitle: true}``.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -80,9 +81,10 @@ def title_request(model: str, first_message: str, answer: str | None) -> ChatReq
     text = first_message[:EXCERPT_CHARS]
     if answer:
         text += "\n\n---\n" + answer[:EXCERPT_CHARS]
-    return ChatRequest(messages=(Message(role="user", content=text),),
-                       options=RequestOptions(model=model, system_prompt=TITLE_INSTRUCTION,
-                                              max_tokens=TITLE_MAX_TOKENS))
+    return ChatRequest(
+        messages=(Message(role="user", content=text),),
+        options=RequestOptions(model=model, system_prompt=TITLE_INSTRUCTION, max_tokens=TITLE_MAX_TOKENS),
+    )
 
 
 class TitleError(Exception):
@@ -92,8 +94,14 @@ class TitleError(Exception):
 class TitleService:
     """Model titles and ``session.regenerateTitle``. ``provider`` is the orchestrator's provider lookup."""
 
-    def __init__(self, uow: UnitOfWork, mode: TitleMethod, provider: Callable[[str], Provider], *,
-                 timeout: float = MODEL_TITLE_TIMEOUT_SECONDS) -> None:
+    def __init__(
+        self,
+        uow: UnitOfWork,
+        mode: TitleMethod,
+        provider: Callable[[str], Provider],
+        *,
+        timeout: float = MODEL_TITLE_TIMEOUT_SECONDS,
+    ) -> None:
         self.uow = uow
         self.mode = mode
         self.provider = provider
@@ -103,7 +111,8 @@ class TitleService:
         """One non-streamed completion; the cleaned title, or :class:`TitleError`."""
         try:
             completion = await asyncio.wait_for(
-                self.provider(provider_id).complete(title_request(model, first_message, answer)), self.timeout)
+                self.provider(provider_id).complete(title_request(model, first_message, answer)), self.timeout
+            )
         except TimeoutError as exc:
             raise TitleError("the model did not answer in time") from exc
         if completion.error is not None:
@@ -154,8 +163,9 @@ class TitleService:
             return
         apply_title(tx, truncate_title(first.content), "truncate")
 
-    async def regenerate(self, user: User, session_id: str, method: TitleMethod | None = None, *,
-                         required: bool = True) -> wire.Session:
+    async def regenerate(
+        self, user: User, session_id: str, method: TitleMethod | None = None, *, required: bool = True
+    ) -> wire.Session:
         """``session.regenerateTitle``: recompute from the first user message (``model``: the first
         exchange), replacing whatever title the session has — the caller asked for it."""
         if (method or self.mode) == "truncate":
@@ -175,8 +185,10 @@ class TitleService:
             return repo.session_wire(row)
         # The model call happens outside any transaction: a slow provider must not hold the session lock.
         try:
-            title, source = await self.ask_model(provider_id, model, first.content,
-                                                 answer.content if answer else None), "model"
+            title, source = (
+                await self.ask_model(provider_id, model, first.content, answer.content if answer else None),
+                "model",
+            )
         except Exception as exc:
             log.warning("session %s: no model title (%s); falling back to truncation", session_id, exc)
             title, source = truncate_title(first.content), "truncate"

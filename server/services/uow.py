@@ -1,5 +1,6 @@
 """The unit of work behind every session mutation: state change + event-log append in one transaction,
 publish after commit (a transactional outbox; ARCHITECTURE.md invariant 2)."""
+
 from __future__ import annotations
 
 import logging
@@ -18,8 +19,8 @@ from ..protocol.errors import RpcError
 from ..pubsub.base import Bus
 from ..store import repo
 from ..store.db import Database
-from ..store.prepared import PlainConnection
 from ..store.models import ChatSession, Event, User, utcnow
+from ..store.prepared import PlainConnection
 from . import feed, requests
 from .requests import RequestKey
 
@@ -30,12 +31,25 @@ TRIM_EVERY = 64  # trim the retained log once per this many events, not on every
 # Plain statements, built once, for the two writes every mutation makes.
 _INSERT_EVENT = insert(Event.__table__)
 _SESSIONS = ChatSession.__table__
-_ADVANCE_SESSION = (update(_SESSIONS).where(_SESSIONS.c.id == bindparam("sid"))
-                    .values(last_seq=bindparam("last_seq"), updated_at=bindparam("updated_at")))
+_ADVANCE_SESSION = (
+    update(_SESSIONS)
+    .where(_SESSIONS.c.id == bindparam("sid"))
+    .values(last_seq=bindparam("last_seq"), updated_at=bindparam("updated_at"))
+)
 _LOCK_SESSION_HEAD = (
-    select(_SESSIONS.c.id, _SESSIONS.c.owner_id, _SESSIONS.c.run_id, _SESSIONS.c.queue_paused, _SESSIONS.c.last_seq,
-           _SESSIONS.c.title, _SESSIONS.c.title_source, _SESSIONS.c.status, _SESSIONS.c.provider, _SESSIONS.c.model,
-           _SESSIONS.c.created_at)
+    select(
+        _SESSIONS.c.id,
+        _SESSIONS.c.owner_id,
+        _SESSIONS.c.run_id,
+        _SESSIONS.c.queue_paused,
+        _SESSIONS.c.last_seq,
+        _SESSIONS.c.title,
+        _SESSIONS.c.title_source,
+        _SESSIONS.c.status,
+        _SESSIONS.c.provider,
+        _SESSIONS.c.model,
+        _SESSIONS.c.created_at,
+    )
     .where(_SESSIONS.c.id == bindparam("sid"), _SESSIONS.c.deleted_at.is_(None))
     .with_for_update()
 )
@@ -107,8 +121,9 @@ class SessionTx:
             return
         now = utcnow()
         sid, last = self.row.id, self.row.last_seq
-        rows = [{"session_id": sid, "seq": e.seq, "type": e.type, "payload": e.json, "created_at": now}
-                for e in self.events]
+        rows = [
+            {"session_id": sid, "seq": e.seq, "type": e.type, "payload": e.json, "created_at": now} for e in self.events
+        ]
         # One row: a plain execute (drivers' executemany costs more for a single row).
         await self.db.execute(_INSERT_EVENT, rows[0] if len(rows) == 1 else rows)
         await self.db.execute(_ADVANCE_SESSION, {"sid": sid, "last_seq": last, "updated_at": now})
@@ -129,8 +144,13 @@ class SessionTx:
             length = self.queue_length
             if length is None:
                 length = await feed.queue_length(self.db, self.row.id)
-            env = await feed.append(self.db, owner, "session-updated",
-                                    {"sessionId": self.row.id, "session": feed.summary(self.row, length, now)}, now)
+            env = await feed.append(
+                self.db,
+                owner,
+                "session-updated",
+                {"sessionId": self.row.id, "session": feed.summary(self.row, length, now)},
+                now,
+            )
         else:
             return
         self.feed_events.append(env)

@@ -1,4 +1,5 @@
 """Engines and unit-of-work sessions for SQLite (aiosqlite) and PostgreSQL (asyncpg)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -21,8 +22,9 @@ def _sqlite_pragmas(engine: AsyncEngine, *, immediate: bool, background_checkpoi
     @event.listens_for(engine.sync_engine, "connect")
     def _on_connect(dbapi_conn: Any, record: Any) -> None:
         dbapi_conn.isolation_level = None  # let us issue BEGIN ourselves
-        sqlite_inline.configure(record.driver_connection.sqlite_connection(),
-                                background_checkpoints=background_checkpoints())
+        sqlite_inline.configure(
+            record.driver_connection.sqlite_connection(), background_checkpoints=background_checkpoints()
+        )
 
     begin = "BEGIN IMMEDIATE" if immediate else "BEGIN"
 
@@ -176,7 +178,7 @@ class Database:
             await self._checkpointer.close()
             self._checkpointer = None
 
-    async def __aenter__(self) -> "Database":
+    async def __aenter__(self) -> Database:
         """A long-lived user (the server): on a SQLite file, checkpoints move to a worker thread."""
         if self.is_sqlite and self._sqlite_path != ":memory:" and self._checkpointer is None:
             self._checkpointer = sqlite_inline.Checkpointer(self._sqlite_path, CHECKPOINT_SECONDS)

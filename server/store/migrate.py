@@ -1,12 +1,14 @@
 """Apply Alembic migrations from inside the running event loop (server start, `chatsync db upgrade`, tests)."""
+
 from __future__ import annotations
 
 from pathlib import Path
 
-from alembic import command
 from alembic.config import Config
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
+
+from alembic import command
 
 from .db import Database
 

@@ -12,11 +12,12 @@ write lock is held, so no statement can meet SQLITE_BUSY).
 ``await execute(statement, params)`` with a result offering ``first()``, ``one()`` and ``rowcount``.
 Statements must be built once (module constants with ``bindparam``): each is compiled on first use.
 """
+
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -31,7 +32,7 @@ MAX_PREPARED = 64  # a guard: the statements that come here are a handful of con
 class Prepared:
     """One Core statement compiled for one dialect with a positional paramstyle."""
 
-    __slots__ = ("sql", "_params")
+    __slots__ = ("_params", "sql")
 
     def __init__(self, statement: Executable, dialect: Dialect) -> None:
         compiled = statement.compile(dialect=dialect)  # type: ignore[attr-defined]
@@ -81,7 +82,7 @@ class PreparedConnection:
     """``execute`` for constant Core statements on one SQLite connection, inside its open transaction."""
 
     # Shared by every connection: they are all SQLite's, and the statements are module constants.
-    _cache: dict[int, tuple[Executable, Prepared]] = {}
+    _cache: ClassVar[dict[int, tuple[Executable, Prepared]]] = {}
 
     def __init__(self, conn: sqlite3.Connection, dialect: Dialect) -> None:
         self._cursor = conn.cursor()
@@ -97,8 +98,9 @@ class PreparedConnection:
             self._cache[id(statement)] = (statement, prepared)
         return prepared
 
-    async def execute(self, statement: Executable,
-                      params: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None) -> PreparedResult:
+    async def execute(
+        self, statement: Executable, params: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None
+    ) -> PreparedResult:
         prepared = self._prepared(statement)
         await share_loop()
         if isinstance(params, Sequence):

@@ -1,4 +1,5 @@
 """Repositories: named queries over the tables. They flush and never commit; services own the transaction."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -61,8 +62,11 @@ async def list_sessions(
 
 
 async def count_sessions(db: AsyncSession, owner_id: str) -> int:
-    stmt = select(func.count()).select_from(ChatSession).where(ChatSession.owner_id == owner_id,
-                                                                ChatSession.deleted_at.is_(None))
+    stmt = (
+        select(func.count())
+        .select_from(ChatSession)
+        .where(ChatSession.owner_id == owner_id, ChatSession.deleted_at.is_(None))
+    )
     return int((await db.execute(stmt)).scalar_one())
 
 
@@ -131,16 +135,29 @@ async def list_messages(
 
 async def first_user_message(db: AsyncSession, session_id: str) -> Message | None:
     """The session's first user message with text (a blank one, e.g. attachments only, names nothing)."""
-    stmt = select(Message).where(Message.session_id == session_id, Message.role == "user", Message.content != "") \
-        .order_by(Message.ordinal).limit(20)
+    stmt = (
+        select(Message)
+        .where(Message.session_id == session_id, Message.role == "user", Message.content != "")
+        .order_by(Message.ordinal)
+        .limit(20)
+    )
     return next((m for m in (await db.execute(stmt)).scalars() if m.content.strip()), None)
 
 
 async def first_answer_after(db: AsyncSession, session_id: str, ordinal: int) -> Message | None:
     """The first finished assistant message with text after ``ordinal`` (the answer of a first exchange)."""
-    stmt = select(Message).where(Message.session_id == session_id, Message.role == "assistant",
-                                 Message.ordinal > ordinal, Message.status != "streaming", Message.content != "") \
-        .order_by(Message.ordinal).limit(1)
+    stmt = (
+        select(Message)
+        .where(
+            Message.session_id == session_id,
+            Message.role == "assistant",
+            Message.ordinal > ordinal,
+            Message.status != "streaming",
+            Message.content != "",
+        )
+        .order_by(Message.ordinal)
+        .limit(1)
+    )
     return (await db.execute(stmt)).scalar_one_or_none()
 
 
@@ -172,7 +189,8 @@ async def queue_rows(db: AsyncSession, session_id: str) -> list[QueuedMessage]:
 
 
 _QUEUE_STATS = select(func.count(), func.coalesce(func.max(QueuedMessage.position), -1)).where(
-    QueuedMessage.session_id == bindparam("sid"))
+    QueuedMessage.session_id == bindparam("sid")
+)
 
 
 async def queue_stats(db: AsyncSession | PlainConnection, session_id: str) -> tuple[int, int]:
@@ -194,18 +212,16 @@ async def queue_lengths(db: AsyncSession, session_ids: list[str]) -> dict[str, i
     """Queued messages per session, for the sessions given (those with none are absent)."""
     if not session_ids:
         return {}
-    stmt = (select(QueuedMessage.session_id, func.count()).where(QueuedMessage.session_id.in_(session_ids))
-            .group_by(QueuedMessage.session_id))
+    stmt = (
+        select(QueuedMessage.session_id, func.count())
+        .where(QueuedMessage.session_id.in_(session_ids))
+        .group_by(QueuedMessage.session_id)
+    )
     return {sid: int(n) for sid, n in (await db.execute(stmt)).all()}
 
 
 async def queue_head(db: AsyncSession, session_id: str) -> QueuedMessage | None:
-    stmt = (
-        select(QueuedMessage)
-        .where(QueuedMessage.session_id == session_id)
-        .order_by(QueuedMessage.position)
-        .limit(1)
-    )
+    stmt = select(QueuedMessage).where(QueuedMessage.session_id == session_id).order_by(QueuedMessage.position).limit(1)
     return (await db.execute(stmt)).scalar_one_or_none()
 
 
@@ -219,7 +235,10 @@ async def renumber_queue(db: AsyncSession, rows: list[QueuedMessage]) -> None:
 
 def queued_wire(row: QueuedMessage) -> wire.QueuedMessage:
     return wire.QueuedMessage(
-        id=row.id, content=row.content, attachments=row.attachments or [], enqueued_at=row.enqueued_at,
+        id=row.id,
+        content=row.content,
+        attachments=row.attachments or [],
+        enqueued_at=row.enqueued_at,
         client_request_id=row.client_request_id,
     )
 
@@ -228,12 +247,7 @@ def queued_wire(row: QueuedMessage) -> wire.QueuedMessage:
 
 
 async def events_after(db: AsyncSession, session_id: str, after_seq: int, limit: int) -> Sequence[Event]:
-    stmt = (
-        select(Event)
-        .where(Event.session_id == session_id, Event.seq > after_seq)
-        .order_by(Event.seq)
-        .limit(limit)
-    )
+    stmt = select(Event).where(Event.session_id == session_id, Event.seq > after_seq).order_by(Event.seq).limit(limit)
     return (await db.execute(stmt)).scalars().all()
 
 
@@ -273,12 +287,15 @@ async def get_run(db: AsyncSession, run_id: str) -> Run | None:
 
 
 async def streaming_messages(db: AsyncSession, session_id: str) -> list[Message]:
-    stmt = select(Message).where(Message.session_id == session_id, Message.status == "streaming") \
-        .order_by(Message.ordinal)
+    stmt = (
+        select(Message).where(Message.session_id == session_id, Message.status == "streaming").order_by(Message.ordinal)
+    )
     return list((await db.execute(stmt)).scalars().all())
 
 
-async def run_tool_calls(db: AsyncSession, session_id: str, run_id: str, *, open_only: bool = False) -> list[ToolCallRow]:
+async def run_tool_calls(
+    db: AsyncSession, session_id: str, run_id: str, *, open_only: bool = False
+) -> list[ToolCallRow]:
     """Tool calls of a run in the order the model made them; ``open_only``: those without a result."""
     stmt = select(ToolCallRow).where(ToolCallRow.session_id == session_id, ToolCallRow.run_id == run_id)
     if open_only:
@@ -293,19 +310,32 @@ async def get_tool_call(db: AsyncSession, session_id: str, call_id: str) -> Tool
 
 async def steered_after(db: AsyncSession, session_id: str, run_id: str, ordinal: int) -> bool:
     """True when a user message was steered into ``run_id`` after the message at ``ordinal``."""
-    stmt = select(func.count()).where(Message.session_id == session_id, Message.run_id == run_id,
-                                      Message.role == "user", Message.ordinal > ordinal)
+    stmt = select(func.count()).where(
+        Message.session_id == session_id, Message.run_id == run_id, Message.role == "user", Message.ordinal > ordinal
+    )
     return int((await db.execute(stmt)).scalar_one()) > 0
 
 
-_CRASHED_RUNS = select(ChatSession.id).where(
-    ChatSession.deleted_at.is_(None), ChatSession.run_id.is_not(None), ChatSession.status == "running",
-    (ChatSession.lease_expires_at.is_(None)) | (ChatSession.lease_expires_at <= bindparam("now")),
-).limit(bindparam("limit"))
-_UNSENT_QUEUES = select(ChatSession.id).where(
-    ChatSession.deleted_at.is_(None), ChatSession.run_id.is_(None), ChatSession.queue_paused.is_(False),
-    select(QueuedMessage.id).where(QueuedMessage.session_id == ChatSession.id).exists(),
-).limit(bindparam("limit"))
+_CRASHED_RUNS = (
+    select(ChatSession.id)
+    .where(
+        ChatSession.deleted_at.is_(None),
+        ChatSession.run_id.is_not(None),
+        ChatSession.status == "running",
+        (ChatSession.lease_expires_at.is_(None)) | (ChatSession.lease_expires_at <= bindparam("now")),
+    )
+    .limit(bindparam("limit"))
+)
+_UNSENT_QUEUES = (
+    select(ChatSession.id)
+    .where(
+        ChatSession.deleted_at.is_(None),
+        ChatSession.run_id.is_(None),
+        ChatSession.queue_paused.is_(False),
+        select(QueuedMessage.id).where(QueuedMessage.session_id == ChatSession.id).exists(),
+    )
+    .limit(bindparam("limit"))
+)
 
 
 async def sessions_needing_work(db: AsyncSession, now: datetime, limit: int = 100) -> list[str]:
@@ -319,15 +349,28 @@ async def sessions_needing_work(db: AsyncSession, now: datetime, limit: int = 10
 
 # --- admin inspection -------------------------------------------------------------------------------------
 
+
 async def admin_list_sessions(
-    db: AsyncSession, *, owner: str | None, status: str | None, limit: int, after: tuple[datetime, str] | None,
+    db: AsyncSession,
+    *,
+    owner: str | None,
+    status: str | None,
+    limit: int,
+    after: tuple[datetime, str] | None,
 ) -> Sequence[Row[tuple[ChatSession, str, int]]]:
     """Every user's live sessions, newest first, with the owner's name and the queue length. ``owner`` is a
     user id or name; ``after`` as in :func:`list_sessions`."""
-    queued = (select(func.count()).select_from(QueuedMessage)
-              .where(QueuedMessage.session_id == ChatSession.id).scalar_subquery())
-    stmt = (select(ChatSession, User.name, queued).join(User, User.id == ChatSession.owner_id)
-            .where(ChatSession.deleted_at.is_(None)))
+    queued = (
+        select(func.count())
+        .select_from(QueuedMessage)
+        .where(QueuedMessage.session_id == ChatSession.id)
+        .scalar_subquery()
+    )
+    stmt = (
+        select(ChatSession, User.name, queued)
+        .join(User, User.id == ChatSession.owner_id)
+        .where(ChatSession.deleted_at.is_(None))
+    )
     if owner:
         stmt = stmt.where((User.id == owner) | (User.name == owner))
     if status:
@@ -337,6 +380,7 @@ async def admin_list_sessions(
 
 async def admin_stats(db: AsyncSession) -> dict[str, Any]:
     """Counts over the whole database (every replica's work)."""
+
     async def grouped(column: Any, *where: Any) -> dict[str, int]:
         stmt = select(column, func.count()).where(*where).group_by(column)
         return {str(k): int(n) for k, n in (await db.execute(stmt)).all()}

@@ -25,6 +25,7 @@ What that costs, and how it is contained:
   statement that failed with SQLITE_BUSY did nothing (SQLite's documentation says so for COMMIT too).
   Inside this process writers never contend: ``Database.write`` serialises them on an asyncio lock.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -100,7 +101,7 @@ class InlineCursor:
     def __init__(self, cursor: sqlite3.Cursor) -> None:
         self._cursor = cursor
 
-    async def __aenter__(self) -> "InlineCursor":
+    async def __aenter__(self) -> InlineCursor:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -126,11 +127,11 @@ class InlineCursor:
     def arraysize(self, value: int) -> None:
         self._cursor.arraysize = value
 
-    async def execute(self, sql: str, parameters: Any = ()) -> "InlineCursor":
+    async def execute(self, sql: str, parameters: Any = ()) -> InlineCursor:
         await _retry_busy(self._cursor.execute, sql, parameters)
         return self
 
-    async def executemany(self, sql: str, parameters: Iterable[Any]) -> "InlineCursor":
+    async def executemany(self, sql: str, parameters: Iterable[Any]) -> InlineCursor:
         # A list, so a retry sees every row again (and not an exhausted iterator).
         await _retry_busy(self._cursor.executemany, sql, list(parameters))
         return self
@@ -161,7 +162,7 @@ class InlineConnection:
         return self._connection
 
     @property
-    def _tx(self) -> "InlineConnection":
+    def _tx(self) -> InlineConnection:
         # SQLAlchemy sets ``isolation_level`` by queueing a function for aiosqlite's worker thread:
         # ``_tx.put_nowait((future, function))``. Run it now instead.
         return self
@@ -214,8 +215,9 @@ class InlineConnection:
             self._connection.close()
             self._connection = None
 
-    async def create_function(self, name: str, num_params: int, func: Callable[..., Any],
-                              deterministic: bool = False) -> None:
+    async def create_function(
+        self, name: str, num_params: int, func: Callable[..., Any], deterministic: bool = False
+    ) -> None:
         self._conn.create_function(name, num_params, func, deterministic=deterministic)
 
     @property
@@ -254,8 +256,9 @@ class Checkpointer:
     def checkpoint(self, mode: str) -> None:
         """Runs in a worker thread (its own connection; the sqlite3 module releases the GIL meanwhile)."""
         if self._conn is None:
-            self._conn = sqlite3.connect(self.path, timeout=1.0, isolation_level=None, check_same_thread=False,
-                                         uri=self.path.startswith("file:"))
+            self._conn = sqlite3.connect(
+                self.path, timeout=1.0, isolation_level=None, check_same_thread=False, uri=self.path.startswith("file:")
+            )
         self._conn.execute(f"PRAGMA wal_checkpoint({mode})").fetchall()
 
     async def close(self) -> None:

@@ -20,6 +20,7 @@ text before it is published, each character arrives exactly once: in the snapsho
 They are sent *tracked* with the id of the last durable event delivered, because ``@trpc/client``
 forgets its resume position on an untracked item; resuming from that id is exactly right.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -84,13 +85,37 @@ class Delivery:
     """A live view of one session for one subscriber; run with :meth:`run`."""
 
     # Fan-out touches one of these per subscriber per event: no per-instance dict to chase.
-    __slots__ = ("db", "hub", "session_id", "next_seq", "_emit", "_emit_durable", "_finished", "_snapshots",
-                 "_pending", "_stream_offsets", "_held", "_catching_up", "_catch_up_task", "_done", "client", "_log")
+    __slots__ = (
+        "_catch_up_task",
+        "_catching_up",
+        "_done",
+        "_emit",
+        "_emit_durable",
+        "_finished",
+        "_held",
+        "_log",
+        "_pending",
+        "_snapshots",
+        "_stream_offsets",
+        "client",
+        "db",
+        "hub",
+        "next_seq",
+        "session_id",
+    )
 
-    def __init__(self, db: Database, hub: Hub, session_id: str, after_seq: int, emit: Emit,
-                 snapshots: SnapshotSource | None = None,
-                 emit_durable: Callable[[EventEnvelope], None] | None = None,
-                 client: dict[str, Any] | None = None, log: Any = SESSION_LOG) -> None:
+    def __init__(
+        self,
+        db: Database,
+        hub: Hub,
+        session_id: str,
+        after_seq: int,
+        emit: Emit,
+        snapshots: SnapshotSource | None = None,
+        emit_durable: Callable[[EventEnvelope], None] | None = None,
+        client: dict[str, Any] | None = None,
+        log: Any = SESSION_LOG,
+    ) -> None:
         """``emit_durable``, when given, takes durable events instead of ``emit`` (a transport's fast path:
         the tracked id is the event's own). ``client`` describes the subscriber for admins (who, over what,
         since when). ``log`` is the event log read to catch up (:class:`SessionLog`, or a user's feed, whose
@@ -243,8 +268,9 @@ class Delivery:
             if self._stream_offsets.get(mid) == offset:
                 continue  # nothing new since the snapshot this subscriber already has
             self._stream_offsets[mid] = offset
-            env = EventEnvelope.build(self.session_id, None, "stream-snapshot",
-                                      {"messageId": mid, "offset": offset, "text": snap["text"]})
+            env = EventEnvelope.build(
+                self.session_id, None, "stream-snapshot", {"messageId": mid, "offset": offset, "text": snap["text"]}
+            )
             self._emit(str(self.next_seq - 1), env)
 
     async def _position_lost(self, s: Any) -> bool:
@@ -274,9 +300,9 @@ def fan_out(deliveries: tuple[Delivery, ...], events: Sequence[EventEnvelope]) -
     one stream delta for subscribers that are live — are decided here for all deliveries first, then
     written in one batch (``rpc.outbox.send_event_many``: with a thousand subscribers, a delivery's own
     Python is small beside its system call, and keeping the two apart is a measurable share of the whole,
-    see ``docs/performance.md``; events committed together go to each connection in one write). A delivery in any other state (catching up, holding a
-    gap, finished, or without an :class:`EventSink`) goes through ``on_event``, which holds the full rules;
-    deliveries are independent, so the order between them does not matter.
+    see ``docs/performance.md``; events committed together go to each connection in one write). A delivery
+    in any other state (catching up, holding a gap, finished, or without an :class:`EventSink`) goes through
+    ``on_event``, which holds the full rules; deliveries are independent, so the order between them does not matter.
     """
     first = events[0].seq
     if first is None:
@@ -288,8 +314,13 @@ def fan_out(deliveries: tuple[Delivery, ...], events: Sequence[EventEnvelope]) -
         sinks: list[EventSink] = []
         for d in deliveries:
             sink = d._emit_durable
-            if d.next_seq == first and type(sink) is EventSink and not d._catching_up and not d._finished \
-                    and not d._pending:
+            if (
+                d.next_seq == first
+                and type(sink) is EventSink
+                and not d._catching_up
+                and not d._finished
+                and not d._pending
+            ):
                 sinks.append(sink)
                 d.next_seq = after
             else:

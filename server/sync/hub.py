@@ -1,4 +1,5 @@
 """Fan-out inside one process: one bus subscription per session, shared by every local subscriber."""
+
 from __future__ import annotations
 
 import asyncio

@@ -13,14 +13,15 @@ and every :data:`FULL_CHECK_SECONDS` asks which of its connected devices are no 
 deleted user's tokens are gone, not marked): a revocation takes effect within a second, and one that slipped
 past both within half a minute, never not at all.
 """
+
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
 from collections.abc import Callable
-from datetime import datetime, timedelta
 from contextlib import suppress
+from datetime import datetime, timedelta
 from typing import Any
 
 import orjson
@@ -88,8 +89,9 @@ class DeviceConnections:
         try:
             await self.bus.publish(CHANNEL, (env,))
         except Exception:  # the periodic check closes them on the other replicas
-            log.warning("publishing a revocation failed; other replicas close within %.0f s", self.poll_seconds,
-                        exc_info=True)
+            log.warning(
+                "publishing a revocation failed; other replicas close within %.0f s", self.poll_seconds, exc_info=True
+            )
 
     def on_bus(self, events: Any) -> None:
         for env in events:
@@ -122,10 +124,15 @@ class DeviceConnections:
         connected = list(self._by_device)
         gone: list[str] = []
         for i in range(0, len(connected), _CHECK_CHUNK):
-            chunk = connected[i:i + _CHECK_CHUNK]
+            chunk = connected[i : i + _CHECK_CHUNK]
             async with self.db.read() as s:
-                live = set((await s.execute(select(ApiToken.id).where(
-                    ApiToken.id.in_(chunk), ApiToken.revoked_at.is_(None)))).scalars())
+                live = set(
+                    (
+                        await s.execute(
+                            select(ApiToken.id).where(ApiToken.id.in_(chunk), ApiToken.revoked_at.is_(None))
+                        )
+                    ).scalars()
+                )
             gone += [d for d in chunk if d not in live]
         return self.close_local(gone) if gone else 0
 

@@ -3,6 +3,7 @@
 The registry is per process (``Services.tools``); the two built-ins are harmless examples:
 ``current_time`` and ``calculator`` (arithmetic by walking the AST, never ``eval``).
 """
+
 from .builtin import calculate, register_builtins
 from .registry import ToolError, ToolRegistry, ToolResult
 

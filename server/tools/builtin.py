@@ -4,11 +4,12 @@ The calculator walks a parsed expression and allows numbers, ``+ - * / // % **``
 no names, calls or attributes, so there is nothing to inject. Exponents and results are bounded so a request
 like ``9**9**9`` is refused instead of burning CPU.
 """
+
 from __future__ import annotations
 
 import ast
 import operator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -72,7 +73,7 @@ def _calculator(args: dict[str, Any]) -> str:
 def _current_time(args: dict[str, Any]) -> str:
     name = args.get("timezone") or "UTC"
     try:
-        zone = timezone.utc if name == "UTC" else ZoneInfo(str(name))
+        zone = UTC if name == "UTC" else ZoneInfo(str(name))
     except (ZoneInfoNotFoundError, ValueError):
         raise ToolError(f"unknown time zone {name!r}") from None
     return datetime.now(zone).isoformat(timespec="seconds")
@@ -80,13 +81,14 @@ def _current_time(args: dict[str, Any]) -> str:
 
 def register_builtins(registry: ToolRegistry) -> None:
     registry.register(
-        "current_time", _current_time,
+        "current_time",
+        _current_time,
         description="The current date and time (ISO 8601) in a time zone (default UTC).",
         parameters={"type": "object", "properties": {"timezone": {"type": "string", "description": "IANA name"}}},
     )
     registry.register(
-        "calculator", _calculator,
+        "calculator",
+        _calculator,
         description="Evaluate an arithmetic expression: numbers, + - * / // % ** and parentheses.",
-        parameters={"type": "object", "properties": {"expression": {"type": "string"}},
-                    "required": ["expression"]},
+        parameters={"type": "object", "properties": {"expression": {"type": "string"}}, "required": ["expression"]},
     )

@@ -1,4 +1,5 @@
 """The server tool registry and the one place that runs a tool and turns anything it does into a result."""
+
 from __future__ import annotations
 
 import asyncio
@@ -33,16 +34,22 @@ class ServerTool:
 
     def definition(self) -> dict[str, Any]:
         """A ``ToolDefinition`` (API.md) a client can put in ``session.tools``."""
-        return {"name": self.name, "description": self.description, "parameters": self.parameters,
-                "executor": "server", "requiresApproval": False}
+        return {
+            "name": self.name,
+            "description": self.description,
+            "parameters": self.parameters,
+            "executor": "server",
+            "requiresApproval": False,
+        }
 
 
 class ToolRegistry:
     def __init__(self) -> None:
         self._tools: dict[str, ServerTool] = {}
 
-    def register(self, name: str, fn: ToolFn, *, description: str = "",
-                 parameters: dict[str, Any] | None = None) -> None:
+    def register(
+        self, name: str, fn: ToolFn, *, description: str = "", parameters: dict[str, Any] | None = None
+    ) -> None:
         """Add (or replace) a tool. ``fn`` takes the parsed arguments object; sync or async."""
         self._tools[name] = ServerTool(name, fn, description, parameters or {"type": "object", "properties": {}})
 

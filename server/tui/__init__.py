@@ -1,4 +1,5 @@
 """The terminal chat (``chatsync chat``), built with Textual."""
+
 from __future__ import annotations
 
 import argparse

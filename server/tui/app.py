@@ -5,16 +5,17 @@ timer (15 Hz) reconciles the widgets with it (new messages mounted, changed ones
 bar refreshed). So a resync, a session switch and a thousand deltas a second all take the same path, and a burst
 of deltas costs one redraw per frame, not one per delta.
 """
+
 from __future__ import annotations
 
 from collections.abc import Awaitable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.timer import Timer
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.timer import Timer
 from textual.widgets import Footer, Input, Label
 
 from ..cli_sessions import to_cli_error
@@ -22,7 +23,6 @@ from ..client import ChatClient, ConnectionLost, SessionView, TrpcError, Uploade
 from ..client.view import Change
 from .switcher import NEW, SessionSwitcher
 from .widgets import ApprovalBar, MessageView, QueueList, StatusLine, message_key
-
 
 PLACEHOLDER = "Message · enter sends (queued while the model answers) · /attach PATH adds a file"
 EDIT_PLACEHOLDER = "Editing a queued message · enter saves · escape cancels"
@@ -45,7 +45,7 @@ class ChatApp(App[None]):
     #queue-title { text-style: bold; }
     #queue-help { color: $text-muted; }
     """
-    BINDINGS = [
+    BINDINGS: ClassVar = [
         Binding("ctrl+x", "abort", "Abort", priority=True),
         Binding("ctrl+o", "switch", "Sessions", priority=True),
         Binding("ctrl+y", "approve(True)", "Approve", priority=True),
@@ -166,6 +166,7 @@ class ChatApp(App[None]):
 
     def _call(self, coro: Awaitable[Any], done: str | None = None) -> None:
         """Run a call in the background; a failure is a notification, never a crash."""
+
         async def run() -> None:
             try:
                 await coro
@@ -174,6 +175,7 @@ class ChatApp(App[None]):
             else:
                 if done:
                     self.notify(done)
+
         self.run_worker(run(), group="calls")
 
     async def on_input_submitted(self, event: Input.Submitted) -> None:
@@ -205,7 +207,7 @@ class ChatApp(App[None]):
         if not path:
             self.notify("/attach PATH uploads a file for the next message; /detach drops them", severity="warning")
             return
-        target = Path(path).expanduser()
+        target = Path(path).expanduser()  # noqa: ASYNC240 (one stat of a local path the user typed)
         if not target.is_file():
             self.notify(f"no such file: {target}", severity="error")
             return
@@ -219,8 +221,13 @@ class ChatApp(App[None]):
 
     def _show_attached(self) -> None:
         names = ", ".join(f.name for f in self.attached)
-        self._prompt.placeholder = (f"Message · attached: {names} · /detach drops them" if self.attached
-                                    else EDIT_PLACEHOLDER if self.editing is not None else PLACEHOLDER)
+        self._prompt.placeholder = (
+            f"Message · attached: {names} · /detach drops them"
+            if self.attached
+            else EDIT_PLACEHOLDER
+            if self.editing is not None
+            else PLACEHOLDER
+        )
 
     def on_queue_list_act(self, event: QueueList.Act) -> None:
         if self.view is None or self.chat is None:

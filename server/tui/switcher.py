@@ -1,5 +1,8 @@
 """The session switcher: a modal list of your sessions by title, plus "new session"."""
+
 from __future__ import annotations
+
+from typing import ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -21,7 +24,7 @@ class SessionSwitcher(ModalScreen[str | None]):
     SessionSwitcher { align: center middle; }
     SessionSwitcher > Vertical { width: 80%; height: 70%; border: thick $accent; background: $surface; }
     """
-    BINDINGS = [Binding("escape", "dismiss(None)", "Close")]
+    BINDINGS: ClassVar = [Binding("escape", "dismiss(None)", "Close")]
 
     def __init__(self, sessions: list[Session], current: str | None) -> None:
         super().__init__()
@@ -32,8 +35,14 @@ class SessionSwitcher(ModalScreen[str | None]):
         options = [Option(Text("+ new session", style="bold"), id=NEW)]
         for s in self.sessions:
             mark = "▸ " if s.id == self.current else "  "
-            options.append(Option(Text.assemble(mark, (s.title or "(untitled)", "bold"), f"  ·  {s.status}",
-                                                (f"  {s.id[:8]}", "dim")), id=s.id))
+            options.append(
+                Option(
+                    Text.assemble(
+                        mark, (s.title or "(untitled)", "bold"), f"  ·  {s.status}", (f"  {s.id[:8]}", "dim")
+                    ),
+                    id=s.id,
+                )
+            )
         with Vertical():
             yield Label("Sessions (enter to open, escape to close)")
             yield OptionList(*options, id="sessions")

@@ -1,7 +1,8 @@
 """Widgets of the terminal chat: one message, the queue, the tool-approval bar, the status line."""
+
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual.binding import Binding
@@ -13,9 +14,13 @@ from ..client import SessionView
 from ..domain.models import Message, QueuedMessage
 
 ROLE_STYLES = {"user": "bold cyan", "assistant": "bold green", "system": "bold magenta", "tool": "bold yellow"}
-CONNECTION_LABELS = {"connecting": ("◌ connecting", "yellow"), "connected": ("● connected", "green"),
-                     "reconnecting": ("◌ reconnecting…", "bold red"), "resumed": ("● resumed", "green"),
-                     "closed": ("○ closed", "red")}
+CONNECTION_LABELS = {
+    "connecting": ("◌ connecting", "yellow"),
+    "connected": ("● connected", "green"),
+    "reconnecting": ("◌ reconnecting…", "bold red"),
+    "resumed": ("● resumed", "green"),
+    "closed": ("○ closed", "red"),
+}
 
 
 def message_key(m: Message) -> tuple[Any, ...]:
@@ -61,7 +66,7 @@ class MessageView(Static):
 class QueueList(OptionList):
     """The session's queue, in order. Keys act on the highlighted item."""
 
-    BINDINGS = [
+    BINDINGS: ClassVar = [
         Binding("e", "edit", "Edit"),
         Binding("d,delete", "remove", "Remove"),
         Binding("k,shift+up", "move(-1)", "Move up"),
@@ -82,14 +87,21 @@ class QueueList(OptionList):
         self.items: list[QueuedMessage] = []
 
     def show(self, queue: list[QueuedMessage]) -> None:
-        if [(q.id, q.content, len(q.attachments)) for q in queue] \
-                == [(q.id, q.content, len(q.attachments)) for q in self.items]:
+        if [(q.id, q.content, len(q.attachments)) for q in queue] == [
+            (q.id, q.content, len(q.attachments)) for q in self.items
+        ]:
             return
         keep = self.highlighted_option.id if self.highlighted_option is not None else None
         self.items = list(queue)
-        self.set_options([Option(Text(f"{i}. {' '.join(q.content.split())}"
-                                      + (f" 📎{len(q.attachments)}" if q.attachments else "")), id=q.id)
-                          for i, q in enumerate(queue, 1)])
+        self.set_options(
+            [
+                Option(
+                    Text(f"{i}. {' '.join(q.content.split())}" + (f" 📎{len(q.attachments)}" if q.attachments else "")),
+                    id=q.id,
+                )
+                for i, q in enumerate(queue, 1)
+            ]
+        )
         ids = [q.id for q in queue]
         if keep in ids:
             self.highlighted = ids.index(keep)
@@ -132,8 +144,14 @@ class ApprovalBar(Static):
         if pending:
             p = pending[0]
             more = f"  (+{len(pending) - 1} more)" if len(pending) > 1 else ""
-            self.update(Text.assemble(("Tool wants to run: ", "bold"), f"{p['name']} {p['arguments']}", more,
-                                      ("   ctrl+y approve · ctrl+d deny", "dim")))
+            self.update(
+                Text.assemble(
+                    ("Tool wants to run: ", "bold"),
+                    f"{p['name']} {p['arguments']}",
+                    more,
+                    ("   ctrl+y approve · ctrl+d deny", "dim"),
+                )
+            )
 
 
 class StatusLine(Static):

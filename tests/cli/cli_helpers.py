@@ -1,4 +1,5 @@
 """Helpers for the CLI tests: run the real ``chatsync`` command without blocking the server's loop."""
+
 from __future__ import annotations
 
 import asyncio
@@ -21,6 +22,12 @@ async def chatsync(*args: str, env: dict[str, str] | None = None) -> Result:
     """Run ``python -m server.cli ARGS`` without blocking the loop that serves it."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("CHATSYNC_")}
     full_env.update(env or {})
-    proc = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "server.cli", *args],
-                                   capture_output=True, text=True, env=full_env, timeout=30)
+    proc = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "server.cli", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=30,
+    )
     return Result(proc.returncode, proc.stdout, proc.stderr)

@@ -1,4 +1,5 @@
 """CLI tests: the real ``chatsync`` command in a subprocess against a real server in this process."""
+
 from __future__ import annotations
 
 from collections.abc import Callable

@@ -1,4 +1,5 @@
 """The terminal chat in Textual's headless harness, against a real server, next to a second client."""
+
 from __future__ import annotations
 
 import os
@@ -17,8 +18,10 @@ from server.tui.widgets import ApprovalBar, MessageView, QueueList, StatusLine
 
 pytestmark = pytest.mark.timeout(60)
 
-PARAGRAPH = ("Day one: take the morning train to Lyon, leave the bags at the hotel near Bellecour and walk up "
-             "to Fourvière before lunch. In the afternoon, the traboules of the old town, then dinner in a bouchon. ")
+PARAGRAPH = (
+    "Day one: take the morning train to Lyon, leave the bags at the hotel near Bellecour and walk up "
+    "to Fourvière before lunch. In the afternoon, the traboules of the old town, then dinner in a bouchon. "
+)
 LONG = " ".join((PARAGRAPH * 9).split()[:300])
 SIZE = (110, 32)
 # Regenerate the screenshot in docs/ with CHATSYNC_SCREENSHOT_DIR=docs (it is written only when that is set).
@@ -47,20 +50,25 @@ async def submit(pilot: Pilot[Any], text: str) -> None:
 
 
 def streaming(app: ChatApp) -> bool:
-    return app.view is not None and any(m.role == "assistant" and m.status == "streaming" and m.content
-                                        for m in app.view.messages)
+    return app.view is not None and any(
+        m.role == "assistant" and m.status == "streaming" and m.content for m in app.view.messages
+    )
 
 
 def shown(app: ChatApp, role: str) -> list[str]:
     """Texts of the history widgets of one role, as drawn."""
     assert app.view is not None
     by_id = {m.id: m for m in app.view.messages}
-    return [by_id[w.message_id].content for w in app.query(MessageView)
-            if w.message_id in by_id and by_id[w.message_id].role == role]
+    return [
+        by_id[w.message_id].content
+        for w in app.query(MessageView)
+        if w.message_id in by_id and by_id[w.message_id].role == role
+    ]
 
 
-async def test_typing_while_streaming_is_queued_then_sent(server_factory: Callable[..., Any], sqlite_url: str,
-                                                          tmp_path: Path) -> None:
+async def test_typing_while_streaming_is_queued_then_sent(
+    server_factory: Callable[..., Any], sqlite_url: str, tmp_path: Path
+) -> None:
     # 40 ms a word (12 s for the answer): the harness's key presses wait for a quiet screen, so typing is
     # slow while text streams, and slower still on a loaded machine; the answer must outlast the typing.
     slow = await server_factory(sqlite_url, echo_delay=0.04, sweep_seconds=0.2, stream_flush_seconds=0.2)
@@ -151,8 +159,15 @@ async def test_approve_a_tool_from_the_terminal(paced: Any) -> None:
             await until(pilot, lambda: bar.has_class("pending") and bar.call_id is not None)
             assert app.view is not None and app.view.status == "requires-action"
             await pilot.press("ctrl+y")
-            await until(pilot, lambda: app.view is not None and app.view.run is None
-                        and app.view.messages[-1].status == "complete" and app.view.messages[-1].role == "assistant")
+            await until(
+                pilot,
+                lambda: (
+                    app.view is not None
+                    and app.view.run is None
+                    and app.view.messages[-1].status == "complete"
+                    and app.view.messages[-1].role == "assistant"
+                ),
+            )
             assert not bar.has_class("pending")
         snap = await chat.get_session(s.id)
         tool = [m for m in snap.messages if m.role == "tool"]
@@ -183,8 +198,10 @@ async def test_abort_key_stops_the_answer(paced: Any) -> None:
             await submit(pilot, LONG)
             await until(pilot, lambda: streaming(app))
             await pilot.press("ctrl+x")
-            await until(pilot, lambda: app.view is not None and app.view.run is None
-                        and app.view.messages[-1].status == "interrupted")
+            await until(
+                pilot,
+                lambda: app.view is not None and app.view.run is None and app.view.messages[-1].status == "interrupted",
+            )
             status = app.query_one("#status", StatusLine)
             await until(pilot, lambda: "queue paused" in status.plain)
             partial = shown(app, "assistant")[0]
@@ -225,13 +242,17 @@ async def test_attach_a_file_then_send(live: Any, tmp_path: Path) -> None:
             await until(pilot, lambda: "notes.txt" in str(prompt.placeholder))
             assert app.attached and app.attached[0].name == "notes.txt"
             await submit(pilot, "what is on this list?")
-            await until(pilot, lambda: app.view is not None and any(
-                m.role == "user" and m.attachments for m in app.view.messages))
+            await until(
+                pilot,
+                lambda: app.view is not None and any(m.role == "user" and m.attachments for m in app.view.messages),
+            )
             assert app.attached == [] and "notes.txt" not in str(prompt.placeholder)
             drawn = [str(w.render()) for w in app.query(MessageView)]
             assert any("📎 notes.txt (text/plain, 18 bytes)" in text for text in drawn)
         stored = await chat.get_session(s.id)
         sent = [m for m in stored.messages if m.role == "user"]
         assert [m.content for m in sent] == ["what is on this list?"]
-        assert [(a["name"], a["mediaType"], a["size"]) for a in sent[0].attachments] == [("notes.txt", "text/plain", 18)]
+        assert [(a["name"], a["mediaType"], a["size"]) for a in sent[0].attachments] == [
+            ("notes.txt", "text/plain", 18)
+        ]
         assert await chat.download(sent[0].attachments[0]["fileId"]) == b"remember the milk\n"

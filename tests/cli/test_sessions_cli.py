@@ -1,4 +1,5 @@
 """``chatsync sessions ...`` run as a real command against a real server: output, JSON, exit codes."""
+
 from __future__ import annotations
 
 import json
@@ -78,13 +79,20 @@ async def test_set_title_delete_and_not_found(fast: Any) -> None:
 async def test_url_and_token_from_the_environment(fast: Any) -> None:
     async with ChatClient(fast.url, fast.tokens["bob"]) as chat:
         await chat.create_session(title="bob's")
-    r = await chatsync("sessions", "list", "--json",
-                       env={"CHATSYNC_URL": fast.url, "CHATSYNC_TOKEN": fast.tokens["bob"]})
+    r = await chatsync(
+        "sessions", "list", "--json", env={"CHATSYNC_URL": fast.url, "CHATSYNC_TOKEN": fast.tokens["bob"]}
+    )
     assert r.code == 0, r.err
     assert [s["title"] for s in json.loads(r.out)] == ["bob's"]
     # a flag wins over the variable
-    r = await chatsync("sessions", "list", "--json", "--token", fast.tokens["alice"],
-                       env={"CHATSYNC_URL": fast.url, "CHATSYNC_TOKEN": fast.tokens["bob"]})
+    r = await chatsync(
+        "sessions",
+        "list",
+        "--json",
+        "--token",
+        fast.tokens["alice"],
+        env={"CHATSYNC_URL": fast.url, "CHATSYNC_TOKEN": fast.tokens["bob"]},
+    )
     assert json.loads(r.out) == []
 
 

@@ -1,4 +1,5 @@
 """Client-library tests: real servers with the offline echo model."""
+
 from __future__ import annotations
 
 from collections.abc import Callable

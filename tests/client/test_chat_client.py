@@ -1,4 +1,5 @@
 """ChatClient and SessionView against a real server: typed calls, live state, resume after a dropped socket."""
+
 from __future__ import annotations
 
 import asyncio
@@ -38,8 +39,10 @@ async def test_typed_session_and_queue_calls(paced: Any) -> None:
 
 
 async def test_view_follows_another_clients_changes(paced: Any) -> None:
-    async with ChatClient(paced.url, paced.tokens["alice"]) as mine, \
-            ChatClient(paced.url, paced.tokens["alice"]) as other:
+    async with (
+        ChatClient(paced.url, paced.tokens["alice"]) as mine,
+        ChatClient(paced.url, paced.tokens["alice"]) as other,
+    ):
         s = await mine.create_session(queue_paused=True)
         view = await mine.open_session(s.id)
         async with view:
@@ -82,8 +85,10 @@ async def test_view_resumes_mid_stream_with_full_text_and_no_duplicate(paced: An
 
 
 async def test_prompt_streaming_calls_back_once_per_delta_in_order(paced: Any) -> None:
-    async with ChatClient(paced.url, paced.tokens["alice"]) as chat, \
-            ChatClient(paced.url, paced.tokens["alice"]) as watcher:
+    async with (
+        ChatClient(paced.url, paced.tokens["alice"]) as chat,
+        ChatClient(paced.url, paced.tokens["alice"]) as watcher,
+    ):
         s = await chat.create_session()
         snap = await watcher.get_session(s.id)
         raw = await watcher.trpc.subscribe("session.events", {"sessionId": s.id}, last_event_id=snap.last_event_id)
@@ -171,6 +176,7 @@ async def test_view_resyncs_on_an_offset_gap_or_resync_required(paced: Any) -> N
         answer = await chat.prompt_streaming(s.id, "one two three", lambda _c: None)
         view = await chat.open_session(s.id)
         async with view:
+
             def inject(event: dict[str, Any]) -> None:
                 assert view._sub is not None
                 view._sub._sub.items.put_nowait((view.last_event_id, {"sessionId": s.id, **event}))
@@ -185,6 +191,7 @@ async def test_view_resyncs_on_an_offset_gap_or_resync_required(paced: Any) -> N
             await view.wait_until(lambda v: v.resyncs == 2)
             # still live after resubscribing
             q = await chat.enqueue(s.id, "later")
-            await view.wait_until(lambda v: any(m.content == "later" for m in v.messages) or
-                                  [x.id for x in v.queue] == [q.id])
-            assert [m.content for m in view.messages if m.role == "assistant"][0] == "one two three"
+            await view.wait_until(
+                lambda v: any(m.content == "later" for m in v.messages) or [x.id for x in v.queue] == [q.id]
+            )
+            assert next(m.content for m in view.messages if m.role == "assistant") == "one two three"

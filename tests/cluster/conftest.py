@@ -1,4 +1,5 @@
 """Several real `chatsync serve` processes sharing one PostgreSQL database and one Redis."""
+
 from __future__ import annotations
 
 import asyncio
@@ -12,8 +13,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from testkit import free_port, fresh_pg_database
+
 from server.services.auth import AuthService
 from server.store import migrate
 from server.store.db import Database
@@ -32,8 +33,9 @@ class Replica:
 
     def start(self) -> None:
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "server.cli", "serve"], env=self.env,
-                                         stdout=log, stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "server.cli", "serve"], env=self.env, stdout=log, stderr=subprocess.STDOUT
+            )
 
     async def ready(self, timeout: float = 30) -> None:
         deadline = time.monotonic() + timeout
@@ -90,9 +92,15 @@ async def cluster_factory(tmp_path, redis_url):
         cluster = Cluster(db_url, bus_url or redis_url, tokens)
         for i in range(n):
             port = free_port()
-            replica_env = {**os.environ, "CHATSYNC_DATABASE_URL": db_url, "CHATSYNC_BUS_URL": cluster.bus_url,
-                           "CHATSYNC_PORT": str(port), "CHATSYNC_LOG_LEVEL": os.environ.get("CHATSYNC_TEST_REPLICA_LOG_LEVEL", "warning"),
-                           "CHATSYNC_RUN_MIGRATIONS_ON_START": "false", **env}
+            replica_env = {
+                **os.environ,
+                "CHATSYNC_DATABASE_URL": db_url,
+                "CHATSYNC_BUS_URL": cluster.bus_url,
+                "CHATSYNC_PORT": str(port),
+                "CHATSYNC_LOG_LEVEL": os.environ.get("CHATSYNC_TEST_REPLICA_LOG_LEVEL", "warning"),
+                "CHATSYNC_RUN_MIGRATIONS_ON_START": "false",
+                **env,
+            }
             cluster.replicas.append(Replica(port, replica_env, tmp_path / f"replica-{i}.log"))
         for r in cluster.replicas:
             r.start()

@@ -1,5 +1,6 @@
 """Admin inspection on two replicas (PostgreSQL + Redis): the database's view (sessions, lease) is the same from
 either replica; live state (running loops, subscribers) is the answering replica's, and it says which it is."""
+
 from __future__ import annotations
 
 import asyncio
@@ -18,8 +19,11 @@ async def test_admin_sees_the_run_and_its_owner_from_both_replicas(cluster_facto
     headers = {"Authorization": f"Bearer {admin_token}"}
     a, b = cluster.urls
 
-    async with TrpcClient(a, cluster.tokens["alice"]) as alice_a, TrpcClient(b, cluster.tokens["alice"]) as alice_b, \
-            httpx.AsyncClient(headers=headers) as http:
+    async with (
+        TrpcClient(a, cluster.tokens["alice"]) as alice_a,
+        TrpcClient(b, cluster.tokens["alice"]) as alice_b,
+        httpx.AsyncClient(headers=headers) as http,
+    ):
         sid = (await alice_a.mutation("session.create", {"title": "long answer"}))["id"]
         sub = await alice_b.subscribe("session.events", {"sessionId": sid})
         await sub.wait_started()
@@ -29,8 +33,10 @@ async def test_admin_sees_the_run_and_its_owner_from_both_replicas(cluster_facto
             return (await http.get(url + "/admin/api/stats")).json()["replica"]["runningSessions"]
 
         for _ in range(200):
-            listed = [(await http.get(url + "/admin/api/sessions", params={"status": "running"})).json()["items"]
-                      for url in (a, b)]
+            listed = [
+                (await http.get(url + "/admin/api/sessions", params={"status": "running"})).json()["items"]
+                for url in (a, b)
+            ]
             if listed[0] and listed[1] and (sid in await running_on(a) or sid in await running_on(b)):
                 break
             await asyncio.sleep(0.05)

@@ -1,16 +1,16 @@
 """Redis restarts mid-traffic; a client stops reading. Nobody loses an event."""
+
 from __future__ import annotations
 
 import asyncio
 
 import orjson
 import pytest
+from test_replicas import full_log, open_clients
+from testkit import PrivateRedis, PrivateRedisCluster, collect, free_port
 from websockets.asyncio.client import connect
 
 from server.pubsub.keys import DEFAULT_PREFIX, session_channel
-from testkit import PrivateRedis, PrivateRedisCluster, collect, free_port
-
-from test_replicas import full_log, open_clients
 
 
 @pytest.fixture(params=["redis", "redis-cluster"])
@@ -36,8 +36,7 @@ async def test_redis_restart_mid_traffic(cluster_factory, restartable_bus):
     try:
         s = await clients[0].mutation("session.create", {"queuePaused": True})
         redis = node_of(s["id"])
-        subs = [await c.subscribe("session.events", {"sessionId": s["id"], "lastEventId": "0"})
-                for c in clients]
+        subs = [await c.subscribe("session.events", {"sessionId": s["id"], "lastEventId": "0"}) for c in clients]
         for sub in subs:
             await sub.wait_started()
 
@@ -63,8 +62,9 @@ async def test_redis_restart_mid_traffic(cluster_factory, restartable_bus):
 
 
 async def test_slow_consumer_is_closed_and_resumes_with_everything(server_factory, sqlite_url):
-    live = await server_factory(sqlite_url, send_buffer_bytes=64 * 1024, max_content_chars=100_000,
-                                max_queue_length=1000)
+    live = await server_factory(
+        sqlite_url, send_buffer_bytes=64 * 1024, max_content_chars=100_000, max_queue_length=1000
+    )
     async with live.client() as writer, live.client() as fast:
         s = await writer.mutation("session.create", {"queuePaused": True})
         sid = s["id"]
@@ -74,8 +74,15 @@ async def test_slow_consumer_is_closed_and_resumes_with_everything(server_factor
         ws_url = live.url.replace("http", "ws") + "/trpc?connectionParams=1"
         slow = await connect(ws_url, max_queue=1, max_size=None)
         await slow.send(orjson.dumps({"method": "connectionParams", "data": {"token": live.tokens["alice"]}}).decode())
-        await slow.send(orjson.dumps({"id": 1, "method": "subscription", "params": {
-            "path": "session.events", "input": {"sessionId": sid, "lastEventId": "0"}}}).decode())
+        await slow.send(
+            orjson.dumps(
+                {
+                    "id": 1,
+                    "method": "subscription",
+                    "params": {"path": "session.events", "input": {"sessionId": sid, "lastEventId": "0"}},
+                }
+            ).decode()
+        )
         assert orjson.loads(await slow.recv())["result"]["type"] == "started"
         slow.transport.pause_reading()  # stop reading at the socket: the server's buffer fills
 

@@ -1,5 +1,6 @@
 """One user on several devices, each on another replica (PostgreSQL + Redis): a retried write applies once,
 the session feed follows every change, and a revoked token is closed everywhere."""
+
 from __future__ import annotations
 
 import asyncio
@@ -9,10 +10,10 @@ import httpx
 import orjson
 import pytest
 import websockets
+from testkit import HoldingProxy
 from websockets.asyncio.client import connect
 
 from server.client import TrpcClient, TrpcError
-from testkit import HoldingProxy
 
 
 async def test_first_call_on_a_retry_on_b_enqueues_once(cluster_factory):
@@ -26,8 +27,9 @@ async def test_first_call_on_a_retry_on_b_enqueues_once(cluster_factory):
             flaky = TrpcClient(proxy.url, cluster.tokens["alice"], reconnect=False)
             await flaky.connect()
             proxy.hold = True
-            call = asyncio.create_task(flaky.mutation(
-                "message.enqueueMessage", {"sessionId": sid, "content": "once", "clientRequestId": crid}))
+            call = asyncio.create_task(
+                flaky.mutation("message.enqueueMessage", {"sessionId": sid, "content": "once", "clientRequestId": crid})
+            )
             while not await on_b.query("message.getQueuedMessages", {"sessionId": sid}):
                 await asyncio.sleep(0.02)
             proxy.cut()
@@ -35,7 +37,8 @@ async def test_first_call_on_a_retry_on_b_enqueues_once(cluster_factory):
                 await asyncio.wait_for(call, 10)
             await flaky.close()
             retry = await on_b.mutation(
-                "message.enqueueMessage", {"sessionId": sid, "content": "once", "clientRequestId": crid})
+                "message.enqueueMessage", {"sessionId": sid, "content": "once", "clientRequestId": crid}
+            )
             queue = await on_b.query("message.getQueuedMessages", {"sessionId": sid})
             assert [q["id"] for q in queue] == [retry["id"]]
             snap = await on_b.query("session.get", {"sessionId": sid})
@@ -47,8 +50,11 @@ async def test_first_call_on_a_retry_on_b_enqueues_once(cluster_factory):
 async def test_the_feed_follows_changes_made_on_the_other_replica(cluster_factory):
     cluster = await cluster_factory(2)
     a, b = cluster.urls
-    async with TrpcClient(a, cluster.tokens["alice"]) as laptop, TrpcClient(b, cluster.tokens["alice"]) as phone, \
-            TrpcClient(b, cluster.tokens["bob"]) as bob:
+    async with (
+        TrpcClient(a, cluster.tokens["alice"]) as laptop,
+        TrpcClient(b, cluster.tokens["alice"]) as phone,
+        TrpcClient(b, cluster.tokens["bob"]) as bob,
+    ):
         listed = await phone.query("session.list", {})
         sub = await phone.subscribe("session.feed", {"lastEventId": listed["feedEventId"]})
         bob_sub = await bob.subscribe("session.feed", {})
@@ -56,8 +62,12 @@ async def test_the_feed_follows_changes_made_on_the_other_replica(cluster_factor
         await laptop.mutation("session.setTitle", {"sessionId": s["id"], "title": "two"})
         await laptop.mutation("message.send", {"sessionId": s["id"], "content": "hello"})
         seen = []
-        while not (seen and seen[-1][1]["type"] == "session-updated" and seen[-1][1]["session"]["status"] == "idle"
-                   and len(seen) > 3):
+        while not (
+            seen
+            and seen[-1][1]["type"] == "session-updated"
+            and seen[-1][1]["session"]["status"] == "idle"
+            and len(seen) > 3
+        ):
             seen.append(await sub.next(15))
         await phone.drop_connection()  # resume on the same replica after a killed socket
         await laptop.mutation("session.delete", {"sessionId": s["id"]})
@@ -81,19 +91,30 @@ async def test_revocation_closes_ws_and_sse_on_both_replicas(cluster_factory):
         sid = (await admin_device.mutation("session.create", {}))["id"]
         link = await admin_device.mutation("auth.createLink", {"deviceName": "phone"})
         async with httpx.AsyncClient(timeout=None) as http:
-            token = (await http.post(b + "/auth/link", json={"code": link["code"], "deviceName": "phone"})).json()["token"]
-            async with connect(a.replace("http", "ws") + "/trpc",
-                               additional_headers={"Authorization": f"Bearer {token}"}) as ws:
-                await ws.send(orjson.dumps({"id": 1, "method": "subscription", "params": {
-                    "path": "session.events", "input": {"sessionId": sid}}}).decode())
+            token = (await http.post(b + "/auth/link", json={"code": link["code"], "deviceName": "phone"})).json()[
+                "token"
+            ]
+            async with connect(
+                a.replace("http", "ws") + "/trpc", additional_headers={"Authorization": f"Bearer {token}"}
+            ) as ws:
+                await ws.send(
+                    orjson.dumps(
+                        {
+                            "id": 1,
+                            "method": "subscription",
+                            "params": {"path": "session.events", "input": {"sessionId": sid}},
+                        }
+                    ).decode()
+                )
                 assert orjson.loads(await ws.recv())["result"]["type"] == "started"
                 lines: list[str] = []
                 opened = asyncio.Event()
 
                 async def sse() -> None:
                     params = {"input": orjson.dumps({"sessionId": sid}).decode()}
-                    async with http.stream("GET", b + "/trpc/session.events", params=params,
-                                           headers={"authorization": f"Bearer {token}"}) as r:
+                    async with http.stream(
+                        "GET", b + "/trpc/session.events", params=params, headers={"authorization": f"Bearer {token}"}
+                    ) as r:
                         async for line in r.aiter_lines():
                             lines.append(line)
                             opened.set()
@@ -108,7 +129,7 @@ async def test_revocation_closes_ws_and_sse_on_both_replicas(cluster_factory):
                         await asyncio.wait_for(ws.recv(), 1.0)
                 assert closed.value.rcvd.code == 4503
                 await asyncio.wait_for(stream, 1.0)
-                error = orjson.loads(next(l for l in reversed(lines) if l.startswith("data: {"))[6:])
+                error = orjson.loads(next(x for x in reversed(lines) if x.startswith("data: {"))[6:])
                 assert error["data"]["code"] == "UNAUTHORIZED"
         with pytest.raises(TrpcError) as err:
             async with TrpcClient(a, token, reconnect=False) as again:

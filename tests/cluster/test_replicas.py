@@ -1,18 +1,20 @@
 """Several replicas behave as one server: every client, on whichever replica, gets every durable event
 once and in order — with concurrent writers on both replicas, random disconnects, and replica restarts."""
+
 from __future__ import annotations
 
 import asyncio
 import random
 
-from server.client import TrpcClient
 from testkit import collect, make_changes, replay_queue
+
+from server.client import TrpcClient
 
 
 async def open_clients(cluster, n: int, *, failover: bool = False) -> list[TrpcClient]:
     clients = []
     for i in range(n):
-        urls = cluster.urls[i % len(cluster.urls):] + cluster.urls[: i % len(cluster.urls)]
+        urls = cluster.urls[i % len(cluster.urls) :] + cluster.urls[: i % len(cluster.urls)]
         c = TrpcClient(urls if failover else urls[0], cluster.tokens["alice"], max_backoff=0.5)
         await c.connect()
         clients.append(c)
@@ -36,8 +38,7 @@ async def test_two_replicas_twenty_clients_fifty_changes_each(cluster_factory):
         subs = [await c.subscribe("session.events", {"sessionId": s["id"], "lastEventId": "0"}) for c in clients]
         for sub in subs:
             await sub.wait_started()
-        done = await asyncio.gather(*(make_changes(c, s["id"], random.Random(i), 50)
-                                      for i, c in enumerate(clients)))
+        done = await asyncio.gather(*(make_changes(c, s["id"], random.Random(i), 50) for i, c in enumerate(clients)))
         log, snap = await full_log(cluster, s["id"])
         last = int(snap["lastEventId"])
         # Each change that took effect wrote one event, except a move to where the item already was.
@@ -105,10 +106,10 @@ async def test_graceful_restart_moves_clients_to_the_other_replica(cluster_facto
         await cluster.replicas[0].terminate()
         on_first = [c for c in clients if c.reconnect_notices]
         for i in range(5):
-            await clients[1].mutation("message.enqueueMessage", {"sessionId": s["id"], "content": f"b{i}"},
-                                      timeout=30)
-        log, _snap = await full_log(cluster.__class__(cluster.database_url, cluster.bus_url, cluster.tokens,
-                                                      cluster.replicas[1:]), s["id"])
+            await clients[1].mutation("message.enqueueMessage", {"sessionId": s["id"], "content": f"b{i}"}, timeout=30)
+        log, _snap = await full_log(
+            cluster.__class__(cluster.database_url, cluster.bus_url, cluster.tokens, cluster.replicas[1:]), s["id"]
+        )
         assert len(log) == 10
         for sub in subs:
             assert await collect(sub, 10, timeout=30) == log

@@ -1,18 +1,19 @@
 """Runs across replicas: 50 clients on two replicas (PostgreSQL + Redis) queue messages while answers
 stream; every queued message is sent exactly once, in queue order, whichever replica runs it."""
+
 from __future__ import annotations
 
 import asyncio
 from collections import Counter
 
-from testkit import collect
-
 from test_replicas import open_clients
+from testkit import collect
 
 
 async def test_fifty_clients_queue_while_runs_stream(cluster_factory):
-    cluster = await cluster_factory(2, CHATSYNC_ECHO_DELAY="0.002", CHATSYNC_MAX_QUEUE_LENGTH="500",
-                                    CHATSYNC_SWEEP_SECONDS="0.5")
+    cluster = await cluster_factory(
+        2, CHATSYNC_ECHO_DELAY="0.002", CHATSYNC_MAX_QUEUE_LENGTH="500", CHATSYNC_SWEEP_SECONDS="0.5"
+    )
     clients = await open_clients(cluster, 50)
     try:
         s = await clients[0].mutation("session.create", {})
@@ -39,13 +40,12 @@ async def test_fifty_clients_queue_while_runs_stream(cluster_factory):
         users = [m["content"] for m in snap["messages"] if m["role"] == "user"]
         answers = [m["content"] for m in snap["messages"] if m["role"] == "assistant"]
         sent = [f"m{i:02d}" for i in range(50)]
-        assert Counter(users) == Counter([" ".join(["start"] * 40)] + sent)  # each exactly once
+        assert Counter(users) == Counter([" ".join(["start"] * 40), *sent])  # each exactly once
         assert sorted(answers) == sorted(users)  # each answered once (echo)
 
         events = await collect(sub, int(snap["lastEventId"]), timeout=60)
         added = [e["message"]["id"] for _i, e in events if e["type"] == "queue-message-added"]
-        removed = [e["messageId"] for _i, e in events
-                   if e["type"] == "queue-message-removed" and e["reason"] == "sent"]
+        removed = [e["messageId"] for _i, e in events if e["type"] == "queue-message-removed" and e["reason"] == "sent"]
         assert removed == added  # sent in queue order, every one
         by_id = {e["message"]["id"]: e["message"]["content"] for _i, e in events if e["type"] == "queue-message-added"}
         queued_contents = [by_id[i] for i in added]

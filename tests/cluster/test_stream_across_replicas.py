@@ -1,5 +1,6 @@
 """A client of another replica joins a stream mid-answer: one snapshot of the exact partial text, then the
 deltas after it — no character missing, none twice (the partial text is shared through Redis)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -14,6 +15,7 @@ async def assemble(sub, message_id_box: dict, until_completed: bool = True, time
     text = None
     final = None
     snapshots = 0
+
     async def loop():
         nonlocal text, final, snapshots
         while True:
@@ -35,6 +37,7 @@ async def assemble(sub, message_id_box: dict, until_completed: bool = True, time
             elif t == "message-completed" and ev["message"]["role"] == "assistant":
                 final = ev["message"]["content"]
                 return
+
     await asyncio.wait_for(loop(), timeout)
     return text, final, snapshots
 

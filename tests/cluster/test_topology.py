@@ -1,5 +1,6 @@
 """docker-compose.yml describes the deployment; no Docker engine runs here, so the file is checked, and
 the same topology (PostgreSQL, Redis, two replicas, one entry address) runs as real processes."""
+
 from __future__ import annotations
 
 import asyncio
@@ -7,9 +8,9 @@ import itertools
 from pathlib import Path
 
 import yaml
+from testkit import collect
 
 from server.client import TrpcClient
-from testkit import collect
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -25,7 +26,10 @@ def test_compose_file_describes_the_topology():
     for name in ("chatsync-1", "chatsync-2"):
         replica = services[name]
         env = replica["environment"]
-        assert env["CHATSYNC_DATABASE_URL"].startswith("postgresql+asyncpg://") and "@postgres:" in env["CHATSYNC_DATABASE_URL"]
+        assert (
+            env["CHATSYNC_DATABASE_URL"].startswith("postgresql+asyncpg://")
+            and "@postgres:" in env["CHATSYNC_DATABASE_URL"]
+        )
         assert env["CHATSYNC_BUS_URL"].startswith("redis://redis:")
         assert env["CHATSYNC_HOST"] == "0.0.0.0"
         assert "readyz" in " ".join(replica["healthcheck"]["test"])

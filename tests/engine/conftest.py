@@ -1,4 +1,5 @@
 """Engine tests: real servers with the offline echo model at test speed (helpers in ``engine_helpers``)."""
+
 from __future__ import annotations
 
 from collections.abc import Callable

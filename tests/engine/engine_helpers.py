@@ -1,12 +1,12 @@
 """Helpers for the engine tests: read event streams the way a UI does, wait for conditions, run real
 `chatsync serve` processes."""
+
 from __future__ import annotations
 
 import asyncio
 import time
 from collections.abc import Callable
 from typing import Any
-
 
 FAST = {"echo_delay": 0.001, "sweep_seconds": 0.2, "stream_flush_seconds": 0.2}
 
@@ -80,7 +80,9 @@ async def wait_for(pred: Callable[[], Any], timeout: float = 10, interval: float
 
 async def idle(client: Any, session_id: str, timeout: float = 10) -> dict[str, Any]:
     """Wait until the session has no run in progress; returns its snapshot."""
+
     async def check() -> Any:
         snap = await client.query("session.get", {"sessionId": session_id})
         return snap if snap["run"] is None and snap["session"]["status"] in ("idle", "error") else None
+
     return await wait_for(check, timeout)

@@ -1,4 +1,5 @@
 """kill -9 a real `chatsync serve` mid-stream, start it again: nothing said is lost and the history stays valid."""
+
 from __future__ import annotations
 
 import asyncio
@@ -21,13 +22,24 @@ LONG = " ".join(f"word{i}" for i in range(1000))
 
 async def test_kill_9_mid_stream_then_restart(tmp_path):
     port = free_port()
-    env = {**os.environ, "CHATSYNC_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'crash.db'}",
-           "CHATSYNC_PORT": str(port), "CHATSYNC_LOG_LEVEL": "warning",
-           "CHATSYNC_TEST_LOG": str(tmp_path / "server.log"), "CHATSYNC_ECHO_DELAY": "0.01",
-           "CHATSYNC_RUN_LEASE_SECONDS": "1", "CHATSYNC_STREAM_FLUSH_SECONDS": "0.2",
-           "CHATSYNC_SWEEP_SECONDS": "0.2"}
-    token = subprocess.run([sys.executable, "-m", "server.cli", "users", "create", "erin"], env=env,
-                           capture_output=True, text=True, check=True).stdout.strip()
+    env = {
+        **os.environ,
+        "CHATSYNC_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'crash.db'}",
+        "CHATSYNC_PORT": str(port),
+        "CHATSYNC_LOG_LEVEL": "warning",
+        "CHATSYNC_TEST_LOG": str(tmp_path / "server.log"),
+        "CHATSYNC_ECHO_DELAY": "0.01",
+        "CHATSYNC_RUN_LEASE_SECONDS": "1",
+        "CHATSYNC_STREAM_FLUSH_SECONDS": "0.2",
+        "CHATSYNC_SWEEP_SECONDS": "0.2",
+    }
+    token = subprocess.run(
+        [sys.executable, "-m", "server.cli", "users", "create", "erin"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     url = f"http://127.0.0.1:{port}"
     proc = start_process(env)
     try:
@@ -47,6 +59,7 @@ async def test_kill_9_mid_stream_then_restart(tmp_path):
         proc = start_process(env)
         await wait_ready(url, proc)
         async with TrpcClient(url, token) as c:
+
             async def recovered():
                 snap = await c.query("session.get", {"sessionId": sid})
                 return snap if snap["run"] is None else None
@@ -67,11 +80,30 @@ async def test_kill_9_mid_stream_then_restart(tmp_path):
             assert [e for e in log.of("message-completed") if e["message"]["id"] == answer["id"]]
 
             # The stored history converts into valid requests (invariant 6) ...
-            rows = [Message(id=m["id"], role=m["role"], content=m["content"], status=m["status"],
-                            tool_calls=None, tool_call_id=None, attachments=[], is_error=False)
-                    for m in snap["messages"]] + [Message(id="n", role="user", content="after the crash",
-                                                          status="complete", tool_calls=None, tool_call_id=None,
-                                                          attachments=[], is_error=False)]
+            rows = [
+                Message(
+                    id=m["id"],
+                    role=m["role"],
+                    content=m["content"],
+                    status=m["status"],
+                    tool_calls=None,
+                    tool_call_id=None,
+                    attachments=[],
+                    is_error=False,
+                )
+                for m in snap["messages"]
+            ] + [
+                Message(
+                    id="n",
+                    role="user",
+                    content="after the crash",
+                    status="complete",
+                    tool_calls=None,
+                    tool_call_id=None,
+                    attachments=[],
+                    is_error=False,
+                )
+            ]
             request = build_request(ChatSession(model="m", defaults={}, tools=[], system_prompt=None), rows)
             assert [m["role"] for m in to_openai_request(request)["messages"]] == ["user", "assistant", "user"]
             assert [m["role"] for m in to_anthropic_request(request)["messages"]] == ["user", "assistant", "user"]
@@ -81,7 +113,11 @@ async def test_kill_9_mid_stream_then_restart(tmp_path):
             await log.until_type("run-finished", 3, timeout=20)
             snap = await c.query("session.get", {"sessionId": sid})
             assert [m["content"] for m in snap["messages"] if m["role"] == "user"] == [
-                LONG, "after the crash", "queued 0", "queued 1"]
+                LONG,
+                "after the crash",
+                "queued 0",
+                "queued 1",
+            ]
             assert snap["messages"][3]["content"] == "after the crash" and snap["queue"] == []
     finally:
         if proc.poll() is None:

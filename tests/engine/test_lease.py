@@ -1,5 +1,6 @@
 """The run lease on SQLite and PostgreSQL: crash recovery by the sweeper, fencing of a process that lost its
 lease, and two "replicas" (two service stacks on one database) sending each queued message exactly once."""
+
 from __future__ import annotations
 
 import asyncio
@@ -29,7 +30,7 @@ async def services(db_url):
 
 async def event_types(svc, session_id):
     async with svc.db.read() as s:
-        rows = (await s.execute(select(Event.type).where(Event.session_id == session_id).order_by(Event.seq)))
+        rows = await s.execute(select(Event.type).where(Event.session_id == session_id).order_by(Event.seq))
         return list(rows.scalars())
 
 
@@ -84,8 +85,11 @@ async def test_a_process_that_lost_its_lease_stops_without_writing(db_url):
         assert loop is not None
         # Another replica took the session over (as its sweeper would after our lease expired).
         async with svc.db.write() as s:
-            await s.execute(update(ChatSession).where(ChatSession.id == sess.id).values(
-                lease_owner="thief", lease_expires_at=utcnow() + timedelta(seconds=60)))
+            await s.execute(
+                update(ChatSession)
+                .where(ChatSession.id == sess.id)
+                .values(lease_owner="thief", lease_expires_at=utcnow() + timedelta(seconds=60))
+            )
         before = await event_types(svc, sess.id)
         await asyncio.wait_for(loop.done.wait(), 2)
         assert await event_types(svc, sess.id) == before  # not one event written after losing the lease

@@ -1,12 +1,11 @@
 """Busy policies of message.send (API.md): enqueue (test_queue.py), reject, interrupt, steer."""
+
 from __future__ import annotations
 
 import pytest
-
 from engine_helpers import FAST, idle, subscribe
 
 from server.client import TrpcError
-
 
 LONG = " ".join(f"y{i}" for i in range(300))
 
@@ -30,8 +29,9 @@ async def test_reject_is_conflict_and_writes_nothing(slow):
         assert after["lastEventId"] == before["lastEventId"] and after["queue"] == []
         assert len(after["messages"]) == 2
         # the per-call policy overrides the session's
-        assert (await c.mutation("message.send", {"sessionId": s["id"], "content": "q",
-                                                  "busyPolicy": "enqueue"}))["status"] == "queued"
+        assert (await c.mutation("message.send", {"sessionId": s["id"], "content": "q", "busyPolicy": "enqueue"}))[
+            "status"
+        ] == "queued"
         await st.until_type("run-finished", 2, timeout=15)
 
 
@@ -41,16 +41,21 @@ async def test_interrupt_aborts_then_sends(slow):
         st = await subscribe(a, s["id"])
         first = await a.mutation("message.send", {"sessionId": s["id"], "content": LONG})
         await st.until_type("text-delta", 5)
-        res = await b.mutation("message.send", {"sessionId": s["id"], "content": "stop that",
-                                                "busyPolicy": "interrupt"})
+        res = await b.mutation(
+            "message.send", {"sessionId": s["id"], "content": "stop that", "busyPolicy": "interrupt"}
+        )
         assert res["status"] == "started" and res["runId"] != first["runId"]
         aborted = await st.until(lambda e: e["type"] == "run-aborted")
         assert aborted["runId"] == first["runId"]
         await st.until(lambda e: e["type"] == "run-finished")
         snap = await idle(a, s["id"])
         roles = [(m["role"], m["status"], m["finishReason"]) for m in snap["messages"]]
-        assert roles == [("user", "complete", None), ("assistant", "interrupted", "aborted"),
-                         ("user", "complete", None), ("assistant", "complete", "stop")]
+        assert roles == [
+            ("user", "complete", None),
+            ("assistant", "interrupted", "aborted"),
+            ("user", "complete", None),
+            ("assistant", "complete", "stop"),
+        ]
         partial = snap["messages"][1]["content"]
         assert 0 < len(partial) < len(LONG) and LONG.startswith(partial)
         assert st.text_of(snap["messages"][1]["id"]) == partial
@@ -64,8 +69,7 @@ async def test_steer_is_answered_within_the_same_run(slow):
         st = await subscribe(c, s["id"])
         first = await c.mutation("message.send", {"sessionId": s["id"], "content": " ".join(LONG.split()[:60])})
         await st.until_type("text-delta", 3)
-        res = await c.mutation("message.send", {"sessionId": s["id"], "content": "also this",
-                                                "busyPolicy": "steer"})
+        res = await c.mutation("message.send", {"sessionId": s["id"], "content": "also this", "busyPolicy": "steer"})
         assert res["status"] == "steered" and res["runId"] == first["runId"]
         assert res["message"]["runId"] == first["runId"]
         await st.until(lambda e: e["type"] == "run-finished")

@@ -1,5 +1,6 @@
 """Auto-send: messages typed while the model answers wait in the queue and go out by themselves,
 in order, exactly once; after an error or an abort the queue waits (paused) until resumed or a new send."""
+
 from __future__ import annotations
 
 import asyncio
@@ -28,9 +29,10 @@ async def test_enqueue_during_streaming_then_auto_send_in_order(server_factory, 
         await st.until_type("run-finished", 4, timeout=15)
         snap = await idle(a, s["id"])
         assert user_and_answers(snap) == [("user", LONG), ("assistant", LONG)] + [
-            pair for i in range(3) for pair in (("user", f"next {i}"), ("assistant", f"next {i}"))]
+            pair for i in range(3) for pair in (("user", f"next {i}"), ("assistant", f"next {i}"))
+        ]
         assert snap["queue"] == []
-        sent = [e for e in st.of("queue-message-removed")]
+        sent = list(st.of("queue-message-removed"))
         assert [(e["messageId"], e["reason"]) for e in sent] == [(q["id"], "sent") for q in queued]
         starts = st.of("run-started")
         assert [e["trigger"] for e in starts] == ["message", "queue", "queue", "queue"]
@@ -38,7 +40,7 @@ async def test_enqueue_during_streaming_then_auto_send_in_order(server_factory, 
         # auto-send happens inside the finishing transaction: run-finished, removed, user message, run-started
         types = [e["type"] for e in st.events if e["type"] not in ("text-delta",)]
         i = types.index("run-finished")
-        assert types[i:i + 4] == ["run-finished", "queue-message-removed", "message-created", "run-started"]
+        assert types[i : i + 4] == ["run-finished", "queue-message-removed", "message-created", "run-started"]
 
 
 async def test_error_pauses_the_queue_until_resumed(engine):
@@ -52,7 +54,9 @@ async def test_error_pauses_the_queue_until_resumed(engine):
         await c.mutation("message.send", {"sessionId": s["id"], "content": LONG + "\n/fail after=40"})
         await st.until_type("text-delta", 2 + 1)
         for i in (1, 2):
-            assert (await c.mutation("message.send", {"sessionId": s["id"], "content": f"later {i}"}))["status"] == "queued"
+            assert (await c.mutation("message.send", {"sessionId": s["id"], "content": f"later {i}"}))[
+                "status"
+            ] == "queued"
         await st.until(lambda e: e["type"] == "run-failed")
         await st.until(lambda e: e["type"] == "queue-paused")
         await asyncio.sleep(FAST["sweep_seconds"] * 3)  # the sweeper must leave a paused queue alone

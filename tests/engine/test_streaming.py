@@ -1,4 +1,5 @@
 """Token streaming to many clients, clients joining mid-stream, blocking mode, instructions."""
+
 from __future__ import annotations
 
 import asyncio
@@ -28,9 +29,21 @@ async def test_three_clients_get_identical_streams(engine):
         deltas = [[(e["offset"], e["delta"]) for e in st.of("text-delta")] for st in streams]
         assert deltas[0] == deltas[1] == deltas[2] and len(deltas[0]) == 40  # word by word
         durable = [[e["type"] for e in st.events if e["type"] not in ("text-delta",)] for st in streams]
-        assert durable[0] == durable[1] == durable[2] == [
-            "message-created", "title-changed", "run-started", "session-updated", "message-created",
-            "message-completed", "run-finished", "session-updated"]
+        assert (
+            durable[0]
+            == durable[1]
+            == durable[2]
+            == [
+                "message-created",
+                "title-changed",
+                "run-started",
+                "session-updated",
+                "message-created",
+                "message-completed",
+                "run-finished",
+                "session-updated",
+            ]
+        )
         finished = streams[0].of("run-finished")[0]
         assert finished["runId"] == res["runId"] and finished["finishReason"] == "stop"
         assert finished["usage"] == answer["usage"] == {"inputTokens": 40, "outputTokens": 40}
@@ -65,7 +78,9 @@ async def test_client_joining_mid_stream_ends_with_the_same_text(server_factory,
         now = await subscribe(c, s["id"], None)
         await early.until_type("text-delta", 60)
         await c.drop_connection()  # and c's socket drops mid-stream: it resumes with its last id
-        completed = await early.until(lambda e: e["type"] == "message-completed" and e["message"]["role"] == "assistant")
+        completed = await early.until(
+            lambda e: e["type"] == "message-completed" and e["message"]["role"] == "assistant"
+        )
         mid = completed["message"]["id"]
         for st in (late, now):
             await st.until(lambda e: e["type"] == "message-completed" and e["message"]["role"] == "assistant")
@@ -125,15 +140,21 @@ async def test_add_instructions_appends_system_messages_then_answers(engine):
         s = await c.mutation("session.create", {})
         await c.mutation("message.send", {"sessionId": s["id"], "content": "first question"})
         await idle(c, s["id"])
-        res = await c.mutation("message.addInstructions",
-                               {"sessionId": s["id"], "instructions": ["be brief", "use French"]})
+        res = await c.mutation(
+            "message.addInstructions", {"sessionId": s["id"], "instructions": ["be brief", "use French"]}
+        )
         assert [m["role"] for m in res["messages"]] == ["system", "system"] and res["runId"]
         snap = await idle(c, s["id"])
         assert [(m["role"], m["content"]) for m in snap["messages"]] == [
-            ("user", "first question"), ("assistant", "first question"),
-            ("system", "be brief"), ("system", "use French"), ("assistant", "first question")]
-        quiet = await c.mutation("message.addInstructions",
-                                 {"sessionId": s["id"], "instructions": "no answer", "respond": False})
+            ("user", "first question"),
+            ("assistant", "first question"),
+            ("system", "be brief"),
+            ("system", "use French"),
+            ("assistant", "first question"),
+        ]
+        quiet = await c.mutation(
+            "message.addInstructions", {"sessionId": s["id"], "instructions": "no answer", "respond": False}
+        )
         assert quiet["runId"] is None
         snap = await c.query("session.get", {"sessionId": s["id"]})
         assert snap["messages"][-1]["content"] == "no answer" and snap["run"] is None
@@ -145,7 +166,10 @@ async def test_send_with_instructions_appends_them_first(engine):
         await c.mutation("message.send", {"sessionId": s["id"], "content": "hi", "instructions": "stay formal"})
         snap = await idle(c, s["id"])
         assert [(m["role"], m["content"]) for m in snap["messages"]] == [
-            ("system", "stay formal"), ("user", "hi"), ("assistant", "hi")]
+            ("system", "stay formal"),
+            ("user", "hi"),
+            ("assistant", "hi"),
+        ]
 
 
 async def test_provider_error_fails_the_run_and_keeps_the_partial_answer(engine):
@@ -178,16 +202,21 @@ async def test_bad_input_is_rejected_and_changes_nothing(engine):
 
     async with engine.client() as c, engine.client("bob") as bob:
         s = await c.mutation("session.create", {})
-        for bad in ({"sessionId": s["id"]}, {"sessionId": s["id"], "content": "x", "busyPolicy": "later"},
-                    {"sessionId": s["id"], "content": "x", "extra": 1}):
+        for bad in (
+            {"sessionId": s["id"]},
+            {"sessionId": s["id"], "content": "x", "busyPolicy": "later"},
+            {"sessionId": s["id"], "content": "x", "extra": 1},
+        ):
             try:
                 await c.mutation("message.send", bad)
                 raise AssertionError("accepted")
             except TrpcError as exc:
                 assert exc.code == "BAD_REQUEST"
-        for path, inp in (("message.send", {"sessionId": s["id"], "content": "x"}),
-                          ("run.abort", {"sessionId": s["id"]}),
-                          ("tool.approve", {"sessionId": s["id"], "callId": "c", "approved": True})):
+        for path, inp in (
+            ("message.send", {"sessionId": s["id"], "content": "x"}),
+            ("run.abort", {"sessionId": s["id"]}),
+            ("tool.approve", {"sessionId": s["id"], "callId": "c", "approved": True}),
+        ):
             try:
                 await bob.mutation(path, inp)
                 raise AssertionError("someone else's session")

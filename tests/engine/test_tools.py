@@ -1,11 +1,11 @@
 """Tools: server tools (parallel / sequential), client tools round trip, approvals from any client."""
+
 from __future__ import annotations
 
 import asyncio
 import json
 
 import pytest
-
 from engine_helpers import idle, subscribe
 
 from server.client import TrpcError
@@ -13,16 +13,22 @@ from server.tools import ToolError, calculate
 
 
 def tool(name, executor="server", approval=False):
-    return {"name": name, "description": name, "parameters": {"type": "object", "properties": {}},
-            "executor": executor, "requiresApproval": approval}
+    return {
+        "name": name,
+        "description": name,
+        "parameters": {"type": "object", "properties": {}},
+        "executor": executor,
+        "requiresApproval": approval,
+    }
 
 
 async def test_client_tool_round_trip(engine):
     async with engine.client() as a, engine.client() as b:
         s = await a.mutation("session.create", {"tools": [tool("get_weather", "client")]})
         st = await subscribe(a, s["id"])
-        res = await a.mutation("message.send", {"sessionId": s["id"],
-                                                "content": 'Weather?\n/tool get_weather {"city": "Paris"}'})
+        res = await a.mutation(
+            "message.send", {"sessionId": s["id"], "content": 'Weather?\n/tool get_weather {"city": "Paris"}'}
+        )
         ready = await st.until(lambda e: e["type"] == "tool-call-ready")
         assert ready["name"] == "get_weather" and json.loads(ready["arguments"]) == {"city": "Paris"}
         assert ready["executor"] == "client" and ready["requiresApproval"] is False
@@ -33,13 +39,17 @@ async def test_client_tool_round_trip(engine):
         assert [c["callId"] for c in snap["run"]["pendingToolCalls"]] == [ready["callId"]]
         call_msg = snap["messages"][-1]
         assert call_msg["finishReason"] == "tool-calls" and call_msg["toolCalls"][0]["id"] == ready["callId"]
-        out = await b.mutation("tool.submitOutputs", {"sessionId": s["id"], "toolOutputs": [
-            {"callId": ready["callId"], "output": "sunny"}]})
+        out = await b.mutation(
+            "tool.submitOutputs",
+            {"sessionId": s["id"], "toolOutputs": [{"callId": ready["callId"], "output": "sunny"}]},
+        )
         assert out["resumed"] is True and out["messages"][0]["role"] == "tool"
         assert out["messages"][0]["toolCallId"] == ready["callId"]
         with pytest.raises(TrpcError) as err:  # a second output for the same call
-            await a.mutation("tool.submitOutputs", {"sessionId": s["id"], "toolOutputs": [
-                {"callId": ready["callId"], "output": "rainy"}]})
+            await a.mutation(
+                "tool.submitOutputs",
+                {"sessionId": s["id"], "toolOutputs": [{"callId": ready["callId"], "output": "rainy"}]},
+            )
         assert err.value.code == "CONFLICT"
         await st.until(lambda e: e["type"] == "run-finished")
         snap = await idle(a, s["id"])
@@ -58,17 +68,16 @@ async def test_approval_first_answer_wins(engine):
         a, b, c = clients
         s = await a.mutation("session.create", {"tools": [tool("calculator", approval=True)]})
         st = await subscribe(a, s["id"])
-        await a.mutation("message.send", {"sessionId": s["id"],
-                                          "content": '/tool calculator {"expression": "6*7"}'})
+        await a.mutation("message.send", {"sessionId": s["id"], "content": '/tool calculator {"expression": "6*7"}'})
         requested = await st.until(lambda e: e["type"] == "tool-approval-requested")
         await st.until(lambda e: e["type"] == "session-updated" and e["session"]["status"] == "requires-action")
         snap = await c.query("session.get", {"sessionId": s["id"]})
         assert [p["callId"] for p in snap["run"]["pendingApprovals"]] == [requested["callId"]]
-        assert (await b.mutation("tool.approve", {"sessionId": s["id"], "callId": requested["callId"],
-                                                  "approved": True})) == {"resolved": True}
+        assert (
+            await b.mutation("tool.approve", {"sessionId": s["id"], "callId": requested["callId"], "approved": True})
+        ) == {"resolved": True}
         with pytest.raises(TrpcError) as err:
-            await c.mutation("tool.approve", {"sessionId": s["id"], "callId": requested["callId"],
-                                              "approved": False})
+            await c.mutation("tool.approve", {"sessionId": s["id"], "callId": requested["callId"], "approved": False})
         assert err.value.code == "CONFLICT"
         await st.until(lambda e: e["type"] == "run-finished")
         resolved = st.of("tool-approval-resolved")
@@ -87,8 +96,10 @@ async def test_denied_call_gets_a_result_saying_so(engine):
         st = await subscribe(a, s["id"])
         await a.mutation("message.send", {"sessionId": s["id"], "content": '/tool calculator {"expression": "1"}'})
         requested = await st.until(lambda e: e["type"] == "tool-approval-requested")
-        await a.mutation("tool.approve", {"sessionId": s["id"], "callId": requested["callId"],
-                                          "approved": False, "reason": "not now"})
+        await a.mutation(
+            "tool.approve",
+            {"sessionId": s["id"], "callId": requested["callId"], "approved": False, "reason": "not now"},
+        )
         await st.until(lambda e: e["type"] == "run-finished")
         result = st.of("tool-call-result")[0]
         assert result["isError"] is True and "denied" in result["output"] and "not now" in result["output"]
@@ -106,9 +117,13 @@ async def test_tool_modes_are_observable_in_event_order(engine, mode, expected):
     async with engine.client() as a:
         s = await a.mutation("session.create", {"tools": [tool("wait")], "toolMode": mode})
         st = await subscribe(a, s["id"])
-        await a.mutation("message.send", {"sessionId": s["id"], "content":
-                                          '/tool wait {"seconds": 0.3, "tag": "slow"}\n'
-                                          '/tool wait {"seconds": 0, "tag": "fast"}'})
+        await a.mutation(
+            "message.send",
+            {
+                "sessionId": s["id"],
+                "content": '/tool wait {"seconds": 0.3, "tag": "slow"}\n/tool wait {"seconds": 0, "tag": "fast"}',
+            },
+        )
         await st.until(lambda e: e["type"] == "run-finished")
         ready = [e["callId"] for e in st.of("tool-call-ready")]
         results = st.of("tool-call-result")
@@ -126,9 +141,13 @@ async def test_builtin_tools_and_unknown_tools(engine):
     async with engine.client() as a:
         s = await a.mutation("session.create", {"tools": [tool("current_time"), tool("calculator")]})
         st = await subscribe(a, s["id"])
-        await a.mutation("message.send", {"sessionId": s["id"], "content":
-                                          '/tool current_time {}\n/tool calculator {"expression": "2**10"}\n'
-                                          '/tool rm_rf {}'})
+        await a.mutation(
+            "message.send",
+            {
+                "sessionId": s["id"],
+                "content": '/tool current_time {}\n/tool calculator {"expression": "2**10"}\n/tool rm_rf {}',
+            },
+        )
         await st.until(lambda e: e["type"] == "run-finished")
         results = {r["callId"]: r for r in st.of("tool-call-result")}
         calls = {e["name"]: e["callId"] for e in st.of("tool-call-ready")}
@@ -146,14 +165,17 @@ async def test_submit_outputs_errors(engine):
         ready = await st.until(lambda e: e["type"] == "tool-call-ready")
         for call_id, code in (("nope", "NOT_FOUND"), (ready["callId"], "PRECONDITION_FAILED")):
             with pytest.raises(TrpcError) as err:
-                await a.mutation("tool.submitOutputs", {"sessionId": s["id"], "toolOutputs": [
-                    {"callId": call_id, "output": "x"}]})
+                await a.mutation(
+                    "tool.submitOutputs", {"sessionId": s["id"], "toolOutputs": [{"callId": call_id, "output": "x"}]}
+                )
             assert err.value.code == code
         await a.mutation("tool.approve", {"sessionId": s["id"], "callId": ready["callId"], "approved": True})
         snap = await a.query("session.get", {"sessionId": s["id"]})
         assert snap["run"]["status"] == "requires-action"  # approved, now waiting for the client's output
-        out = await a.mutation("tool.submitOutputs", {"sessionId": s["id"], "toolOutputs": [
-            {"callId": ready["callId"], "output": "oops", "isError": True}]})
+        out = await a.mutation(
+            "tool.submitOutputs",
+            {"sessionId": s["id"], "toolOutputs": [{"callId": ready["callId"], "output": "oops", "isError": True}]},
+        )
         assert out["resumed"] is True
         await st.until(lambda e: e["type"] == "run-finished")
 

@@ -1,4 +1,5 @@
 """Files tests: real servers on SQLite and PostgreSQL, with each storage backend."""
+
 from __future__ import annotations
 
 from collections.abc import Callable

@@ -1,4 +1,5 @@
 """Calls the files tests share: upload and download over HTTP, and what storage holds."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -6,11 +7,15 @@ from typing import Any
 import httpx
 
 
-async def upload(live: Any, data: bytes, name: str = "notes.txt", user: str = "alice",
-                 content_type: str = "application/octet-stream") -> httpx.Response:
+async def upload(
+    live: Any, data: bytes, name: str = "notes.txt", user: str = "alice", content_type: str = "application/octet-stream"
+) -> httpx.Response:
     async with httpx.AsyncClient(base_url=live.url, timeout=60) as http:
-        return await http.post("/files", files={"file": (name, data, content_type)},
-                               headers={"authorization": f"Bearer {live.tokens[user]}"})
+        return await http.post(
+            "/files",
+            files={"file": (name, data, content_type)},
+            headers={"authorization": f"Bearer {live.tokens[user]}"},
+        )
 
 
 async def download(live: Any, file_id: str, user: str = "alice") -> httpx.Response:

@@ -1,16 +1,15 @@
 """Uploaded files on messages and queued messages: resolved, owned, shown, and carried into the history."""
+
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
-
+from file_helpers import download, upload
 from sqlalchemy import select
 
 from server.client import TrpcError
 from server.store.models import StoredFile
-
-from file_helpers import download, upload
 
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(200))
 
@@ -30,8 +29,10 @@ async def test_send_carries_the_file(files_server: Any) -> None:
     assert f["mediaType"] == "image/png"
     async with files_server.client("alice") as c:
         sid = (await c.mutation("session.create", {}))["id"]
-        sent = await c.mutation("message.send", {"sessionId": sid, "content": "look",
-                                                 "attachments": [{"fileId": f["id"]}, {"path": "/tmp/a.txt"}]})
+        sent = await c.mutation(
+            "message.send",
+            {"sessionId": sid, "content": "look", "attachments": [{"fileId": f["id"]}, {"path": "/tmp/a.txt"}]},
+        )
         assert sent["message"]["attachments"] == [_shown(f), {"path": "/tmp/a.txt"}]
         snapshot = await c.query("session.get", {"sessionId": sid})
         first = next(m for m in snapshot["messages"] if m["role"] == "user")
@@ -45,14 +46,18 @@ async def test_another_users_file_is_not_found(files_server: Any) -> None:
         sid = (await c.mutation("session.create", {"queuePaused": True}))["id"]
         for path, extra in (("message.send", {}), ("message.enqueueMessage", {})):
             with pytest.raises(TrpcError) as err:
-                await c.mutation(path, {"sessionId": sid, "content": "x", "attachments": [{"fileId": theirs["id"]}],
-                                        **extra})
+                await c.mutation(
+                    path, {"sessionId": sid, "content": "x", "attachments": [{"fileId": theirs["id"]}], **extra}
+                )
             assert err.value.code == "NOT_FOUND"
-        queued = await c.mutation("message.enqueueMessage", {"sessionId": sid, "content": "q",
-                                                             "attachments": [{"fileId": mine["id"]}]})
+        queued = await c.mutation(
+            "message.enqueueMessage", {"sessionId": sid, "content": "q", "attachments": [{"fileId": mine["id"]}]}
+        )
         with pytest.raises(TrpcError) as err:
-            await c.mutation("message.updateQueuedMessage", {"sessionId": sid, "messageId": queued["id"],
-                                                              "attachments": [{"fileId": theirs["id"]}]})
+            await c.mutation(
+                "message.updateQueuedMessage",
+                {"sessionId": sid, "messageId": queued["id"], "attachments": [{"fileId": theirs["id"]}]},
+            )
         assert err.value.code == "NOT_FOUND"
         snapshot = await c.query("session.get", {"sessionId": sid})
         assert [q["attachments"] for q in snapshot["queue"]] == [[_shown(mine)]]
@@ -68,11 +73,14 @@ async def test_queued_attachments_go_with_the_auto_sent_message(files_server: An
         sid = (await c.mutation("session.create", {"queuePaused": True}))["id"]
         events = await c.subscribe("session.events", {"sessionId": sid})
         await events.wait_started()
-        queued = await c.mutation("message.enqueueMessage", {"sessionId": sid, "content": "later",
-                                                             "attachments": [{"fileId": f["id"]}]})
+        queued = await c.mutation(
+            "message.enqueueMessage", {"sessionId": sid, "content": "later", "attachments": [{"fileId": f["id"]}]}
+        )
         assert queued["attachments"] == [_shown(f)]
-        updated = await c.mutation("message.updateQueuedMessage", {
-            "sessionId": sid, "messageId": queued["id"], "attachments": [{"fileId": f["id"]}, {"fileId": g["id"]}]})
+        updated = await c.mutation(
+            "message.updateQueuedMessage",
+            {"sessionId": sid, "messageId": queued["id"], "attachments": [{"fileId": f["id"]}, {"fileId": g["id"]}]},
+        )
         assert updated["attachments"] == [_shown(f), _shown(g)]
         seen: dict[str, Any] = {}
         while "queue-message-updated" not in seen:
@@ -100,8 +108,9 @@ async def test_queued_attachments_go_with_the_auto_sent_message(files_server: An
         await events.close()
 
 
-async def test_a_file_that_cannot_be_read_fails_the_step_and_keeps_the_message(server_factory, sqlite_url,
-                                                                                  tmp_path) -> None:
+async def test_a_file_that_cannot_be_read_fails_the_step_and_keeps_the_message(
+    server_factory, sqlite_url, tmp_path
+) -> None:
     """Storage failing for another reason than the file being gone: the answer is not made without the file;
     the run fails with the retryable ``attachment_unavailable``, and the user's message and file stay."""
     live = await server_factory(sqlite_url, files_url=str(tmp_path / "blobs"), echo_delay=0.001)
@@ -114,7 +123,9 @@ async def test_a_file_that_cannot_be_read_fails_the_step_and_keeps_the_message(s
     async with live.client("alice") as c:
         sid = (await c.mutation("session.create", {}))["id"]
         sub = await c.subscribe("session.events", {"sessionId": sid, "lastEventId": "0"})
-        sent = await c.mutation("message.send", {"sessionId": sid, "content": "look", "attachments": [{"fileId": f["id"]}]})
+        sent = await c.mutation(
+            "message.send", {"sessionId": sid, "content": "look", "attachments": [{"fileId": f["id"]}]}
+        )
         while True:
             _id, event = await sub.next(30)
             if event["type"] in ("run-failed", "run-finished"):

@@ -1,4 +1,5 @@
 """The Python client uploads a local file and attaches it to a message, a queued message and an edit."""
+
 from __future__ import annotations
 
 import hashlib

@@ -1,15 +1,15 @@
 """Files no message or queued message carries are collected after the grace period; deleting a session
 removes the files only it carried."""
+
 from __future__ import annotations
 
 import os
 from typing import Any
 
+from file_helpers import download, stored_nothing, upload
 from sqlalchemy import func, select
 
 from server.store.models import FileBlob
-
-from file_helpers import download, stored_nothing, upload
 
 
 async def _up(live: Any, name: str, data: bytes | None = None) -> str:
@@ -32,11 +32,14 @@ async def test_unreferenced_files_are_collected(server_factory: Any, db_url: str
     loose, queued, sent, both = [await _up(live, n) for n in ("loose", "queued", "sent", "both")]
     async with live.client("alice") as c:
         sid = (await c.mutation("session.create", {"queuePaused": True}))["id"]
-        item = await c.mutation("message.enqueueMessage", {
-            "sessionId": sid, "content": "q", "attachments": [{"fileId": queued}, {"fileId": both}]})
+        item = await c.mutation(
+            "message.enqueueMessage",
+            {"sessionId": sid, "content": "q", "attachments": [{"fileId": queued}, {"fileId": both}]},
+        )
         chat = (await c.mutation("session.create", {}))["id"]
-        await c.mutation("message.send", {"sessionId": chat, "content": "r",
-                                          "attachments": [{"fileId": sent}, {"fileId": both}]})
+        await c.mutation(
+            "message.send", {"sessionId": chat, "content": "r", "attachments": [{"fileId": sent}, {"fileId": both}]}
+        )
 
         await live.services.files.collect()
         assert not await _exists(live, loose)
@@ -61,10 +64,12 @@ async def test_queue_edits_release_files(server_factory: Any, db_url: str, files
     a, b = await _up(live, "a"), await _up(live, "b")
     async with live.client("alice") as c:
         sid = (await c.mutation("session.create", {"queuePaused": True}))["id"]
-        item = await c.mutation("message.enqueueMessage", {"sessionId": sid, "content": "q",
-                                                           "attachments": [{"fileId": a}]})
-        await c.mutation("message.updateQueuedMessage", {"sessionId": sid, "messageId": item["id"],
-                                                          "attachments": [{"fileId": b}]})
+        item = await c.mutation(
+            "message.enqueueMessage", {"sessionId": sid, "content": "q", "attachments": [{"fileId": a}]}
+        )
+        await c.mutation(
+            "message.updateQueuedMessage", {"sessionId": sid, "messageId": item["id"], "attachments": [{"fileId": b}]}
+        )
         await live.services.files.collect()
         assert not await _exists(live, a) and await _exists(live, b)
         await c.mutation("message.clearQueue", {"sessionId": sid})
@@ -81,10 +86,18 @@ async def test_deleting_a_session_removes_its_files(server_factory: Any, db_url:
     async with live.client("alice") as c:
         doomed = (await c.mutation("session.create", {"queuePaused": True}))["id"]
         kept = (await c.mutation("session.create", {"queuePaused": True}))["id"]
-        await c.mutation("message.enqueueMessage", {"sessionId": doomed, "content": "x", "attachments": [
-            {"fileId": only}, {"fileId": shared}, {"fileId": same_bytes}]})
-        await c.mutation("message.enqueueMessage", {"sessionId": kept, "content": "y", "attachments": [
-            {"fileId": shared}, {"fileId": twin}]})
+        await c.mutation(
+            "message.enqueueMessage",
+            {
+                "sessionId": doomed,
+                "content": "x",
+                "attachments": [{"fileId": only}, {"fileId": shared}, {"fileId": same_bytes}],
+            },
+        )
+        await c.mutation(
+            "message.enqueueMessage",
+            {"sessionId": kept, "content": "y", "attachments": [{"fileId": shared}, {"fileId": twin}]},
+        )
         await c.mutation("session.delete", {"sessionId": doomed})
     assert not await _exists(live, only) and not await _exists(live, same_bytes)
     assert await _exists(live, shared)

@@ -1,4 +1,5 @@
 """Limits answer 413 before anything past them is stored; an upload cut off midway leaves nothing behind."""
+
 from __future__ import annotations
 
 import asyncio
@@ -9,10 +10,9 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
+from file_helpers import stored_nothing, upload
 
 from server.client import TrpcError
-
-from file_helpers import stored_nothing, upload
 
 
 async def _until(condition: Callable[[], Any], timeout: float = 20) -> None:
@@ -22,13 +22,16 @@ async def _until(condition: Callable[[], Any], timeout: float = 20) -> None:
             await asyncio.sleep(0.02)
 
 
-async def test_file_too_large_is_refused_and_nothing_is_stored(server_factory: Any, db_url: str,
-                                                               files_url: str) -> None:
+async def test_file_too_large_is_refused_and_nothing_is_stored(
+    server_factory: Any, db_url: str, files_url: str
+) -> None:
     live = await server_factory(db_url, files_url=files_url, max_file_bytes=100_000)
     declared = await upload(live, os.urandom(150_000), "big.bin")  # Content-Length says so up front
     assert declared.status_code == 413
-    assert declared.json()["error"] == {"code": "PAYLOAD_TOO_LARGE",
-                                        "message": "the file exceeds 100000 bytes (CHATSYNC_MAX_FILE_BYTES)"}
+    assert declared.json()["error"] == {
+        "code": "PAYLOAD_TOO_LARGE",
+        "message": "the file exceeds 100000 bytes (CHATSYNC_MAX_FILE_BYTES)",
+    }
 
     async def chunks() -> AsyncIterator[bytes]:  # no Content-Length: found out while streaming
         yield b"--b\r\ncontent-disposition: form-data; name=\"file\"; filename=\"big.bin\"\r\n\r\n"
@@ -37,16 +40,23 @@ async def test_file_too_large_is_refused_and_nothing_is_stored(server_factory: A
         yield b"\r\n--b--\r\n"
 
     async with httpx.AsyncClient(base_url=live.url) as http:
-        streamed = await http.post("/files", content=chunks(), headers={
-            "authorization": f"Bearer {live.tokens['alice']}", "content-type": "multipart/form-data; boundary=b"})
+        streamed = await http.post(
+            "/files",
+            content=chunks(),
+            headers={
+                "authorization": f"Bearer {live.tokens['alice']}",
+                "content-type": "multipart/form-data; boundary=b",
+            },
+        )
     assert streamed.status_code == 413 and "CHATSYNC_MAX_FILE_BYTES" in streamed.json()["error"]["message"]
     assert await stored_nothing(live)
     assert (await upload(live, os.urandom(100_000), "fits.bin")).status_code == 200
 
 
 async def test_user_quota_and_file_count(server_factory: Any, db_url: str, files_url: str) -> None:
-    live = await server_factory(db_url, files_url=files_url, max_file_bytes=200_000,
-                                max_user_file_bytes=250_000, max_files_per_user=3)
+    live = await server_factory(
+        db_url, files_url=files_url, max_file_bytes=200_000, max_user_file_bytes=250_000, max_files_per_user=3
+    )
     assert (await upload(live, os.urandom(150_000), "one.bin")).status_code == 200
     over = await upload(live, os.urandom(150_000), "two.bin")
     assert over.status_code == 413 and "CHATSYNC_MAX_USER_FILE_BYTES" in over.json()["error"]["message"]
@@ -70,8 +80,9 @@ async def test_files_of_one_message_are_bounded(server_factory: Any, db_url: str
         sid = (await c.mutation("session.create", {"queuePaused": True}))["id"]
         for path in ("message.send", "message.enqueueMessage"):
             with pytest.raises(TrpcError) as err:
-                await c.mutation(path, {"sessionId": sid, "content": "x",
-                                        "attachments": [{"fileId": a["id"]}, {"fileId": b["id"]}]})
+                await c.mutation(
+                    path, {"sessionId": sid, "content": "x", "attachments": [{"fileId": a["id"]}, {"fileId": b["id"]}]}
+                )
             assert err.value.code == "PAYLOAD_TOO_LARGE" and "CHATSYNC_MAX_MESSAGE_FILE_BYTES" in err.value.message
         snapshot = await c.query("session.get", {"sessionId": sid})
         assert snapshot["queue"] == [] and not [m for m in snapshot["messages"] if m["role"] == "user"]
@@ -83,10 +94,12 @@ async def test_cut_off_upload_leaves_nothing(files_server: Any) -> None:
     total = len(head) + 3_000_000
     host, port = urlsplit(files_server.url).hostname, urlsplit(files_server.url).port
     reader, writer = await asyncio.open_connection(host, port)
-    writer.write(b"POST /files HTTP/1.1\r\nhost: x\r\n"
-                 b"authorization: Bearer " + files_server.tokens["alice"].encode() + b"\r\n"
-                 b"content-type: multipart/form-data; boundary=cut\r\n"
-                 b"content-length: " + str(total).encode() + b"\r\n\r\n" + head)
+    writer.write(
+        b"POST /files HTTP/1.1\r\nhost: x\r\n"
+        b"authorization: Bearer " + files_server.tokens["alice"].encode() + b"\r\n"
+        b"content-type: multipart/form-data; boundary=cut\r\n"
+        b"content-length: " + str(total).encode() + b"\r\n\r\n" + head
+    )
     writer.write(os.urandom(1_500_000))  # past the first writes of either backend
     await writer.drain()
     storage = files_server.services.files.storage

@@ -1,5 +1,6 @@
 """Two ``chatsync serve`` replicas on one PostgreSQL database with the database storage backend: a file
 uploaded through one is read and attached through the other."""
+
 from __future__ import annotations
 
 import hashlib
@@ -7,13 +8,12 @@ import os
 from pathlib import Path
 
 import httpx
+from testkit import free_port, start_process, wait_ready
 
 from server.client import ChatClient
 from server.services.auth import AuthService
 from server.store import migrate
 from server.store.db import Database
-
-from testkit import free_port, start_process, wait_ready
 
 
 async def test_replicas_share_files(pg_url: str, tmp_path: Path) -> None:
@@ -24,9 +24,15 @@ async def test_replicas_share_files(pg_url: str, tmp_path: Path) -> None:
     try:
         for i in range(2):
             port = free_port()
-            env = {**os.environ, "CHATSYNC_DATABASE_URL": pg_url, "CHATSYNC_PORT": str(port),
-                   "CHATSYNC_FILES_URL": "database:", "CHATSYNC_BUS_URL": "memory://",
-                   "CHATSYNC_LOG_LEVEL": "warning", "CHATSYNC_TEST_LOG": str(tmp_path / f"replica-{i}.log")}
+            env = {
+                **os.environ,
+                "CHATSYNC_DATABASE_URL": pg_url,
+                "CHATSYNC_PORT": str(port),
+                "CHATSYNC_FILES_URL": "database:",
+                "CHATSYNC_BUS_URL": "memory://",
+                "CHATSYNC_LOG_LEVEL": "warning",
+                "CHATSYNC_TEST_LOG": str(tmp_path / f"replica-{i}.log"),
+            }
             procs.append(start_process(env))
             urls.append(f"http://127.0.0.1:{port}")
         for url, proc in zip(urls, procs):

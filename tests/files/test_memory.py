@@ -1,5 +1,6 @@
 """A 100 MB upload and its download through a real ``chatsync serve`` process, whose resident memory must
 grow by less than 20 MB: the body streams to storage and back, it is never held whole."""
+
 from __future__ import annotations
 
 import hashlib
@@ -8,7 +9,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
-
 from served import serve
 
 SIZE = 100 * 1024 * 1024
@@ -26,9 +26,11 @@ def _memory(pid: int) -> dict[str, int]:
     return values
 
 
-async def _body(digest: "hashlib._Hash") -> AsyncIterator[bytes]:
-    yield (f"--{BOUNDARY}\r\ncontent-disposition: form-data; name=\"file\"; filename=\"big.bin\"\r\n"
-           "content-type: application/octet-stream\r\n\r\n").encode()
+async def _body(digest: hashlib._Hash) -> AsyncIterator[bytes]:
+    yield (
+        f"--{BOUNDARY}\r\ncontent-disposition: form-data; name=\"file\"; filename=\"big.bin\"\r\n"
+        "content-type: application/octet-stream\r\n\r\n"
+    ).encode()
     block = os.urandom(CHUNK)
     for i in range(SIZE // CHUNK):
         data = bytes([i % 256]) + block[1:]  # distinct chunks, cheaply
@@ -49,8 +51,9 @@ async def test_100_mb_upload_keeps_memory_flat(tmp_path: Path, db_url: str, file
             assert (await http.get(f"/files/{warm.json()['id']}")).status_code == 200
             before = _memory(served.proc.pid)
             sent = hashlib.sha256()
-            reply = await http.post("/files", content=_body(sent), headers={
-                "content-type": f"multipart/form-data; boundary={BOUNDARY}"})
+            reply = await http.post(
+                "/files", content=_body(sent), headers={"content-type": f"multipart/form-data; boundary={BOUNDARY}"}
+            )
             assert reply.status_code == 200, reply.text
             assert reply.json()["size"] == SIZE and reply.json()["sha256"] == sent.hexdigest()
             received, size = hashlib.sha256(), 0
@@ -62,6 +65,8 @@ async def test_100_mb_upload_keeps_memory_flat(tmp_path: Path, db_url: str, file
             assert size == SIZE and received.hexdigest() == sent.hexdigest()
             after = _memory(served.proc.pid)
     growth = after["VmHWM"] - before["VmRSS"]
-    print(f"RSS before {before['VmRSS'] / 2**20:.1f} MiB, peak after {after['VmHWM'] / 2**20:.1f} MiB, "
-          f"growth {growth / 2**20:.1f} MiB")
+    print(
+        f"RSS before {before['VmRSS'] / 2**20:.1f} MiB, peak after {after['VmHWM'] / 2**20:.1f} MiB, "
+        f"growth {growth / 2**20:.1f} MiB"
+    )
     assert growth < 20 * 1024 * 1024, (before, after)

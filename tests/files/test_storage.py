@@ -1,4 +1,5 @@
 """The storage contract, run against both backends, and how CHATSYNC_FILES_URL picks one."""
+
 from __future__ import annotations
 
 import os
@@ -33,7 +34,7 @@ async def test_committed_bytes_read_back_in_chunks(storage: FileStorage) -> None
     data = os.urandom(CHUNK_BYTES * 5 + 123)
     writer = storage.writer("blob-1")
     for i in range(0, len(data), 70_000):
-        await writer.write(data[i:i + 70_000])
+        await writer.write(data[i : i + 70_000])
     await writer.commit()
     assert await _read(storage, "blob-1") == data
 
@@ -65,7 +66,8 @@ async def test_files_url_picks_the_backend(tmp_path: Path, monkeypatch: pytest.M
         assert isinstance(default, DirectoryStorage) and default.root == (tmp_path / "data" / "files").resolve()
         named = create_storage(load_settings(database_url=sqlite, files_url=f"file://{tmp_path}/x"), db)
         assert isinstance(named, DirectoryStorage) and named.root == tmp_path / "x"
-        assert isinstance(create_storage(load_settings(database_url=sqlite, files_url="database:"), db),
-                          DatabaseStorage)
+        assert isinstance(
+            create_storage(load_settings(database_url=sqlite, files_url="database:"), db), DatabaseStorage
+        )
     with pytest.raises(SettingsError, match="CHATSYNC_FILES_URL"):
         load_settings(files_url="s3://bucket/files")

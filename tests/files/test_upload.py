@@ -1,4 +1,5 @@
 """POST /files and GET /files/{id}: round trips, media types from the bytes, owners only, one copy per user."""
+
 from __future__ import annotations
 
 import hashlib
@@ -6,11 +7,10 @@ import os
 from typing import Any
 
 import httpx
+from file_helpers import download, stored_nothing, upload, user_id
 from sqlalchemy import func, select
 
 from server.store.models import FileBlob
-
-from file_helpers import download, stored_nothing, upload, user_id
 
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + os.urandom(64)
 
@@ -50,10 +50,15 @@ async def test_media_type_comes_from_the_bytes(files_server: Any) -> None:
     assert got.headers["content-type"] == "image/png"
     assert got.headers["content-disposition"].startswith("inline;")
 
-    kinds = {b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n": "application/pdf", b"GIF89a\x01\x00": "image/gif",
-             b"\xff\xd8\xff\xe0\x00\x10JFIF": "image/jpeg", b"RIFF\x10\x00\x00\x00WEBPVP8 ": "image/webp",
-             "naïve café\n".encode(): "text/plain", b"\x00\x01\x02 binary": "application/octet-stream",
-             b"\xc3\x28 invalid utf-8": "application/octet-stream"}
+    kinds = {
+        b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n": "application/pdf",
+        b"GIF89a\x01\x00": "image/gif",
+        b"\xff\xd8\xff\xe0\x00\x10JFIF": "image/jpeg",
+        b"RIFF\x10\x00\x00\x00WEBPVP8 ": "image/webp",
+        "naïve café\n".encode(): "text/plain",
+        b"\x00\x01\x02 binary": "application/octet-stream",
+        b"\xc3\x28 invalid utf-8": "application/octet-stream",
+    }
     for data, expected in kinds.items():
         assert (await upload(files_server, data, "f")).json()["mediaType"] == expected, data
 
@@ -69,11 +74,13 @@ async def test_other_users_and_strangers_get_nothing(files_server: Any) -> None:
         assert anonymous.status_code == 401 and anonymous.json()["error"]["code"] == "UNAUTHORIZED"
         anonymous = await http.post("/files", files={"file": ("a", b"x")})
         assert anonymous.status_code == 401
-        wrong = await http.post("/files", content=b"not multipart",
-                                headers={"authorization": f"Bearer {files_server.tokens['alice']}"})
+        wrong = await http.post(
+            "/files", content=b"not multipart", headers={"authorization": f"Bearer {files_server.tokens['alice']}"}
+        )
         assert wrong.status_code == 400 and wrong.json()["error"]["code"] == "BAD_REQUEST"
-        no_file = await http.post("/files", files={"other": ("a", b"x")},
-                                  headers={"authorization": f"Bearer {files_server.tokens['alice']}"})
+        no_file = await http.post(
+            "/files", files={"other": ("a", b"x")}, headers={"authorization": f"Bearer {files_server.tokens['alice']}"}
+        )
         assert no_file.status_code == 400
 
 
@@ -99,13 +106,24 @@ async def test_names_keep_their_characters(files_server: Any) -> None:
 
 
 async def test_malformed_bodies_are_bad_requests(files_server: Any) -> None:
-    bodies = [b"garbage", b"--b\r\nno blank line after headers", b"--b\r\ncontent-disposition: form-data; "
-              b"name=\"file\"; filename=\"a\"\r\n\r\nunterminated", b"--b\r\n\r\n\r\n--b--\r\n", b"", b"--b--\r\n",
-              b"--b\r\n" + b"x-long: " + b"y" * 20_000 + b"\r\n\r\nz\r\n--b--\r\n"]
+    bodies = [
+        b"garbage",
+        b"--b\r\nno blank line after headers",
+        b"--b\r\ncontent-disposition: form-data; name=\"file\"; filename=\"a\"\r\n\r\nunterminated",
+        b"--b\r\n\r\n\r\n--b--\r\n",
+        b"",
+        b"--b--\r\n",
+        b"--b\r\n" + b"x-long: " + b"y" * 20_000 + b"\r\n\r\nz\r\n--b--\r\n",
+    ]
     async with httpx.AsyncClient(base_url=files_server.url) as http:
         for body in bodies:
-            reply = await http.post("/files", content=body, headers={
-                "authorization": f"Bearer {files_server.tokens['alice']}",
-                "content-type": "multipart/form-data; boundary=b"})
+            reply = await http.post(
+                "/files",
+                content=body,
+                headers={
+                    "authorization": f"Bearer {files_server.tokens['alice']}",
+                    "content-type": "multipart/form-data; boundary=b",
+                },
+            )
             assert reply.status_code == 400 and reply.json()["error"]["code"] == "BAD_REQUEST", (body, reply.text)
     assert await stored_nothing(files_server)

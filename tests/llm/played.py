@@ -9,6 +9,7 @@ the canonical request exactly as the run loop does (``engine.history.build_reque
 target, then checked against that target's rules (``test_llm_convert_properties``). Used by the property test
 (``test_played_histories.py``) and by ``bench/played_histories.py``.
 """
+
 from __future__ import annotations
 
 import random
@@ -32,8 +33,15 @@ TOOLS = [
     {"name": "cli", "executor": "client", "requiresApproval": False},
     {"name": "apr", "executor": "server", "requiresApproval": True},
 ]
-ID_POOL = ["call_abc123", "toolu_01A09q90qw90lq917835lq9", "functions.Bash:0",
-           "chatcmpl-tool-9f8e7d6c5b4a39281706f5e4d3c2b1a0", "x" * 64, "", "dup"]
+ID_POOL = [
+    "call_abc123",
+    "toolu_01A09q90qw90lq917835lq9",
+    "functions.Bash:0",
+    "chatcmpl-tool-9f8e7d6c5b4a39281706f5e4d3c2b1a0",
+    "x" * 64,
+    "",
+    "dup",
+]
 ARGS = ['{"city": "Paris"}', "{}", "", '{"city": "Par', "[1, 2]", "null"]
 TEXTS = ["", "  ", "hello", "queued message", "multi\nline", "trailing space  ", "ok"]
 PROVIDERS = ["echo", "openai", "anthropic", "google", "ollama"]
@@ -54,15 +62,33 @@ Check = Callable[[ChatRequest], None]
 
 def new_session(user: User, rng: random.Random) -> ChatSession:
     now = utcnow()
-    return ChatSession(id=state.new_id(), owner_id=user.id, title="", title_source="none",
-                       provider=rng.choice(PROVIDERS), model="m", system_prompt=rng.choice([None, "Be brief."]),
-                       defaults={}, tools=TOOLS, tool_mode="parallel", busy_policy="enqueue",
-                       disable_streaming=False, meta={}, status="idle", queue_paused=True, usage_input_tokens=0,
-                       usage_output_tokens=0, last_seq=0, created_at=now, updated_at=now)
+    return ChatSession(
+        id=state.new_id(),
+        owner_id=user.id,
+        title="",
+        title_source="none",
+        provider=rng.choice(PROVIDERS),
+        model="m",
+        system_prompt=rng.choice([None, "Be brief."]),
+        defaults={},
+        tools=TOOLS,
+        tool_mode="parallel",
+        busy_policy="enqueue",
+        disable_streaming=False,
+        meta={},
+        status="idle",
+        queue_paused=True,
+        usage_input_tokens=0,
+        usage_output_tokens=0,
+        last_seq=0,
+        created_at=now,
+        updated_at=now,
+    )
 
 
-async def play(uow: UnitOfWork, user: User, rng: random.Random, check: Check, ops: int = 14,
-               branching: float = 0.0) -> tuple[int, int]:
+async def play(
+    uow: UnitOfWork, user: User, rng: random.Random, check: Check, ops: int = 14, branching: float = 0.0
+) -> tuple[int, int]:
     """Play one session, or a tree of sessions that share their beginnings; returns (histories played,
     requests checked).
 
@@ -139,8 +165,18 @@ def attachments(rng: random.Random) -> list[dict[str, Any]]:
 
 
 async def idle_op(t: Any, rng: random.Random) -> None:
-    op = rng.choice(["send", "send", "send", "instructions", "instructions_respond", "switch_context",
-                     "switch_provider", "late_output"])
+    op = rng.choice(
+        [
+            "send",
+            "send",
+            "send",
+            "instructions",
+            "instructions_respond",
+            "switch_context",
+            "switch_provider",
+            "late_output",
+        ]
+    )
     if op == "send":
         state.resume_queue(t)
         await state.start_with_message(t, OWNER, LEASE, rng.choice(TEXTS), attachments(rng), "message")
@@ -178,8 +214,7 @@ async def running_op(t: Any, rng: random.Random) -> str | None:
         return None
     if not streaming:
         if run.steps >= MAX_STEPS:  # the step limit ends the run
-            state.end_run(t, run, "failed", error={"code": "max_steps", "message": "x", "retryable": False},
-                          pause=True)
+            state.end_run(t, run, "failed", error={"code": "max_steps", "message": "x", "retryable": False}, pause=True)
             state.go_idle(t)
             return None
         run.steps += 1
@@ -198,12 +233,17 @@ async def running_op(t: Any, rng: random.Random) -> str | None:
         state.end_run(t, run, "failed", error={"code": "x", "message": "x", "retryable": True}, pause=True)
         state.go_idle(t)
     else:
-        events = [ToolCallEvent(id=rng.choice(ID_POOL), name=rng.choice(["srv", "cli", "apr", "nope"]),
-                                arguments=rng.choice(ARGS)) for _ in range(rng.randint(1, 3))]
+        events = [
+            ToolCallEvent(
+                id=rng.choice(ID_POOL), name=rng.choice(["srv", "cli", "apr", "nope"]), arguments=rng.choice(ARGS)
+            )
+            for _ in range(rng.randint(1, 3))
+        ]
         ids = await state.unique_call_ids(t, events)
         calls = [{"id": i, "name": e.name, "arguments": e.arguments} for i, e in zip(ids, events)]
-        state.complete_message(t, message, status="complete", content=text, finish_reason="tool-calls",
-                               tool_calls=calls)
+        state.complete_message(
+            t, message, status="complete", content=text, finish_reason="tool-calls", tool_calls=calls
+        )
         await state.register_tool_calls(t, run, message, calls, {d["name"]: d for d in TOOLS})
         open_calls = await repo.run_tool_calls(t.db, t.row.id, run.id, open_only=True)
         for call in state.runnable(open_calls):  # server tools finish (some may be cut off by a crash later)

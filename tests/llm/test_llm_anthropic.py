@@ -100,16 +100,26 @@ async def test_529_overloaded_before_output_is_retried(make_provider, sleeps):
 
 
 async def test_spend_limit_429_is_not_retried(make_provider):
-    spend = error_reply(429, {"type": "error", "error": {"type": "rate_limit_error", "message": "limit",
-                                                         "details": {"error_code": "enforced_spend_limit_reached"}}})
+    spend = error_reply(
+        429,
+        {
+            "type": "error",
+            "error": {
+                "type": "rate_limit_error",
+                "message": "limit",
+                "details": {"error_code": "enforced_spend_limit_reached"},
+            },
+        },
+    )
     replay, provider = make_provider([spend])
     events = await collect(provider.stream(simple_request()))
     assert events[-1].code == "quota_exceeded" and len(replay.requests) == 1
 
 
 async def test_retry_after_above_the_cap_gives_up(make_provider, sleeps):
-    limited = error_reply(429, {"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}},
-                          {"retry-after": "600"})
+    limited = error_reply(
+        429, {"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}}, {"retry-after": "600"}
+    )
     replay, provider = make_provider([limited])
     events = await collect(provider.stream(simple_request()))
     assert events[-1].code == "rate_limited" and events[-1].retryable

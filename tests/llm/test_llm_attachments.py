@@ -40,7 +40,7 @@ def decoded_size(data: bytes) -> tuple[int, int]:
 def data_url_bytes(url: str, media_type: str) -> bytes:
     prefix = f"data:{media_type};base64,"
     assert url.startswith(prefix), url[:40]
-    return base64.b64decode(url[len(prefix):])
+    return base64.b64decode(url[len(prefix) :])
 
 
 @pytest.fixture
@@ -65,8 +65,9 @@ def anthropic_provider(httpx2_replay, retry_policy):
 def google_provider(httpx2_replay, retry_policy):
     def make():
         replay, client = httpx2_replay([sse("google_text.sse")])
-        return replay, GoogleProvider(api_key="g-test", http_client=client, retry_policy=retry_policy,
-                                      base_url="http://gemini-gateway.local/")
+        return replay, GoogleProvider(
+            api_key="g-test", http_client=client, retry_policy=retry_policy, base_url="http://gemini-gateway.local/"
+        )
 
     return make
 
@@ -129,8 +130,11 @@ async def test_anthropic_image_and_document_blocks(anthropic_provider):
     image, document = blocks[1], blocks[3]
     assert image["source"]["type"] == "base64" and image["source"]["media_type"] == "image/png"
     assert base64.b64decode(image["source"]["data"]) == PNG
-    assert document["source"] == {"type": "base64", "media_type": "application/pdf",
-                                  "data": base64.b64encode(PDF).decode()}
+    assert document["source"] == {
+        "type": "base64",
+        "media_type": "application/pdf",
+        "data": base64.b64encode(PDF).decode(),
+    }
     assert document["title"] == "report.pdf"
     assert_text_file_block(blocks[4]["text"])
     assert blocks[5]["text"] == "What is in these files?"
@@ -172,10 +176,18 @@ BIG = png(5000, 3000)
 async def test_a_too_large_image_is_downscaled_within_the_limits(
     target, openai_provider, anthropic_provider, google_provider, ollama_provider
 ):
-    request = three_files({"openai": "gpt-4o", "anthropic": "claude-opus-4-8", "google": "gemini-2.5-pro",
-                           "ollama": "qwen2.5vl:7b"}[target], image_file(BIG, "wide.png"))
-    make = {"openai": openai_provider, "anthropic": anthropic_provider, "google": google_provider,
-            "ollama": ollama_provider}[target]
+    request = three_files(
+        {"openai": "gpt-4o", "anthropic": "claude-opus-4-8", "google": "gemini-2.5-pro", "ollama": "qwen2.5vl:7b"}[
+            target
+        ],
+        image_file(BIG, "wide.png"),
+    )
+    make = {
+        "openai": openai_provider,
+        "anthropic": anthropic_provider,
+        "google": google_provider,
+        "ollama": ollama_provider,
+    }[target]
     replay, provider = make()
     await send(provider, request)
     body = replay.body()
@@ -220,7 +232,7 @@ def test_an_animated_gif_goes_as_its_first_frame_where_only_still_images_are_tak
     frames[0].save(gif, "GIF", save_all=True, append_images=frames[1:], duration=100, loop=0)
     request = three_files("gpt-4o", image_file(gif.getvalue(), "blink.gif", "image/gif"))
     url = to_openai_request(request)["messages"][-1]["content"][1]["image_url"]["url"]
-    media_type = url[len("data:"):url.index(";")]
+    media_type = url[len("data:") : url.index(";")]
     assert media_type in ("image/png", "image/jpeg")  # OpenAI takes non-animated GIFs only [AT1]
     still = Image.open(io.BytesIO(data_url_bytes(url, media_type)))
     assert not getattr(still, "is_animated", False) and still.size == (24, 16)
@@ -240,20 +252,25 @@ def test_newest_files_keep_their_place_when_the_request_budget_is_used():
     assert 0 < len(images) < 12 and len(images) + len(omitted) == 12
     assert sum(len(base64.b64decode(i["source"]["data"])) for i in images) <= LIMITS["anthropic"].budget
     # The oldest are the ones left out, each named.
-    assert omitted == [f"[Attached file p{i}.jpg was not sent: the request's size limit for files is used by newer "
-                       "attachments.]" for i in range(len(omitted))]
+    assert omitted == [
+        f"[Attached file p{i}.jpg was not sent: the request's size limit for files is used by newer attachments.]"
+        for i in range(len(omitted))
+    ]
 
 
 def test_images_past_the_targets_count_are_named_oldest_first():
     dot = png(4, 4)
-    messages = tuple(Message(role="user", content=f"image {i}", attachments=(image_file(dot, f"d{i}.png"),))
-                     for i in range(LIMITS["anthropic"].max_images + 2))
+    messages = tuple(
+        Message(role="user", content=f"image {i}", attachments=(image_file(dot, f"d{i}.png"),))
+        for i in range(LIMITS["anthropic"].max_images + 2)
+    )
     body = to_anthropic_request(ChatRequest(messages=messages, options=RequestOptions(model="claude-opus-4-8")))
     blocks = body["messages"][0]["content"]
     assert sum(b["type"] == "image" for b in blocks) == LIMITS["anthropic"].max_images
     assert [b["text"] for b in blocks if "was not sent" in b.get("text", "")] == [
         f"[Attached file d{i}.png was not sent: the request's limit of 100 images is reached by newer attachments.]"
-        for i in range(2)]
+        for i in range(2)
+    ]
 
 
 # ---------------------------------------------------------------------------------------------- capabilities
@@ -288,14 +305,15 @@ def test_the_capability_rule_and_its_overrides():
     assert model_inputs("ollama", "ollama", "my-finetune", overrides) == ModelInputs(images=True, documents=False)
     assert model_inputs("openai", "openai", "GPT-4o", overrides) == ModelInputs(images=False, documents=False)
     assert model_inputs("openai", "openai", "gpt-4.1", overrides).images is True
-    with pytest.raises(ValueError, match="provider:glob=on|off"):
+    with pytest.raises(ValueError, match=r"provider:glob=on\|off"):
         parse_overrides(["ollama=on"])
 
 
 def test_the_request_decision_wins_over_the_rule():
     request = three_files("gpt-4o")
-    forced = request.model_copy(update={"options": request.options.model_copy(
-        update={"inputs": ModelInputs(images=False, documents=False)})})
+    forced = request.model_copy(
+        update={"options": request.options.model_copy(update={"inputs": ModelInputs(images=False, documents=False)})}
+    )
     content = to_openai_request(forced)["messages"][-1]["content"]
     assert isinstance(content, str) and "photo.png was not sent" in content
 

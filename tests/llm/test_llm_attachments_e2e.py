@@ -110,10 +110,15 @@ async def test_a_model_without_vision_gets_a_placeholder_and_the_user_a_notice(l
             await view.close()
     content = provider.bodies[0]["messages"][-1]["content"]
     assert content == "[Attached file cat.png was not sent: this model does not take images.]\n\nDescribe it"
-    notice = {"code": "attachment-not-sent", "fileId": uploaded.id, "name": "cat.png",
-              "message": "cat.png was not given to the model: this model does not take images."}
+    notice = {
+        "code": "attachment-not-sent",
+        "fileId": uploaded.id,
+        "name": "cat.png",
+        "message": "cat.png was not given to the model: this model does not take images.",
+    }
     assert completed["message"]["notices"] == [notice]
     async with ChatClient(live.url, live.tokens["alice"]) as again:  # kept: a device opening the chat later
         snapshot = await again.get_session(session.id)
     assert [m.notices and [n.wire() for n in m.notices] for m in snapshot.messages if m.role == "assistant"] == [
-        [notice]]
+        [notice]
+    ]

@@ -24,23 +24,39 @@ from server.store.models import Message as Row
 
 
 def row(id: str, role: str, content: str, attachments: list[dict[str, Any]] | None = None) -> Row:
-    return Row(id=id, role=role, content=content, status="complete", tool_calls=None, tool_call_id=None,
-               attachments=attachments or [], is_error=False)
+    return Row(
+        id=id,
+        role=role,
+        content=content,
+        status="complete",
+        tool_calls=None,
+        tool_call_id=None,
+        attachments=attachments or [],
+        is_error=False,
+    )
 
 
 SESSION = ChatSession(model="gpt-4o", defaults={}, tools=[], system_prompt=None)
 
 
 def test_path_references_stay_a_line_and_uploaded_files_become_attachments():
-    rows = [row("1", "user", "look", [
-        {"path": "/home/a/src/main.py", "relativePath": "src/main.py"},
-        {"fileId": "f1", "name": "chart.png", "mediaType": "image/png", "size": 10},
-    ])]
+    rows = [
+        row(
+            "1",
+            "user",
+            "look",
+            [
+                {"path": "/home/a/src/main.py", "relativePath": "src/main.py"},
+                {"fileId": "f1", "name": "chart.png", "mediaType": "image/png", "size": 10},
+            ],
+        )
+    ]
     request = build_request(SESSION, rows, inputs=ModelInputs(images=False, documents=False))
     (message,) = request.messages
     assert message.content == "look\n\n[Attached file: src/main.py]"
     assert [(a.file_id, a.name, a.media_type, a.data) for a in message.attachments] == [
-        ("f1", "chart.png", "image/png", b"")]
+        ("f1", "chart.png", "image/png", b"")
+    ]
     assert request.options.inputs == ModelInputs(images=False, documents=False)
 
 
@@ -58,14 +74,21 @@ async def test_files_are_read_through_the_files_service(live: Any, tmp_path: Pat
     rows = [
         row("1", "user", "older", [{"fileId": first.id, "name": "a.png", "mediaType": "image/png"}]),
         row("2", "assistant", "seen"),
-        row("3", "user", "newer", [{"fileId": second.id, "name": "b.txt", "mediaType": "text/plain"},
-                                   {"fileId": "no-such-file", "name": "gone.pdf", "mediaType": "application/pdf"}]),
+        row(
+            "3",
+            "user",
+            "newer",
+            [
+                {"fileId": second.id, "name": "b.txt", "mediaType": "text/plain"},
+                {"fileId": "no-such-file", "name": "gone.pdf", "mediaType": "application/pdf"},
+            ],
+        ),
     ]
     request = build_request(SESSION, rows, inputs=ModelInputs(images=False, documents=False))
 
     cache: dict[str, bytes] = {}
     loaded = await load_files(request, lambda file_id: files.read(owner, file_id), cache)
-    a, = loaded.messages[0].attachments
+    (a,) = loaded.messages[0].attachments
     b, gone = loaded.messages[2].attachments
     assert a.data == image and b.data == b"second file\n"
     assert gone.missing == GONE and gone.data == b""
@@ -75,8 +98,14 @@ async def test_files_are_read_through_the_files_service(live: Any, tmp_path: Pat
     assert all(att.missing == GONE for m in as_other.messages for att in m.attachments)
 
     # The user hears about the files of the message being answered (not of older ones), in the model's words.
-    assert notices(loaded) == [{"code": "attachment-not-sent", "fileId": "no-such-file", "name": "gone.pdf",
-                                "message": f"gone.pdf was not given to the model: {GONE}"}]
+    assert notices(loaded) == [
+        {
+            "code": "attachment-not-sent",
+            "fileId": "no-such-file",
+            "name": "gone.pdf",
+            "message": f"gone.pdf was not given to the model: {GONE}",
+        }
+    ]
     text = to_openai_request(loaded)["messages"][-1]["content"]
     assert text.startswith('<file name="b.txt">\nsecond file\n\n</file>\n\n[Attached file gone.pdf is not available')
     images = to_openai_request(loaded)["messages"][0]["content"]
@@ -105,7 +134,9 @@ def test_overrides_come_from_the_environment_and_a_bad_one_stops_start_up(monkey
     monkeypatch.setenv(VISION_MODELS_ENV, "ollama:my-llava*=on, openai:gpt-4o-mini=off")
     overrides = vision_overrides(load_settings())
     assert [(o.provider, o.pattern, o.images) for o in overrides] == [
-        ("ollama", "my-llava*", True), ("openai", "gpt-4o-mini", False)]
+        ("ollama", "my-llava*", True),
+        ("openai", "gpt-4o-mini", False),
+    ]
     monkeypatch.setenv(VISION_MODELS_ENV, "ollama:my-llava*=maybe")
     with pytest.raises(SettingsError, match="CHATSYNC_VISION_MODELS: 'ollama:my-llava\\*=maybe'"):
         vision_overrides(load_settings())

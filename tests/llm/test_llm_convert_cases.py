@@ -40,7 +40,9 @@ def test_parallel_results_out_of_order_are_grouped_in_call_order():  # §3.3 cas
     r = req(
         user("go"),
         Message(role="assistant", tool_calls=(call("a"), call("b"), call("c"))),
-        tool("c", "C"), tool("a", "A"), tool("b", "B"),
+        tool("c", "C"),
+        tool("a", "A"),
+        tool("b", "B"),
     )
     oa = to_openai_request(r)["messages"]
     assert [(m["tool_call_id"], m["content"]) for m in oa[2:]] == [("a", "A"), ("b", "B"), ("c", "C")]
@@ -91,8 +93,11 @@ def test_mid_conversation_system_per_target():  # §3.3 case 8
         system_prompt="P",
     )
     oa = to_openai_request(r)["messages"]
-    assert [(m["role"], m.get("content")) for m in oa if m["role"] == "system"] == [("system", "P"), ("system", "S1"),
-                                                                                 ("system", "S2")]
+    assert [(m["role"], m.get("content")) for m in oa if m["role"] == "system"] == [
+        ("system", "P"),
+        ("system", "S1"),
+        ("system", "S2"),
+    ]
     assert oa[-1] == {"role": "system", "content": "S2"}  # inline, in place, after the result
     compat = to_openai_request(r, COMPATIBLE)["messages"]
     assert compat[0] == {"role": "system", "content": "P\n\nS1"}
@@ -136,7 +141,10 @@ def test_duplicate_and_missing_ids_are_made_unique_and_results_follow():  # §3.
     ids = [c["id"] for m in oa if m["role"] == "assistant" for c in m["tool_calls"]]
     assert ids == ["dup", "call_1_1", "dup_2"]
     assert [(m["tool_call_id"], m["content"]) for m in oa if m["role"] == "tool"] == [
-        ("dup", "first"), ("call_1_1", INTERRUPTED_RESULT), ("dup_2", "second")]
+        ("dup", "first"),
+        ("call_1_1", INTERRUPTED_RESULT),
+        ("dup_2", "second"),
+    ]
 
 
 def test_foreign_ids_are_mapped_identically_on_call_and_result():  # §3.3 case 14
@@ -144,7 +152,9 @@ def test_foreign_ids_are_mapped_identically_on_call_and_result():  # §3.3 case 
     r = req(
         user("go"),
         Message(role="assistant", tool_calls=(call("functions.Bash:0"), call(long_id), call("chatcmpl-tool-ab12"))),
-        tool("functions.Bash:0"), tool(long_id), tool("chatcmpl-tool-ab12"),
+        tool("functions.Bash:0"),
+        tool(long_id),
+        tool("chatcmpl-tool-ab12"),
     )
     an = to_anthropic_request(r)["messages"]
     assert [b["id"] for b in an[1]["content"]] == [b["tool_use_id"] for b in an[2]["content"]]
@@ -161,7 +171,8 @@ def test_error_and_empty_results_per_target():  # §3.3 cases 15 and 16
     r = req(
         user("go"),
         Message(role="assistant", tool_calls=(call("e"), call("z"))),
-        tool("e", "boom", is_error=True), tool("z", ""),
+        tool("e", "boom", is_error=True),
+        tool("z", ""),
     )
     an = to_anthropic_request(r)["messages"][2]["content"]
     assert an[0]["is_error"] is True and "is_error" not in an[1] and an[1]["content"]

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import base64
 import copy
+import itertools
 import re
 
+from attachment_files import image_file, pdf, pdf_file, png, text_file
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from attachment_files import image_file, pdf, pdf_file, png, text_file
 
 from server.llm import Attachment, ChatRequest, Message, ModelInputs, RequestOptions, ToolCall
 from server.llm.convert import (
@@ -55,8 +55,14 @@ FILES = [
     Attachment(name="tool.exe", media_type="application/x-msdownload", data=b"MZ\x90\x00"),
 ]
 ATTACHMENTS = st.lists(st.sampled_from(FILES), max_size=3).map(tuple)
-INPUTS = st.sampled_from([None, ModelInputs(images=True, documents=True), ModelInputs(images=True, documents=False),
-                          ModelInputs(images=False, documents=False)])
+INPUTS = st.sampled_from(
+    [
+        None,
+        ModelInputs(images=True, documents=True),
+        ModelInputs(images=True, documents=False),
+        ModelInputs(images=False, documents=False),
+    ]
+)
 
 
 @st.composite
@@ -72,24 +78,29 @@ def histories(draw) -> list[Message]:
         elif kind == "assistant":
             n = draw(st.integers(0, 3))
             calls = tuple(
-                ToolCall(id=draw(st.sampled_from(ID_POOL)), name=draw(st.sampled_from(["get_weather", "bash"])),
-                         arguments=draw(st.sampled_from(ARGS_POOL)))
+                ToolCall(
+                    id=draw(st.sampled_from(ID_POOL)),
+                    name=draw(st.sampled_from(["get_weather", "bash"])),
+                    arguments=draw(st.sampled_from(ARGS_POOL)),
+                )
                 for _ in range(n)
             )
             issued.extend(c.id for c in calls)
             messages.append(Message(role="assistant", content=draw(TEXT), tool_calls=calls, status=draw(STATUS)))
         else:
-            target = draw(st.sampled_from(issued + ["unknown_id", "call_abc123"]))
+            target = draw(st.sampled_from([*issued, "unknown_id", "call_abc123"]))
             if not target:
                 continue  # a tool message always names its call
             messages.append(Message(role="tool", tool_call_id=target, content=draw(TEXT), is_error=draw(st.booleans())))
     return messages
 
 
-def request_for(messages: list[Message], system_prompt: str | None = None,
-                inputs: ModelInputs | None = None) -> ChatRequest:
-    return ChatRequest(messages=tuple(messages),
-                       options=RequestOptions(model="m", system_prompt=system_prompt, inputs=inputs))
+def request_for(
+    messages: list[Message], system_prompt: str | None = None, inputs: ModelInputs | None = None
+) -> ChatRequest:
+    return ChatRequest(
+        messages=tuple(messages), options=RequestOptions(model="m", system_prompt=system_prompt, inputs=inputs)
+    )
 
 
 def check_data_url(url: str, media_types: tuple[str, ...]) -> None:
@@ -161,7 +172,7 @@ def check_openai(messages: list[dict], *, compatible: bool, mistral_ids: bool) -
         # first is a user, and a tool result is followed by an assistant (its answer) or by another result.
         rest = [m for m in messages if m["role"] != "system"]
         assert rest and rest[0]["role"] == "user", "the conversation starts with a user message [I33]"
-        for a, b in zip(rest, rest[1:]):
+        for a, b in itertools.pairwise(rest):
             assert not (a["role"] == b["role"] and a["role"] in ("user", "assistant")), "roles alternate [I33]"
             assert not (a["role"] == "tool" and b["role"] == "user"), "a user message right after tool results"
 
@@ -194,8 +205,11 @@ def check_anthropic(body: dict) -> None:
             if block["type"] in ("image", "document"):
                 assert m["role"] == "user"
                 source = block["source"]
-                allowed = ("image/png", "image/jpeg", "image/gif", "image/webp") if block["type"] == "image" \
+                allowed = (
+                    ("image/png", "image/jpeg", "image/gif", "image/webp")
+                    if block["type"] == "image"
                     else ("application/pdf",)
+                )
                 assert source["type"] == "base64" and source["media_type"] in allowed  # [AT4][AT5]
                 assert 0 < len(source["data"]) <= 5 * 1024 * 1024 or block["type"] == "document"
                 base64.b64decode(source["data"], validate=True)
@@ -339,5 +353,8 @@ def test_no_user_text_or_file_is_lost(history, inputs):
         for text in texts:
             assert repr(text)[1:-1] in rendered, (name, text)
         for file in names:
-            assert f"[Attached file: {file}]" in rendered or f"[Attached file {file} " in rendered \
-                or f'<file name="{file}">' in rendered, (name, file)
+            assert (
+                f"[Attached file: {file}]" in rendered
+                or f"[Attached file {file} " in rendered
+                or f'<file name="{file}">' in rendered
+            ), (name, file)

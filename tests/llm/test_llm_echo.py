@@ -40,8 +40,9 @@ def echo() -> EchoProvider:
 
 
 async def test_streams_the_last_user_message_word_by_word(echo):
-    events = await collect(echo.stream(req(user("first"), Message(role="assistant", content="x"),
-                                           user("hello  big\nworld"))))
+    events = await collect(
+        echo.stream(req(user("first"), Message(role="assistant", content="x"), user("hello  big\nworld")))
+    )
     deltas = [e.delta for e in events if isinstance(e, TextDelta)]
     assert deltas == ["hello", "  big", "\nworld"]
     assert events[-2] == TextDone(text="hello  big\nworld")
@@ -62,8 +63,11 @@ async def test_tool_directives_make_parallel_calls(echo):
 async def test_tool_round_trip_ends_with_stop_quoting_the_output(echo):
     first = await echo.complete(req(user("/tool get_time {}")))
     (tc,) = first.tool_calls
-    history = (user("/tool get_time {}"), Message(role="assistant", tool_calls=(tc,)),
-               Message(role="tool", tool_call_id=tc.id, content="12:00 UTC"))
+    history = (
+        user("/tool get_time {}"),
+        Message(role="assistant", tool_calls=(tc,)),
+        Message(role="tool", tool_call_id=tc.id, content="12:00 UTC"),
+    )
     second = await echo.complete(req(*history))
     assert second.finish_reason == "stop" and second.tool_calls == ()
     assert "get_time" in second.text and "12:00 UTC" in second.text

@@ -68,7 +68,10 @@ async def test_parallel_calls_without_ids_get_generated_ids_and_signature(make_p
     events = await collect(provider.stream(simple_request(MODEL)))
     starts = [e for e in events if isinstance(e, ToolCallStart)]
     calls = [e for e in events if isinstance(e, ToolCallEvent)]
-    assert [(c.name, c.arguments) for c in calls] == [("get_weather", '{"city": "Paris"}'), ("get_time", '{"tz": "UTC"}')]
+    assert [(c.name, c.arguments) for c in calls] == [
+        ("get_weather", '{"city": "Paris"}'),
+        ("get_time", '{"tz": "UTC"}'),
+    ]
     assert all(c.id for c in calls) and calls[0].id != calls[1].id
     assert [s.call_id for s in starts] == [c.id for c in calls]
     assert calls[0].signature == "c2lnLTE=" and calls[0].signature_provider == "google"
@@ -117,9 +120,17 @@ async def test_missing_finish_reason_is_an_error(make_provider):
 
 
 async def test_resource_exhausted_uses_retry_info_delay(make_provider, sleeps):
-    exhausted = error_reply(429, {"error": {"code": 429, "message": "Resource has been exhausted.", "status":
-                                            "RESOURCE_EXHAUSTED", "details": [{"@type": "type.googleapis.com/"
-                                            "google.rpc.RetryInfo", "retryDelay": "4.5s"}]}})
+    exhausted = error_reply(
+        429,
+        {
+            "error": {
+                "code": 429,
+                "message": "Resource has been exhausted.",
+                "status": "RESOURCE_EXHAUSTED",
+                "details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "4.5s"}],
+            }
+        },
+    )
     replay, provider = make_provider([exhausted, sse("google_text.sse")])
     events = await collect(provider.stream(simple_request(MODEL)))
     assert events[-1].finish_reason == "stop"
@@ -127,8 +138,16 @@ async def test_resource_exhausted_uses_retry_info_delay(make_provider, sleeps):
 
 
 async def test_daily_quota_is_not_retried(make_provider):
-    quota = error_reply(429, {"error": {"code": 429, "message": "You exceeded your current quota, please check your "
-                                        "plan and billing details.", "status": "RESOURCE_EXHAUSTED"}})
+    quota = error_reply(
+        429,
+        {
+            "error": {
+                "code": 429,
+                "message": "You exceeded your current quota, please check your plan and billing details.",
+                "status": "RESOURCE_EXHAUSTED",
+            }
+        },
+    )
     replay, provider = make_provider([quota])
     events = await collect(provider.stream(simple_request(MODEL)))
     assert events[-1].code == "quota_exceeded" and len(replay.requests) == 1

@@ -69,7 +69,9 @@ async def test_parallel_interleaved_tool_calls_with_late_name(make_provider):
     first_start_b = events.index(starts[1])
     deltas_b = [e.delta for e in events if isinstance(e, ToolCallDelta) and e.call_id == "call_b2"]
     assert deltas_b == ['{"tz"', ': "UTC"}']
-    assert all(events.index(e) > first_start_b for e in events if isinstance(e, ToolCallDelta) and e.call_id == "call_b2")
+    assert all(
+        events.index(e) > first_start_b for e in events if isinstance(e, ToolCallDelta) and e.call_id == "call_b2"
+    )
 
     calls = [e for e in events if isinstance(e, ToolCallEvent)]
     assert [(c.id, c.name, c.arguments) for c in calls] == [
@@ -113,8 +115,11 @@ async def test_truncated_arguments_are_never_emitted_as_a_call(make_provider):
 
 
 async def test_rate_limit_is_retried_honouring_retry_after(make_provider, sleeps):
-    limited = error_reply(429, {"error": {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}},
-                          {"retry-after": "3"})
+    limited = error_reply(
+        429,
+        {"error": {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}},
+        {"retry-after": "3"},
+    )
     replay, provider = make_provider([limited, sse("openai_text.sse")])
     events = await collect(provider.stream(simple_request()))
     assert events[-1].finish_reason == "stop"
@@ -122,8 +127,16 @@ async def test_rate_limit_is_retried_honouring_retry_after(make_provider, sleeps
 
 
 async def test_quota_429_is_not_retried(make_provider, sleeps):
-    quota = error_reply(429, {"error": {"message": "You exceeded your current quota", "type": "insufficient_quota",
-                                        "code": "insufficient_quota"}})
+    quota = error_reply(
+        429,
+        {
+            "error": {
+                "message": "You exceeded your current quota",
+                "type": "insufficient_quota",
+                "code": "insufficient_quota",
+            }
+        },
+    )
     replay, provider = make_provider([quota, sse("openai_text.sse")])
     events = await collect(provider.stream(simple_request()))
     assert events == [ErrorEvent(code="quota_exceeded", message=events[0].message, retryable=False)]
@@ -140,9 +153,17 @@ async def test_server_errors_exhaust_retries_with_backoff(make_provider, sleeps)
 
 
 async def test_context_length_is_not_retried(make_provider):
-    too_long = error_reply(400, {"error": {"message": "This model's maximum context length is 128000 tokens. However, "
-                                           "your messages resulted in 130000 tokens.", "type": "invalid_request_error",
-                                           "code": "context_length_exceeded"}})
+    too_long = error_reply(
+        400,
+        {
+            "error": {
+                "message": "This model's maximum context length is 128000 tokens. However, "
+                "your messages resulted in 130000 tokens.",
+                "type": "invalid_request_error",
+                "code": "context_length_exceeded",
+            }
+        },
+    )
     replay, provider = make_provider([too_long])
     events = await collect(provider.stream(simple_request()))
     assert events[-1].code == "context_length_exceeded" and not events[-1].retryable

@@ -2,6 +2,7 @@
 convert to a valid request for every target: OpenAI, OpenAI-compatible, the strict (Mistral-style) template
 profile, Anthropic, Gemini and Ollama. The test plays 10,000 histories (``CHATSYNC_PLAYED_HISTORIES`` sets another
 count; ``bench/played_histories.py`` runs 100,000), on one process per core."""
+
 from __future__ import annotations
 
 import asyncio
@@ -10,9 +11,8 @@ import os
 import random
 from concurrent.futures import ProcessPoolExecutor
 
-import pytest
-
 import played
+import pytest
 from test_llm_convert_properties import check_anthropic, check_google, check_ollama, check_openai
 
 from server.llm import ChatRequest
@@ -56,8 +56,9 @@ async def play_many(url: str, count: int, seed: int = 0) -> tuple[int, int]:
         while histories < count:
             tree_seed = seed * 1_000_003 + tree
             try:
-                played_here, checked_here = await played.play(uow, user, random.Random(tree_seed),
-                                                              check_every_target, branching=BRANCHING)
+                played_here, checked_here = await played.play(
+                    uow, user, random.Random(tree_seed), check_every_target, branching=BRANCHING
+                )
             except AssertionError as exc:
                 raise AssertionError(f"history tree {tree_seed}: {exc}") from exc
             histories, checked, tree = histories + played_here, checked + checked_here, tree + 1
@@ -73,8 +74,11 @@ def play_on_every_core(directory: str, count: int, seed: int = 0, workers: int |
     workers = workers or os.cpu_count() or 1
     share = -(-count // workers)
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        results = list(pool.map(_play_in_process, [directory] * workers, [share] * workers,
-                                [seed * workers + i for i in range(workers)]))
+        results = list(
+            pool.map(
+                _play_in_process, [directory] * workers, [share] * workers, [seed * workers + i for i in range(workers)]
+            )
+        )
     return sum(r[0] for r in results), sum(r[1] for r in results)
 
 

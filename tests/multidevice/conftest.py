@@ -1,4 +1,5 @@
 """Multi-device behaviour on real servers (SQLite and PostgreSQL) with a fast echo model."""
+
 from __future__ import annotations
 
 from collections.abc import Callable

@@ -1,4 +1,5 @@
 """Device sign-in links, the device list, and revocation closing what a token opened."""
+
 from __future__ import annotations
 
 import asyncio
@@ -23,8 +24,9 @@ async def exchange(url: str, code: str, device: str = "phone") -> httpx.Response
 
 def cli(db_url: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "CHATSYNC_DATABASE_URL": db_url}
-    return subprocess.run([sys.executable, "-m", "server.cli", *args], env=env, capture_output=True, text=True,
-                          timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "server.cli", *args], env=env, capture_output=True, text=True, timeout=60
+    )
 
 
 async def test_cli_link_signs_a_device_in_once(server_factory, sqlite_url):
@@ -93,8 +95,9 @@ async def test_rename_and_list_devices(live):
 async def sse_lines(url: str, token: str, sid: str, out: list[str], opened: asyncio.Event) -> None:
     params = {"input": orjson.dumps({"sessionId": sid}).decode()}
     async with httpx.AsyncClient(timeout=None) as http:
-        async with http.stream("GET", url + "/trpc/session.events", params=params,
-                               headers={"authorization": f"Bearer {token}"}) as r:
+        async with http.stream(
+            "GET", url + "/trpc/session.events", params=params, headers={"authorization": f"Bearer {token}"}
+        ) as r:
             async for line in r.aiter_lines():
                 out.append(line)
                 if line.startswith("data: {}"):
@@ -108,8 +111,15 @@ async def test_revoking_closes_websockets_and_sse_of_that_device_only(live):
         ws_url = live.url.replace("http", "ws") + "/trpc"
         other = await c.subscribe("session.events", {"sessionId": sid})
         async with connect(ws_url, additional_headers={"Authorization": f"Bearer {token}"}) as ws:
-            await ws.send(orjson.dumps({"id": 1, "method": "subscription",
-                                        "params": {"path": "session.events", "input": {"sessionId": sid}}}).decode())
+            await ws.send(
+                orjson.dumps(
+                    {
+                        "id": 1,
+                        "method": "subscription",
+                        "params": {"path": "session.events", "input": {"sessionId": sid}},
+                    }
+                ).decode()
+            )
             assert orjson.loads(await ws.recv())["result"]["type"] == "started"
             lines: list[str] = []
             opened = asyncio.Event()
@@ -123,7 +133,7 @@ async def test_revoking_closes_websockets_and_sse_of_that_device_only(live):
             assert closed.value.rcvd.code == 4503
             await asyncio.wait_for(sse, 1.0)
             assert any(line == "event: serialized-error" for line in lines)
-            error = orjson.loads(next(l for l in reversed(lines) if l.startswith("data: {"))[6:])
+            error = orjson.loads(next(x for x in reversed(lines) if x.startswith("data: {"))[6:])
             assert error["data"]["code"] == "UNAUTHORIZED"
         with pytest.raises(TrpcError) as err:
             async with TrpcClient(live.url, token, reconnect=False) as again:

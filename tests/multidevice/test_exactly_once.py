@@ -1,6 +1,7 @@
 """Exactly-once client writes: a write repeated with its clientRequestId returns the first reply and changes
 nothing — after a reply lost to a dropped connection, after a restart, in batches; another input under the
 same id is CONFLICT; the events a write causes carry its id."""
+
 from __future__ import annotations
 
 import asyncio
@@ -8,9 +9,9 @@ import uuid
 from typing import Any
 
 import pytest
+from testkit import HoldingProxy, collect
 
 from server.client import TrpcClient, TrpcError
-from testkit import HoldingProxy, collect
 
 
 async def all_events(client: TrpcClient, sid: str) -> list[dict[str, Any]]:
@@ -42,8 +43,11 @@ async def test_reply_lost_then_retried_enqueues_once(md):
             flaky = TrpcClient(proxy.url, md.tokens["alice"], reconnect=False)
             await flaky.connect()
             proxy.hold = True
-            call = asyncio.create_task(flaky.mutation(
-                "message.enqueueMessage", {"sessionId": sid, "content": "typed once", "clientRequestId": crid}))
+            call = asyncio.create_task(
+                flaky.mutation(
+                    "message.enqueueMessage", {"sessionId": sid, "content": "typed once", "clientRequestId": crid}
+                )
+            )
 
             async def committed() -> bool:
                 return len(await direct.query("message.getQueuedMessages", {"sessionId": sid})) == 1
@@ -55,7 +59,8 @@ async def test_reply_lost_then_retried_enqueues_once(md):
             await flaky.close()
 
             retry = await direct.mutation(
-                "message.enqueueMessage", {"sessionId": sid, "content": "typed once", "clientRequestId": crid})
+                "message.enqueueMessage", {"sessionId": sid, "content": "typed once", "clientRequestId": crid}
+            )
             queue = await direct.query("message.getQueuedMessages", {"sessionId": sid})
             assert [q["id"] for q in queue] == [retry["id"]]
             assert retry["clientRequestId"] == crid and queue[0]["clientRequestId"] == crid
@@ -82,7 +87,9 @@ async def test_same_id_other_input_is_conflict_and_changes_nothing(md):
         assert again == first
     async with md.client("bob") as bob:  # ids are per user: bob's own write with the same id is his
         bsid = (await bob.mutation("session.create", {"queuePaused": True}))["id"]
-        mine = await bob.mutation("message.enqueueMessage", {"sessionId": bsid, "content": "b", "clientRequestId": crid})
+        mine = await bob.mutation(
+            "message.enqueueMessage", {"sessionId": bsid, "content": "b", "clientRequestId": crid}
+        )
         assert mine["content"] == "b"
 
 
@@ -96,8 +103,10 @@ async def test_retry_after_restart_changes_nothing(server_factory, db_url):
     again = await server_factory(db_url, users=("alice",), tokens=live.tokens)  # same database, new server
     async with again.client("alice") as c:
         assert (await c.mutation("session.create", {"queuePaused": True, "clientRequestId": crid + "-s"}))["id"] == sid
-        assert await c.mutation(
-            "message.enqueueMessage", {"sessionId": sid, "content": "x", "clientRequestId": crid}) == first
+        assert (
+            await c.mutation("message.enqueueMessage", {"sessionId": sid, "content": "x", "clientRequestId": crid})
+            == first
+        )
         assert len(await c.query("message.getQueuedMessages", {"sessionId": sid})) == 1
         assert len((await c.query("session.list", {}))["items"]) == 1
 
@@ -105,8 +114,10 @@ async def test_retry_after_restart_changes_nothing(server_factory, db_url):
 async def test_every_idempotent_write_replays(md):
     """send, addInstructions, create, submitOutputs and approve: the repeat returns the first reply and
     writes no event; the events of the first call carry its id (user message, run-started)."""
-    tools = [{"name": "ask_user", "executor": "client"},
-             {"name": "current_time", "executor": "server", "requiresApproval": True}]
+    tools = [
+        {"name": "ask_user", "executor": "client"},
+        {"name": "current_time", "executor": "server", "requiresApproval": True},
+    ]
     async with md.client("alice") as c:
         create = {"title": "ids", "tools": tools, "clientRequestId": "create-1"}
         s = await c.mutation("session.create", create)
@@ -118,8 +129,9 @@ async def test_every_idempotent_write_replays(md):
         sent = await c.mutation("message.send", send)
         sub = await c.subscribe("session.events", {"sessionId": sid, "lastEventId": "0"})
         events: list[dict[str, Any]] = []
-        while not any(e["type"] == "tool-approval-requested" for e in events) or \
-                not any(e["type"] == "session-updated" and e["session"]["status"] == "requires-action" for e in events):
+        while not any(e["type"] == "tool-approval-requested" for e in events) or not any(
+            e["type"] == "session-updated" and e["session"]["status"] == "requires-action" for e in events
+        ):
             events.append((await sub.next(10))[1])
         assert await c.mutation("message.send", send) == sent
         started = next(e for e in events if e["type"] == "run-started")
@@ -132,8 +144,11 @@ async def test_every_idempotent_write_replays(md):
         assert await c.mutation("tool.approve", approve) == {"resolved": True}  # not CONFLICT: a repeat
         resolved = await _next_of(sub, "tool-approval-resolved")
         assert resolved["decidedBy"]["userName"] == "alice"
-        submit = {"sessionId": sid, "toolOutputs": [{"callId": calls["ask_user"], "output": "42"}],
-                  "clientRequestId": "out-1"}
+        submit = {
+            "sessionId": sid,
+            "toolOutputs": [{"callId": calls["ask_user"], "output": "42"}],
+            "clientRequestId": "out-1",
+        }
         out = await c.mutation("tool.submitOutputs", submit)
         assert await c.mutation("tool.submitOutputs", submit) == out
         await _next_of(sub, "run-finished")
@@ -176,8 +191,9 @@ async def test_pipelined_enqueues_with_repeated_ids_apply_once(md):
         sid = (await c.mutation("session.create", {"queuePaused": True}))["id"]
         inputs = [{"sessionId": sid, "content": f"m{i % 3}", "clientRequestId": f"b-{i % 3}"} for i in range(9)]
         inputs.append({"sessionId": sid, "content": "other", "clientRequestId": "b-0"})
-        results = await asyncio.gather(*(c.mutation("message.enqueueMessage", i) for i in inputs),
-                                       return_exceptions=True)
+        results = await asyncio.gather(
+            *(c.mutation("message.enqueueMessage", i) for i in inputs), return_exceptions=True
+        )
         assert isinstance(results[-1], TrpcError) and results[-1].code == "CONFLICT"
         ids = [r["id"] for r in results[:-1]]
         assert ids[:3] * 3 == ids and len(set(ids)) == 3
@@ -199,8 +215,11 @@ async def test_old_records_are_trimmed(md):
         await c.mutation("message.enqueueMessage", {"sessionId": sid, "content": "x", "clientRequestId": "old"})
     db = md.services.db
     async with db.write() as s:
-        await s.execute(update(ClientRequest).where(ClientRequest.request_id == "old")
-                        .values(created_at=utcnow() - requests.RETENTION - timedelta(minutes=1)))
+        await s.execute(
+            update(ClientRequest)
+            .where(ClientRequest.request_id == "old")
+            .values(created_at=utcnow() - requests.RETENTION - timedelta(minutes=1))
+        )
     async with db.write() as s:
         assert await requests.trim(s, utcnow()) == 1
     async with db.read() as s:

@@ -1,9 +1,8 @@
 """session.feed: a live list of the caller's sessions, resumable, and nobody else's."""
+
 from __future__ import annotations
 
 from typing import Any
-
-import pytest
 
 from server.client import TrpcClient
 from server.services import feed

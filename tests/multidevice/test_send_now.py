@@ -1,4 +1,5 @@
 """message.sendQueuedNow: interrupt (default), steer and next, watched by a second client."""
+
 from __future__ import annotations
 
 import asyncio
@@ -56,11 +57,15 @@ async def busy(server_factory, db_url):
 
 
 async def test_interrupt_sends_that_item_next_then_the_rest_in_order(busy):
-    live, a, b, sid, watch, events, queued = busy
+    _live, a, b, sid, watch, events, queued = busy
     reply = await b.mutation("message.sendQueuedNow", {"sessionId": sid, "messageId": queued[1]["id"]})
     assert reply["status"] == "interrupting"
-    await until(watch, lambda e: e["type"] == "session-updated" and e["session"]["status"] == "idle"
-                and len(runs(events)) == 4, events, 30)
+    await until(
+        watch,
+        lambda e: e["type"] == "session-updated" and e["session"]["status"] == "idle" and len(runs(events)) == 4,
+        events,
+        30,
+    )
     assert [text for _r, text in runs(events)] == [LONG, "q1", "q0", "q2"]
     assert len([e for e in events if e["type"] == "run-aborted"]) == 1
     assert not [e for e in events if e["type"] == "queue-paused"]  # this abort does not pause the queue
@@ -72,12 +77,17 @@ async def test_interrupt_sends_that_item_next_then_the_rest_in_order(busy):
 
 
 async def test_two_devices_pressing_at_once_get_one_run_after_the_other(busy):
-    live, a, b, sid, watch, events, queued = busy
+    _live, a, b, sid, watch, events, queued = busy
     await asyncio.gather(
         a.mutation("message.sendQueuedNow", {"sessionId": sid, "messageId": queued[0]["id"]}),
-        b.mutation("message.sendQueuedNow", {"sessionId": sid, "messageId": queued[2]["id"]}))
-    await until(watch, lambda e: e["type"] == "session-updated" and e["session"]["status"] == "idle"
-                and len(runs(events)) == 4, events, 30)
+        b.mutation("message.sendQueuedNow", {"sessionId": sid, "messageId": queued[2]["id"]}),
+    )
+    await until(
+        watch,
+        lambda e: e["type"] == "session-updated" and e["session"]["status"] == "idle" and len(runs(events)) == 4,
+        events,
+        30,
+    )
     texts = [text for _r, text in runs(events)]
     assert texts[0] == LONG and sorted(texts[1:3]) == ["q0", "q2"] and texts[3] == "q1"
     # never two at once: every run-started follows the previous run's end
@@ -91,29 +101,35 @@ async def test_two_devices_pressing_at_once_get_one_run_after_the_other(busy):
 
 
 async def test_steer_joins_the_running_answer(busy):
-    live, a, b, sid, watch, events, queued = busy
-    reply = await b.mutation("message.sendQueuedNow", {"sessionId": sid, "messageId": queued[2]["id"],
-                                                       "mode": "steer"})
+    _live, a, b, sid, watch, events, queued = busy
+    reply = await b.mutation("message.sendQueuedNow", {"sessionId": sid, "messageId": queued[2]["id"], "mode": "steer"})
     assert reply["status"] == "steered"
     run_id = reply["runId"]
     steered = await until(watch, lambda e: e["type"] == "message-created" and e["message"]["content"] == "q2", events)
     assert steered["message"]["runId"] == run_id
     assert [q["content"] for q in await a.query("message.getQueuedMessages", {"sessionId": sid})] == ["q0", "q1"]
-    await until(watch, lambda e: e["type"] == "session-updated" and e["session"]["status"] == "idle"
-                and len(runs(events)) == 3, events, 60)
+    await until(
+        watch,
+        lambda e: e["type"] == "session-updated" and e["session"]["status"] == "idle" and len(runs(events)) == 3,
+        events,
+        60,
+    )
     assert [text for _r, text in runs(events)] == [LONG, "q0", "q1"]
     assert not [e for e in events if e["type"] == "run-aborted"]
 
 
 async def test_next_moves_it_to_the_head_without_stopping_the_answer(busy):
-    live, a, b, sid, watch, events, queued = busy
-    reply = await b.mutation("message.sendQueuedNow", {"sessionId": sid, "messageId": queued[2]["id"],
-                                                       "mode": "next"})
+    _live, _a, b, sid, watch, events, queued = busy
+    reply = await b.mutation("message.sendQueuedNow", {"sessionId": sid, "messageId": queued[2]["id"], "mode": "next"})
     assert reply["status"] == "next"
     reordered = await until(watch, lambda e: e["type"] == "queue-reordered", events)
     assert reordered["order"] == [queued[2]["id"], queued[0]["id"], queued[1]["id"]]
-    await until(watch, lambda e: e["type"] == "session-updated" and e["session"]["status"] == "idle"
-                and len(runs(events)) == 4, events, 60)
+    await until(
+        watch,
+        lambda e: e["type"] == "session-updated" and e["session"]["status"] == "idle" and len(runs(events)) == 4,
+        events,
+        60,
+    )
     assert [text for _r, text in runs(events)] == [LONG, "q2", "q0", "q1"]
     assert not [e for e in events if e["type"] == "run-aborted"]
 
@@ -129,4 +145,4 @@ async def test_on_an_idle_session_it_is_sent_at_once_and_unknown_items_are_not_f
         reply = await c.mutation("message.sendQueuedNow", {"sessionId": sid, "messageId": q[1]["id"], "mode": "next"})
         assert reply["status"] == "started" and reply["runId"]
         snap = await c.query("session.get", {"sessionId": sid})
-        assert [m["content"] for m in snap["messages"] if m["role"] == "user"][0] == "q1"
+        assert next(m["content"] for m in snap["messages"] if m["role"] == "user") == "q1"

@@ -1,8 +1,10 @@
 """The bus contract, run against every backend: memory://, redis:// (real Redis, own key prefix) and
 redis+cluster:// (a real 3-master Redis Cluster, own key prefix)."""
+
 from __future__ import annotations
 
 import asyncio
+
 import pytest
 
 from server.domain.events import EventEnvelope
@@ -33,6 +35,7 @@ class Recorder:
             while len(self.got) < n:
                 self.changed.clear()
                 await self.changed.wait()
+
         await asyncio.wait_for(loop(), timeout)
 
 
@@ -120,7 +123,8 @@ def test_wire_encoding_round_trip():
     events = [ev("s", 3, "queue-cleared"), ev("s", None, "text-delta", messageId="m|x", offset=0, delta="|||")]
     back = decode("s", encode(events))
     assert [(e.seq, e.type, e.json, e.message_id, e.offset) for e in back] == [
-        (e.seq, e.type, e.json, e.message_id, e.offset) for e in events]
+        (e.seq, e.type, e.json, e.message_id, e.offset) for e in events
+    ]
 
 
 async def test_partial_texts_are_shared_between_processes(shared_bus_url):
@@ -131,8 +135,9 @@ async def test_partial_texts_are_shared_between_processes(shared_bus_url):
         await reader.subscribe("s")
         await writer.stream_started("s", "m1")
         for offset, delta in ((0, "hel"), (3, "lo ✓")):
-            await writer.publish_delta("s", ev("s", None, "text-delta", messageId="m1", offset=offset, delta=delta),
-                                       "m1", delta)
+            await writer.publish_delta(
+                "s", ev("s", None, "text-delta", messageId="m1", offset=offset, delta=delta), "m1", delta
+            )
         await rec.wait_for(2)
         assert await reader.stream_snapshot("s") == [{"messageId": "m1", "offset": 7, "text": "hello ✓"}]
         assert await reader.stream_snapshot("other") == []
@@ -146,8 +151,9 @@ async def test_partial_texts_are_shared_between_processes(shared_bus_url):
 @pytest.fixture(params=["redis", "redis-cluster"])
 def killable_bus(request, tmp_path):
     """A bus of the test's own and a function that kills the Redis (node) serving session ``s``."""
-    from server.pubsub.keys import DEFAULT_PREFIX, session_channel
     from testkit import PrivateRedis, PrivateRedisCluster
+
+    from server.pubsub.keys import DEFAULT_PREFIX, session_channel
 
     if request.param == "redis":
         redis = PrivateRedis()
@@ -174,8 +180,7 @@ async def test_every_operation_survives_its_redis_going_away(killable_bus):
         for _ in range(3):  # the first call may find a dead socket, the next ones a refused connection
             await bus.publish("s", [ev("s", 1)])
             await bus.stream_started("s", "m2")
-            await bus.publish_delta("s", ev("s", None, "text-delta", messageId="m1", offset=0, delta="x"),
-                                    "m1", "x")
+            await bus.publish_delta("s", ev("s", None, "text-delta", messageId="m1", offset=0, delta="x"), "m1", "x")
             assert await bus.stream_snapshot("s") is None
             await bus.stream_ended("s", "m1")
             await bus.unsubscribe("s")

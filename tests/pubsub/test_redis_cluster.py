@@ -1,5 +1,6 @@
 """Redis Cluster specifics: a session's traffic stays on the shard that owns its slot, and the bus rides
 out the restart of one node."""
+
 from __future__ import annotations
 
 import asyncio
@@ -7,18 +8,23 @@ import asyncio
 import pytest
 import redis.asyncio as aioredis
 from redis.crc import key_slot
+from test_bus_contract import Recorder, ev, open_bus
+from testkit import PrivateRedisCluster
 
 from server.pubsub import create_bus
 from server.pubsub.keys import DEFAULT_PREFIX, session_channel, session_streams_key, stream_text_key
 
-from test_bus_contract import Recorder, ev, open_bus
-from testkit import PrivateRedisCluster
-
 
 def test_a_sessions_names_share_its_slot():
     prefix = "p:"
-    slots = {key_slot(name.encode()) for name in (session_channel(prefix, "abc"), session_streams_key(prefix, "abc"),
-                                                  stream_text_key(prefix, "abc", "m1"))}
+    slots = {
+        key_slot(name.encode())
+        for name in (
+            session_channel(prefix, "abc"),
+            session_streams_key(prefix, "abc"),
+            stream_text_key(prefix, "abc", "m1"),
+        )
+    }
     assert len(slots) == 1
 
 
@@ -82,6 +88,7 @@ async def test_bus_survives_the_restart_of_a_node(private_cluster):
             while rec.reconnects == 0:
                 rec.changed.clear()
                 await rec.changed.wait()
+
         await asyncio.wait_for(reconnected(), 30)
         deadline = asyncio.get_running_loop().time() + 30
         while bus._unsent and asyncio.get_running_loop().time() < deadline:
@@ -93,6 +100,7 @@ async def test_bus_survives_the_restart_of_a_node(private_cluster):
             while ("s0", 3) not in [(s, q) for s, q, _j in rec.got]:
                 rec.changed.clear()
                 await rec.changed.wait()
+
         await asyncio.wait_for(got_three(), 30)
         s0 = [q for s, q, _j in rec.got if s == "s0"]
         assert s0[0] == 1 and s0[-1] == 3 and set(s0) <= {1, 2, 3}

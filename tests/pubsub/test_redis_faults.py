@@ -1,15 +1,15 @@
 """Redis goes away and comes back: the bus reconnects, re-subscribes, retries what it could not publish,
 and tells subscribers to catch up from the log."""
+
 from __future__ import annotations
 
 import asyncio
 
 import pytest
-
-from server.pubsub import create_bus
-
 from test_bus_contract import Recorder, ev
 from testkit import PrivateRedis
+
+from server.pubsub import create_bus
 
 
 @pytest.fixture
@@ -40,6 +40,7 @@ async def test_bus_survives_a_redis_restart(private_redis):
             while rec.reconnects == 0:
                 rec.changed.clear()
                 await rec.changed.wait()
+
         await asyncio.wait_for(reconnected(), 15)
         # The publish made during the outage is retried until Redis takes it. (Whether this process
         # hears it depends on whether its listener re-subscribed first: pub/sub keeps nothing, which is

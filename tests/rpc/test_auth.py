@@ -1,4 +1,5 @@
 """No token, a bad token, someone else's session: on every procedure, over WebSocket and HTTP."""
+
 from __future__ import annotations
 
 import asyncio
@@ -118,6 +119,7 @@ async def test_http_bearer_token_rules(live, alice_session, path):
     proc = PROCEDURES[path]
     inp = valid_input(path, sid, qid)
     async with httpx.AsyncClient(base_url=live.url) as http:
+
         async def send(headers):
             if proc.kind == "query":
                 return await http.get(f"/trpc/{path}", params={"input": orjson.dumps(inp).decode()}, headers=headers)
@@ -178,9 +180,13 @@ async def _upgrade_status(url: str, host: str, origin: str) -> int:
     """The status of a WebSocket upgrade sent with exactly these Host and Origin headers."""
     port = int(url.rsplit(":", 1)[1])
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write((f"GET /trpc HTTP/1.1\r\nHost: {host}\r\nOrigin: {origin}\r\nUpgrade: websocket\r\n"
-                  "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
-                  "Sec-WebSocket-Version: 13\r\n\r\n").encode())
+    writer.write(
+        (
+            f"GET /trpc HTTP/1.1\r\nHost: {host}\r\nOrigin: {origin}\r\nUpgrade: websocket\r\n"
+            "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+            "Sec-WebSocket-Version: 13\r\n\r\n"
+        ).encode()
+    )
     await writer.drain()
     status = int((await reader.readline()).split()[1])
     writer.close()
@@ -213,10 +219,20 @@ async def test_access_log_never_records_a_token(tmp_path):
     from testkit import free_port, start_process, wait_ready
 
     db = f"sqlite+aiosqlite:///{tmp_path / 'log.db'}"
-    env = {**os.environ, "CHATSYNC_DATABASE_URL": db, "CHATSYNC_PORT": str(free_port()),
-           "CHATSYNC_LOG_LEVEL": "info", "CHATSYNC_TEST_LOG": str(tmp_path / "access.log")}
-    token = subprocess.run([sys.executable, "-m", "server.cli", "users", "create", "dora"], env=env,
-                           capture_output=True, text=True, check=True).stdout.strip()
+    env = {
+        **os.environ,
+        "CHATSYNC_DATABASE_URL": db,
+        "CHATSYNC_PORT": str(free_port()),
+        "CHATSYNC_LOG_LEVEL": "info",
+        "CHATSYNC_TEST_LOG": str(tmp_path / "access.log"),
+    }
+    token = subprocess.run(
+        [sys.executable, "-m", "server.cli", "users", "create", "dora"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     proc = start_process(env)
     try:
         url = f"http://127.0.0.1:{env['CHATSYNC_PORT']}"
@@ -262,12 +278,18 @@ async def test_admin_reads_any_session_but_cannot_write(live, alice_session):
 
 def test_users_create_prints_only_the_token(tmp_path):
     env = {"CHATSYNC_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'cli.db'}", "PATH": "/usr/bin:/bin"}
-    out = subprocess.run([sys.executable, "-m", "server.cli", "users", "create", "carol", "--admin"],
-                         env=env, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "server.cli", "users", "create", "carol", "--admin"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     token = out.stdout.strip()
     assert token.startswith("cs_") and "\n" not in token and len(token) > 30
-    again = subprocess.run([sys.executable, "-m", "server.cli", "users", "create", "carol"],
-                           env=env, capture_output=True, text=True)
+    again = subprocess.run(
+        [sys.executable, "-m", "server.cli", "users", "create", "carol"], env=env, capture_output=True, text=True
+    )
     assert again.returncode == 1 and "already exists" in again.stderr and again.stdout == ""
 
 

@@ -1,4 +1,5 @@
 """Bad input gets the right typed error, changes nothing, and leaves the socket open."""
+
 from __future__ import annotations
 
 import asyncio
@@ -11,8 +12,9 @@ from websockets.asyncio.client import connect
 
 @pytest.fixture
 async def env(server_factory, sqlite_url):
-    live = await server_factory(sqlite_url, max_queue_length=3, max_content_chars=1000, max_frame_bytes=16_384,
-                                max_batch_size=5)
+    live = await server_factory(
+        sqlite_url, max_queue_length=3, max_content_chars=1000, max_frame_bytes=16_384, max_batch_size=5
+    )
     async with live.client() as c:
         s = await c.mutation("session.create", {"queuePaused": True, "title": "target"})
         await c.mutation("message.enqueueMessage", {"sessionId": s["id"], "content": "one"})
@@ -49,39 +51,93 @@ def req(rid, method, path, inp=None):
 CASES = [
     # (name, frame builder(sid), expected code, expected id)
     ("not json", lambda sid: "{nope", "PARSE_ERROR", None),
-    ("id null", lambda sid: orjson.dumps({"id": None, "method": "query", "params": {"path": "session.list"}}).decode(),
-     "PARSE_ERROR", None),
-    ("bad method", lambda sid: orjson.dumps({"id": 1, "method": "delete", "params": {"path": "x"}}).decode(),
-     "PARSE_ERROR", None),
+    (
+        "id null",
+        lambda sid: orjson.dumps({"id": None, "method": "query", "params": {"path": "session.list"}}).decode(),
+        "PARSE_ERROR",
+        None,
+    ),
+    (
+        "bad method",
+        lambda sid: orjson.dumps({"id": 1, "method": "delete", "params": {"path": "x"}}).decode(),
+        "PARSE_ERROR",
+        None,
+    ),
     ("no params", lambda sid: orjson.dumps({"id": 1, "method": "query"}).decode(), "PARSE_ERROR", None),
-    ("bad jsonrpc", lambda sid: orjson.dumps({"id": 1, "jsonrpc": "1.0", "method": "query",
-                                              "params": {"path": "session.list"}}).decode(), "PARSE_ERROR", None),
+    (
+        "bad jsonrpc",
+        lambda sid: orjson.dumps(
+            {"id": 1, "jsonrpc": "1.0", "method": "query", "params": {"path": "session.list"}}
+        ).decode(),
+        "PARSE_ERROR",
+        None,
+    ),
     ("unknown path", lambda sid: req(7, "query", "session.nope", {}), "NOT_FOUND", 7),
-    ("query as mutation", lambda sid: req(8, "mutation", "message.getQueuedMessages", {"sessionId": sid}),
-     "NOT_FOUND", 8),
+    (
+        "query as mutation",
+        lambda sid: req(8, "mutation", "message.getQueuedMessages", {"sessionId": sid}),
+        "NOT_FOUND",
+        8,
+    ),
     ("mutation as query", lambda sid: req(9, "query", "message.clearQueue", {"sessionId": sid}), "NOT_FOUND", 9),
-    ("missing field", lambda sid: req(10, "mutation", "message.enqueueMessage", {"sessionId": sid}),
-     "BAD_REQUEST", 10),
-    ("wrong type", lambda sid: req(11, "mutation", "message.enqueueMessage", {"sessionId": sid, "content": 5}),
-     "BAD_REQUEST", 11),
-    ("unknown field", lambda sid: req(12, "mutation", "message.enqueueMessage",
-                                      {"sessionId": sid, "content": "x", "priority": 1}), "BAD_REQUEST", 12),
+    ("missing field", lambda sid: req(10, "mutation", "message.enqueueMessage", {"sessionId": sid}), "BAD_REQUEST", 10),
+    (
+        "wrong type",
+        lambda sid: req(11, "mutation", "message.enqueueMessage", {"sessionId": sid, "content": 5}),
+        "BAD_REQUEST",
+        11,
+    ),
+    (
+        "unknown field",
+        lambda sid: req(12, "mutation", "message.enqueueMessage", {"sessionId": sid, "content": "x", "priority": 1}),
+        "BAD_REQUEST",
+        12,
+    ),
     ("input not an object", lambda sid: req(13, "mutation", "message.clearQueue", [sid]), "BAD_REQUEST", 13),
-    ("negative index", lambda sid: req(14, "mutation", "message.moveQueuedMessage",
-                                       {"sessionId": sid, "messageId": "x", "toIndex": -1}), "BAD_REQUEST", 14),
-    ("content too long", lambda sid: req(15, "mutation", "message.enqueueMessage",
-                                         {"sessionId": sid, "content": "x" * 1001}), "PAYLOAD_TOO_LARGE", 15),
-    ("frame too large", lambda sid: req(16, "mutation", "message.enqueueMessage",
-                                        {"sessionId": sid, "content": "x" * 20_000}), "PAYLOAD_TOO_LARGE", None),
-    ("unknown session", lambda sid: req(17, "mutation", "message.enqueueMessage",
-                                        {"sessionId": "no-such-session", "content": "x"}), "NOT_FOUND", 17),
-    ("bad lastEventId", lambda sid: req(18, "subscription", "session.events", {"sessionId": sid,
-                                                                              "lastEventId": "abc"}),
-     "BAD_REQUEST", 18),
-    ("bad title", lambda sid: req(19, "mutation", "session.setTitle", {"sessionId": sid, "title": ""}),
-     "BAD_REQUEST", 19),
-    ("bad tool mode", lambda sid: req(20, "mutation", "session.update", {"sessionId": sid, "toolMode": "chaos"}),
-     "BAD_REQUEST", 20),
+    (
+        "negative index",
+        lambda sid: req(
+            14, "mutation", "message.moveQueuedMessage", {"sessionId": sid, "messageId": "x", "toIndex": -1}
+        ),
+        "BAD_REQUEST",
+        14,
+    ),
+    (
+        "content too long",
+        lambda sid: req(15, "mutation", "message.enqueueMessage", {"sessionId": sid, "content": "x" * 1001}),
+        "PAYLOAD_TOO_LARGE",
+        15,
+    ),
+    (
+        "frame too large",
+        lambda sid: req(16, "mutation", "message.enqueueMessage", {"sessionId": sid, "content": "x" * 20_000}),
+        "PAYLOAD_TOO_LARGE",
+        None,
+    ),
+    (
+        "unknown session",
+        lambda sid: req(17, "mutation", "message.enqueueMessage", {"sessionId": "no-such-session", "content": "x"}),
+        "NOT_FOUND",
+        17,
+    ),
+    (
+        "bad lastEventId",
+        lambda sid: req(18, "subscription", "session.events", {"sessionId": sid, "lastEventId": "abc"}),
+        "BAD_REQUEST",
+        18,
+    ),
+    (
+        "bad title",
+        lambda sid: req(19, "mutation", "session.setTitle", {"sessionId": sid, "title": ""}),
+        "BAD_REQUEST",
+        19,
+    ),
+    (
+        "bad tool mode",
+        lambda sid: req(20, "mutation", "session.update", {"sessionId": sid, "toolMode": "chaos"}),
+        "BAD_REQUEST",
+        20,
+    ),
 ]
 
 
@@ -122,9 +178,14 @@ async def test_batch_over_limit_is_rejected_per_id(env):
     live, sid = env
     before = await state(live, sid)
     ws = await open_ws(live)
-    batch = [{"id": i, "method": "mutation", "params": {"path": "message.enqueueMessage",
-                                                        "input": {"sessionId": sid, "content": f"{i}"}}}
-             for i in range(1, 7)]
+    batch = [
+        {
+            "id": i,
+            "method": "mutation",
+            "params": {"path": "message.enqueueMessage", "input": {"sessionId": sid, "content": f"{i}"}},
+        }
+        for i in range(1, 7)
+    ]
     await ws.send(orjson.dumps(batch).decode())
     got = await replies(ws, 6)
     assert sorted(r["id"] for r in got) == list(range(1, 7))
@@ -136,8 +197,10 @@ async def test_batch_over_limit_is_rejected_per_id(env):
 async def test_batched_requests_are_answered_in_separate_frames(env):
     live, sid = env
     ws = await open_ws(live)
-    batch = [{"id": 1, "method": "query", "params": {"path": "message.getQueuedMessages", "input": {"sessionId": sid}}},
-             {"id": 2, "jsonrpc": "2.0", "method": "query", "params": {"path": "session.nope"}}]
+    batch = [
+        {"id": 1, "method": "query", "params": {"path": "message.getQueuedMessages", "input": {"sessionId": sid}}},
+        {"id": 2, "jsonrpc": "2.0", "method": "query", "params": {"path": "session.nope"}},
+    ]
     await ws.send(orjson.dumps(batch).decode())
     got = {r["id"]: r for r in await replies(ws, 2)}
     assert got[1]["result"]["type"] == "data" and "jsonrpc" not in got[1]
@@ -190,11 +253,9 @@ HTTP_CASES = [
     ("unknown path", "GET", "/trpc/nope.nope", None, 404, "NOT_FOUND"),
     ("GET a mutation", "GET", "/trpc/message.clearQueue?input=%7B%7D", None, 405, "METHOD_NOT_SUPPORTED"),
     ("POST a query", "POST", "/trpc/session.list", b"{}", 405, "METHOD_NOT_SUPPORTED"),
-    ("batch input not object", "GET", "/trpc/session.list,session.list?batch=1&input=%5B%5D", None, 400,
-     "BAD_REQUEST"),
+    ("batch input not object", "GET", "/trpc/session.list,session.list?batch=1&input=%5B%5D", None, 400, "BAD_REQUEST"),
     ("mixed batch", "POST", "/trpc/session.list,message.clearQueue?batch=1", b"{}", 400, "BAD_REQUEST"),
-    ("oversized body", "POST", "/trpc/message.enqueueMessage", b"{" + b" " * 20_000 + b"}", 413,
-     "PAYLOAD_TOO_LARGE"),
+    ("oversized body", "POST", "/trpc/message.enqueueMessage", b"{" + b" " * 20_000 + b"}", 413, "PAYLOAD_TOO_LARGE"),
     ("invalid field", "POST", "/trpc/message.enqueueMessage", b'{"sessionId": 3}', 400, "BAD_REQUEST"),
 ]
 
@@ -204,8 +265,7 @@ async def test_http_bad_input(env, name, method, url, body, status, code):
     live, sid = env
     before = await state(live, sid)
     async with httpx.AsyncClient(base_url=live.url) as http:
-        r = await http.request(method, url, content=body,
-                               headers={"authorization": f"Bearer {live.tokens['alice']}"})
+        r = await http.request(method, url, content=body, headers={"authorization": f"Bearer {live.tokens['alice']}"})
     assert r.status_code == status
     payload = r.json()
     err = payload["error"] if isinstance(payload, dict) else payload[0]["error"]

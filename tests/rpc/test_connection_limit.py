@@ -1,6 +1,7 @@
 """CHATSYNC_MAX_CONNECTIONS: WebSockets and SSE streams share one bound per process; just under it everything
 works, just over it a WebSocket is closed with 4003 and an SSE stream is answered 503 with Retry-After, and a
 slot given back is usable again."""
+
 from __future__ import annotations
 
 import contextlib
@@ -16,13 +17,15 @@ from server.protocol import close_codes
 
 
 def subscribe_frame(sid: str) -> str:
-    return orjson.dumps({"id": 1, "method": "subscription",
-                         "params": {"path": "session.events", "input": {"sessionId": sid}}}).decode()
+    return orjson.dumps(
+        {"id": 1, "method": "subscription", "params": {"path": "session.events", "input": {"sessionId": sid}}}
+    ).decode()
 
 
 async def open_subscribed_ws(live, sid: str):
-    ws = await connect(live.url.replace("http", "ws") + "/trpc",
-                       additional_headers={"Authorization": f"Bearer {live.tokens['alice']}"})
+    ws = await connect(
+        live.url.replace("http", "ws") + "/trpc", additional_headers={"Authorization": f"Bearer {live.tokens['alice']}"}
+    )
     await ws.send(subscribe_frame(sid))
     assert orjson.loads(await ws.recv())["result"]["type"] == "started"
     return ws
@@ -31,14 +34,18 @@ async def open_subscribed_ws(live, sid: str):
 @contextlib.asynccontextmanager
 async def sse(http: httpx.AsyncClient, live, sid: str):
     inp = urllib.parse.quote(orjson.dumps({"sessionId": sid}).decode())
-    async with http.stream("GET", f"{live.url}/trpc/session.events?input={inp}",
-                           headers={"Authorization": f"Bearer {live.tokens['alice']}"}) as response:
+    async with http.stream(
+        "GET",
+        f"{live.url}/trpc/session.events?input={inp}",
+        headers={"Authorization": f"Bearer {live.tokens['alice']}"},
+    ) as response:
         yield response
 
 
 async def assert_ws_refused(live) -> None:
-    ws = await connect(live.url.replace("http", "ws") + "/trpc",
-                       additional_headers={"Authorization": f"Bearer {live.tokens['alice']}"})
+    ws = await connect(
+        live.url.replace("http", "ws") + "/trpc", additional_headers={"Authorization": f"Bearer {live.tokens['alice']}"}
+    )
     with pytest.raises(ConnectionClosed):
         await ws.recv()
     assert ws.close_code == close_codes.SERVER_FULL

@@ -1,6 +1,7 @@
 """Every bound on input: just under is accepted, just over gets the documented typed error and changes
 nothing, on SQLite and PostgreSQL; and no input at all produces INTERNAL_SERVER_ERROR (a fuzz test over
 every procedure)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -56,21 +57,31 @@ async def refused(c: TrpcClient, sid: str, path: str, inp, code: str = "BAD_REQU
 
 
 async def test_bounds_just_under_and_just_over(bounded):
-    live, c, sid = bounded
+    _live, c, sid = bounded
     # instructions: at most 64 per call
-    ok = await c.mutation("message.addInstructions", {"sessionId": sid, "instructions": ["a"] * MAX_INSTRUCTIONS,
-                                                      "respond": False})
+    ok = await c.mutation(
+        "message.addInstructions", {"sessionId": sid, "instructions": ["a"] * MAX_INSTRUCTIONS, "respond": False}
+    )
     assert len(ok["messages"]) == MAX_INSTRUCTIONS
-    await refused(c, sid, "message.addInstructions",
-                  {"sessionId": sid, "instructions": ["a"] * (MAX_INSTRUCTIONS + 1), "respond": False})
-    await refused(c, sid, "message.send", {"sessionId": sid, "content": "x",
-                                           "instructions": ["a"] * (MAX_INSTRUCTIONS + 1)})
+    await refused(
+        c,
+        sid,
+        "message.addInstructions",
+        {"sessionId": sid, "instructions": ["a"] * (MAX_INSTRUCTIONS + 1), "respond": False},
+    )
+    await refused(
+        c, sid, "message.send", {"sessionId": sid, "content": "x", "instructions": ["a"] * (MAX_INSTRUCTIONS + 1)}
+    )
     # nesting depth (tool parameters are stored, then sent back in every session listing): the input object,
     # the tools list and the tool take three levels
     tools = [{"name": "deep", "parameters": nested(MAX_JSON_DEPTH - 3)}]
     await c.mutation("session.update", {"sessionId": sid, "tools": tools})
-    await refused(c, sid, "session.update",
-                  {"sessionId": sid, "tools": [{"name": "deep", "parameters": nested(MAX_JSON_DEPTH - 2)}]})
+    await refused(
+        c,
+        sid,
+        "session.update",
+        {"sessionId": sid, "tools": [{"name": "deep", "parameters": nested(MAX_JSON_DEPTH - 2)}]},
+    )
     # NUL characters (PostgreSQL text cannot hold them)
     await refused(c, sid, "message.enqueueMessage", {"sessionId": sid, "content": "a\x00b"})
     # integers beyond a BIGINT / the column
@@ -93,8 +104,13 @@ async def test_bytes_not_characters_and_utf8(bounded):
     try:
         await ws.send(orjson.dumps({"method": "connectionParams", "data": {"token": live.tokens["alice"]}}).decode())
         # 30,000 characters of 3 bytes each: under the limit in characters, over it in bytes
-        frame = orjson.dumps({"id": 1, "method": "mutation", "params": {
-            "path": "message.enqueueMessage", "input": {"sessionId": sid, "content": "€" * 30_000}}}).decode()
+        frame = orjson.dumps(
+            {
+                "id": 1,
+                "method": "mutation",
+                "params": {"path": "message.enqueueMessage", "input": {"sessionId": sid, "content": "€" * 30_000}},
+            }
+        ).decode()
         assert len(frame) < 65_536 < len(frame.encode())
         await ws.send(frame)
         reply = orjson.loads(await asyncio.wait_for(ws.recv(), 5))
@@ -107,8 +123,11 @@ async def test_bytes_not_characters_and_utf8(bounded):
     finally:
         await ws.close()
     async with httpx.AsyncClient(base_url=live.url) as http:
-        r = await http.post("/trpc/message.enqueueMessage", content=b'{"sessionId":"' + sid.encode() + b'","content":"\xff"}',
-                            headers={"authorization": f"Bearer {live.tokens['alice']}"})
+        r = await http.post(
+            "/trpc/message.enqueueMessage",
+            content=b'{"sessionId":"' + sid.encode() + b'","content":"\xff"}',
+            headers={"authorization": f"Bearer {live.tokens['alice']}"},
+        )
         assert r.status_code == 400 and "UTF-8" in r.json()["error"]["message"]
     assert await c.query("message.getQueuedMessages", {"sessionId": sid}) == []
 
@@ -116,14 +135,40 @@ async def test_bytes_not_characters_and_utf8(bounded):
 # --- fuzz: no input produces INTERNAL_SERVER_ERROR ------------------------------------------------------------
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(min_value=-(2**70), max_value=2**70)
-    | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=30),
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=30),
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=4),
     max_leaves=20,
 )
-FIELD_NAMES = ["sessionId", "messageId", "content", "instructions", "toIndex", "before", "limit", "cursor",
-               "lastEventId", "tools", "defaults", "provider", "model", "toolOutputs", "callId", "approved",
-               "clientRequestId", "mode", "deviceId", "name", "title", "metadata", "busyPolicy", "attachments"]
+FIELD_NAMES = [
+    "sessionId",
+    "messageId",
+    "content",
+    "instructions",
+    "toIndex",
+    "before",
+    "limit",
+    "cursor",
+    "lastEventId",
+    "tools",
+    "defaults",
+    "provider",
+    "model",
+    "toolOutputs",
+    "callId",
+    "approved",
+    "clientRequestId",
+    "mode",
+    "deviceId",
+    "name",
+    "title",
+    "metadata",
+    "busyPolicy",
+    "attachments",
+]
 
 
 async def test_fuzz_every_procedure_never_internal_error(server_factory, sqlite_url):
@@ -154,11 +199,18 @@ async def test_fuzz_every_procedure_never_internal_error(server_factory, sqlite_
             return asyncio.run_coroutine_threadsafe(one(path, inp), loop).result(30)
 
         @settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
-        @given(path=st.sampled_from(paths), base_sid=st.booleans(), extra=st.dictionaries(
-            st.sampled_from(FIELD_NAMES), json_values, max_size=3), whole=st.none() | json_values)
+        @given(
+            path=st.sampled_from(paths),
+            base_sid=st.booleans(),
+            extra=st.dictionaries(st.sampled_from(FIELD_NAMES), json_values, max_size=3),
+            whole=st.none() | json_values,
+        )
         def fuzz_threaded(path, base_sid, extra, whole):
-            inp = whole if whole is not None and not isinstance(whole, dict) else {
-                **({"sessionId": sid, "messageId": qid} if base_sid else {}), **extra}
+            inp = (
+                whole
+                if whole is not None and not isinstance(whole, dict)
+                else {**({"sessionId": sid, "messageId": qid} if base_sid else {}), **extra}
+            )
             failures.extend(run_one(path, inp))
 
         try:

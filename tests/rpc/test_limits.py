@@ -1,5 +1,6 @@
 """Bounds per connection and per user: subscriptions per socket, the sign-in deadline of a new socket,
 sessions per user, the mutation rate limit, and an SSE stream that is not read."""
+
 from __future__ import annotations
 
 import asyncio
@@ -93,8 +94,12 @@ async def test_an_sse_stream_that_is_not_read_is_ended_not_buffered(server_facto
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         sock.connect(("127.0.0.1", port))
         inp = urllib.parse.quote(orjson.dumps({"sessionId": sid}).decode())
-        sock.sendall((f"GET /trpc/session.events?input={inp} HTTP/1.1\r\nHost: x\r\n"
-                      f"Authorization: Bearer {live.tokens['alice']}\r\nAccept: text/event-stream\r\n\r\n").encode())
+        sock.sendall(
+            (
+                f"GET /trpc/session.events?input={inp} HTTP/1.1\r\nHost: x\r\n"
+                f"Authorization: Bearer {live.tokens['alice']}\r\nAccept: text/event-stream\r\n\r\n"
+            ).encode()
+        )
         await asyncio.sleep(0)
         for i in range(120):  # ~12 MB of events towards a client that reads nothing (more than the kernel buffers)
             await c.mutation("message.enqueueMessage", {"sessionId": sid, "content": f"{i:03d}" + "x" * 99_000})
@@ -136,7 +141,9 @@ async def test_an_exhausted_pool_answers_retryable_not_internal(server_factory, 
             assert r.status_code == 503 and r.json()["error"]["code"] == "SERVICE_UNAVAILABLE"
         ws_url = live.url.replace("http", "ws") + "/trpc?connectionParams=1"
         async with connect(ws_url) as ws:
-            await ws.send(orjson.dumps({"method": "connectionParams", "data": {"token": live.tokens["alice"]}}).decode())
+            await ws.send(
+                orjson.dumps({"method": "connectionParams", "data": {"token": live.tokens["alice"]}}).decode()
+            )
             reply = orjson.loads(await asyncio.wait_for(ws.recv(), 10))
             assert reply["id"] is None and reply["error"]["data"]["code"] == "SERVICE_UNAVAILABLE"
             with pytest.raises(websockets.ConnectionClosed) as closed:
@@ -158,18 +165,25 @@ async def test_another_user_is_answered_while_one_sends_the_largest_requests(ser
     async with live.client("heavy") as h, live.client("light") as lc:
         hsid = (await h.mutation("session.create", {"queuePaused": True}))["id"]
         lsid = (await lc.mutation("session.create", {"queuePaused": True}))["id"]
-        ws = await connect(live.url.replace("http", "ws") + "/trpc",
-                           additional_headers={"Authorization": f"Bearer {live.tokens['light']}"})
+        ws = await connect(
+            live.url.replace("http", "ws") + "/trpc",
+            additional_headers={"Authorization": f"Bearer {live.tokens['light']}"},
+        )
 
         async def flood() -> None:
             for _ in range(3):
-                batch = await asyncio.gather(*(h.mutation("message.enqueueMessage",
-                                                          {"sessionId": hsid, "content": "x" * 19_000})
-                                               for _ in range(50)))
+                batch = await asyncio.gather(
+                    *(
+                        h.mutation("message.enqueueMessage", {"sessionId": hsid, "content": "x" * 19_000})
+                        for _ in range(50)
+                    )
+                )
                 assert len(batch) == 50
                 await h.mutation("message.clearQueue", {"sessionId": hsid})
-                done = await h.mutation("message.addInstructions", {"sessionId": hsid, "respond": False,
-                                                                    "instructions": ["y" * 15_000] * 64})
+                done = await h.mutation(
+                    "message.addInstructions",
+                    {"sessionId": hsid, "respond": False, "instructions": ["y" * 15_000] * 64},
+                )
                 assert len(done["messages"]) == 64
 
         async def meanwhile() -> int:

@@ -1,19 +1,22 @@
 """Both frame writers: straight to the transport (uvicorn's sans-I/O protocol, the default) and the
 queued writer task used under any other WebSocket implementation."""
+
 from __future__ import annotations
 
 import asyncio
 
 import orjson
 import pytest
+from testkit import collect
 from websockets.asyncio.client import connect
 
 from server.rpc.outbox import frame_header
-from testkit import collect
 
 # uvicorn's "websockets" implementation sits on the websockets library's deprecated legacy API.
-pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"),
-              pytest.mark.filterwarnings("ignore::uvicorn.config.UvicornDeprecationWarning")]
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+    pytest.mark.filterwarnings("ignore::uvicorn.config.UvicornDeprecationWarning"),
+]
 
 
 def test_frame_header_lengths():
@@ -38,21 +41,30 @@ async def test_events_and_replies_flow(server_factory, sqlite_url, ws_impl):
         assert got[-1][1]["message"]["content"] == "é" * 290
 
 
-@pytest.mark.parametrize("ws_impl,limit,codes", [
-    ("websockets-sansio", {"send_buffer_bytes": 64 * 1024}, {4000}),
-    # The queued writer cannot reach the socket: when the client's buffers are full the close frame is
-    # stuck behind the data, and after the close timeout the connection ends without one (1006).
-    ("websockets", {"send_queue_frames": 16}, {4000, None}),
-])
+@pytest.mark.parametrize(
+    "ws_impl,limit,codes",
+    [
+        ("websockets-sansio", {"send_buffer_bytes": 64 * 1024}, {4000}),
+        # The queued writer cannot reach the socket: when the client's buffers are full the close frame is
+        # stuck behind the data, and after the close timeout the connection ends without one (1006).
+        ("websockets", {"send_queue_frames": 16}, {4000, None}),
+    ],
+)
 async def test_slow_consumer_is_disconnected(server_factory, sqlite_url, ws_impl, limit, codes):
     live = await server_factory(sqlite_url, ws=ws_impl, max_queue_length=1000, **limit)
     async with live.client() as writer:
         s = await writer.mutation("session.create", {"queuePaused": True})
-        slow = await connect(live.url.replace("http", "ws") + "/trpc?connectionParams=1", max_queue=1,
-                             max_size=None)
+        slow = await connect(live.url.replace("http", "ws") + "/trpc?connectionParams=1", max_queue=1, max_size=None)
         await slow.send(orjson.dumps({"method": "connectionParams", "data": {"token": live.tokens["alice"]}}).decode())
-        await slow.send(orjson.dumps({"id": 1, "method": "subscription", "params": {
-            "path": "session.events", "input": {"sessionId": s["id"]}}}).decode())
+        await slow.send(
+            orjson.dumps(
+                {
+                    "id": 1,
+                    "method": "subscription",
+                    "params": {"path": "session.events", "input": {"sessionId": s["id"]}},
+                }
+            ).decode()
+        )
         assert orjson.loads(await slow.recv())["result"]["type"] == "started"
         slow.transport.pause_reading()
         for i in range(150):
@@ -77,8 +89,10 @@ def test_shared_frames_are_per_prefix():
     a = env.ws_frame(b'{"id":1', frame_header)
     b = env.ws_frame(b'{"id":22', frame_header)
     assert env.ws_frame(b'{"id":1', frame_header) is a  # built once, shared
-    assert orjson.loads(a[2:]) == {"id": 1, "result": {"type": "data", "data": {"id": "7", "data": {
-        "type": "queue-cleared", "sessionId": "s"}}, "id": "7"}}
+    assert orjson.loads(a[2:]) == {
+        "id": 1,
+        "result": {"type": "data", "data": {"id": "7", "data": {"type": "queue-cleared", "sessionId": "s"}}, "id": "7"},
+    }
     assert orjson.loads(b[2:])["id"] == 22 and b[1] == len(b) - 2
 
 

@@ -1,6 +1,7 @@
 """TransportOutbox writes a frame straight to the socket when nothing is buffered before it, and leaves
 everything else to the transport: frames must arrive whole and in order whichever way each one went.
 These run over real connected sockets (socketpair) and, at the end, a real uvloop connection."""
+
 from __future__ import annotations
 
 import asyncio
@@ -72,7 +73,9 @@ def read_exactly(sock: socket.socket, n: int) -> bytes:
     return out
 
 
-def outbox_over(sock: socket.socket, limit: int = 1 << 20, ssl: bool = False) -> tuple[TransportOutbox, SocketTransport, list[int]]:
+def outbox_over(
+    sock: socket.socket, limit: int = 1 << 20, ssl: bool = False
+) -> tuple[TransportOutbox, SocketTransport, list[int]]:
     transport = SocketTransport(sock, ssl=ssl)
     overflows: list[int] = []
     return TransportOutbox(Protocol(transport), limit, lambda: overflows.append(1)), transport, overflows

@@ -1,4 +1,5 @@
 """Session-management tests (titles, context switches): real servers, the echo model at test speed."""
+
 from __future__ import annotations
 
 import sys
@@ -10,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "engine"))  # engine_helpers
 
-from engine_helpers import FAST  # noqa: E402
+from engine_helpers import FAST
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
 """Helpers for the session-management tests (imported as ``session_helpers``)."""
+
 from __future__ import annotations
 
 from typing import Any

@@ -1,4 +1,5 @@
 """Which provider and model a session gets when it names none."""
+
 from __future__ import annotations
 
 import pytest

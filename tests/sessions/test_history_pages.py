@@ -1,5 +1,6 @@
 """``session.get`` returns a long history's newest messages only, with the cursor ``message.list`` reads the
 rest from: every message exactly once, in order, over the pages. Bounds: ``messageLimit`` and ``limit`` 1-500."""
+
 from __future__ import annotations
 
 import pytest
@@ -11,8 +12,10 @@ async def _history(c, sid: str, count: int) -> None:
     """``count`` system messages (64 per call, without starting the model)."""
     for start in range(0, count, 64):
         n = min(64, count - start)
-        await c.mutation("message.addInstructions", {
-            "sessionId": sid, "instructions": [f"note {start + i}" for i in range(n)], "respond": False})
+        await c.mutation(
+            "message.addInstructions",
+            {"sessionId": sid, "instructions": [f"note {start + i}" for i in range(n)], "respond": False},
+        )
 
 
 async def test_session_get_pages_a_long_history(server_factory, db_url):

@@ -1,6 +1,7 @@
 """``session-updated`` carries the large fields of a session (tools, system prompt, defaults, metadata) only
 when they changed: a status change on a session with large tool definitions stays small, and a client
 that merges the events ends equal to ``session.get``."""
+
 from __future__ import annotations
 
 import asyncio
@@ -12,9 +13,14 @@ from server.client import ChatClient
 
 async def test_status_changes_do_not_carry_the_tools(server_factory, sqlite_url):
     live = await server_factory(sqlite_url, users=("alice",), echo_delay=0.001)
-    tools = [{"name": f"tool_{i}", "description": "d" * 3000,
-              "parameters": {"type": "object", "properties": {f"p{j}": {"type": "string"} for j in range(20)}}}
-             for i in range(64)]
+    tools = [
+        {
+            "name": f"tool_{i}",
+            "description": "d" * 3000,
+            "parameters": {"type": "object", "properties": {f"p{j}": {"type": "string"} for j in range(20)}},
+        }
+        for i in range(64)
+    ]
     async with live.client("alice") as c:
         s = await c.mutation("session.create", {"tools": tools, "systemPrompt": "s" * 50_000})
         sid = s["id"]

@@ -1,4 +1,5 @@
 """``session.switchContext`` end to end: metadata, the system message, events, titles."""
+
 from __future__ import annotations
 
 import pytest
@@ -15,14 +16,16 @@ async def test_switch_updates_metadata_and_records_a_system_message(server_facto
         st = await subscribe(c, s["id"])
         out = await c.mutation("session.switchContext", {"sessionId": s["id"], "agent": "reviewer"})
         assert out["metadata"] == {"directory": "/srv/app", "agent": "reviewer"}  # only what was given changes
-        out = await c.mutation("session.switchContext",
-                               {"sessionId": s["id"], "directory": "/srv/other app", "agent": "planner"})
+        out = await c.mutation(
+            "session.switchContext", {"sessionId": s["id"], "directory": "/srv/other app", "agent": "planner"}
+        )
         assert out["metadata"] == {"directory": "/srv/other app", "agent": "planner"}
         snap = await c.query("session.get", {"sessionId": s["id"]})
         assert snap["session"]["metadata"] == out["metadata"]
         assert [(m["role"], m["content"]) for m in snap["messages"]] == [
             ("system", "Context changed to: agent=reviewer"),
-            ("system", "Context changed to: directory=/srv/other app, agent=planner")]
+            ("system", "Context changed to: directory=/srv/other app, agent=planner"),
+        ]
         await st.until_type("message-created", 2)
         await settle(st, 0.1)
         # each switch: session-updated then message-created, consecutive: one transaction
@@ -45,8 +48,12 @@ async def test_the_model_reads_the_switch_in_its_history(engine):
         await c.mutation("message.send", {"sessionId": s["id"], "content": "and now?"})
         snap = await idle(c, s["id"])
         assert [(m["role"], m["content"]) for m in snap["messages"]] == [
-            ("user", "hello"), ("assistant", "hello"), ("system", "Context changed to: directory=/tmp/x"),
-            ("user", "and now?"), ("assistant", "and now?")]
+            ("user", "hello"),
+            ("assistant", "hello"),
+            ("system", "Context changed to: directory=/tmp/x"),
+            ("user", "and now?"),
+            ("assistant", "and now?"),
+        ]
 
 
 async def test_switch_while_a_run_is_in_progress(server_factory, sqlite_url):
@@ -67,8 +74,9 @@ async def test_switch_can_regenerate_the_title(engine):
         s = await c.mutation("session.create", {})
         st = await subscribe(c, s["id"])
         # no user message yet: the switch happens, the title stays
-        out = await c.mutation("session.switchContext",
-                               {"sessionId": s["id"], "directory": "/a", "regenerateTitle": True})
+        out = await c.mutation(
+            "session.switchContext", {"sessionId": s["id"], "directory": "/a", "regenerateTitle": True}
+        )
         assert (out["title"], out["titleSource"], out["metadata"]) == ("", "none", {"directory": "/a"})
         await c.mutation("message.send", {"sessionId": s["id"], "content": LONG})
         await idle(c, s["id"])
@@ -77,8 +85,9 @@ async def test_switch_can_regenerate_the_title(engine):
         out = await c.mutation("session.switchContext", {"sessionId": s["id"], "agent": "reviewer"})
         assert (out["title"], out["titleSource"]) == ("Mine", "user")
         # an explicit request may replace it
-        out = await c.mutation("session.switchContext",
-                               {"sessionId": s["id"], "agent": "planner", "regenerateTitle": True})
+        out = await c.mutation(
+            "session.switchContext", {"sessionId": s["id"], "agent": "planner", "regenerateTitle": True}
+        )
         assert (out["title"], out["titleSource"]) == (LONG_TITLE, "truncate")
         await settle(st)
         assert titles(st) == [(LONG_TITLE, "truncate"), ("Mine", "user"), (LONG_TITLE, "truncate")]
@@ -95,23 +104,27 @@ async def test_switch_regenerates_by_model_in_model_mode(model_engine):
         st = await subscribe(c, s["id"])
         await c.mutation("message.send", {"sessionId": s["id"], "content": LONG})
         await idle(c, s["id"])
-        out = await c.mutation("session.switchContext",
-                               {"sessionId": s["id"], "directory": "/b", "regenerateTitle": True})
+        out = await c.mutation(
+            "session.switchContext", {"sessionId": s["id"], "directory": "/b", "regenerateTitle": True}
+        )
         assert (out["title"], out["titleSource"], out["metadata"]) == (LONG_MODEL_TITLE, "model", {"directory": "/b"})
         await settle(st)
         assert titles(st) == [(LONG_MODEL_TITLE, "model")]
 
 
-@pytest.mark.parametrize("inp", [
-    {},
-    {"regenerateTitle": True},
-    {"directory": None, "agent": None},
-    {"directory": ""},
-    {"agent": ""},
-    {"agent": "x" * 201},
-    {"directory": "/a", "model": "m2"},
-    {"directory": "/a", "regenerateTitle": "yes please"},
-])
+@pytest.mark.parametrize(
+    "inp",
+    [
+        {},
+        {"regenerateTitle": True},
+        {"directory": None, "agent": None},
+        {"directory": ""},
+        {"agent": ""},
+        {"agent": "x" * 201},
+        {"directory": "/a", "model": "m2"},
+        {"directory": "/a", "regenerateTitle": "yes please"},
+    ],
+)
 async def test_bad_switches_are_rejected_and_change_nothing(engine, inp):
     async with engine.client() as c:
         s = await c.mutation("session.create", {"metadata": {"directory": "/keep"}})

@@ -1,4 +1,5 @@
 """The pure title functions: truncation at word boundaries (also on multibyte text) and model-title cleaning."""
+
 from __future__ import annotations
 
 import unicodedata
@@ -11,24 +12,31 @@ from server.domain.titles import ELLIPSIS, TITLE_LIMIT, clean_model_title, colla
 from server.services.titles import TITLE_INSTRUCTION, title_request
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("", ""),
-    ("   \n\t ", ""),
-    ("Hello", "Hello"),
-    ("  Hello \n\n  world\t again  ", "Hello world again"),
-    ("x" * 50, "x" * 50),  # exactly the limit: not cut
-    # 50 characters end exactly at a word boundary: the whole words stay
-    ("a" * 24 + " " + "b" * 25 + " tail", "a" * 24 + " " + "b" * 25 + ELLIPSIS),
-    # never cut inside a word: back to the last space
-    ("How do I configure the connection pool size for asyncpg in SQLAlchemy?",
-     "How do I configure the connection pool size for" + ELLIPSIS),
-    # a dangling separator at the cut goes
-    ("Refactor the session service, then the queue service, then the run loop",
-     "Refactor the session service, then the queue" + ELLIPSIS),
-    # one word longer than the limit: cut at 50 code points
-    ("x" * 80, "x" * 50 + ELLIPSIS),
-    ("https://example.com/" + "a" * 60 + " and more", ("https://example.com/" + "a" * 60)[:50] + ELLIPSIS),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("", ""),
+        ("   \n\t ", ""),
+        ("Hello", "Hello"),
+        ("  Hello \n\n  world\t again  ", "Hello world again"),
+        ("x" * 50, "x" * 50),  # exactly the limit: not cut
+        # 50 characters end exactly at a word boundary: the whole words stay
+        ("a" * 24 + " " + "b" * 25 + " tail", "a" * 24 + " " + "b" * 25 + ELLIPSIS),
+        # never cut inside a word: back to the last space
+        (
+            "How do I configure the connection pool size for asyncpg in SQLAlchemy?",
+            "How do I configure the connection pool size for" + ELLIPSIS,
+        ),
+        # a dangling separator at the cut goes
+        (
+            "Refactor the session service, then the queue service, then the run loop",
+            "Refactor the session service, then the queue" + ELLIPSIS,
+        ),
+        # one word longer than the limit: cut at 50 code points
+        ("x" * 80, "x" * 50 + ELLIPSIS),
+        ("https://example.com/" + "a" * 60 + " and more", ("https://example.com/" + "a" * 60)[:50] + ELLIPSIS),
+    ],
+)
 def test_truncate_examples(text: str, expected: str) -> None:
     assert truncate_title(text) == expected
 
@@ -76,7 +84,7 @@ def test_truncate_properties(text: str) -> None:
     first_word = flat.split(" ")[0]
     if len(first_word) <= TITLE_LIMIT:
         # cut at a word boundary: after the head come only dropped separators, then a space
-        assert flat[len(head):].lstrip(",;:-–—").startswith(" ")
+        assert flat[len(head) :].lstrip(",;:-–—").startswith(" ")
     else:
         # cut inside the first word, never between a character and the marks or joiners that belong to it
         assert " " not in head
@@ -85,14 +93,17 @@ def test_truncate_properties(text: str) -> None:
             assert unicodedata.combining(nxt) == 0 and nxt != "\u200d" and head[-1] != "\u200d"
 
 
-@pytest.mark.parametrize(("raw", "expected"), [
-    ("Asyncio Event Loop Basics", "Asyncio Event Loop Basics"),
-    ('"Asyncio Event Loop Basics."', "Asyncio Event Loop Basics"),
-    ("Title: **Connection Pool Tuning**", "Connection Pool Tuning"),
-    ("\n\n  «Größe der Pools»  \nbecause you asked", "Größe der Pools"),
-    ("one two three four five six seven", "one two three four five"),
-    ("Node.js and C++ don't mix!", "Node.js and C++ don't mix"),
-])
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("Asyncio Event Loop Basics", "Asyncio Event Loop Basics"),
+        ('"Asyncio Event Loop Basics."', "Asyncio Event Loop Basics"),
+        ("Title: **Connection Pool Tuning**", "Connection Pool Tuning"),
+        ("\n\n  «Größe der Pools»  \nbecause you asked", "Größe der Pools"),
+        ("one two three four five six seven", "one two three four five"),
+        ("Node.js and C++ don't mix!", "Node.js and C++ don't mix"),
+    ],
+)
 def test_clean_model_title(raw: str, expected: str) -> None:
     assert clean_model_title(raw) == expected
 

@@ -1,4 +1,5 @@
 """Titles end to end: first message, model titles, user titles, regenerate, clear."""
+
 from __future__ import annotations
 
 import asyncio
@@ -54,7 +55,10 @@ async def test_first_message_from_the_queue_sets_the_title(engine):
 
 
 async def test_multibyte_first_message_is_truncated_on_code_points(engine):
-    text = "日本語のテキストで非常に長い最初のメッセージを書いてタイトルの切り詰めが文字単位で正しく行われることを確認します"
+    text = (
+        "日本語のテキストで非常に長い最初のメッセージを書いて"
+        "タイトルの切り詰めが文字単位で正しく行われることを確認します"
+    )
     async with engine.client() as c:
         s = await c.mutation("session.create", {})
         await c.mutation("message.send", {"sessionId": s["id"], "content": text})
@@ -286,11 +290,14 @@ async def test_regenerate_defaults_to_the_configured_mode(model_engine):
         assert (out["title"], out["titleSource"]) == (LONG_MODEL_TITLE, "model")
 
 
-@pytest.mark.parametrize("inp", [
-    {"method": "llm"},
-    {"method": None, "extra": 1},
-    {"sessionId": ""},
-])
+@pytest.mark.parametrize(
+    "inp",
+    [
+        {"method": "llm"},
+        {"method": None, "extra": 1},
+        {"sessionId": ""},
+    ],
+)
 async def test_regenerate_title_bad_input(engine, inp):
     async with engine.client() as c:
         s = await c.mutation("session.create", {"title": "Mine"})

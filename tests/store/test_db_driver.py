@@ -1,5 +1,6 @@
 """The database layer's connection handling: SQLite calls made on the loop must never wait on it, and
 PostgreSQL connections cut while idle in the pool are replaced before use."""
+
 from __future__ import annotations
 
 import asyncio
@@ -15,7 +16,6 @@ from server.store import db as db_module
 from server.store import migrate, sqlite_inline
 from server.store.db import Database
 from tests.testkit import PG_ADMIN_DSN, fresh_pg_database
-
 
 # Both ways this process writes: SQLAlchemy's unit of work, and the queue's plain statements on a connection
 # of their own (``Database.plain_write``).
@@ -45,8 +45,9 @@ async def test_sqlite_write_waits_for_another_process_lock_without_blocking_the_
         release.start()
         try:
             async with getattr(db, writer)() as s:
-                await s.execute(text(
-                    "INSERT INTO users (id, name, role, created_at) VALUES ('u2', 'mine', 'user', '2026-01-01')"))
+                await s.execute(
+                    text("INSERT INTO users (id, name, role, created_at) VALUES ('u2', 'mine', 'user', '2026-01-01')")
+                )
         finally:
             tick_task.cancel()
             release.join()
@@ -122,8 +123,9 @@ async def test_sqlite_checkpoints_happen_in_the_background_not_in_commits(tmp_pa
             assert (await s.execute(text("PRAGMA wal_autocheckpoint"))).scalar_one() == 0
         size_before = path.stat().st_size
         async with db.write() as s:
-            insert_user = text("INSERT INTO users (id, name, role, created_at) "
-                               "VALUES (:id, :name, 'user', '2026-01-01')")
+            insert_user = text(
+                "INSERT INTO users (id, name, role, created_at) VALUES (:id, :name, 'user', '2026-01-01')"
+            )
             for i in range(300):
                 await s.execute(insert_user, {"id": f"u{i}", "name": "x" * 500 + str(i)})
         deadline = time.monotonic() + 5

@@ -1,4 +1,5 @@
 """The Alembic migrations produce exactly the models' schema, on SQLite and on PostgreSQL."""
+
 from __future__ import annotations
 
 from alembic.autogenerate import compare_metadata

@@ -1,9 +1,10 @@
 """The queue's hot path on SQLite runs SQLAlchemy-compiled statements straight on the driver connection
 (server/store/prepared.py): what it writes must read back exactly as what SQLAlchemy writes."""
+
 from __future__ import annotations
 
 import sqlite3
-from datetime import timezone
+from datetime import UTC
 
 import orjson
 import pytest
@@ -41,10 +42,14 @@ async def test_rows_written_directly_read_back_as_sqlalchemy_writes_them(service
         events = (await read.execute(select(Event).order_by(Event.seq))).scalars().all()
         session = await repo.get_session(read, s.id)
     assert (queued.id, queued.content, queued.attachments, queued.position) == (
-        item.id, "hello ünïcode", attachments, 0)
+        item.id,
+        "hello ünïcode",
+        attachments,
+        0,
+    )
     assert [e.seq for e in events] == [1, 2] and events[0].type == "queue-message-added"
     assert orjson.loads(events[0].payload)["message"]["id"] == item.id
-    assert events[0].created_at.tzinfo == timezone.utc
+    assert events[0].created_at.tzinfo == UTC
     assert session is not None and session.last_seq == 2 and session.updated_at >= events[0].created_at
 
     # Stored the same way as SQLAlchemy stores them: same text shape for timestamps, JSON for attachments.

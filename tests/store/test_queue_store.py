@@ -1,4 +1,5 @@
 """Queue and session state with their event log, on SQLite and PostgreSQL (real databases)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -52,8 +53,13 @@ async def test_queue_operations_write_state_and_events_together(services, users)
     log = await log_of(services, s.id)
     assert [seq for seq, _t, _p in log] == list(range(1, 8))
     assert [t for _s, t, _p in log] == [
-        "queue-message-added", "queue-message-added", "queue-message-added", "queue-message-updated",
-        "queue-reordered", "queue-message-removed", "queue-message-removed",
+        "queue-message-added",
+        "queue-message-added",
+        "queue-message-added",
+        "queue-message-updated",
+        "queue-reordered",
+        "queue-message-removed",
+        "queue-message-removed",
     ]
     assert log[3][2]["message"]["content"] == "second (edited)"
     assert log[4][2]["order"] == [c.id, a.id, b.id]

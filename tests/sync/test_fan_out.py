@@ -1,6 +1,7 @@
 """Fan-out's batch path (``sync.delivery.fan_out``): deliveries are sorted into "write now" and "full rules"
 first, then written in one pass. These tests drive the hub with the real Delivery and TransportOutbox over a
 transport that records what reaches it, and check that batching changes nothing a subscriber sees."""
+
 from __future__ import annotations
 
 import asyncio
@@ -70,8 +71,8 @@ class Subscriber:
                 length, start = data[1], 2
                 if length == 126:
                     length, start = int.from_bytes(data[2:4], "big"), 4
-                msg = orjson.loads(data[start:start + length])
-                data = data[start + length:]
+                msg = orjson.loads(data[start : start + length])
+                data = data[start + length :]  # noqa: PLW2901 (the loop reads several frames out of one chunk)
                 out.append((msg["id"], msg["result"]["data"]["id"], msg["result"]["data"]["data"]))
         return out
 
@@ -205,5 +206,8 @@ async def test_a_batch_that_is_not_a_plain_run_of_durable_events_keeps_the_full_
     sub.delivery._stream_offsets["m1"] = 3
     hub._on_message("s", (durable(1), completed, durable(3)))
     assert [(g[1], g[2]["type"]) for g in sub.received()] == [
-        ("1", "queue-message-added"), ("2", "message-completed"), ("3", "queue-message-added")]
+        ("1", "queue-message-added"),
+        ("2", "message-completed"),
+        ("3", "queue-message-added"),
+    ]
     assert "m1" not in sub.delivery._stream_offsets  # the ending event's own rule ran

@@ -1,11 +1,11 @@
 """Several clients on one session over real sockets: same ordered events, same queue, nothing lost."""
+
 from __future__ import annotations
 
 import asyncio
 import random
 
 import pytest
-
 from testkit import collect, make_changes, replay_queue
 
 
@@ -62,7 +62,10 @@ async def test_subscribe_from_last_event_id_replays_then_goes_live(live):
         await c.mutation("message.clearQueue", {"sessionId": s["id"]})
         got = await collect(sub, 5)
         assert [(int(i), e["type"]) for i, e in got] == [
-            (3, "queue-message-added"), (4, "queue-message-added"), (5, "queue-cleared")]
+            (3, "queue-message-added"),
+            (4, "queue-message-added"),
+            (5, "queue-cleared"),
+        ]
 
 
 async def test_replay_spanning_several_log_pages_arrives_whole_and_in_order(live):
@@ -118,7 +121,7 @@ async def test_future_last_event_id_gets_resync_required(live):
     async with live.client() as c:
         s = await c.mutation("session.create", {"queuePaused": True})
         sub = await c.subscribe("session.events", {"sessionId": s["id"], "lastEventId": "999"})
-        seq, ev = await sub.next()
+        _seq, ev = await sub.next()
         assert ev["type"] == "resync-required"
 
 
@@ -128,7 +131,7 @@ async def test_session_deleted_ends_subscriptions(live):
         sub = await watcher.subscribe("session.events", {"sessionId": s["id"]})
         await sub.wait_started()
         await c.mutation("session.delete", {"sessionId": s["id"]})
-        seq, ev = await sub.next()
+        _seq, ev = await sub.next()
         assert ev["type"] == "session-deleted"
         with pytest.raises(StopAsyncIteration):
             await sub.next()

@@ -1,17 +1,17 @@
 """Mutations one client sends back to back, without waiting for replies (over a real socket, on SQLite and
 PostgreSQL): they apply in the order sent, each gets its own reply, and queue enqueues that pile up share
 transactions instead of waiting for a commit each."""
+
 from __future__ import annotations
 
 import asyncio
 
 import pytest
 from sqlalchemy import select
+from testkit import collect
 
 from server.client import TrpcError
 from server.store.models import Event
-
-from testkit import collect
 
 
 async def transactions_in_log(live, session_id: str) -> int:
@@ -38,8 +38,9 @@ async def test_enqueues_sent_back_to_back_apply_in_order_in_fewer_transactions(s
     async with server.client() as c:
         sid = (await c.mutation("session.create", {"queuePaused": True}))["id"]
         contents = [f"m{i}" for i in range(6)]
-        replies = await asyncio.gather(*(c.mutation("message.enqueueMessage", {"sessionId": sid, "content": m})
-                                         for m in contents))
+        replies = await asyncio.gather(
+            *(c.mutation("message.enqueueMessage", {"sessionId": sid, "content": m}) for m in contents)
+        )
         assert [r["content"] for r in replies] == contents
         assert len({r["id"] for r in replies}) == 6
         # They queued up behind the first call and shared transactions.
@@ -71,8 +72,7 @@ async def test_each_call_of_a_batch_fails_alone(server):
         assert [r["content"] for r in applied] == ["a", "elsewhere"] + [f"fill{i}" for i in range(5)]
         queue = await c.query("message.getQueuedMessages", {"sessionId": sid})
         assert [q["content"] for q in queue] == ["a"] + [f"fill{i}" for i in range(5)]
-        assert [q["content"] for q in await c.query("message.getQueuedMessages", {"sessionId": other})] == [
-            "elsewhere"]
+        assert [q["content"] for q in await c.query("message.getQueuedMessages", {"sessionId": other})] == ["elsewhere"]
         assert await bob.query("message.getQueuedMessages", {"sessionId": bobs}) == []
         snap = await c.query("session.get", {"sessionId": sid})
         assert snap["lastEventId"] == "6"  # one event per message queued, none for the failures
@@ -97,5 +97,12 @@ async def test_other_mutations_in_between_keep_their_place(server):
         queue = await c.query("message.getQueuedMessages", {"sessionId": sid})
         assert [q["content"] for q in queue] == ["d", "e"]
         types = [ev["type"] for _id, ev in await collect(sub, 7)]
-        assert types == ["queue-message-added", "queue-message-added", "queue-cleared", "queue-message-added",
-                         "queue-message-added", "queue-message-removed", "queue-message-added"]
+        assert types == [
+            "queue-message-added",
+            "queue-message-added",
+            "queue-cleared",
+            "queue-message-added",
+            "queue-message-added",
+            "queue-message-removed",
+            "queue-message-added",
+        ]

@@ -1,4 +1,5 @@
 """Fixtures of the web app's tests (web_support.py has what they start and the helpers the tests import)."""
+
 from __future__ import annotations
 
 import os
@@ -6,7 +7,6 @@ import subprocess
 from collections.abc import Iterator
 
 import pytest
-
 from served import CLIENT_JS, need, serve
 from web_support import DRIVER, ECHO_DELAY, MAX_FILE_BYTES, Driver, WebServer, build_app
 
@@ -17,8 +17,12 @@ def web_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebServer]:
     if not os.path.exists("/usr/bin/chromium"):
         pytest.fail("/usr/bin/chromium is missing (bash scripts/setup.sh --with-node installs Debian's)")
     build_app()
-    with serve(tmp_path_factory.mktemp("web"), ("alice", "bob", "carol"), ECHO_DELAY=ECHO_DELAY,
-               MAX_FILE_BYTES=str(MAX_FILE_BYTES)) as served:
+    with serve(
+        tmp_path_factory.mktemp("web"),
+        ("alice", "bob", "carol"),
+        ECHO_DELAY=ECHO_DELAY,
+        MAX_FILE_BYTES=str(MAX_FILE_BYTES),
+    ) as served:
         yield WebServer(url=served.url, tokens=served.tokens, log=served.log, proc=served.proc)
 
 
@@ -27,8 +31,15 @@ def browser(web_server: WebServer, tmp_path_factory: pytest.TempPathFactory) -> 
     node = need("node", "the web app's tests need Node >= 20")
     err_log = tmp_path_factory.mktemp("driver") / "stderr.log"
     with err_log.open("w") as err:
-        proc = subprocess.Popen([node, str(DRIVER)], cwd=CLIENT_JS, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=err, text=True, env={**os.environ, "CHATSYNC_URL": web_server.url})
+        proc = subprocess.Popen(
+            [node, str(DRIVER)],
+            cwd=CLIENT_JS,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            env={**os.environ, "CHATSYNC_URL": web_server.url},
+        )
     try:
         yield Driver(proc, web_server, err_log)
     finally:

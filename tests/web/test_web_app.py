@@ -2,6 +2,7 @@
 are two devices of one user; the tests' own tRPC calls over HTTP are a third client, and the judge of what
 the server holds. Scenarios live in client_js/browser/app_scenarios.mjs; each test here says what must be
 true of what the browsers showed."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -54,8 +55,11 @@ def test_queue_follows_every_device(web_server: WebServer, browser: Driver) -> N
         elif label == "edited":
             assert queue[1].startswith("edited on device two: e0 e1")
         elif label == "moved":
-            assert [c[:23] for c in queue] == ["queued message number 1", "queued message number 3",
-                                               "edited on device two: e"]
+            assert [c[:23] for c in queue] == [
+                "queued message number 1",
+                "queued message number 3",
+                "edited on device two: e",
+            ]
         elif label == "dragged":
             assert queue[2].startswith("queued message number 1")
         elif label == "removed":
@@ -107,7 +111,7 @@ def test_a_long_chat_opens_at_its_end_and_reads_back(web_server: WebServer, brow
     sid = api.mutate("session.create", {"title": "long"})["id"]
     notes = [f"note {i}" for i in range(450)]
     for i in range(0, len(notes), 64):
-        api.mutate("message.addInstructions", {"sessionId": sid, "instructions": notes[i:i + 64], "respond": False})
+        api.mutate("message.addInstructions", {"sessionId": sid, "instructions": notes[i : i + 64], "respond": False})
     seen = browser.run("long_history", token=web_server.tokens["alice"], sessionId=sid)
     no_problems(seen)
     assert seen["first"] == notes[250:]  # session.get's newest page
@@ -116,8 +120,9 @@ def test_a_long_chat_opens_at_its_end_and_reads_back(web_server: WebServer, brow
 
 def test_approval_on_one_device_shows_on_the_other(web_server: WebServer, browser: Driver) -> None:
     api = web_server.api("alice")
-    sid = api.mutate("session.create", {"tools": [{"name": "calculator", "executor": "server",
-                                                   "requiresApproval": True}]})["id"]
+    sid = api.mutate(
+        "session.create", {"tools": [{"name": "calculator", "executor": "server", "requiresApproval": True}]}
+    )["id"]
     seen = browser.run("approval", token=web_server.tokens["alice"], sessionId=sid)
     no_problems(seen)
     assert '"expression": "6*7"' in seen["argsShown"]
@@ -166,8 +171,10 @@ def test_enter_while_composing_sends_nothing(web_server: WebServer, browser: Dri
 def test_html_and_javascript_links_are_neutralised(web_server: WebServer, browser: Driver) -> None:
     api = web_server.api("alice")
     sid = api.mutate("session.create", {"title": "hostile"})["id"]
-    content = ('<img src=x onerror="window.__hostile=1"> <script>window.__hostile=2</script> '
-               "[click me](javascript:window.__hostile=3) and [fine](https://example.com/x)")
+    content = (
+        '<img src=x onerror="window.__hostile=1"> <script>window.__hostile=2</script> '
+        "[click me](javascript:window.__hostile=3) and [fine](https://example.com/x)"
+    )
     seen = browser.run("hostile", token=web_server.tokens["alice"], sessionId=sid, content=content)
     no_problems(seen)
     assert seen["ran"] is None and seen["injected"] == 0
@@ -180,8 +187,10 @@ def test_html_and_javascript_links_are_neutralised(web_server: WebServer, browse
 def test_no_accessibility_violations(web_server: WebServer, browser: Driver) -> None:
     api = web_server.api("alice")
     sid = api.mutate("session.create", {"tools": [{"name": "calculator", "requiresApproval": True}]})["id"]
-    api.mutate("message.send", {"sessionId": sid, "content": "# Heading\n\nsome *text*\n/tool calculator "
-                                                              '{"expression": "1+1"}'})
+    api.mutate(
+        "message.send",
+        {"sessionId": sid, "content": "# Heading\n\nsome *text*\n/tool calculator {\"expression\": \"1+1\"}"},
+    )
     api.mutate("message.pauseQueue", {"sessionId": sid})
     for i in range(2):
         api.mutate("message.enqueueMessage", {"sessionId": sid, "content": f"waiting in the queue {i} " * 4})
@@ -204,8 +213,7 @@ def test_phone_sized_screen(web_server: WebServer, browser: Driver) -> None:
     assert seen["animation"] == "none"  # prefers-reduced-motion: the streaming cursor does not blink
 
 
-def test_device_link_signs_in_another_device_and_revoke_signs_it_out(web_server: WebServer,
-                                                                     browser: Driver) -> None:
+def test_device_link_signs_in_another_device_and_revoke_signs_it_out(web_server: WebServer, browser: Driver) -> None:
     seen = browser.run("device_link", token=web_server.tokens["bob"])
     no_problems(seen)
     assert "/link#" in seen["link"]

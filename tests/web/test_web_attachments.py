@@ -4,6 +4,7 @@ and holds the message back; a message sent while the model answers waits in the 
 both devices ("2 attachments"), goes out when the answer ends, and both devices show the image as a
 thumbnail (fetched with the token, from a blob: URL revoked when the chat is left) and the text file as a
 chip that saves it. The server, read by the test's own client, is the judge of what was sent."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,8 +13,9 @@ from typing import Any
 from web_support import MAX_FILE_BYTES, Driver, WebServer, answers, texts
 
 
-def test_files_picked_pasted_dropped_queued_and_shown_on_both_devices(web_server: WebServer, browser: Driver,
-                                                                     tmp_path: Path) -> None:
+def test_files_picked_pasted_dropped_queued_and_shown_on_both_devices(
+    web_server: WebServer, browser: Driver, tmp_path: Path
+) -> None:
     api = web_server.api("alice")
     sid = api.mutate("session.create", {"title": "files"})["id"]
 
@@ -37,12 +39,24 @@ def test_files_picked_pasted_dropped_queued_and_shown_on_both_devices(web_server
             for shown in data["shown"]:  # both devices
                 assert len(shown) == 1
                 [thumb] = shown[0]["images"]
-                assert thumb == {"alt": "pasted.png", "blob": True, "loaded": True, "width": 96, "height": 64,
-                                 "fileId": image["fileId"]}
+                assert thumb == {
+                    "alt": "pasted.png",
+                    "blob": True,
+                    "loaded": True,
+                    "width": 96,
+                    "height": 64,
+                    "fileId": image["fileId"],
+                }
                 assert [" ".join(t.split()) for t in shown[0]["files"]] == [f"notes.txt {files[0]['size']} B"]
 
-    seen = browser.run("attachments", check, token=web_server.tokens["alice"], sessionId=sid,
-                       maxFileBytes=MAX_FILE_BYTES, shots=str(tmp_path))
+    seen = browser.run(
+        "attachments",
+        check,
+        token=web_server.tokens["alice"],
+        sessionId=sid,
+        maxFileBytes=MAX_FILE_BYTES,
+        shots=str(tmp_path),
+    )
     assert seen["problems"] == [], seen["problems"]
     assert seen["picked"] == ["notes.txt", "pasted.png", "dropped.csv"]
     assert seen["kept"] == ["notes.txt", "pasted.png"]
@@ -67,14 +81,15 @@ def test_files_picked_pasted_dropped_queued_and_shown_on_both_devices(web_server
     assert (tmp_path / "composer.png").stat().st_size > 0 and (tmp_path / "history.png").stat().st_size > 0
 
 
-def test_a_file_taken_off_a_queued_message_on_one_device_goes_on_both(web_server: WebServer,
-                                                                      browser: Driver) -> None:
+def test_a_file_taken_off_a_queued_message_on_one_device_goes_on_both(web_server: WebServer, browser: Driver) -> None:
     api = web_server.api("alice")
     sid = api.mutate("session.create", {"title": "queued files", "queuePaused": True})["id"]
     notes = api.upload("notes.txt", b"meeting notes\n" * 20)
     table = api.upload("table.csv", b"a,b\n1,2\n")
-    api.mutate("message.enqueueMessage", {"sessionId": sid, "content": "read both",
-                                          "attachments": [{"fileId": notes["id"]}, {"fileId": table["id"]}]})
+    api.mutate(
+        "message.enqueueMessage",
+        {"sessionId": sid, "content": "read both", "attachments": [{"fileId": notes["id"]}, {"fileId": table["id"]}]},
+    )
 
     def check(label: str, data: dict[str, Any]) -> None:
         [queued] = api.query("message.getQueuedMessages", {"sessionId": sid})

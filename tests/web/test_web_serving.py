@@ -1,5 +1,6 @@
 """How the built app is served: caching by file kind, the Content-Security-Policy on the HTML, nosniff, the
 app's client-side routes, 404s for unknown assets, and the routes the app must never shadow."""
+
 from __future__ import annotations
 
 import re
@@ -9,8 +10,8 @@ from pathlib import Path
 
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
-
 from web_support import WebServer
+
 from server.web import WebApp
 
 
@@ -24,8 +25,11 @@ def get(url: str, method: str = "GET", headers: dict[str, str] | None = None) ->
 
 
 def csp(headers: dict[str, str]) -> dict[str, str]:
-    return {d.split(" ", 1)[0]: d.split(" ", 1)[1] if " " in d else ""
-            for d in (p.strip() for p in headers["content-security-policy"].split(";")) if d}
+    return {
+        d.split(" ", 1)[0]: d.split(" ", 1)[1] if " " in d else ""
+        for d in (p.strip() for p in headers["content-security-policy"].split(";"))
+        if d
+    }
 
 
 def test_index_and_client_routes(web_server: WebServer) -> None:
@@ -65,8 +69,13 @@ def test_hashed_assets_are_immutable(web_server: WebServer) -> None:
 
 
 def test_unknown_assets_are_404_and_never_cached(web_server: WebServer) -> None:
-    for path in ("/assets/nope-12345678.js", "/assets/../web.py", "/assets/%2e%2e/%2e%2e/app.py", "/nope.txt",
-                 "/index.html"):
+    for path in (
+        "/assets/nope-12345678.js",
+        "/assets/../web.py",
+        "/assets/%2e%2e/%2e%2e/app.py",
+        "/nope.txt",
+        "/index.html",
+    ):
         status, headers, _ = get(web_server.url + path)
         assert status == 404, path
         assert headers.get("cache-control") == "no-store", path
@@ -81,8 +90,12 @@ def test_server_routes_are_not_shadowed(web_server: WebServer) -> None:
     assert status == 200 and b"chatsync admin" in body
     status, _, body = get(web_server.url + "/trpc/session.list")
     assert status == 401 and b"UNAUTHORIZED" in body
-    req = urllib.request.Request(web_server.url + "/auth/link", data=b'{"code": "wrong", "deviceName": "x"}',
-                                 method="POST", headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        web_server.url + "/auth/link",
+        data=b'{"code": "wrong", "deviceName": "x"}',
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
     try:
         urllib.request.urlopen(req, timeout=10)
         raise AssertionError("a wrong code must be refused")

@@ -6,6 +6,7 @@ Browsers are Debian's ``/usr/bin/chromium`` driven by ``playwright-core`` from `
 downloaded browser. Node or Chromium missing is a failure, never a skip. The app is built by
 ``scripts/setup.sh`` (which does nothing when the build is current).
 """
+
 from __future__ import annotations
 
 import json
@@ -19,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from served import CLIENT_JS, ROOT
 
 DRIVER = CLIENT_JS / "browser" / "app_driver.mjs"
@@ -48,8 +48,11 @@ class Api:
 
     def mutate(self, path: str, input: dict[str, Any] | None = None) -> Any:
         body = json.dumps(input if input is not None else None).encode()
-        return self._open(urllib.request.Request(f"{self.url}/trpc/{path}", data=body, method="POST",
-                                                 headers={"Content-Type": "application/json"}))
+        return self._open(
+            urllib.request.Request(
+                f"{self.url}/trpc/{path}", data=body, method="POST", headers={"Content-Type": "application/json"}
+            )
+        )
 
     def file(self, file_id: str) -> bytes:
         """``GET /files/{id}``: an uploaded file's bytes, as its owner fetches them."""
@@ -61,11 +64,23 @@ class Api:
     def upload(self, name: str, data: bytes) -> dict[str, Any]:
         """``POST /files`` with one part named ``file``: the stored file (id, name, mediaType, size, sha256)."""
         boundary = "chatsync-test-boundary"
-        body = (f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{name}"\r\n'
-                f"Content-Type: application/octet-stream\r\n\r\n").encode() + data + f"\r\n--{boundary}--\r\n".encode()
-        req = urllib.request.Request(f"{self.url}/files", data=body, method="POST",
-                                     headers={"Content-Type": f"multipart/form-data; boundary={boundary}",
-                                              "Authorization": f"Bearer {self.token}"})
+        body = (
+            (
+                f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{name}"\r\n'
+                f"Content-Type: application/octet-stream\r\n\r\n"
+            ).encode()
+            + data
+            + f"\r\n--{boundary}--\r\n".encode()
+        )
+        req = urllib.request.Request(
+            f"{self.url}/files",
+            data=body,
+            method="POST",
+            headers={
+                "Content-Type": f"multipart/form-data; boundary={boundary}",
+                "Authorization": f"Bearer {self.token}",
+            },
+        )
         with urllib.request.urlopen(req, timeout=30) as res:
             return json.loads(res.read())
 
@@ -88,8 +103,9 @@ class WebServer:
 
 
 def build_app() -> None:
-    done = subprocess.run(["bash", str(ROOT / "scripts" / "setup.sh")], cwd=ROOT, capture_output=True, text=True,
-                          timeout=600)
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "setup.sh")], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
     if done.returncode != 0 or not (ROOT / "server" / "web" / "dist" / "index.html").is_file():
         pytest.fail(f"building the web app failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
 
@@ -119,8 +135,10 @@ class Driver:
         if not line:
             self.proc.wait(timeout=10)
             err = self.stderr.read_text(errors="replace")
-            pytest.fail(f"the browser driver exited ({self.proc.poll()}):\n{err[-4000:]}\n"
-                        f"--- server log ---\n{self.server.log_tail()}")
+            pytest.fail(
+                f"the browser driver exited ({self.proc.poll()}):\n{err[-4000:]}\n"
+                f"--- server log ---\n{self.server.log_tail()}"
+            )
         return json.loads(line)
 
     def run(self, scenario: str, on_checkpoint: Checkpoint | None = None, **params: Any) -> Any:
@@ -141,7 +159,10 @@ class Driver:
                 self.proc.stdin.write(json.dumps({"continue": answer}) + "\n")
                 self.proc.stdin.flush()
             elif "error" in msg:
-                pytest.fail(f"scenario {scenario} failed in the browser:\n{msg['error']}\n"
-                            f"--- server log ---\n{self.server.log_tail()}", pytrace=False)
+                pytest.fail(
+                    f"scenario {scenario} failed in the browser:\n{msg['error']}\n"
+                    f"--- server log ---\n{self.server.log_tail()}",
+                    pytrace=False,
+                )
             else:
                 return msg["done"]

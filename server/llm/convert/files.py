@@ -58,23 +58,49 @@ LIMITS: dict[str, Limits] = {
     "compatible": Limits(_OPENAI_IMAGES, 2048, 20 * MB, 20 * MB),
     # 5 MB per image *base64-encoded*, 8000 px (2000 px once a request has more than 20 images), 32 MB per
     # request, 100 PDF pages per request [AT4][AT5]; 100 images (the API takes 600, some platforms fewer [AT4]).
-    "anthropic": Limits(frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"}), 2000, 5 * MB * 3 // 4,
-                        20 * MB, max_pdf_pages=100),
+    "anthropic": Limits(
+        frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"}),
+        2000,
+        5 * MB * 3 // 4,
+        20 * MB,
+        max_pdf_pages=100,
+    ),
     # Inline data: 20 MB per request in total; larger images are scaled to fit 3072x3072 anyway; 1000 pages [AT6][AT7].
-    "google": Limits(frozenset({"image/png", "image/jpeg", "image/webp", "image/heic", "image/heif"}), 3072,
-                     14 * MB, 14 * MB, max_pdf_pages=1000, max_images=3000),
+    "google": Limits(
+        frozenset({"image/png", "image/jpeg", "image/webp", "image/heic", "image/heif"}),
+        3072,
+        14 * MB,
+        14 * MB,
+        max_pdf_pages=1000,
+        max_images=3000,
+    ),
     # Base64 images on the message; formats every vision model's loader reads [AT8].
     "ollama": Limits(frozenset({"image/png", "image/jpeg"}), 2048, 20 * MB, 32 * MB),
-    "echo": Limits(frozenset({"image/png", "image/jpeg", "image/webp", "image/gif"}), 8192, 64 * MB, 64 * MB,
-                   max_pdf_pages=10_000),
+    "echo": Limits(
+        frozenset({"image/png", "image/jpeg", "image/webp", "image/gif"}), 8192, 64 * MB, 64 * MB, max_pdf_pages=10_000
+    ),
 }
 
-TEXT_TYPES = frozenset({
-    "application/json", "application/xml", "application/javascript", "application/x-javascript",
-    "application/ecmascript", "application/x-sh", "application/x-shellscript", "application/x-python",
-    "application/x-yaml", "application/yaml", "application/toml", "application/sql", "application/x-tex",
-    "application/ld+json", "application/graphql", "image/svg+xml",
-})
+TEXT_TYPES = frozenset(
+    {
+        "application/json",
+        "application/xml",
+        "application/javascript",
+        "application/x-javascript",
+        "application/ecmascript",
+        "application/x-sh",
+        "application/x-shellscript",
+        "application/x-python",
+        "application/x-yaml",
+        "application/yaml",
+        "application/toml",
+        "application/sql",
+        "application/x-tex",
+        "application/ld+json",
+        "application/graphql",
+        "image/svg+xml",
+    }
+)
 TEXT_EXTENSIONS = frozenset(
     "txt md markdown rst csv tsv json jsonl yaml yml toml ini cfg conf env log xml html htm css scss less js mjs cjs "
     "ts tsx jsx py pyi rb go rs java kt kts scala c h cc cpp hpp cs swift m mm php pl lua r sql sh bash zsh fish ps1 "
@@ -210,8 +236,12 @@ def _fit_image(data: bytes, media_type: str, limits: Limits) -> tuple[str, bytes
             if width * height > MAX_PIXELS:
                 return None
             animated = bool(getattr(img, "is_animated", False))
-            if accepted and not animated and max(width, height) <= limits.max_side \
-                    and len(data) <= limits.max_image_bytes:
+            if (
+                accepted
+                and not animated
+                and max(width, height) <= limits.max_side
+                and len(data) <= limits.max_image_bytes
+            ):
                 return media_type, data
             if img.format == "JPEG":
                 # Decode at a reduced scale straight from the DCT coefficients: far less work for big photos.
@@ -221,8 +251,9 @@ def _fit_image(data: bytes, media_type: str, limits: Limits) -> tuple[str, bytes
             img = ImageOps.exif_transpose(img)  # phones store rotation as a tag; the pixels must carry it
             scale = min(1.0, limits.max_side / max(img.size))
             if scale < 1.0:
-                img = img.resize((max(1, round(img.width * scale)), max(1, round(img.height * scale))),
-                                 resample, reducing_gap=2.0)
+                img = img.resize(
+                    (max(1, round(img.width * scale)), max(1, round(img.height * scale))), resample, reducing_gap=2.0
+                )
             if not accepted or animated:
                 media_type = "image/png" if _has_alpha(img) else "image/jpeg"
             encoded = _encode(img, media_type)
@@ -359,8 +390,9 @@ def render_attachments(groups: Sequence[Sequence[Attachment]], target: str, inpu
     return out
 
 
-def _render(att: Attachment, limits: Limits, inputs: ModelInputs, budget: int,
-            image_left: bool) -> tuple[list[Part], int]:
+def _render(
+    att: Attachment, limits: Limits, inputs: ModelInputs, budget: int, image_left: bool
+) -> tuple[list[Part], int]:
     name = att.name or "file"
     if att.missing is not None or not att.data:
         return [TextPart(f"[Attached file {name} is not available: {att.missing or NOT_LOADED}]")], 0
@@ -377,8 +409,12 @@ def _render(att: Attachment, limits: Limits, inputs: ModelInputs, budget: int,
             return [TextPart(placeholder(name, OVER_BUDGET))], 0
         return [TextPart(label(name)), BinaryPart("image", name, fitted[0], fitted[1])], len(fitted[1])
     if kind == "pdf":
-        if inputs.documents and limits.max_pdf_pages and len(att.data) <= budget \
-                and 0 < (pdf_pages(att.data) or 0) <= limits.max_pdf_pages:
+        if (
+            inputs.documents
+            and limits.max_pdf_pages
+            and len(att.data) <= budget
+            and 0 < (pdf_pages(att.data) or 0) <= limits.max_pdf_pages
+        ):
             return [TextPart(label(name)), BinaryPart("document", name, "application/pdf", att.data)], len(att.data)
         text = pdf_text(att.data)
         if not text:

@@ -24,8 +24,8 @@ from ..types import ChatRequest, ToolCall, ToolDefinition
 from .encode import arguments_object
 from .files import BinaryPart, inputs_for, user_parts
 from .history import (
-    ANCHOR_TEXT,
     AFTER_RESULTS_TEXT,
+    ANCHOR_TEXT,
     AssistantTurn,
     ResultsTurn,
     SystemTurn,
@@ -104,7 +104,10 @@ def to_google_contents(request: ChatRequest, *, include_ids: bool = True) -> tup
         elif isinstance(turn, ResultsTurn):
             parts = parts_for("user", results=True)
             for r in turn.results:
-                response: dict[str, Any] = {"name": r.call.name, "response": {"error" if r.is_error else "output": r.content}}
+                response: dict[str, Any] = {
+                    "name": r.call.name,
+                    "response": {"error" if r.is_error else "output": r.content},
+                }
                 if include_ids:
                     response["id"] = r.call.id
                 parts.append({"function_response": response})

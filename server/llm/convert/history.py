@@ -111,7 +111,9 @@ class _Normalizer:
         if msg.role == "tool":
             for pos, original in enumerate(self.original_ids):
                 if original == msg.tool_call_id and pos not in self.results:
-                    self.results[pos] = ToolResult(call=self.open_calls[pos], content=msg.content, is_error=msg.is_error)
+                    self.results[pos] = ToolResult(
+                        call=self.open_calls[pos], content=msg.content, is_error=msg.is_error
+                    )
                     break
             # else: orphan (unknown id, already answered, or its call's turn is closed) -> dropped
             return

@@ -17,8 +17,6 @@ from .files import BinaryPart, inputs_for, joined_text, user_parts
 from .history import ANCHOR_TEXT, AssistantTurn, ResultsTurn, SystemTurn, UserTurn, normalize
 
 
-
-
 def ollama_tools(tools: tuple[ToolDefinition, ...]) -> list[dict[str, Any]]:
     """Tool definitions in the ``/api/chat`` shape."""
     return [

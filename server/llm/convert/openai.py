@@ -14,8 +14,8 @@ from ..types import ChatRequest, ToolDefinition
 from .encode import IdStyle, arguments_string, map_tool_call_id
 from .files import BinaryPart, Part, b64, has_binary, inputs_for, joined_text, user_parts
 from .history import (
-    ANCHOR_TEXT,
     AFTER_RESULTS_TEXT,
+    ANCHOR_TEXT,
     AssistantTurn,
     ResultsTurn,
     SystemTurn,
@@ -24,7 +24,6 @@ from .history import (
     split_leading_system,
     wrap_system,
 )
-
 
 
 @dataclass(frozen=True)
@@ -48,10 +47,12 @@ class OpenAIProfile:
 
 
 OPENAI = OpenAIProfile()
-COMPATIBLE = OpenAIProfile(system_mode="leading", merge_same_role=True, max_tokens_field="max_tokens",
-                           target="compatible")
-MISTRAL = OpenAIProfile(system_mode="leading", merge_same_role=True, id_style="mistral", max_tokens_field="max_tokens",
-                        target="compatible")
+COMPATIBLE = OpenAIProfile(
+    system_mode="leading", merge_same_role=True, max_tokens_field="max_tokens", target="compatible"
+)
+MISTRAL = OpenAIProfile(
+    system_mode="leading", merge_same_role=True, id_style="mistral", max_tokens_field="max_tokens", target="compatible"
+)
 
 Content = str | list[dict[str, Any]]
 

@@ -82,7 +82,9 @@ class AnthropicProvider(Provider):
             if api_key is None:
                 raise ProviderError(ErrorCode.NOT_CONFIGURED, "ANTHROPIC_API_KEY is not set")
             # base_url=None lets the SDK read ANTHROPIC_BASE_URL itself.
-            client = anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url, http_client=http_client, max_retries=0)
+            client = anthropic.AsyncAnthropic(
+                api_key=api_key, base_url=base_url, http_client=http_client, max_retries=0
+            )
         self.client = client
 
     async def _attempt(self, request: ChatRequest) -> AsyncIterator[TurnEvent]:

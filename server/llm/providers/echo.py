@@ -71,7 +71,7 @@ def parse_directives(message: str) -> Directives:
     for line in message.splitlines():
         stripped = line.strip()
         if stripped.startswith("/tool ") or stripped == "/tool":
-            rest = stripped[len("/tool"):].strip()
+            rest = stripped[len("/tool") :].strip()
             name, _, args = rest.partition(" ")
             if not name:
                 raise ValueError("/tool needs a tool name")
@@ -121,9 +121,7 @@ class EchoProvider(Provider):
         last = next((t for t in reversed(turns) if isinstance(t, (UserTurn, ResultsTurn))), None)
         asm = TurnAssembler(self.provider_id)
         if isinstance(last, ResultsTurn):
-            directives = Directives(
-                text=" ".join(f"Tool {r.call.name} returned: {r.content}" for r in last.results)
-            )
+            directives = Directives(text=" ".join(f"Tool {r.call.name} returned: {r.content}" for r in last.results))
         else:
             try:
                 directives = parse_directives(last.text if last else "")

@@ -123,7 +123,9 @@ class GoogleProvider(Provider):
                             yield event
                     if part.function_call is not None:
                         fc = part.function_call
-                        signature = base64.b64encode(part.thought_signature).decode() if part.thought_signature else None
+                        signature = (
+                            base64.b64encode(part.thought_signature).decode() if part.thought_signature else None
+                        )
                         for event in asm.tool_call(
                             calls, id=fc.id, name=fc.name, arguments=json.dumps(fc.args or {}), signature=signature
                         ):
