@@ -18,8 +18,8 @@ import asyncio
 from contextlib import suppress
 from typing import Any
 
-from ..admin.metrics import COUNTERS
 from ..domain.events import EventEnvelope, dumps
+from ..metrics import COUNTERS
 from ..protocol.errors import RpcError, error_shape, to_rpc_error
 from .registry import Context, Procedure
 

@@ -17,8 +17,8 @@ from typing import Any
 import orjson
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from ..admin.metrics import COUNTERS
 from ..domain.events import EventEnvelope, dumps, tracked_tail, untracked_tail
+from ..metrics import COUNTERS
 from ..protocol import close_codes
 from ..protocol.envelopes import (
     WS_METHODS,

@@ -13,8 +13,8 @@ from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm.attributes import set_committed_value
 
-from ..admin.metrics import COUNTERS
 from ..domain.events import EventEnvelope
+from ..metrics import COUNTERS
 from ..protocol.errors import RpcError
 from ..pubsub.base import Bus
 from ..store import repo

@@ -6,8 +6,8 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 
-from ..admin.metrics import COUNTERS
 from ..domain.events import EventEnvelope
+from ..metrics import COUNTERS
 from ..pubsub.base import Bus
 from .delivery import Delivery, fan_out
 
