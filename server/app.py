@@ -295,7 +295,7 @@ def _auth_error(message: str) -> Response:
 
 class _KeepRawSend:
     """Outermost ASGI layer: remembers the server's own ``send`` for WebSockets, before middleware wraps
-    it, so a connection can reach the transport (``rpc/outbox.py``).
+    it, so a connection can reach the transport (``rpc/uvicorn_ws.py``).
 
     The tRPC WebSocket and tRPC ``GET``s (queries and SSE subscriptions) go straight to their endpoints, past
     Starlette's middleware and router: their coroutine frames would stay suspended for the whole life of every

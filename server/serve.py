@@ -9,7 +9,7 @@ from starlette.applications import Starlette
 
 from . import logredact
 from .app import drain_app
-from .rpc.wsprotocol import LeanWebSocketProtocol
+from .rpc.uvicorn_ws import LeanWebSocketProtocol
 from .settings import Settings
 
 
@@ -46,7 +46,7 @@ def uvicorn_config(app: Starlette, settings: Settings, host: str, port: int, **e
         "ws_ping_timeout": 20.0,
         "lifespan": "on",
         # The sans-I/O protocol lets connections write frames straight to the transport (rpc/outbox.py);
-        # this subclass of it keeps less state per connection (rpc/wsprotocol.py).
+        # this subclass of it keeps less state per connection (rpc/uvicorn_ws.py).
         "ws": LeanWebSocketProtocol,
         "timeout_graceful_shutdown": 10,
     }

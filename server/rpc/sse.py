@@ -38,7 +38,7 @@ PING = object()
 
 class Inbox:
     """Items for one consumer, in order: the subset of ``asyncio.Queue`` used here and by the WebSocket
-    protocol (``wsprotocol.py``), without its three deques. ``get(timeout)`` returns ``PING`` when nothing
+    protocol (``uvicorn_ws.py``), without its three deques. ``get(timeout)`` returns ``PING`` when nothing
     came in time."""
 
     __slots__ = ("_waiter", "items")

@@ -29,8 +29,10 @@ from ..protocol.envelopes import (
     ws_result,
 )
 from ..protocol.errors import RpcError, to_rpc_error
-from .outbox import EventSink, Outbox, TaskOutbox, TransportOutbox
+from ..sync.sink import EventSink
+from .outbox import Outbox, TaskOutbox
 from .registry import Context, Router, call, call_many, merge_last_event_id
+from .uvicorn_ws import transport_outbox
 
 log = logging.getLogger(__name__)
 
@@ -78,9 +80,9 @@ class WsConnection:
         self._sign_in(header_principal)
         self._awaiting_params = self.ws.query_params.get("connectionParams") == "1"
         await self.ws.accept()
-        protocol = getattr(self._raw_send, "__self__", None)
-        if protocol is not None and TransportOutbox.supports(protocol):
-            self.outbox = TransportOutbox(protocol, self.settings.send_buffer_bytes, self._overflow)
+        direct = transport_outbox(self._raw_send, self.settings.send_buffer_bytes, self._overflow)
+        if direct is not None:
+            self.outbox = direct
             writer = None
         else:
             writer = asyncio.create_task(self.outbox.run())

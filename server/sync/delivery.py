@@ -31,9 +31,9 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ..domain.events import EventEnvelope
-from ..rpc.outbox import EventSink, send_event_many, send_tracked_many
 from ..store import repo
 from ..store.db import Database
+from .sink import EventSink
 
 if TYPE_CHECKING:
     from .hub import Hub
@@ -298,7 +298,7 @@ def fan_out(deliveries: tuple[Delivery, ...], events: Sequence[EventEnvelope]) -
 
     The common cases — durable events with consecutive seqs that every subscriber is waiting for next, or
     one stream delta for subscribers that are live — are decided here for all deliveries first, then
-    written in one batch (``rpc.outbox.send_event_many``: with a thousand subscribers, a delivery's own
+    written in one batch (an outlet's ``send_event_many``, ``sink.py``: with a thousand subscribers, a delivery's own
     Python is small beside its system call, and keeping the two apart is a measurable share of the whole,
     see ``docs/performance.md``; events committed together go to each connection in one write). A delivery
     in any other state (catching up, holding a gap, finished, or without an :class:`EventSink`) goes through
@@ -327,7 +327,7 @@ def fan_out(deliveries: tuple[Delivery, ...], events: Sequence[EventEnvelope]) -
                 for env in events:
                     d.on_event(env)
         if sinks:
-            send_event_many(sinks, events)
+            sinks[0].outbox.send_event_many(sinks, events)
         return
     for d in deliveries:
         for env in events:
@@ -350,7 +350,7 @@ def _fan_out_ephemeral(deliveries: tuple[Delivery, ...], env: EventEnvelope) -> 
             event_id = ids[last] = str(last)
         targets.append((sink, event_id))
     if targets:
-        send_tracked_many(targets, env)
+        targets[0][0].outbox.send_tracked_many(targets, env)
 
 
 def _completed_message_id(env: EventEnvelope) -> str | None:

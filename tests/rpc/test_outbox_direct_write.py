@@ -11,7 +11,8 @@ import threading
 import pytest
 
 from server.domain.events import EventEnvelope
-from server.rpc.outbox import EventSink, TransportOutbox, send_event_many
+from server.rpc.uvicorn_ws import TransportOutbox
+from server.sync.sink import EventSink
 
 
 class SocketTransport:
@@ -155,7 +156,7 @@ def test_fan_out_batch_mixes_direct_and_buffered_connections_correctly() -> None
             outs.append(outbox_over(a))
         outs[1][1].write(b"\x81\x03old")  # this one still holds bytes
         env = EventEnvelope.build("s", 7, "queue-cleared", {})
-        send_event_many([EventSink(ob, b'{"id":1') for ob, _t, _o in outs], (env,))
+        TransportOutbox.send_event_many([EventSink(ob, b'{"id":1') for ob, _t, _o in outs], (env,))
         frame = env.ws_frame(b'{"id":1', lambda n: bytes((0x81, n)) if n < 126 else b"\x81\x7e" + n.to_bytes(2, "big"))
         assert read_exactly(pairs[0][1], len(frame)) == frame
         assert read_exactly(pairs[2][1], len(frame)) == frame

@@ -11,9 +11,10 @@ import pytest
 
 from server.domain.events import EventEnvelope
 from server.pubsub.memory import MemoryBus
-from server.rpc.outbox import EventSink, TransportOutbox
+from server.rpc.uvicorn_ws import TransportOutbox
 from server.sync.delivery import Delivery
 from server.sync.hub import Hub
+from server.sync.sink import EventSink
 
 
 class RecordingTransport:

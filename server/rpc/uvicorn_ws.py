@@ -1,0 +1,231 @@
+"""Everything chatsync knows of uvicorn's internals, in one place (tested with the uvicorn versions
+pyproject.toml allows).
+
+* :class:`LeanWebSocketProtocol`, uvicorn's sans-I/O WebSocket protocol with less memory per idle
+  connection. An idle subscribed connection is mostly bookkeeping, and the per-process connection count is
+  bounded by memory, so the parts every connection carries for its whole life are kept small: the inbox of
+  ASGI receive events is ``sse.Inbox`` (a list and one waiter future) instead of an ``asyncio.Queue``
+  (three deques and an Event: about 3 KiB before it holds anything); the "transport writable" flag is a
+  bool and a waiter future instead of an ``asyncio.Event``; the upgrade request's headers (the parsed
+  request's and the ASGI scope's copy) and the 101 response are dropped once the handshake is sent (the
+  app reads what it needs from them before it accepts). Behaviour is uvicorn's: only these containers change.
+* :class:`TransportOutbox`, the outbox that writes a connection's frames straight to that protocol's
+  transport (``outbox.py`` says why), found from the server's own ASGI ``send`` by :func:`transport_outbox`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+
+from ..domain.events import EventEnvelope
+from ..sync.sink import EventSink
+from .outbox import ABORT_AFTER_CLOSE_SECONDS, Outbox, frame_header
+from .sse import Inbox
+
+
+class _Flag:
+    """The subset of ``asyncio.Event`` the protocol uses for "the transport takes writes"."""
+
+    __slots__ = ("_set", "_waiters")
+
+    def __init__(self) -> None:
+        self._set = True
+        self._waiters: list[asyncio.Future[None]] | None = None
+
+    def set(self) -> None:
+        self._set = True
+        waiters, self._waiters = self._waiters, None
+        for waiter in waiters or ():
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def clear(self) -> None:
+        self._set = False
+
+    def is_set(self) -> bool:
+        return self._set
+
+    async def wait(self) -> None:
+        if self._set:
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        if self._waiters is None:
+            self._waiters = []
+        self._waiters.append(waiter)
+        await waiter
+
+
+class LeanWebSocketProtocol(WebSocketsSansIOProtocol):
+    """``ws=`` for uvicorn: its sans-I/O protocol with lighter per-connection state (see module doc)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.queue = Inbox()  # type: ignore[assignment]
+        self.writable = _Flag()  # type: ignore[assignment]
+
+    async def send(self, message: Any) -> None:
+        await super().send(message)
+        if message["type"] == "websocket.accept" and self.request is not None:
+            # Read once to build the scope and the 101 response; nothing needs them after. (The request
+            # stays referenced by the websockets parser's suspended frame: emptying its headers frees them.)
+            self.request.headers.clear()
+            self.request = self.response = None  # type: ignore[assignment]
+            # The app reads the upgrade request (origin, token, host) before it accepts; emptied in place,
+            # the scope's header list is freed for Starlette's ``Headers`` view of it too.
+            self.scope["headers"].clear()
+
+
+def transport_outbox(raw_send: Any, limit_bytes: int, on_overflow: Callable[[], None]) -> TransportOutbox | None:
+    """A :class:`TransportOutbox` for the connection whose server-side ASGI ``send`` is ``raw_send`` (a
+    bound method of uvicorn's sans-I/O protocol), or None under any other server."""
+    protocol = getattr(raw_send, "__self__", None)
+    if not isinstance(protocol, WebSocketsSansIOProtocol):
+        return None
+    return TransportOutbox(protocol, limit_bytes, on_overflow)
+
+
+def _plain_socket_fd(transport: asyncio.BaseTransport) -> int:
+    """The socket's file descriptor if frames may be written to it directly; -1 when the transport must
+    write them itself (TLS: it encrypts; or no socket to be found)."""
+    if transport.get_extra_info("sslcontext") is not None or transport.get_extra_info("ssl_object") is not None:
+        return -1
+    sock = transport.get_extra_info("socket")
+    try:
+        return int(sock.fileno()) if sock is not None else -1
+    except (OSError, AttributeError, ValueError):
+        return -1
+
+
+def _write_fd(fd: int, frame: bytes) -> int:
+    """Bytes of ``frame`` written to the socket now: 0 when its buffer is full, or when the connection
+    failed (the transport then writes the frame, finds the error and reports the connection lost)."""
+    try:
+        return os.write(fd, frame)
+    except OSError:  # BlockingIOError, InterruptedError, BrokenPipeError, ConnectionResetError, ...
+        return 0
+
+
+class TransportOutbox(Outbox):
+    """Writes frames directly to uvicorn's transport (see module docstring).
+
+    A frame goes to the socket with one ``os.write`` when nothing is buffered before it; the transport takes
+    the rest of a partial write (and everything while it holds anything, so frames stay in order), and it
+    alone writes to a TLS connection. This costs less per frame than ``transport.write`` under uvloop
+    (measured in ``docs/performance.md``), and fan-out is a write per subscriber per event.
+    """
+
+    __slots__ = ("_fd", "_limit", "_on_overflow", "_proto", "_transport", "closed")
+
+    def __init__(self, protocol: Any, limit_bytes: int, on_overflow: Callable[[], None]) -> None:
+        self._proto = protocol
+        self._transport: asyncio.WriteTransport = protocol.transport
+        self._fd = _plain_socket_fd(self._transport)
+        self._limit = limit_bytes
+        self._on_overflow = on_overflow
+        self.closed = False
+
+    def _push(self, frame: bytes) -> None:
+        """Write one frame (the caller checked that the connection is open)."""
+        transport = self._transport
+        if self._fd >= 0 and not transport.get_write_buffer_size():
+            sent = _write_fd(self._fd, frame)
+            if sent == len(frame):
+                return
+            frame = frame[sent:]
+        transport.write(frame)
+        if transport.get_write_buffer_size() > self._limit:
+            self.closed = True
+            self._on_overflow()
+
+    def _write(self, payload: bytes) -> None:
+        if self.closed or self._proto.close_sent or self._transport.is_closing():
+            return
+        self._push(frame_header(len(payload)) + payload)
+
+    def send(self, text: str) -> None:
+        self._write(text.encode())
+
+    def send_event(self, prefix: bytes, env: EventEnvelope) -> None:
+        if self.closed or self._proto.close_sent or self._transport.is_closing():
+            return
+        frames = env._frames
+        frame = frames.get(prefix) if frames is not None else None
+        self._push(frame if frame is not None else env.ws_frame(prefix, frame_header))
+
+    def send_event_as(self, prefix: bytes, env: EventEnvelope, event_id: str) -> None:
+        if self.closed or self._proto.close_sent or self._transport.is_closing():
+            return
+        self._push(env.ws_frame_as(prefix, event_id, frame_header))
+
+    def pending(self) -> int:
+        return 0 if self._transport.is_closing() else self._transport.get_write_buffer_size()
+
+    async def run(self) -> None:
+        await asyncio.Future()  # nothing to do: writes happen where frames are produced
+
+    async def close(self, code: int) -> None:
+        self.closed = True
+        proto, transport = self._proto, self._transport
+        if proto.close_sent or transport.is_closing():
+            return
+        # Mirror uvicorn's own close path, but without waiting for the client to make the socket writable.
+        proto.conn.send_close(code)
+        transport.write(b"".join(proto.conn.data_to_send()))
+        proto.close_sent = True
+        transport.close()  # flushes what is buffered first
+        asyncio.get_running_loop().call_later(ABORT_AFTER_CLOSE_SECONDS, transport.abort)
+
+    @staticmethod
+    def send_event_many(sinks: list[EventSink], events: Sequence[EventEnvelope]) -> None:
+        """Fan-out's batch write (``sync/sink.Outlet``): consecutive durable events to many subscriptions,
+        each tracked under the event's own id.
+
+        Every frame is chosen first — Python only, over the connections' state — and the writes then run back
+        to back. Interleaving the two costs more than it looks: each ``write()`` runs the kernel's TCP path (on
+        loopback the receiver's too), and Python run between two writes runs on caches the kernel just
+        evicted. Several events (a batch committed together) go to a connection in one write.
+        """
+        writes: list[tuple[TransportOutbox, bytes]] = []
+        single = events[0] if len(events) == 1 else None
+        joined: dict[bytes, bytes] = {}
+        for sink in sinks:
+            ob = sink.outbox
+            prefix = sink.prefix
+            if type(ob) is not TransportOutbox:
+                for env in events:
+                    ob.send_event(prefix, env)
+            elif not (ob.closed or ob._proto.close_sent or ob._transport.is_closing()):
+                if single is not None:
+                    frames = single._frames
+                    frame = frames.get(prefix) if frames is not None else None
+                    if frame is None:
+                        frame = single.ws_frame(prefix, frame_header)
+                else:
+                    frame = joined.get(prefix)  # type: ignore[assignment]
+                    if frame is None:
+                        frame = joined[prefix] = b"".join(env.ws_frame(prefix, frame_header) for env in events)
+                writes.append((ob, frame))
+        _write_all(writes)
+
+    @staticmethod
+    def send_tracked_many(targets: list[tuple[EventSink, str]], env: EventEnvelope) -> None:
+        """Send one ephemeral event to many subscriptions, each tracked under its own ``event_id`` (the last
+        durable id that subscriber got); two passes, as ``send_event_many``."""
+        writes: list[tuple[TransportOutbox, bytes]] = []
+        for sink, event_id in targets:
+            ob = sink.outbox
+            if type(ob) is not TransportOutbox:
+                ob.send_event_as(sink.prefix, env, event_id)
+            elif not (ob.closed or ob._proto.close_sent or ob._transport.is_closing()):
+                writes.append((ob, env.ws_frame_as(sink.prefix, event_id, frame_header)))
+        _write_all(writes)
+
+
+def _write_all(writes: list[tuple[TransportOutbox, bytes]]) -> None:
+    for ob, frame in writes:
+        ob._push(frame)
