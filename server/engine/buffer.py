@@ -8,9 +8,9 @@ sees a character twice or misses one.
 
 Offsets count Unicode code points (Python ``len``), not UTF-16 units.
 
-This buffer serves the process running the stream. With several replicas the bus also keeps the partial text
-where every replica can read it (``Bus.publish_delta`` / ``stream_snapshot``: an APPENDed Redis string per
-message, written in the same pipeline as the delta's publish), so a client of another replica that joins
+This buffer serves the process running the stream. With several replicas the shared stream buffer
+(``pubsub/streams.py``) also keeps the partial text where every replica can read it (an APPENDed Redis string
+per message, written in the same pipeline as the delta's publish), so a client of another replica that joins
 mid-stream gets the exact text too. Deliveries hold deltas that arrive while they read a snapshot and drop
 the ones it covers (``server.sync.delivery``).
 """

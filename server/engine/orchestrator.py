@@ -85,6 +85,7 @@ class Orchestrator:
         self.db = db
         self.uow = uow
         self.bus = bus
+        self.streams = bus.stream_buffer()
         self.tools = tools
         self.buffer = buffer
         self.owner = new_owner_id()
@@ -199,7 +200,7 @@ class Orchestrator:
 
     async def publish_delta(self, session_id: str, env: EventEnvelope, message_id: str, delta: str) -> None:
         try:
-            await self.bus.publish_delta(session_id, env, message_id, delta)
+            await self.streams.append(session_id, env, message_id, delta)
         except Exception:  # a lost delta is repaired by the snapshot a reconnecting client gets
             log.debug("publish of a delta to %s failed", session_id, exc_info=True)
 
@@ -214,13 +215,13 @@ class Orchestrator:
     async def stream_snapshots(self, session_id: str) -> list[dict[str, Any]]:
         """``[{messageId, offset, text}]`` of the session's streaming messages.
 
-        With several replicas a stream may run elsewhere: the bus's shared partial text (Redis) covers it; if
+        With several replicas a stream may run elsewhere: the shared stream buffer (Redis) covers it; if
         that is unavailable, the text last flushed to the message row stands in. Streams running here come
         from the local buffer.
         """
         shared: dict[str, dict[str, Any]] = {}
         if self.multi_replica:
-            snaps = await self.bus.stream_snapshot(session_id)
+            snaps = await self.streams.snapshot(session_id)
             if snaps is not None:
                 shared = {str(snap["messageId"]): dict(snap) for snap in snaps}
             else:

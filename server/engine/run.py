@@ -200,7 +200,7 @@ class RunLoop:
             owner_id = session.owner_id
         mid = message.id
         self.o.buffer.start(self.session_id, mid)
-        await self.o.bus.stream_started(self.session_id, mid)
+        await self.o.streams.started(self.session_id, mid)
         self._streaming, self._flushed = mid, 0
         result = StepResult()
         try:
@@ -212,7 +212,7 @@ class RunLoop:
         finally:
             self.o.buffer.end(self.session_id, mid)
             self._streaming = None
-            await self.o.bus.stream_ended(self.session_id, mid)
+            await self.o.streams.ended(self.session_id, mid)
 
     async def _prepare_and_consume(
         self, request: ChatRequest, owner_id: str, provider_id: str, streaming: bool, mid: str, result: StepResult

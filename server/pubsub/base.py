@@ -10,6 +10,7 @@ import abc
 from collections.abc import Callable, Sequence
 
 from ..domain.events import EventEnvelope
+from .streams import LocalStreams, StreamBuffer
 
 MessageHandler = Callable[[str, Sequence[EventEnvelope]], None]
 """Called (synchronously, on the event loop) with a session id and the events published for it."""
@@ -50,23 +51,10 @@ class Bus(abc.ABC):
     async def publish(self, session_id: str, events: Sequence[EventEnvelope]) -> None:
         """Send events to every process subscribed to the session (this one included)."""
 
-    # --- streaming text shared between replicas (ARCHITECTURE.md invariant 4) ------------------------------
-    # A backend that reaches other processes keeps the partial text of each streaming message where every
-    # replica can read it. The defaults suit one process, where the orchestrator's own buffer is enough.
-
-    async def stream_started(self, session_id: str, message_id: str) -> None:
-        """A message of the session starts streaming (called before its first delta is published)."""
-
-    async def publish_delta(self, session_id: str, env: EventEnvelope, message_id: str, delta: str) -> None:
-        """Publish a text delta, after appending it to the shared partial text of its message."""
-        await self.publish(session_id, (env,))
-
-    async def stream_ended(self, session_id: str, message_id: str) -> None:
-        """The message's final text is in the database; forget its partial text."""
-
-    async def stream_snapshot(self, session_id: str) -> list[dict[str, object]] | None:
-        """``[{messageId, offset, text}]`` of the session's streaming messages, or None if not shared here."""
-        return None
+    def stream_buffer(self) -> StreamBuffer:
+        """The shared partial texts of streaming messages that go with this bus (``streams.py``). The
+        default suits one process, where the running stream's own buffer is enough."""
+        return LocalStreams(self)
 
     async def __aenter__(self) -> Bus:
         await self.connect()

@@ -32,6 +32,7 @@ from .keys import (
     session_streams_key,
     stream_text_key,
 )
+from .streams import StreamBuffer
 
 log = logging.getLogger(__name__)
 
@@ -172,62 +173,8 @@ class RedisBus(Bus):
                 await asyncio.sleep(delay)
                 delay = min(MAX_BACKOFF, delay * 2)
 
-    # --- shared partial text ----------------------------------------------------------------------------
-    # APPEND and PUBLISH of a delta go in one pipeline, on one connection, in that order: Redis applies the
-    # APPEND first, so a snapshot read either contains a delta or was taken before the delta was published
-    # (and the reader, subscribed before it read, receives the delta). Offsets then line up exactly.
-
-    async def stream_started(self, session_id: str, message_id: str) -> None:
-        assert self._redis is not None
-        key, members = (
-            stream_text_key(self.prefix, session_id, message_id),
-            session_streams_key(self.prefix, session_id),
-        )
-        try:
-            async with self._redis.pipeline(transaction=False) as pipe:
-                pipe.delete(key).sadd(members, message_id).expire(members, STREAM_TTL_SECONDS)
-                await pipe.execute()
-        except UNAVAILABLE as exc:
-            log.warning("stream start for %s not recorded in Redis: %s", message_id, exc)
-
-    async def publish_delta(self, session_id: str, env: EventEnvelope, message_id: str, delta: str) -> None:
-        assert self._redis is not None
-        key = stream_text_key(self.prefix, session_id, message_id)
-        try:
-            async with self._redis.pipeline(transaction=False) as pipe:
-                pipe.append(key, delta).expire(key, STREAM_TTL_SECONDS)
-                self._send(pipe, session_channel(self.prefix, session_id), encode((env,)))
-                await pipe.execute()
-        except UNAVAILABLE as exc:
-            # Deltas are not retried: the final text arrives with message-completed, and reconnecting
-            # clients get a snapshot.
-            log.debug("delta for %s not published: %s", message_id, exc)
-
-    async def stream_ended(self, session_id: str, message_id: str) -> None:
-        assert self._redis is not None
-        try:
-            async with self._redis.pipeline(transaction=False) as pipe:
-                pipe.srem(session_streams_key(self.prefix, session_id), message_id)
-                pipe.delete(stream_text_key(self.prefix, session_id, message_id))
-                await pipe.execute()
-        except UNAVAILABLE as exc:
-            log.warning("stream end for %s not recorded in Redis: %s", message_id, exc)
-
-    async def stream_snapshot(self, session_id: str) -> list[dict[str, object]] | None:
-        assert self._redis is not None
-        try:
-            ids = sorted(m.decode() for m in await self._redis.smembers(session_streams_key(self.prefix, session_id)))
-            if not ids:
-                return []
-            texts = await self._redis.mget([stream_text_key(self.prefix, session_id, m) for m in ids])
-        except UNAVAILABLE as exc:
-            log.warning("stream snapshot of %s unavailable: %s", session_id, exc)
-            return None
-        out: list[dict[str, object]] = []
-        for mid, raw in zip(ids, texts):
-            text = raw.decode() if raw is not None else ""
-            out.append({"messageId": mid, "offset": len(text), "text": text})
-        return out
+    def stream_buffer(self) -> RedisStreams:
+        return RedisStreams(self)
 
     # --- the listener ---------------------------------------------------------------------------------
 
@@ -282,3 +229,70 @@ class RedisBus(Bus):
             fut = confirm.get(channel)
             if fut is not None and not fut.done():
                 fut.set_result(None)
+
+
+class RedisStreams(StreamBuffer):
+    """Each streaming message's text is an APPENDed Redis string (with a TTL, so a crashed replica's
+    texts do not stay), and each session's streaming messages a set; both in the session's hash slot.
+
+    APPEND and PUBLISH of a delta go in one pipeline, on one connection, in that order: Redis applies the
+    APPEND first, so a snapshot read either contains a delta or was taken before the delta was published
+    (and the reader, subscribed before it read, receives the delta). Offsets then line up exactly.
+    """
+
+    def __init__(self, bus: RedisBus) -> None:
+        self.bus = bus
+
+    async def started(self, session_id: str, message_id: str) -> None:
+        redis, prefix = self.bus._redis, self.bus.prefix
+        assert redis is not None
+        key = stream_text_key(prefix, session_id, message_id)
+        members = session_streams_key(prefix, session_id)
+        try:
+            async with redis.pipeline(transaction=False) as pipe:
+                pipe.delete(key).sadd(members, message_id).expire(members, STREAM_TTL_SECONDS)
+                await pipe.execute()
+        except UNAVAILABLE as exc:
+            log.warning("stream start for %s not recorded in Redis: %s", message_id, exc)
+
+    async def append(self, session_id: str, env: EventEnvelope, message_id: str, delta: str) -> None:
+        redis, prefix = self.bus._redis, self.bus.prefix
+        assert redis is not None
+        key = stream_text_key(prefix, session_id, message_id)
+        try:
+            async with redis.pipeline(transaction=False) as pipe:
+                pipe.append(key, delta).expire(key, STREAM_TTL_SECONDS)
+                self.bus._send(pipe, session_channel(prefix, session_id), encode((env,)))
+                await pipe.execute()
+        except UNAVAILABLE as exc:
+            # Deltas are not retried: the final text arrives with message-completed, and reconnecting
+            # clients get a snapshot.
+            log.debug("delta for %s not published: %s", message_id, exc)
+
+    async def ended(self, session_id: str, message_id: str) -> None:
+        redis, prefix = self.bus._redis, self.bus.prefix
+        assert redis is not None
+        try:
+            async with redis.pipeline(transaction=False) as pipe:
+                pipe.srem(session_streams_key(prefix, session_id), message_id)
+                pipe.delete(stream_text_key(prefix, session_id, message_id))
+                await pipe.execute()
+        except UNAVAILABLE as exc:
+            log.warning("stream end for %s not recorded in Redis: %s", message_id, exc)
+
+    async def snapshot(self, session_id: str) -> list[dict[str, object]] | None:
+        redis, prefix = self.bus._redis, self.bus.prefix
+        assert redis is not None
+        try:
+            ids = sorted(m.decode() for m in await redis.smembers(session_streams_key(prefix, session_id)))
+            if not ids:
+                return []
+            texts = await redis.mget([stream_text_key(prefix, session_id, m) for m in ids])
+        except UNAVAILABLE as exc:
+            log.warning("stream snapshot of %s unavailable: %s", session_id, exc)
+            return None
+        out: list[dict[str, object]] = []
+        for mid, raw in zip(ids, texts):
+            text = raw.decode() if raw is not None else ""
+            out.append({"messageId": mid, "offset": len(text), "text": text})
+        return out

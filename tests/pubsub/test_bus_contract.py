@@ -133,16 +133,17 @@ async def test_partial_texts_are_shared_between_processes(shared_bus_url):
     reader, rec = await open_bus(shared_bus_url)
     try:
         await reader.subscribe("s")
-        await writer.stream_started("s", "m1")
+        texts, seen = writer.stream_buffer(), reader.stream_buffer()
+        await texts.started("s", "m1")
         for offset, delta in ((0, "hel"), (3, "lo ✓")):
-            await writer.publish_delta(
+            await texts.append(
                 "s", ev("s", None, "text-delta", messageId="m1", offset=offset, delta=delta), "m1", delta
             )
         await rec.wait_for(2)
-        assert await reader.stream_snapshot("s") == [{"messageId": "m1", "offset": 7, "text": "hello ✓"}]
-        assert await reader.stream_snapshot("other") == []
-        await writer.stream_ended("s", "m1")
-        assert await reader.stream_snapshot("s") == []
+        assert await seen.snapshot("s") == [{"messageId": "m1", "offset": 7, "text": "hello ✓"}]
+        assert await seen.snapshot("other") == []
+        await texts.ended("s", "m1")
+        assert await seen.snapshot("s") == []
     finally:
         await writer.disconnect()
         await reader.disconnect()
@@ -168,21 +169,22 @@ def killable_bus(request, tmp_path):
 
 
 async def test_every_operation_survives_its_redis_going_away(killable_bus):
-    """With the Redis (or the cluster node) serving a session gone, no bus call raises to its caller:
+    """With the Redis (or the cluster node) serving a session gone, no bus or stream-buffer call raises:
     publishes are kept for a retry, shared texts are skipped, and the snapshot says "unavailable" (None)
     so the caller falls back to the database."""
     url, kill = killable_bus
     bus, _ = await open_bus(url)
     try:
+        texts = bus.stream_buffer()
         await bus.subscribe("s")
-        await bus.stream_started("s", "m1")
+        await texts.started("s", "m1")
         kill()
         for _ in range(3):  # the first call may find a dead socket, the next ones a refused connection
             await bus.publish("s", [ev("s", 1)])
-            await bus.stream_started("s", "m2")
-            await bus.publish_delta("s", ev("s", None, "text-delta", messageId="m1", offset=0, delta="x"), "m1", "x")
-            assert await bus.stream_snapshot("s") is None
-            await bus.stream_ended("s", "m1")
+            await texts.started("s", "m2")
+            await texts.append("s", ev("s", None, "text-delta", messageId="m1", offset=0, delta="x"), "m1", "x")
+            assert await texts.snapshot("s") is None
+            await texts.ended("s", "m1")
             await bus.unsubscribe("s")
             await bus.subscribe("s")
     finally:
