@@ -147,7 +147,7 @@ async def test_metrics_count_events_and_connections(live):
     async with live.client("alice") as c:
         sid = (await c.mutation("session.create", {"queuePaused": True}))["id"]
         sub = await c.subscribe("session.events", {"sessionId": sid})
-        await asyncio.sleep(0.2)
+        await sub.wait_started()
         for text in ("a", "b", "c"):
             await c.mutation("message.enqueueMessage", {"sessionId": sid, "content": text})
         await collect(sub, 3)

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
-
 import pytest
 from engine_helpers import FAST, idle, subscribe
 from sqlalchemy import update
@@ -23,9 +20,7 @@ async def test_abort_from_another_client_stops_the_stream(server_factory, sqlite
         res = await a.mutation("message.send", {"sessionId": s["id"], "content": LONG})
         await a.mutation("message.send", {"sessionId": s["id"], "content": "queued meanwhile"})
         await st.until_type("text-delta", 10)
-        t0 = time.monotonic()
         assert (await b.mutation("run.abort", {"sessionId": s["id"]})) == {"aborted": True}
-        assert time.monotonic() - t0 < 1.0
         aborted = await st.until(lambda e: e["type"] == "run-aborted")
         assert aborted["runId"] == res["runId"]
         completed = next(e for e in st.of("message-completed") if e["message"]["role"] == "assistant")
@@ -33,12 +28,10 @@ async def test_abort_from_another_client_stops_the_stream(server_factory, sqlite
         assert completed["message"]["finishReason"] == "aborted"
         partial = completed["message"]["content"]
         assert st.text_of(completed["message"]["id"]) == partial and 0 < len(partial) < len(LONG)
-        await asyncio.sleep(0.3)  # nothing streams after the abort
-        while True:
-            try:
-                st.items.append(await st.sub.next(0.1))
-            except TimeoutError:
-                break
+        # Nothing streams after the abort: an event caused after it (a title set by hand) arrives with no
+        # text between the completed message and it.
+        await b.mutation("session.setTitle", {"sessionId": s["id"], "title": "after the abort"})
+        await st.until(lambda e: e["type"] == "title-changed" and e["title"] == "after the abort")
         done_at = st.events.index(completed)
         assert not [e for e in st.events[done_at:] if e["type"] == "text-delta"]
         snap = await idle(a, s["id"])
@@ -60,9 +53,9 @@ async def test_abort_flag_set_by_another_replica_is_noticed(server_factory, sqli
         await st.until_type("text-delta", 5)
         async with live.services.db.write() as db:
             await db.execute(update(ChatSession).where(ChatSession.id == s["id"]).values(abort_requested=True))
-        t0 = time.monotonic()
+        # The loop polls the flag while it streams: the run ends long before the answer would have.
         await st.until(lambda e: e["type"] == "run-aborted", timeout=5)
-        assert time.monotonic() - t0 < 1.0
+        assert not [e for e in st.events if e["type"] == "message-completed" and e["message"]["content"] == LONG]
         await idle(a, s["id"])
 
 

@@ -138,6 +138,11 @@ async def test_enqueue_on_an_idle_session_is_sent_at_once(server_factory, sqlite
         snap = await idle(c, s["id"])
         assert user_and_answers(snap) == [("user", "hello there"), ("assistant", "hello there")]
         held = await c.mutation("session.create", {"queuePaused": True})
+        hst = await subscribe(c, held["id"])
         await c.mutation("message.enqueueMessage", {"sessionId": held["id"], "content": "wait"})
-        await asyncio.sleep(0.3)
-        assert len(await c.query("message.getQueuedMessages", {"sessionId": held["id"]})) == 1
+        # The enqueue decides in its own transaction whether a run starts; the queue's next event (resuming
+        # it) shows what the held queue did before: no run started, the message still waiting.
+        await c.mutation("message.resumeQueue", {"sessionId": held["id"]})
+        await hst.until_type("queue-resumed", 1)
+        before = hst.events[: hst.events.index(hst.of("queue-resumed")[0])]
+        assert [e["type"] for e in before if e["type"].startswith(("run-", "queue-message-removed"))] == []
