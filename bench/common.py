@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -16,13 +15,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests"))  # the test kit: its process and user helpers serve here too
+
+from testkit import create_user, free_port  # noqa: E402
+
 CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def cpu_split(pid: int) -> tuple[float, float]:
@@ -129,14 +126,7 @@ def run_server(
             **env_overrides,
         }
         if token is None:
-            token = subprocess.run(
-                [sys.executable, "-m", "server.cli", "users", "create", "bench"],
-                env=env,
-                cwd=ROOT,
-                capture_output=True,
-                text=True,
-                check=True,
-            ).stdout.strip()
+            token = create_user(env, "bench", ROOT)
         # CHATSYNC_BENCH_SERVER_LOG keeps the server's log for a look afterwards.
         log = open(os.environ.get("CHATSYNC_BENCH_SERVER_LOG") or os.path.join(tmp, "server.log"), "wb")
         proc = subprocess.Popen([sys.executable, *command], env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -26,7 +25,7 @@ from websockets.asyncio.client import connect
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import pct, pg_database, run_server, summary
+from bench.common import create_user, pct, pg_database, run_server, summary
 from server.client import TrpcClient
 
 
@@ -114,13 +113,7 @@ def main() -> None:
             with ctx as pg_url, tempfile.TemporaryDirectory() as tmp:
                 db_url = pg_url or f"sqlite+aiosqlite:///{tmp}/fair.db"
                 env = {**os.environ, "CHATSYNC_DATABASE_URL": db_url}
-                light_token = subprocess.run(
-                    [sys.executable, "-m", "server.cli", "users", "create", "light"],
-                    env=env,
-                    capture_output=True,
-                    text=True,
-                    check=True,
-                ).stdout.strip()
+                light_token = create_user(env, "light")
                 with run_server(db_url) as srv:
                     pings, enqueues, sent = asyncio.run(
                         one_run(srv.url, srv.token, light_token, args.seconds, with_heavy)

@@ -20,21 +20,14 @@ from pathlib import Path
 import httpx
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
+
+from testkit import process_memory as memory  # noqa: E402
 
 from bench.common import pg_database, run_server, summary  # noqa: E402
 
 CHUNK = 1024 * 1024
 BOUNDARY = "benchfiles"
-
-
-def memory(pid: int) -> dict[str, int]:
-    values = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, rest = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            values[key] = int(rest.split()[0]) * 1024
-    return values
 
 
 def body(mb: int, tag: int):

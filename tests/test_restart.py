@@ -5,10 +5,8 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
-import sys
 
-from testkit import free_port, start_process, wait_ready
+from testkit import create_user, free_port, start_process, wait_ready
 
 from server.client import TrpcClient
 
@@ -46,13 +44,7 @@ async def test_client_rides_through_a_real_process_restart(tmp_path):
         "CHATSYNC_LOG_LEVEL": "warning",
         "CHATSYNC_TEST_LOG": str(tmp_path / "server.log"),
     }
-    token = subprocess.run(
-        [sys.executable, "-m", "server.cli", "users", "create", "dana"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
+    token = create_user(env, "dana")
     url = f"http://127.0.0.1:{port}"
     proc = start_process(env)
     try:

@@ -291,3 +291,26 @@ class HoldingProxy:
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
+
+
+def process_memory(pid: int) -> dict[str, int]:
+    """``VmRSS`` (resident now) and ``VmHWM`` (peak resident) of process ``pid``, in bytes (Linux)."""
+    values = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            key, _, rest = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                values[key] = int(rest.split()[0]) * 1024
+    return values
+
+
+def create_user(env: dict[str, str], name: str, cwd: str | None = None) -> str:
+    """``chatsync users create NAME`` against the database in ``env``; returns the new user's token."""
+    return subprocess.run(
+        [sys.executable, "-m", "server.cli", "users", "create", name],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()

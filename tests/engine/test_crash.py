@@ -5,11 +5,9 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
-import sys
 
 from engine_helpers import subscribe, wait_for
-from testkit import free_port, start_process, wait_ready
+from testkit import create_user, free_port, start_process, wait_ready
 
 from server.client import TrpcClient
 from server.engine.history import build_request
@@ -33,13 +31,7 @@ async def test_kill_9_mid_stream_then_restart(tmp_path):
         "CHATSYNC_STREAM_FLUSH_SECONDS": "0.2",
         "CHATSYNC_SWEEP_SECONDS": "0.2",
     }
-    token = subprocess.run(
-        [sys.executable, "-m", "server.cli", "users", "create", "erin"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
+    token = create_user(env, "erin")
     url = f"http://127.0.0.1:{port}"
     proc = start_process(env)
     try:

@@ -10,20 +10,11 @@ from pathlib import Path
 
 import httpx
 from served import serve
+from testkit import process_memory
 
 SIZE = 100 * 1024 * 1024
 CHUNK = 1024 * 1024
 BOUNDARY = "memtest"
-
-
-def _memory(pid: int) -> dict[str, int]:
-    """VmRSS and VmHWM (peak resident) of ``pid``, in bytes."""
-    values = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, rest = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            values[key] = int(rest.split()[0]) * 1024
-    return values
 
 
 async def _body(digest: hashlib._Hash) -> AsyncIterator[bytes]:
@@ -49,7 +40,7 @@ async def test_100_mb_upload_keeps_memory_flat(tmp_path: Path, db_url: str, file
             warm = await http.post("/files", files={"file": ("warm.txt", b"warm up")})  # first-use imports
             assert warm.status_code == 200
             assert (await http.get(f"/files/{warm.json()['id']}")).status_code == 200
-            before = _memory(served.proc.pid)
+            before = process_memory(served.proc.pid)
             sent = hashlib.sha256()
             reply = await http.post(
                 "/files", content=_body(sent), headers={"content-type": f"multipart/form-data; boundary={BOUNDARY}"}
@@ -63,7 +54,7 @@ async def test_100_mb_upload_keeps_memory_flat(tmp_path: Path, db_url: str, file
                     received.update(chunk)
                     size += len(chunk)
             assert size == SIZE and received.hexdigest() == sent.hexdigest()
-            after = _memory(served.proc.pid)
+            after = process_memory(served.proc.pid)
     growth = after["VmHWM"] - before["VmRSS"]
     print(
         f"RSS before {before['VmRSS'] / 2**20:.1f} MiB, peak after {after['VmHWM'] / 2**20:.1f} MiB, "

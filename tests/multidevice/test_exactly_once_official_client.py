@@ -6,22 +6,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
-from testkit import free_port, start_process, wait_ready
+from testkit import create_user, free_port, start_process, wait_ready
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _user(env: dict[str, str], name: str) -> str:
-    return subprocess.run(
-        [sys.executable, "-m", "server.cli", "users", "create", name],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
 
 
 async def test_official_client_on_postgres(pg_url, tmp_path):
@@ -32,7 +21,7 @@ async def test_official_client_on_postgres(pg_url, tmp_path):
         "CHATSYNC_LOG_LEVEL": "warning",
         "CHATSYNC_TEST_LOG": str(tmp_path / "server.log"),
     }
-    tokens = [_user(env, "one"), _user(env, "two")]
+    tokens = [create_user(env, "one"), create_user(env, "two")]
     proc = start_process(env)
     try:
         url = f"http://127.0.0.1:{env['CHATSYNC_PORT']}"

@@ -216,7 +216,7 @@ async def test_access_log_never_records_a_token(tmp_path):
     WebSocket) leaves the access log without it."""
     import os
 
-    from testkit import free_port, start_process, wait_ready
+    from testkit import create_user, free_port, start_process, wait_ready
 
     db = f"sqlite+aiosqlite:///{tmp_path / 'log.db'}"
     env = {
@@ -226,13 +226,7 @@ async def test_access_log_never_records_a_token(tmp_path):
         "CHATSYNC_LOG_LEVEL": "info",
         "CHATSYNC_TEST_LOG": str(tmp_path / "access.log"),
     }
-    token = subprocess.run(
-        [sys.executable, "-m", "server.cli", "users", "create", "dora"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
+    token = create_user(env, "dora")
     proc = start_process(env)
     try:
         url = f"http://127.0.0.1:{env['CHATSYNC_PORT']}"
