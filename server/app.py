@@ -101,7 +101,11 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
             Orchestrator(settings, db, uow, bus, tools, MemoryStreamBuffer(), files=files)
         )
         runs = RunService(
-            uow, orchestrator, max_content_chars=settings.max_content_chars, max_queue_length=settings.max_queue_length
+            uow,
+            orchestrator,
+            run_lease_seconds=settings.run_lease_seconds,
+            max_content_chars=settings.max_content_chars,
+            max_queue_length=settings.max_queue_length,
         )
         sessions = RunAwareSessionService(db, uow, runs=runs, titles=orchestrator.titles)
         sessions.default_provider, sessions.default_model = settings.default_provider, settings.default_model

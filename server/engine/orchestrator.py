@@ -5,7 +5,7 @@
 * ``abort_local`` stops a loop running here at once; ``run.abort`` on another replica sets
   ``abort_requested`` on the session row, which the owner's heartbeat polls (``abort_poll_seconds``).
 * The sweeper (every ``sweep_seconds``, and once at start) looks for sessions with pending work that no live
-  process drives: a running run whose lease expired — its process died: :func:`state.recover` marks the
+  process drives: a running run whose lease expired — its process died: :func:`transitions.recover` marks the
   partial answer ``interrupted``, fails the run with code ``interrupted`` and pauses the queue — and idle
   sessions whose unpaused queue is not empty (a message enqueued with ``message.enqueueMessage`` just as the
   previous run ended): it sends the head.
@@ -28,7 +28,8 @@ from ..domain.events import EventEnvelope
 from ..llm import ModelInputs, Provider, ProviderError, get_provider
 from ..llm.capabilities import Override, model_inputs, parse_overrides
 from ..pubsub.base import Bus
-from ..services import requests
+from ..services import requests, transitions
+from ..services.lease import SessionGone, lease_live, new_owner_id, session_tx
 from ..services.titles import TitleService
 from ..services.uow import UnitOfWork
 from ..settings import Settings, SettingsError
@@ -36,9 +37,7 @@ from ..store import repo
 from ..store.db import Database
 from ..store.models import ChatSession, utcnow
 from ..tools import ToolRegistry
-from . import state
 from .buffer import StreamBuffer
-from .lease import SessionGone, lease_live, new_owner_id, session_tx
 from .run import RunLoop
 
 log = logging.getLogger(__name__)
@@ -170,6 +169,9 @@ class Orchestrator:
     def local_loop(self, session_id: str) -> RunLoop | None:
         return self._loops.get(session_id)
 
+    def partial_text(self, session_id: str, message_id: str) -> str | None:
+        return self.buffer.text(session_id, message_id)
+
     def abort_local(self, session_id: str) -> RunLoop | None:
         loop = self._loops.get(session_id)
         if loop is not None:
@@ -269,7 +271,7 @@ class Orchestrator:
         """Send the head of an idle session's unpaused queue now, instead of at the next sweep (for callers
         that just enqueued; see ``message.enqueueMessage``). Returns the id of the run it started."""
         async with session_tx(self.uow, session_id) as tx:
-            run = await state.send_next_queued(tx, self.owner, self.settings.run_lease_seconds)
+            run = await transitions.send_next_queued(tx, self.owner, self.settings.run_lease_seconds)
         if run is not None:
             self.start(session_id, run.id)
         return run.id if run is not None else None
@@ -285,9 +287,9 @@ class Orchestrator:
                     row.run_id,
                     row.lease_owner,
                 )
-                await state.recover(tx)
+                await transitions.recover(tx)
             elif row.run_id is None:
-                started = await state.send_next_queued(tx, self.owner, self.settings.run_lease_seconds)
+                started = await transitions.send_next_queued(tx, self.owner, self.settings.run_lease_seconds)
             else:
                 return 0
         if started is not None:

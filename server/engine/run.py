@@ -42,11 +42,11 @@ from typing import TYPE_CHECKING, Any
 
 from ..domain.events import EventEnvelope, dumps
 from ..llm import ChatRequest, ErrorEvent, Finished, TextDelta, ToolCallDelta, ToolCallEvent, ToolCallStart
+from ..services import transitions
+from ..services.lease import LeaseLost, fenced_tx, heartbeat
 from ..store import repo
 from ..store.models import ChatSession, Message
-from . import state
 from .history import build_request, has_files, load_files, notices
-from .lease import LeaseLost, fenced_tx, heartbeat
 from .turn import Turn
 
 if TYPE_CHECKING:
@@ -142,25 +142,25 @@ class RunLoop:
         if session.abort_requested:
             self.abort_requested = True
             return
-        todo = state.runnable(calls)
+        todo = transitions.runnable(calls)
         if todo:
             await self._inner_run(self._execute_tools(todo, session.tool_mode))
             return
-        if state.waiting_on_people(calls):
+        if transitions.waiting_on_people(calls):
             async with self._tx() as tx:
                 run = await repo.get_run(tx.db, self.run_id)
                 calls = await repo.run_tool_calls(tx.db, self.session_id, self.run_id, open_only=True)
-                if not state.waiting_on_people(calls) or run is None:
+                if not transitions.waiting_on_people(calls) or run is None:
                     return  # answered in the meantime: go round again
-                state.suspend(tx, run)
+                transitions.suspend(tx, run)
             self.run_id = None
             return
         if run.steps >= self.o.settings.max_steps_per_run:
             finished = self.run_id
             async with self._tx() as tx:
                 run = await repo.get_run(tx.db, self.run_id)
-                state.end_run(tx, run, "finished", finish_reason=run.finish_reason if run else None)
-                nxt = await state.next_or_idle(tx, self.o.owner, self.o.settings.run_lease_seconds)
+                transitions.end_run(tx, run, "finished", finish_reason=run.finish_reason if run else None)
+                nxt = await transitions.next_or_idle(tx, self.o.owner, self.o.settings.run_lease_seconds)
             self.o.run_finished(self.session_id, finished)
             self.run_id = nxt.id if nxt else None
             return
@@ -190,7 +190,7 @@ class RunLoop:
             run = await repo.get_run(tx.db, self.run_id)
             assert run is not None
             run.steps += 1
-            message = await state.add_message(tx, "assistant", "", status="streaming", run_id=self.run_id)
+            message = await transitions.add_message(tx, "assistant", "", status="streaming", run_id=self.run_id)
             rows = await repo.list_messages(tx.db, self.session_id)
             session: ChatSession = tx.row
             provider_id, streaming = session.provider, not session.disable_streaming
@@ -300,21 +300,21 @@ class RunLoop:
                     "retryable": True,
                 }
             if error is not None:
-                state.complete_message(
+                transitions.complete_message(
                     tx, row, status="error", content=text, finish_reason="error", notices=result.notices
                 )
-                state.end_run(tx, run, "failed", error=error, pause=True)
-                state.go_idle(tx)
+                transitions.end_run(tx, run, "failed", error=error, pause=True)
+                transitions.go_idle(tx)
                 nxt = None
             else:
                 usage = {"inputTokens": result.usage[0], "outputTokens": result.usage[1]}
-                state.add_usage(tx, run, *result.usage)
+                transitions.add_usage(tx, run, *result.usage)
                 run.finish_reason = result.finish
                 calls = []
                 if result.calls:
-                    ids = await state.unique_call_ids(tx, result.calls)
+                    ids = await transitions.unique_call_ids(tx, result.calls)
                     calls = [{"id": i, "name": c.name, "arguments": c.arguments} for i, c in zip(ids, result.calls)]
-                state.complete_message(
+                transitions.complete_message(
                     tx,
                     row,
                     status="complete",
@@ -326,11 +326,11 @@ class RunLoop:
                 )
                 if calls:
                     definitions = {t["name"]: t for t in tx.row.tools or ()}
-                    await state.register_tool_calls(tx, run, row, calls, definitions)
+                    await transitions.register_tool_calls(tx, run, row, calls, definitions)
                 elif not await repo.steered_after(tx.db, self.session_id, run.id, row.ordinal):
-                    state.end_run(tx, run, "finished", finish_reason=result.finish)
+                    transitions.end_run(tx, run, "finished", finish_reason=result.finish)
                     finished = run.id
-                    nxt = await state.next_or_idle(tx, self.o.owner, self.o.settings.run_lease_seconds)
+                    nxt = await transitions.next_or_idle(tx, self.o.owner, self.o.settings.run_lease_seconds)
                     nxt = nxt.id if nxt is not None else None
         if finished is not None:
             self.o.run_finished(self.session_id, finished)  # after the commit: the answer is out already
@@ -351,8 +351,8 @@ class RunLoop:
             run = await repo.get_run(tx.db, self.run_id)
             for row in await repo.streaming_messages(tx.db, self.session_id):
                 content = text if row.id == mid and text is not None else row.content
-                state.complete_message(tx, row, status="interrupted", content=content, finish_reason="aborted")
-            nxt = await state.end_aborted(tx, run, self.o.owner, self.o.settings.run_lease_seconds)
+                transitions.complete_message(tx, row, status="interrupted", content=content, finish_reason="aborted")
+            nxt = await transitions.end_aborted(tx, run, self.o.owner, self.o.settings.run_lease_seconds)
         self._next_run(nxt.id if nxt is not None else None)
 
     async def _fail(self, code: str, message: str, *, retryable: bool = False) -> None:
@@ -364,11 +364,11 @@ class RunLoop:
             run = await repo.get_run(tx.db, self.run_id)
             for row in await repo.streaming_messages(tx.db, self.session_id):
                 content = text if row.id == mid and text is not None else row.content
-                state.complete_message(tx, row, status="interrupted", content=content, finish_reason="error")
-            state.end_run(
+                transitions.complete_message(tx, row, status="interrupted", content=content, finish_reason="error")
+            transitions.end_run(
                 tx, run, "failed", error={"code": code, "message": message, "retryable": retryable}, pause=True
             )
-            state.go_idle(tx)
+            transitions.go_idle(tx)
         self.run_id = None
 
     # --- tools --------------------------------------------------------------------------------------------
@@ -388,7 +388,7 @@ class RunLoop:
         async with self._tx() as tx:
             row = await repo.get_tool_call(tx.db, self.session_id, call.id)
             if row is not None and not row.has_result:
-                await state.add_tool_result(tx, row, result.output, result.is_error)
+                await transitions.add_tool_result(tx, row, result.output, result.is_error)
 
     # --- heartbeat ----------------------------------------------------------------------------------------
 

@@ -29,15 +29,15 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from typing import Any
+from typing import Any, Protocol
 
 from ..domain import models as wire
-from ..engine import Orchestrator, state
-from ..engine.lease import lease_live
 from ..files import refs as file_refs
 from ..protocol.errors import RpcError
 from ..store import repo
 from ..store.models import QueuedMessage, User
+from . import transitions
+from .lease import lease_live
 from .requests import MISSING, RequestKey
 from .sessions import SessionService
 from .uow import UnitOfWork
@@ -46,18 +46,46 @@ INTERRUPT_WAIT_SECONDS = 10.0
 ABORT_WAIT_SECONDS = 5.0
 
 
+class DrivenRun(Protocol):
+    """A run this process is driving, as the run service waits on it."""
+
+    done: asyncio.Event
+
+
+class RunDriver(Protocol):
+    """The part of the process that drives runs (``engine.Orchestrator``), as the run service sees it. The
+    service writes the transitions; the driver runs the model for the runs it is told to start."""
+
+    owner: str  # this process's lease owner id
+
+    def start(self, session_id: str, run_id: str) -> None:
+        """Drive a run this process has just claimed (its lease is written in the same transaction)."""
+
+    def local_loop(self, session_id: str) -> DrivenRun | None:
+        """The run this process drives for the session, if any."""
+
+    def abort_local(self, session_id: str) -> DrivenRun | None:
+        """Ask the run this process drives for the session (if any) to stop; returns it."""
+
+    def partial_text(self, session_id: str, message_id: str) -> str | None:
+        """The text streamed so far of a message this process streams, or None."""
+
+
 class RunService:
     def __init__(
-        self, uow: UnitOfWork, orchestrator: Orchestrator, *, max_content_chars: int, max_queue_length: int
+        self,
+        uow: UnitOfWork,
+        orchestrator: RunDriver,
+        *,
+        run_lease_seconds: float,
+        max_content_chars: int,
+        max_queue_length: int,
     ) -> None:
         self.uow = uow
         self.o = orchestrator
+        self._lease = run_lease_seconds
         self.max_content_chars = max_content_chars
         self.max_queue_length = max_queue_length
-
-    @property
-    def _lease(self) -> float:
-        return self.o.settings.run_lease_seconds
 
     def _check(self, *texts: str) -> None:
         for content in texts:
@@ -95,18 +123,18 @@ class RunService:
                     and not lease_live(row)
                     and self.o.local_loop(session_id) is None
                 ):
-                    await state.recover(tx)  # its process died; write that down before going on
+                    await transitions.recover(tx)  # its process died; write that down before going on
                 if row.run_id is not None:
                     if policy == "reject":
                         raise RpcError("CONFLICT", "A run is in progress in this session")
                     if policy == "interrupt":
                         if row.status == "requires-action":
-                            await state.abort_in_tx(tx)  # nobody drives it: abort here, then send below
+                            await transitions.abort_in_tx(tx)  # nobody drives it: abort here, then send below
                         else:
                             row.abort_requested = True
                     elif policy == "steer":
-                        await state.add_system_messages(tx, instructions, crid)
-                        message = await state.add_message(
+                        await transitions.add_system_messages(tx, instructions, crid)
+                        message = await transitions.add_message(
                             tx, "user", content, attachments=attachments, run_id=row.run_id, client_request_id=crid
                         )
                         result = {
@@ -115,13 +143,13 @@ class RunService:
                             "runId": row.run_id,
                         }
                     else:
-                        await state.add_system_messages(tx, instructions, crid)
+                        await transitions.add_system_messages(tx, instructions, crid)
                         queued = await self._enqueue(tx, content, attachments, crid)
                         result = {"status": "queued", "queued": queued.wire()}
                 if result is None and row.run_id is None:
-                    state.resume_queue(tx)
-                    await state.add_system_messages(tx, instructions, crid)
-                    message, run = await state.start_with_message(
+                    transitions.resume_queue(tx)
+                    await transitions.add_system_messages(tx, instructions, crid)
+                    message, run = await transitions.start_with_message(
                         tx, self.o.owner, self._lease, content, attachments, "message", crid
                     )
                     started = run.id
@@ -179,9 +207,11 @@ class RunService:
             replayed = await tx.replay(request)
             if replayed is not MISSING:
                 return replayed
-            messages = await state.add_system_messages(tx, instructions, crid)
+            messages = await transitions.add_system_messages(tx, instructions, crid)
             if respond and tx.row.run_id is None:
-                started = state.begin_run(tx, self.o.owner, self._lease, "instructions", client_request_id=crid).id
+                started = transitions.begin_run(
+                    tx, self.o.owner, self._lease, "instructions", client_request_id=crid
+                ).id
             result = tx.remember(
                 request, {"messages": [repo.message_wire(m).wire() for m in messages], "runId": started}
             )
@@ -192,8 +222,8 @@ class RunService:
     async def resume_queue(self, user: User, session_id: str) -> dict[str, Any]:
         started = None
         async with self.uow.session(user, session_id) as tx:
-            state.resume_queue(tx)
-            run = await state.send_next_queued(tx, self.o.owner, self._lease)
+            transitions.resume_queue(tx)
+            run = await transitions.send_next_queued(tx, self.o.owner, self._lease)
             started = run.id if run is not None else None
         if started is not None:
             self.o.start(session_id, started)
@@ -227,9 +257,9 @@ class RunService:
                     # as interrupted. Storing the output now would put a result after later turns, where no
                     # provider accepts it (an orphan) — refuse it, as a late approval is refused.
                     raise RpcError("CONFLICT", "The run that made this tool call has ended")
-                message = await state.add_tool_result(tx, call, item["output"], bool(item.get("isError")))
+                message = await transitions.add_tool_result(tx, call, item["output"], bool(item.get("isError")))
                 messages.append(repo.message_wire(message).wire())
-            run = await state.maybe_resume(tx, self.o.owner, self._lease)
+            run = await transitions.maybe_resume(tx, self.o.owner, self._lease)
             resumed = run.id if run is not None else None
             result = tx.remember(request, {"messages": messages, "resumed": resumed is not None})
         if resumed is not None:
@@ -268,9 +298,9 @@ class RunService:
                 decidedBy={"userId": user.id, "userName": user.name, "deviceName": device_name},
             )
             if not approved:
-                text = state.DENIED_RESULT + (f" Reason: {reason}" if reason else "")
-                await state.add_tool_result(tx, call, text, True)
-            run = await state.maybe_resume(tx, self.o.owner, self._lease)
+                text = transitions.DENIED_RESULT + (f" Reason: {reason}" if reason else "")
+                await transitions.add_tool_result(tx, call, text, True)
+            run = await transitions.maybe_resume(tx, self.o.owner, self._lease)
             resumed = run.id if run is not None else None
             tx.remember(request, {"resolved": True})
         if resumed is not None:
@@ -306,16 +336,16 @@ class RunService:
                 and not lease_live(row)
                 and self.o.local_loop(session_id) is None
             ):
-                await state.recover(tx)  # its process died; write that down before going on
-            state.resume_queue(tx)
+                await transitions.recover(tx)  # its process died; write that down before going on
+            transitions.resume_queue(tx)
             if row.run_id is None:
-                run = await state.send_queued(tx, self.o.owner, self._lease, item)
+                run = await transitions.send_queued(tx, self.o.owner, self._lease, item)
                 started = run.id
                 return_value = {"status": "started", "mode": mode, "runId": run.id}
             elif mode == "steer":
                 await tx.db.delete(item)
                 tx.emit("queue-message-removed", messageId=item.id, reason="sent")
-                await state.add_message(
+                await transitions.add_message(
                     tx,
                     "user",
                     item.content,
@@ -335,7 +365,7 @@ class RunService:
                     if row.status == "requires-action":
                         # Nobody drives a suspended run: abort it here and send the head in this transaction.
                         row.abort_then_send = True
-                        run = await state.abort_in_tx(tx, self.o.owner, self._lease)
+                        run = await transitions.abort_in_tx(tx, self.o.owner, self._lease)
                         started = run.id if run is not None else None
                         return_value = {"status": "started", "mode": mode, "runId": started}
                     else:
@@ -358,7 +388,7 @@ class RunService:
             if row.run_id is None:
                 return {"aborted": False}
             if row.status == "requires-action" or (not lease_live(row) and self.o.local_loop(session_id) is None):
-                await state.abort_in_tx(tx)  # no process drives it
+                await transitions.abort_in_tx(tx)  # no process drives it
             else:
                 row.abort_requested = True
                 row.abort_then_send = False  # Stop wins over a send-now waiting for this abort: the queue pauses
@@ -384,7 +414,7 @@ class RunService:
         calls = await repo.run_tool_calls(db, session_id, row.run_id, open_only=True)
         streaming = None
         for message in await repo.streaming_messages(db, session_id):
-            text = self.o.buffer.text(session_id, message.id)
+            text = self.o.partial_text(session_id, message.id)
             text = message.content if text is None else text
             streaming = {"messageId": message.id, "offset": len(text), "text": text}
         return {

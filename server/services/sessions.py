@@ -24,13 +24,12 @@ from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 
 from ..domain import models as wire
-from ..engine import state
 from ..llm import PROVIDER_IDS, default_provider_id, known_provider
 from ..protocol.errors import RpcError
 from ..store import repo
 from ..store.db import Database
 from ..store.models import ChatSession, User, utcnow
-from . import feed, requests
+from . import feed, requests, transitions
 from .requests import MISSING, RequestKey
 from .titles import TitleService, apply_title
 from .uow import UnitOfWork, can_read
@@ -232,7 +231,7 @@ class SessionService:
             tx.row.updated_at = utcnow()
             tx.emit("session-updated", session=repo.session_changes_wire(tx.row, ("metadata",)))
             note = ", ".join(f"{k}={v}" for k, v in given.items())
-            await state.add_message(tx, "system", f"Context changed to: {note}")
+            await transitions.add_message(tx, "system", f"Context changed to: {note}")
             if regenerate_title and not by_model and self.titles is not None:
                 await self.titles.truncate_in(tx, required=False)
             session = repo.session_wire(tx.row)

@@ -154,7 +154,7 @@ class ChatSession(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
     deleted_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
-    # The run in progress (running or requires-action), or None when idle. See server/engine/lease.py.
+    # The run in progress (running or requires-action), or None when idle. See server/services/lease.py.
     run_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
     # The run lease: which process drives the run and until when (compare-and-set under the row lock).
     lease_owner: Mapped[str | None] = mapped_column(String(128), nullable=True)

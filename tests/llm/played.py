@@ -1,4 +1,4 @@
-"""Random sessions played out through the engine's real state transitions (``server.engine.state``), on a real
+"""Random sessions played out through the engine's real run transitions (``server.services.transitions``), on a real
 database: the rows a session can actually hold after sends, steering, instructions, context and provider
 switches, tool calls of every kind (server, client, approval, unknown; parallel), approvals and denials, late
 outputs, aborts and crashes mid-text and mid-tool-call, errors, ``length`` stops and step limits; user messages
@@ -18,10 +18,10 @@ from typing import Any
 
 from attachment_files import pdf, png
 
-from server.engine import state
 from server.engine.history import build_request, load_files
 from server.llm import ChatRequest, ModelInputs, ToolCallEvent
 from server.protocol.errors import RpcError
+from server.services import transitions
 from server.services.uow import SessionTx, UnitOfWork
 from server.store import repo
 from server.store.models import ChatSession, User, utcnow
@@ -63,7 +63,7 @@ Check = Callable[[ChatRequest], None]
 def new_session(user: User, rng: random.Random) -> ChatSession:
     now = utcnow()
     return ChatSession(
-        id=state.new_id(),
+        id=transitions.new_id(),
         owner_id=user.id,
         title="",
         title_source="none",
@@ -178,14 +178,14 @@ async def idle_op(t: Any, rng: random.Random) -> None:
         ]
     )
     if op == "send":
-        state.resume_queue(t)
-        await state.start_with_message(t, OWNER, LEASE, rng.choice(TEXTS), attachments(rng), "message")
+        transitions.resume_queue(t)
+        await transitions.start_with_message(t, OWNER, LEASE, rng.choice(TEXTS), attachments(rng), "message")
     elif op in ("instructions", "instructions_respond"):
-        await state.add_system_messages(t, [rng.choice(TEXTS)] * rng.randint(0, 2))
+        await transitions.add_system_messages(t, [rng.choice(TEXTS)] * rng.randint(0, 2))
         if op == "instructions_respond":
-            state.begin_run(t, OWNER, LEASE, "instructions")
+            transitions.begin_run(t, OWNER, LEASE, "instructions")
     elif op == "switch_context":
-        await state.add_message(t, "system", "Context changed to: directory=/srv/app")
+        await transitions.add_message(t, "system", "Context changed to: directory=/srv/app")
     elif op == "switch_provider":
         t.row.provider = rng.choice(PROVIDERS)
     else:
@@ -201,37 +201,39 @@ async def running_op(t: Any, rng: random.Random) -> str | None:
     streaming = await repo.streaming_messages(t.db, t.row.id)
     op = rng.choice(["step", "step", "step", "steer", "instructions", "abort", "crash"])
     if op == "steer":
-        await state.add_message(t, "user", rng.choice(TEXTS), run_id=run.id, attachments=attachments(rng))
+        await transitions.add_message(t, "user", rng.choice(TEXTS), run_id=run.id, attachments=attachments(rng))
         return streaming[0].id if streaming else None
     if op == "instructions":
-        await state.add_system_messages(t, [rng.choice(TEXTS)])
+        await transitions.add_system_messages(t, [rng.choice(TEXTS)])
         return streaming[0].id if streaming else None
     if op == "abort":
-        await state.abort_in_tx(t)
+        await transitions.abort_in_tx(t)
         return None
     if op == "crash":
-        await state.recover(t)
+        await transitions.recover(t)
         return None
     if not streaming:
         if run.steps >= MAX_STEPS:  # the step limit ends the run
-            state.end_run(t, run, "failed", error={"code": "max_steps", "message": "x", "retryable": False}, pause=True)
-            state.go_idle(t)
+            transitions.end_run(
+                t, run, "failed", error={"code": "max_steps", "message": "x", "retryable": False}, pause=True
+            )
+            transitions.go_idle(t)
             return None
         run.steps += 1
-        message = await state.add_message(t, "assistant", "", status="streaming", run_id=run.id)
+        message = await transitions.add_message(t, "assistant", "", status="streaming", run_id=run.id)
         return message.id  # the model is asked now: the request is built without this message
     message = streaming[0]
     text = rng.choice(TEXTS)
     outcome = rng.choice(["stop", "stop", "tools", "tools", "length", "error"])
     if outcome in ("stop", "length"):
-        state.complete_message(t, message, status="complete", content=text, finish_reason=outcome)
+        transitions.complete_message(t, message, status="complete", content=text, finish_reason=outcome)
         if not await repo.steered_after(t.db, t.row.id, run.id, message.ordinal):
-            state.end_run(t, run, "finished", finish_reason=outcome)
-            state.go_idle(t)
+            transitions.end_run(t, run, "finished", finish_reason=outcome)
+            transitions.go_idle(t)
     elif outcome == "error":
-        state.complete_message(t, message, status="error", content=text, finish_reason="error")
-        state.end_run(t, run, "failed", error={"code": "x", "message": "x", "retryable": True}, pause=True)
-        state.go_idle(t)
+        transitions.complete_message(t, message, status="error", content=text, finish_reason="error")
+        transitions.end_run(t, run, "failed", error={"code": "x", "message": "x", "retryable": True}, pause=True)
+        transitions.go_idle(t)
     else:
         events = [
             ToolCallEvent(
@@ -239,19 +241,19 @@ async def running_op(t: Any, rng: random.Random) -> str | None:
             )
             for _ in range(rng.randint(1, 3))
         ]
-        ids = await state.unique_call_ids(t, events)
+        ids = await transitions.unique_call_ids(t, events)
         calls = [{"id": i, "name": e.name, "arguments": e.arguments} for i, e in zip(ids, events)]
-        state.complete_message(
+        transitions.complete_message(
             t, message, status="complete", content=text, finish_reason="tool-calls", tool_calls=calls
         )
-        await state.register_tool_calls(t, run, message, calls, {d["name"]: d for d in TOOLS})
+        await transitions.register_tool_calls(t, run, message, calls, {d["name"]: d for d in TOOLS})
         open_calls = await repo.run_tool_calls(t.db, t.row.id, run.id, open_only=True)
-        for call in state.runnable(open_calls):  # server tools finish (some may be cut off by a crash later)
+        for call in transitions.runnable(open_calls):  # server tools finish (some may be cut off by a crash later)
             if rng.random() < 0.8:
-                await state.add_tool_result(t, call, rng.choice(TEXTS), rng.random() < 0.2)
+                await transitions.add_tool_result(t, call, rng.choice(TEXTS), rng.random() < 0.2)
         open_calls = await repo.run_tool_calls(t.db, t.row.id, run.id, open_only=True)
-        if state.waiting_on_people(open_calls):
-            state.suspend(t, run)
+        if transitions.waiting_on_people(open_calls):
+            transitions.suspend(t, run)
     return None
 
 
@@ -260,21 +262,21 @@ async def waiting_op(t: Any, rng: random.Random) -> None:
     calls = await repo.run_tool_calls(t.db, t.row.id, run_id, open_only=True)
     op = rng.choice(["answer", "answer", "answer", "steer", "abort"])
     if op == "steer":
-        await state.add_message(t, "user", rng.choice(TEXTS), run_id=run_id, attachments=attachments(rng))
+        await transitions.add_message(t, "user", rng.choice(TEXTS), run_id=run_id, attachments=attachments(rng))
         return
     if op == "abort":
-        await state.abort_in_tx(t)
+        await transitions.abort_in_tx(t)
         return
     for call in calls:
         if call.approval == "pending":
             approved = rng.random() < 0.6
             call.approval = "approved" if approved else "denied"
             if not approved:
-                await state.add_tool_result(t, call, state.DENIED_RESULT, True)
+                await transitions.add_tool_result(t, call, transitions.DENIED_RESULT, True)
             elif rng.random() < 0.8:
-                await state.add_tool_result(t, call, rng.choice(TEXTS), False)
+                await transitions.add_tool_result(t, call, rng.choice(TEXTS), False)
         elif call.executor == "client" and not call.has_result:
-            await state.add_tool_result(t, call, rng.choice(TEXTS), rng.random() < 0.2)
+            await transitions.add_tool_result(t, call, rng.choice(TEXTS), rng.random() < 0.2)
         elif not call.has_result and call.executor == "server":
-            await state.add_tool_result(t, call, rng.choice(TEXTS), False)
-    await state.maybe_resume(t, OWNER, LEASE)
+            await transitions.add_tool_result(t, call, rng.choice(TEXTS), False)
+    await transitions.maybe_resume(t, OWNER, LEASE)

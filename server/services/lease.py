@@ -27,9 +27,9 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import bindparam, update
 
-from ..services.uow import SessionTx, UnitOfWork
 from ..store import repo
 from ..store.models import ChatSession, Message, utcnow
+from .uow import SessionTx, UnitOfWork
 
 
 class SessionGone(Exception):

@@ -20,11 +20,11 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..llm import ToolCallEvent
-from ..services.titles import title_from_first_message
-from ..services.uow import SessionTx
 from ..store import repo
 from ..store.models import Message, QueuedMessage, Run, ToolCallRow, utcnow
 from . import lease
+from .titles import title_from_first_message
+from .uow import SessionTx
 
 DENIED_RESULT = "The user denied this tool call."
 
