@@ -42,8 +42,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..domain.events import EventEnvelope, dumps
 from ..llm import ChatRequest, ErrorEvent, Finished, TextDelta, ToolCallDelta, ToolCallEvent, ToolCallStart
+from ..llm.errors import ErrorCode
 from ..services import transitions
 from ..services.lease import LeaseLost, fenced_tx, heartbeat
+from ..services.transitions import RunFailure
 from ..store import repo
 from ..store.models import ChatSession, Message
 from .history import build_request, has_files, load_files, notices
@@ -104,13 +106,13 @@ class RunLoop:
             ticker.cancel()
             await asyncio.shield(
                 self._safely(
-                    self._fail("interrupted", "The server stopped before the answer finished.", retryable=True)
+                    self._fail(RunFailure.INTERRUPTED, "The server stopped before the answer finished.", retryable=True)
                 )
             )
             raise
         except Exception:
             log.exception("session %s: run %s failed", self.session_id, self.run_id)
-            await self._safely(self._fail("internal_error", "The run failed on the server."))
+            await self._safely(self._fail(RunFailure.INTERNAL_ERROR, "The run failed on the server."))
         finally:
             ticker.cancel()
             if self._streaming is not None:
@@ -294,11 +296,8 @@ class RunLoop:
                     "retryable": result.error.retryable,
                 }
             elif result.finish is None or (result.finish == "error" and not result.calls):
-                error = {
-                    "code": "invalid_tool_arguments" if result.finish == "error" else "stream_error",
-                    "message": "The model's response could not be used.",
-                    "retryable": True,
-                }
+                code = RunFailure.INVALID_TOOL_ARGUMENTS if result.finish == "error" else ErrorCode.STREAM_ERROR
+                error = transitions.run_error(code, "The model's response could not be used.", retryable=True)
             if error is not None:
                 transitions.complete_message(
                     tx, row, status="error", content=text, finish_reason="error", notices=result.notices
@@ -345,30 +344,31 @@ class RunLoop:
             self._files.clear()
         self.run_id = run_id
 
-    async def _finish_aborted(self, mid: str | None = None) -> None:
+    def _live_text(self, mid: str | None) -> tuple[str, str] | None:
+        """The text this process streamed so far of message ``mid`` (newer than the row's last flush)."""
         text = self.o.buffer.text(self.session_id, mid) if mid else None
+        return (mid, text) if mid is not None and text is not None else None
+
+    async def _finish_aborted(self, mid: str | None = None) -> None:
+        live = self._live_text(mid)
         async with self._tx() as tx:
-            run = await repo.get_run(tx.db, self.run_id)
-            for row in await repo.streaming_messages(tx.db, self.session_id):
-                content = text if row.id == mid and text is not None else row.content
-                transitions.complete_message(tx, row, status="interrupted", content=content, finish_reason="aborted")
-            nxt = await transitions.end_aborted(tx, run, self.o.owner, self.o.settings.run_lease_seconds)
+            nxt = await transitions.stop_run(
+                tx,
+                "aborted",
+                run_id=self.run_id,
+                live_text=live,
+                owner=self.o.owner,
+                lease_seconds=self.o.settings.run_lease_seconds,
+            )
         self._next_run(nxt.id if nxt is not None else None)
 
-    async def _fail(self, code: str, message: str, *, retryable: bool = False) -> None:
+    async def _fail(self, code: RunFailure, message: str, *, retryable: bool = False) -> None:
         if self.run_id is None:
             return
-        mid = self._streaming
-        text = self.o.buffer.text(self.session_id, mid) if mid else None
+        live = self._live_text(self._streaming)
         async with self._tx() as tx:
-            run = await repo.get_run(tx.db, self.run_id)
-            for row in await repo.streaming_messages(tx.db, self.session_id):
-                content = text if row.id == mid and text is not None else row.content
-                transitions.complete_message(tx, row, status="interrupted", content=content, finish_reason="error")
-            transitions.end_run(
-                tx, run, "failed", error={"code": code, "message": message, "retryable": retryable}, pause=True
-            )
-            transitions.go_idle(tx)
+            error = transitions.run_error(code, message, retryable=retryable)
+            await transitions.stop_run(tx, "failed", error=error, run_id=self.run_id, live_text=live)
         self.run_id = None
 
     # --- tools --------------------------------------------------------------------------------------------

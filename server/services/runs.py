@@ -129,7 +129,7 @@ class RunService:
                         raise RpcError("CONFLICT", "A run is in progress in this session")
                     if policy == "interrupt":
                         if row.status == "requires-action":
-                            await transitions.abort_in_tx(tx)  # nobody drives it: abort here, then send below
+                            await transitions.stop_run(tx, "aborted")  # nobody drives it: abort here, then send below
                         else:
                             row.abort_requested = True
                     elif policy == "steer":
@@ -365,7 +365,7 @@ class RunService:
                     if row.status == "requires-action":
                         # Nobody drives a suspended run: abort it here and send the head in this transaction.
                         row.abort_then_send = True
-                        run = await transitions.abort_in_tx(tx, self.o.owner, self._lease)
+                        run = await transitions.stop_run(tx, "aborted", owner=self.o.owner, lease_seconds=self._lease)
                         started = run.id if run is not None else None
                         return_value = {"status": "started", "mode": mode, "runId": started}
                     else:
@@ -388,7 +388,7 @@ class RunService:
             if row.run_id is None:
                 return {"aborted": False}
             if row.status == "requires-action" or (not lease_live(row) and self.o.local_loop(session_id) is None):
-                await transitions.abort_in_tx(tx)  # no process drives it
+                await transitions.stop_run(tx, "aborted")  # no process drives it
             else:
                 row.abort_requested = True
                 row.abort_then_send = False  # Stop wins over a send-now waiting for this abort: the queue pauses

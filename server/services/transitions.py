@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Sequence
-from typing import Any
+from enum import StrEnum
+from typing import Any, Literal
 
 from ..llm import ToolCallEvent
+from ..llm.errors import ErrorCode
 from ..store import repo
 from ..store.models import Message, QueuedMessage, Run, ToolCallRow, utcnow
 from . import lease
@@ -284,34 +286,59 @@ async def next_or_idle(tx: SessionTx, owner: str, lease_seconds: float) -> Run |
     return run
 
 
-async def recover(
+async def stop_run(
     tx: SessionTx,
-    code: str = "interrupted",
-    message: str = "The server running this answer stopped before it finished.",
-) -> None:
-    """The process driving the run is gone. Keep every partial answer (marked ``interrupted``), fail the run,
-    pause the queue (nothing queued is dropped or sent behind the user's back), and go idle."""
+    outcome: Literal["aborted", "failed"],
+    *,
+    error: dict[str, Any] | None = None,
+    run_id: str | None = None,
+    live_text: tuple[str, str] | None = None,
+    owner: str = "",
+    lease_seconds: float = 0.0,
+) -> Run | None:
+    """Stop the session's run (``run_id``, by default the row's): every message still streaming is kept as it
+    stands, marked ``interrupted`` (``live_text``, ``(message id, text)``, is the newer text of the message this
+    process was streaming), the run ends ``aborted`` or ``failed`` (with ``error``), and the session goes idle.
+
+    A failure pauses the queue (nothing queued is sent behind the user's back). So does a plain abort; an abort
+    that made room for the queue's head (``abort_then_send``) sends the head at once, claimed for ``owner``,
+    and returns the run it started."""
+    finish_reason = "aborted" if outcome == "aborted" else "error"
     for row in await repo.streaming_messages(tx.db, tx.row.id):
-        complete_message(tx, row, status="interrupted", content=row.content, finish_reason="error")
-    run = await repo.get_run(tx.db, tx.row.run_id) if tx.row.run_id else None
-    end_run(tx, run, "failed", error={"code": code, "message": message, "retryable": True}, pause=True)
+        content = live_text[1] if live_text is not None and row.id == live_text[0] else row.content
+        complete_message(tx, row, status="interrupted", content=content, finish_reason=finish_reason)
+    run_id = run_id or tx.row.run_id
+    run = await repo.get_run(tx.db, run_id) if run_id else None
+    if outcome == "aborted":
+        return await end_aborted(tx, run, owner, lease_seconds)
+    end_run(tx, run, "failed", error=error, pause=True)
     go_idle(tx)
+    return None
 
 
-async def abort_in_tx(tx: SessionTx, owner: str = "", lease_seconds: float = 0.0) -> Run | None:
-    """Abort a run that no process is driving (waiting for people, or its process died), as
-    :func:`end_aborted` does: with ``abort_then_send`` set, the queue's head is sent (claimed for ``owner``) and
-    the run that started is returned."""
-    for row in await repo.streaming_messages(tx.db, tx.row.id):
-        complete_message(tx, row, status="interrupted", content=row.content, finish_reason="aborted")
-    run = await repo.get_run(tx.db, tx.row.run_id) if tx.row.run_id else None
-    return await end_aborted(tx, run, owner, lease_seconds)
+async def recover(tx: SessionTx) -> None:
+    """The process driving the run is gone: stop it as failed (``interrupted``, retryable)."""
+    message = "The server running this answer stopped before it finished."
+    await stop_run(tx, "failed", error=run_error(RunFailure.INTERRUPTED, message, retryable=True))
+
+
+class RunFailure(StrEnum):
+    """The codes of a ``run-failed`` error that are not the provider's (``llm.errors.ErrorCode``)."""
+
+    INTERRUPTED = "interrupted"  # the process driving the run stopped (a crash, a lost lease, a shutdown)
+    INTERNAL_ERROR = "internal_error"  # a bug on the server
+    INVALID_TOOL_ARGUMENTS = "invalid_tool_arguments"  # the model's tool call could not be used
+
+
+def run_error(code: RunFailure | ErrorCode, message: str, *, retryable: bool = False) -> dict[str, Any]:
+    """The ``error`` of a ``run-failed`` event: ``{code, message, retryable}``."""
+    return {"code": str(code), "message": message, "retryable": retryable}
 
 
 async def end_aborted(tx: SessionTx, run: Run | None, owner: str, lease_seconds: float) -> Run | None:
-    """Write down an abort (partial messages already marked). A plain abort pauses the queue; one that made
-    room for the queue's head (``abort_then_send``) keeps the queue going and sends the head at once, returning
-    the run it started."""
+    """The end of :func:`stop_run` for an abort (partial messages already marked). A plain abort pauses the
+    queue; one that made room for the queue's head (``abort_then_send``) keeps the queue going and sends the
+    head at once, returning the run it started."""
     then_send = tx.row.abort_then_send
     end_run(tx, run, "aborted", pause=not then_send)
     if then_send:

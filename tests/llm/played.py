@@ -207,7 +207,7 @@ async def running_op(t: Any, rng: random.Random) -> str | None:
         await transitions.add_system_messages(t, [rng.choice(TEXTS)])
         return streaming[0].id if streaming else None
     if op == "abort":
-        await transitions.abort_in_tx(t)
+        await transitions.stop_run(t, "aborted")
         return None
     if op == "crash":
         await transitions.recover(t)
@@ -265,7 +265,7 @@ async def waiting_op(t: Any, rng: random.Random) -> None:
         await transitions.add_message(t, "user", rng.choice(TEXTS), run_id=run_id, attachments=attachments(rng))
         return
     if op == "abort":
-        await transitions.abort_in_tx(t)
+        await transitions.stop_run(t, "aborted")
         return
     for call in calls:
         if call.approval == "pending":
