@@ -18,7 +18,7 @@ import importlib.metadata
 import secrets
 import time
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, get_args
 
 import orjson
 from starlette.requests import Request
@@ -33,13 +33,14 @@ from ..services.sessions import decode_cursor, encode_cursor
 from ..store import repo
 from ..store.models import User
 from . import metrics
+from .metrics import Sample
 from .page import PAGE
 
 try:
     VERSION = importlib.metadata.version("chatsync")
 except importlib.metadata.PackageNotFoundError:  # running from a checkout that was never installed
     VERSION = "unknown"
-_STATUSES = frozenset(SessionStatus.__args__)  # type: ignore[attr-defined]
+_STATUSES = frozenset(get_args(SessionStatus))
 
 
 class _Json(Response):
@@ -232,7 +233,7 @@ class AdminApi:
             metrics.render(self._families(services)), media_type="text/plain; version=0.0.4; charset=utf-8"
         )
 
-    def _families(self, services: Any) -> list[tuple[str, str, str, list[metrics.Sample]]]:
+    def _families(self, services: Any) -> list[tuple[str, str, str, list[Sample]]]:
         c = metrics.COUNTERS
         bus_reconnects = getattr(services.bus, "reconnects", 0)
         return [

@@ -37,11 +37,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..domain.events import EventEnvelope, dumps
 from ..llm import ChatRequest, ErrorEvent, Finished, TextDelta, ToolCallDelta, ToolCallEvent, ToolCallStart
+from ..services.uow import SessionTx
 from ..store import repo
 from ..store.models import ChatSession, Message
 from . import state
@@ -127,7 +129,7 @@ class RunLoop:
         except Exception:
             log.exception("session %s: could not record the end of run %s", self.session_id, self.run_id)
 
-    def _tx(self) -> Any:
+    def _tx(self) -> AbstractAsyncContextManager[SessionTx]:
         assert self.run_id is not None
         return fenced_tx(self.o.uow, self.session_id, self.run_id, self.o.owner, self.o.settings.run_lease_seconds)
 
@@ -186,6 +188,7 @@ class RunLoop:
     # --- one step -----------------------------------------------------------------------------------------
 
     async def _step(self) -> None:
+        assert self.run_id is not None
         async with self._tx() as tx:
             run = await repo.get_run(tx.db, self.run_id)
             assert run is not None
@@ -280,7 +283,8 @@ class RunLoop:
 
     async def _finish_step(self, mid: str, result: StepResult) -> None:
         text = self.o.buffer.text(self.session_id, mid) or ""
-        nxt: Any = self.run_id
+        assert self.run_id is not None
+        nxt: str | None = self.run_id
         finished = None
         async with self._tx() as tx:
             run = await repo.get_run(tx.db, self.run_id)
@@ -330,8 +334,8 @@ class RunLoop:
                 elif not await repo.steered_after(tx.db, self.session_id, run.id, row.ordinal):
                     state.end_run(tx, run, "finished", finish_reason=result.finish)
                     finished = run.id
-                    nxt = await state.next_or_idle(tx, self.o.owner, self.o.settings.run_lease_seconds)
-                    nxt = nxt.id if nxt is not None else None
+                    following = await state.next_or_idle(tx, self.o.owner, self.o.settings.run_lease_seconds)
+                    nxt = following.id if following is not None else None
         if finished is not None:
             self.o.run_finished(self.session_id, finished)  # after the commit: the answer is out already
         self._next_run(nxt)
@@ -347,6 +351,7 @@ class RunLoop:
 
     async def _finish_aborted(self, mid: str | None = None) -> None:
         text = self.o.buffer.text(self.session_id, mid) if mid else None
+        assert self.run_id is not None
         async with self._tx() as tx:
             run = await repo.get_run(tx.db, self.run_id)
             for row in await repo.streaming_messages(tx.db, self.session_id):

@@ -252,7 +252,7 @@ def send_event_many(sinks: list[EventSink], events: Sequence[EventEnvelope]) -> 
                 if frame is None:
                     frame = single.ws_frame(prefix, frame_header)
             else:
-                frame = joined.get(prefix)  # type: ignore[assignment]
+                frame = joined.get(prefix)
                 if frame is None:
                     frame = joined[prefix] = b"".join(env.ws_frame(prefix, frame_header) for env in events)
             writes.append((ob, frame))

@@ -15,7 +15,7 @@ Behaviour is uvicorn's: only these containers change.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, cast
 
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
@@ -59,6 +59,8 @@ class LeanWebSocketProtocol(WebSocketsSansIOProtocol):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # uvicorn declares these as an asyncio.Queue and an asyncio.Event; the lighter stand-ins implement the
+        # part of them uvicorn uses (see the module doc), hence the two ignores.
         self.queue = Inbox()  # type: ignore[assignment]
         self.writable = _Flag()  # type: ignore[assignment]
 
@@ -68,7 +70,7 @@ class LeanWebSocketProtocol(WebSocketsSansIOProtocol):
             # Read once to build the scope and the 101 response; nothing needs them after. (The request
             # stays referenced by the websockets parser's suspended frame: emptying its headers frees them.)
             self.request.headers.clear()
-            self.request = self.response = None  # type: ignore[assignment]
+            self.request = self.response = None  # type: ignore[assignment]  # uvicorn declares them never None
             # The app reads the upgrade request (origin, token, host) before it accepts; emptied in place,
             # the scope's header list is freed for Starlette's ``Headers`` view of it too.
-            self.scope["headers"].clear()
+            cast(list[tuple[bytes, bytes]], self.scope["headers"]).clear()  # a list (ASGI declares an iterable)

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import bindparam, delete, func, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from ..domain.events import EventEnvelope, dumps
 from ..store.models import QueuedMessage, User, UserEvent
@@ -116,10 +117,10 @@ class FeedLog:
         )
         return list((await s.execute(stmt)).scalars().all())
 
-    async def last_seq(self, s: Any, key: str) -> int | None:
+    async def last_seq(self, s: AsyncSession, key: str) -> int | None:
         return (await s.execute(select(User.feed_seq).where(User.id == self._uid(key)))).scalar_one_or_none()
 
-    async def oldest_seq(self, s: Any, key: str) -> int | None:
+    async def oldest_seq(self, s: AsyncSession, key: str) -> int | None:
         stmt = select(func.min(UserEvent.seq)).where(UserEvent.user_id == self._uid(key))
         return (await s.execute(stmt)).scalar_one()
 

@@ -311,7 +311,7 @@ class RunService:
             if row.run_id is None:
                 run = await state.send_queued(tx, self.o.owner, self._lease, item)
                 started = run.id
-                return_value = {"status": "started", "mode": mode, "runId": run.id}
+                return_value: dict[str, str | None] = {"status": "started", "mode": mode, "runId": run.id}
             elif mode == "steer":
                 await tx.db.delete(item)
                 tx.emit("queue-message-removed", messageId=item.id, reason="sent")
@@ -335,8 +335,8 @@ class RunService:
                     if row.status == "requires-action":
                         # Nobody drives a suspended run: abort it here and send the head in this transaction.
                         row.abort_then_send = True
-                        run = await state.abort_in_tx(tx, self.o.owner, self._lease)
-                        started = run.id if run is not None else None
+                        resumed = await state.abort_in_tx(tx, self.o.owner, self._lease)
+                        started = resumed.id if resumed is not None else None
                         return_value = {"status": "started", "mode": mode, "runId": started}
                     else:
                         row.abort_requested = True
