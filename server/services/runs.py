@@ -31,13 +31,15 @@ import time
 import uuid
 from typing import Any
 
+from sqlalchemy.ext.asyncio import AsyncSession
+
 from ..domain import models as wire
 from ..engine import Orchestrator, state
 from ..engine.lease import lease_live
 from ..files import refs as file_refs
 from ..protocol.errors import RpcError
 from ..store import repo
-from ..store.models import QueuedMessage, User
+from ..store.models import ChatSession, QueuedMessage, User
 from .requests import MISSING, RequestKey
 from .sessions import SessionService
 from .uow import UnitOfWork
@@ -375,7 +377,7 @@ class RunService:
 
     # --- session.get's ``run`` ----------------------------------------------------------------------------
 
-    async def run_snapshot(self, db: Any, row: Any) -> dict[str, Any] | None:
+    async def run_snapshot(self, db: AsyncSession, row: ChatSession) -> dict[str, Any] | None:
         """The ``run`` field of ``session.get``, read in the caller's transaction ``db``."""
         if row.run_id is None:
             return None
@@ -417,5 +419,5 @@ class RunAwareSessionService(SessionService):
         super().__init__(*args, **kwargs)
         self.runs = runs
 
-    async def _run_snapshot(self, db: Any, row: Any) -> dict[str, Any] | None:
+    async def _run_snapshot(self, db: AsyncSession, row: ChatSession) -> dict[str, Any] | None:
         return await self.runs.run_snapshot(db, row)

@@ -21,7 +21,7 @@ from ..pubsub.base import Bus
 from ..store import repo
 from ..store.db import Database
 from ..store.models import ChatSession, Event, User, utcnow
-from ..store.prepared import PlainConnection
+from ..store.prepared import Executor, PlainConnection
 from . import feed, requests
 from .requests import RequestKey
 
@@ -75,7 +75,7 @@ class SessionHead:
     updated_at: datetime | str | None = None
 
 
-DbT = TypeVar("DbT", bound=AsyncSession | PlainConnection)
+DbT = TypeVar("DbT", bound=Executor)
 RowT = TypeVar("RowT", bound=ChatSession | SessionHead)
 
 

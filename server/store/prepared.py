@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from sqlalchemy.engine import Dialect
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.compiler import SQLCompiler
 
@@ -114,3 +114,9 @@ class PreparedConnection:
 
 
 PlainConnection = AsyncConnection | PreparedConnection
+"""What ``Database.plain_write()`` hands out (see the module doc)."""
+
+Executor = AsyncSession | PlainConnection
+"""Runs constant Core statements in the caller's transaction: an ORM session or a plain connection. Code that
+runs in both kinds of session transaction (``services.uow``) takes this and uses only ``execute`` and the
+result's ``first()``, ``one()`` and ``all()``."""

@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from ..domain import models as wire
 from .models import ApiToken, ChatSession, Event, Message, QueuedMessage, Run, ToolCallRow, User
-from .prepared import PlainConnection
+from .prepared import Executor, PlainConnection
 
 
 def ms(ts: datetime) -> int:
@@ -197,7 +197,7 @@ _QUEUE_STATS = select(func.count(), func.coalesce(func.max(QueuedMessage.positio
 )
 
 
-async def queue_stats(db: AsyncSession | PlainConnection, session_id: str) -> tuple[int, int]:
+async def queue_stats(db: Executor, session_id: str) -> tuple[int, int]:
     """(number of queued messages, highest position or -1)."""
     count, top = (await db.execute(_QUEUE_STATS, {"sid": session_id})).one()
     return int(count), int(top)
@@ -262,7 +262,7 @@ async def oldest_retained_seq(db: AsyncSession, session_id: str) -> int | None:
 _TRIM_EVENTS = delete(Event).where(Event.session_id == bindparam("sid"), Event.seq <= bindparam("keep_after"))
 
 
-async def trim_events(db: AsyncSession | PlainConnection, session_id: str, keep_after_seq: int) -> None:
+async def trim_events(db: Executor, session_id: str, keep_after_seq: int) -> None:
     await db.execute(_TRIM_EVENTS, {"sid": session_id, "keep_after": keep_after_seq})
 
 
