@@ -189,8 +189,6 @@ class QueueTx(SessionTxBase[PlainConnection, SessionHead]):
 AnySessionTx = SessionTx | QueueTx
 """Either kind of session transaction: for code that uses only what they share."""
 
-TxT = TypeVar("TxT", SessionTx, QueueTx)
-
 
 def can_read(user: User, row: ChatSession) -> bool:
     return row.owner_id == user.id or user.role == "admin"
@@ -213,8 +211,8 @@ class UnitOfWork:
         exception raised when the session does not exist (or is not the user's) instead of ``NOT_FOUND``.
         """
         async with self.db.write() as s:
-            row = await repo.get_session(s, session_id, lock=True)
-            tx = self._check(SessionTx(s, row, self.retention) if row is not None else None, user, session_id, missing)
+            row = self._owned(await repo.get_session(s, session_id, lock=True), user, session_id, missing)
+            tx = SessionTx(s, row, self.retention)
             yield tx
             await tx.finish()
         await self.publish_tx(tx)
@@ -230,22 +228,21 @@ class UnitOfWork:
         """
         async with self.db.plain_write() as db:
             found = (await db.execute(_LOCK_SESSION_HEAD, {"sid": session_id})).first()
-            head = SessionHead(*found) if found is not None else None
-            if head is not None:
-                head.queue_paused = bool(head.queue_paused)  # SQLite's 0/1 when read without SQLAlchemy
-            tx = self._check(QueueTx(db, head, self.retention) if head is not None else None, user, session_id)
+            head = self._owned(SessionHead(*found) if found is not None else None, user, session_id)
+            head.queue_paused = bool(head.queue_paused)  # SQLite's 0/1 when read without SQLAlchemy
+            tx = QueueTx(db, head, self.retention)
             yield tx
             await tx.finish()
         await self.publish_tx(tx)
 
     @staticmethod
-    def _check(
-        tx: TxT | None, user: User | None, session_id: str, missing: Callable[[str], Exception] | None = None
-    ) -> TxT:
-        """``tx`` when its session exists and is ``user``'s (any session for ``user=None``)."""
-        if tx is None or (user is not None and tx.row.owner_id != user.id):
+    def _owned(
+        row: RowT | None, user: User | None, session_id: str, missing: Callable[[str], Exception] | None = None
+    ) -> RowT:
+        """``row`` when the session exists and is ``user``'s (any session for ``user=None``)."""
+        if row is None or (user is not None and row.owner_id != user.id):
             raise RpcError("NOT_FOUND", "Session not found") if missing is None else missing(session_id)
-        return tx
+        return row
 
     async def publish_tx(self, tx: AnySessionTx) -> None:
         await self.publish(tx.row.id, tx.events)
