@@ -166,7 +166,7 @@ def _is_literal_address(hostname: str) -> bool:
     return True
 
 
-def create_app(settings: Settings, *, announce_owner_token: bool = True) -> Starlette:
+def create_app(settings: Settings, *, announce_owner_token: bool = True) -> ChatsyncApp:
     router = build_router()
     state: dict[str, Any] = {}
 
@@ -196,7 +196,7 @@ def create_app(settings: Settings, *, announce_owner_token: bool = True) -> Star
                 await websocket.close(code=1008)  # before accept: the upgrade is refused with 403
                 return
             principal = None
-            token = bearer_token(websocket)  # type: ignore[arg-type]
+            token = bearer_token(websocket)
             if token is not None:
                 try:
                     principal = await services.auth.identify(token)
@@ -215,7 +215,7 @@ def create_app(settings: Settings, *, announce_owner_token: bool = True) -> Star
     async def http_endpoint(request: Request) -> Any:
         return await state["http"](request)
 
-    async def link_endpoint(request: Request) -> JSONResponse:
+    async def link_endpoint(request: Request) -> Response:
         """``POST /auth/link {code, deviceName}``: spend a one-time sign-in code for a new device token."""
         services: Services = state["services"]
         try:
@@ -259,7 +259,7 @@ def create_app(settings: Settings, *, announce_owner_token: bool = True) -> Star
     routes += web_routes(settings)  # last: the web app answers paths nothing above claimed
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.chatsync = state
-    return _KeepRawSend(app, ws_endpoint, http_endpoint)  # type: ignore[return-value]
+    return ChatsyncApp(app, ws_endpoint, http_endpoint)
 
 
 RAW_SEND_KEY = "chatsync.raw_send"
@@ -297,9 +297,10 @@ def _auth_error(message: str) -> Response:
     return plain_error_response(RpcError("BAD_REQUEST", message), headers={"cache-control": "no-store"})
 
 
-class _KeepRawSend:
-    """Outermost ASGI layer: remembers the server's own ``send`` for WebSockets, before middleware wraps
-    it, so a connection can reach the transport (``rpc/uvicorn_ws.py``).
+class ChatsyncApp:
+    """The app ``create_app`` builds, around the Starlette app. Outermost ASGI layer: remembers the server's
+    own ``send`` for WebSockets, before middleware wraps it, so a connection can reach the transport
+    (``rpc/uvicorn_ws.py``).
 
     The tRPC WebSocket and tRPC ``GET``s (queries and SSE subscriptions) go straight to their endpoints, past
     Starlette's middleware and router: their coroutine frames would stay suspended for the whole life of every
@@ -330,7 +331,7 @@ class _KeepRawSend:
         await self.app(scope, receive, send)
 
 
-async def drain_app(app: Starlette) -> None:
+async def drain_app(app: ChatsyncApp | Starlette) -> None:
     """Graceful shutdown, callable before the server closes sockets (see ``cli.serve``); idempotent."""
     state = app.state.chatsync
     if "services" in state and not state.get("drained"):

@@ -11,7 +11,7 @@ import argparse
 import asyncio
 import os
 import sys
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
@@ -199,12 +199,12 @@ async def _run(args: argparse.Namespace, url: str, token: str | None) -> None:
             _print_json(session.wire()) if args.json else print(session.title or "(untitled)")
 
 
-def run_async(coro_factory: Callable[[str, str | None], Awaitable[None]], args: argparse.Namespace) -> None:
+def run_async(coro_factory: Callable[[str, str | None], Coroutine[Any, Any, None]], args: argparse.Namespace) -> None:
     """Run one client command; exit with the code of its error, after one line on stderr."""
     url, token = resolve(args)
     try:
         with mapped_errors(url):
-            asyncio.run(coro_factory(url, token))  # type: ignore[arg-type]
+            asyncio.run(coro_factory(url, token))
     except CliError as exc:
         print(f"chatsync: {exc}", file=sys.stderr)
         raise SystemExit(exc.code) from None

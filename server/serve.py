@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import uvicorn
-from starlette.applications import Starlette
 
 from . import logredact
-from .app import drain_app
+from .app import ChatsyncApp, drain_app
 from .rpc.uvicorn_ws import LeanWebSocketProtocol
 from .settings import Settings
 
@@ -23,7 +22,8 @@ class ChatsyncServer(uvicorn.Server):
 
     def __init__(self, config: uvicorn.Config) -> None:
         super().__init__(config)
-        self.app: Starlette = config.app  # type: ignore[assignment]
+        # uvicorn types ``Config.app`` loosely (any ASGI app or an import string); ours is built by create_app.
+        self.app: ChatsyncApp = config.app  # type: ignore[assignment]
 
     async def startup(self, sockets: Any = None) -> None:
         # uvicorn configures its loggers when the config loads; the filter goes on after that.
@@ -37,7 +37,7 @@ class ChatsyncServer(uvicorn.Server):
         await super().shutdown(sockets)
 
 
-def uvicorn_config(app: Starlette, settings: Settings, host: str, port: int, **extra: Any) -> uvicorn.Config:
+def uvicorn_config(app: ChatsyncApp, settings: Settings, host: str, port: int, **extra: Any) -> uvicorn.Config:
     options: dict[str, Any] = {
         "log_level": settings.log_level,
         # Larger than our own limit, so an oversized frame reaches us and gets a typed error.

@@ -5,7 +5,7 @@ A bad value stops start-up with a message that names the variable (see :func:`lo
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -151,10 +151,10 @@ class Settings(BaseSettings):
         return value
 
 
-def load_settings(**overrides: object) -> Settings:
+def load_settings(**overrides: Any) -> Settings:
     """Build :class:`Settings` from the environment, turning validation errors into one readable message."""
     try:
-        return Settings(**overrides)  # type: ignore[arg-type]
+        return Settings(**overrides)
     except ValidationError as exc:
         problems = []
         for err in exc.errors():

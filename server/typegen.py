@@ -206,7 +206,7 @@ class _Emitter:
 
     def schema(self, schema: dict[str, Any], defs: dict[str, Any], *, output: bool) -> str:
         if "$ref" in schema:
-            name = schema["$ref"].rsplit("/", 1)[-1]
+            name: str = schema["$ref"].rsplit("/", 1)[-1]
             if name in self._building:
                 return name
             self._building.add(name)
@@ -295,7 +295,7 @@ def _all_optional(model: type[BaseModel]) -> bool:
 
 
 def _wire_models() -> list[type[BaseModel]]:
-    found = []
+    found: list[type[BaseModel]] = []
     for name in sorted(vars(models)):
         obj = getattr(models, name)
         if (

@@ -18,7 +18,7 @@ import importlib.metadata
 import secrets
 import time
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, get_args
 
 import orjson
 from starlette.requests import Request
@@ -28,6 +28,7 @@ from starlette.routing import Route
 from .. import metrics
 from ..api.inputs import MAX_MESSAGES_PER_PAGE
 from ..domain.models import SessionStatus
+from ..metrics import Sample
 from ..protocol.errors import RpcError, to_rpc_error
 from ..rpc.http import bearer_token, plain_error_response
 from ..services.sessions import decode_cursor, encode_cursor
@@ -39,7 +40,7 @@ try:
     VERSION = importlib.metadata.version("chatsync")
 except importlib.metadata.PackageNotFoundError:  # running from a checkout that was never installed
     VERSION = "unknown"
-_STATUSES = frozenset(SessionStatus.__args__)  # type: ignore[attr-defined]
+_STATUSES = frozenset(get_args(SessionStatus))
 
 
 class _Json(Response):
@@ -232,7 +233,7 @@ class AdminApi:
             metrics.render(self._families(services)), media_type="text/plain; version=0.0.4; charset=utf-8"
         )
 
-    def _families(self, services: Any) -> list[tuple[str, str, str, list[metrics.Sample]]]:
+    def _families(self, services: Any) -> list[tuple[str, str, str, list[Sample]]]:
         c = metrics.COUNTERS
         bus_reconnects = getattr(services.bus, "reconnects", 0)
         return [

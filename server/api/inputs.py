@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -27,7 +27,7 @@ class FileRef(StrictInput):
 
 # What a message carries: an uploaded file, or a path on the server's own machine.
 Attachment = FileRef | FileAttachment
-Attachments = Field(default_factory=list, max_length=32)
+Attachments: Any = Field(default_factory=list, max_length=32)
 
 
 class Idempotent(StrictInput):

@@ -213,7 +213,8 @@ class ChatClient:
         await self.trpc.mutation("message.pauseQueue", {"sessionId": session_id})
 
     async def resume_queue(self, session_id: str) -> str | None:
-        return (await self.trpc.mutation("message.resumeQueue", {"sessionId": session_id})).get("runId")
+        run_id: str | None = (await self.trpc.mutation("message.resumeQueue", {"sessionId": session_id})).get("runId")
+        return run_id
 
     # --- runs -------------------------------------------------------------------------------------------
 

@@ -106,7 +106,8 @@ class Subscription:
             raise StopAsyncIteration
         if isinstance(item, TrpcError):
             raise item
-        return item
+        pair: tuple[str | None, Any] = item
+        return pair
 
     async def close(self) -> None:
         await self._client._stop(self._sub)

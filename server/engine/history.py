@@ -52,6 +52,8 @@ def to_message(row: MessageRow) -> Message:
         )
         for a in (_uploaded(row.attachments) if row.role == "user" else ())
     )
+    # The columns are plain text and the model's fields literal types: the rows hold only values written from
+    # those literals, so the ignores below are the one place that crossing is asserted.
     return Message(
         role=row.role,  # type: ignore[arg-type]
         content=_content(row),

@@ -29,7 +29,7 @@ from ..llm import ModelInputs, Provider, ProviderError, get_provider
 from ..llm.capabilities import Override, model_inputs, parse_overrides
 from ..pubsub.base import Bus
 from ..services import requests, transitions
-from ..services.lease import SessionGone, lease_live, new_owner_id, session_tx
+from ..services.lease import SessionGone, lease_live, new_owner_id
 from ..services.titles import TitleService
 from ..services.uow import UnitOfWork
 from ..settings import Settings, SettingsError
@@ -270,7 +270,7 @@ class Orchestrator:
     async def dispatch(self, session_id: str) -> str | None:
         """Send the head of an idle session's unpaused queue now, instead of at the next sweep (for callers
         that just enqueued; see ``message.enqueueMessage``). Returns the id of the run it started."""
-        async with session_tx(self.uow, session_id) as tx:
+        async with self.uow.session(None, session_id, missing=SessionGone) as tx:
             run = await transitions.send_next_queued(tx, self.owner, self.settings.run_lease_seconds)
         if run is not None:
             self.start(session_id, run.id)
@@ -278,7 +278,7 @@ class Orchestrator:
 
     async def _sweep_session(self, session_id: str) -> int:
         started = None
-        async with session_tx(self.uow, session_id) as tx:
+        async with self.uow.session(None, session_id, missing=SessionGone) as tx:
             row = tx.row
             if row.run_id is not None and row.status == "running" and not lease_live(row):
                 log.warning(

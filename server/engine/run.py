@@ -37,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +47,7 @@ from ..llm.errors import ErrorCode
 from ..services import transitions
 from ..services.lease import LeaseLost, fenced_tx, heartbeat
 from ..services.transitions import RunFailure
+from ..services.uow import SessionTx
 from ..store import repo
 from ..store.models import ChatSession, Message
 from .history import build_request, has_files, load_files, notices
@@ -129,7 +131,7 @@ class RunLoop:
         except Exception:
             log.exception("session %s: could not record the end of run %s", self.session_id, self.run_id)
 
-    def _tx(self) -> Any:
+    def _tx(self) -> AbstractAsyncContextManager[SessionTx]:
         assert self.run_id is not None
         return fenced_tx(self.o.uow, self.session_id, self.run_id, self.o.owner, self.o.settings.run_lease_seconds)
 
@@ -188,6 +190,7 @@ class RunLoop:
     # --- one step -----------------------------------------------------------------------------------------
 
     async def _step(self) -> None:
+        assert self.run_id is not None
         async with self._tx() as tx:
             run = await repo.get_run(tx.db, self.run_id)
             assert run is not None
@@ -282,7 +285,8 @@ class RunLoop:
 
     async def _finish_step(self, mid: str, result: StepResult) -> None:
         text = self.o.buffer.text(self.session_id, mid) or ""
-        nxt: Any = self.run_id
+        assert self.run_id is not None
+        nxt: str | None = self.run_id
         finished = None
         async with self._tx() as tx:
             run = await repo.get_run(tx.db, self.run_id)
@@ -329,8 +333,8 @@ class RunLoop:
                 elif not await repo.steered_after(tx.db, self.session_id, run.id, row.ordinal):
                     transitions.end_run(tx, run, "finished", finish_reason=result.finish)
                     finished = run.id
-                    nxt = await transitions.next_or_idle(tx, self.o.owner, self.o.settings.run_lease_seconds)
-                    nxt = nxt.id if nxt is not None else None
+                    following = await transitions.next_or_idle(tx, self.o.owner, self.o.settings.run_lease_seconds)
+                    nxt = following.id if following is not None else None
         if finished is not None:
             self.o.run_finished(self.session_id, finished)  # after the commit: the answer is out already
         self._next_run(nxt)
@@ -351,6 +355,7 @@ class RunLoop:
 
     async def _finish_aborted(self, mid: str | None = None) -> None:
         live = self._live_text(mid)
+        assert self.run_id is not None
         async with self._tx() as tx:
             nxt = await transitions.stop_run(
                 tx,

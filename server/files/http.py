@@ -4,7 +4,7 @@ storage (no part is ever held whole), and downloads streamed back to their owner
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 import orjson
@@ -19,6 +19,11 @@ from ..rpc.http import bearer_token, plain_error_response
 from .service import Files, Upload
 from .sniff import IMAGE_TYPES
 
+if TYPE_CHECKING:
+    from python_multipart.multipart import MultipartCallbacks
+
+    from ..app import Services
+
 FILE_FIELD = "file"
 # What a body may carry beyond the file itself: boundaries, part headers, small other fields.
 MULTIPART_SLACK = 64 * 1024
@@ -32,7 +37,7 @@ def error(code: str, message: str, headers: dict[str, str] | None = None) -> Res
     return plain_error_response(RpcError(code, message), headers={"cache-control": "no-store", **(headers or {})})
 
 
-def file_routes(services: Callable[[], Any]) -> list[Route]:
+def file_routes(services: Callable[[], Services]) -> list[Route]:
     """The routes; ``services()`` returns the running app's services (they exist only inside the lifespan)."""
 
     async def user_id(request: Request) -> str:
@@ -160,7 +165,7 @@ class _Parts:
         self._value = b""
         self._headers: dict[bytes, bytes] = {}
 
-    def callbacks(self) -> dict[str, Any]:
+    def callbacks(self) -> MultipartCallbacks:
         return {
             "on_part_begin": self._begin,
             "on_header_field": self._header_field,

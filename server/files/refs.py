@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import String, Text, bindparam, cast, delete, exists, insert, select
 
 from ..store.models import FileRef, Message, QueuedMessage, StoredFile
+from ..store.prepared import Executor
 from .service import not_found
 
 _FILE_EXISTS = select(StoredFile.id).where(StoredFile.id == bindparam("fid"))
@@ -49,7 +50,7 @@ def file_ids(attachments: Iterable[dict[str, Any]] | None) -> list[str]:
     return list(dict.fromkeys(a["fileId"] for a in attachments or () if "fileId" in a))
 
 
-async def link(db: Any, session_id: str, attachments: Iterable[dict[str, Any]] | None) -> None:
+async def link(db: Executor, session_id: str, attachments: Iterable[dict[str, Any]] | None) -> None:
     """Record that the session carries these files; ``NOT_FOUND`` if one is gone (the transaction fails)."""
     for fid in file_ids(attachments):
         if (await db.execute(_FILE_EXISTS, {"fid": fid})).first() is None:
@@ -57,7 +58,7 @@ async def link(db: Any, session_id: str, attachments: Iterable[dict[str, Any]] |
         await db.execute(_LINK, {"fid": fid, "sid": session_id})
 
 
-async def release(db: Any, session_id: str, attachments: Iterable[dict[str, Any]] | None) -> None:
+async def release(db: Executor, session_id: str, attachments: Iterable[dict[str, Any]] | None) -> None:
     """After a queued message was removed or changed: forget the session's reference to each of these files
     that neither its history nor its queue carries any more (the collector may then take them)."""
     for fid in file_ids(attachments):
@@ -68,7 +69,7 @@ async def release(db: Any, session_id: str, attachments: Iterable[dict[str, Any]
             await db.execute(_UNLINK, params)
 
 
-async def release_queue(db: Any, session_id: str) -> None:
+async def release_queue(db: Executor, session_id: str) -> None:
     """After the session's queue was cleared: :func:`release` every file the session references."""
     fids = [row[0] for row in (await db.execute(_SESSION_FILES, {"sid": session_id})).all()]
     await release(db, session_id, [{"fileId": fid} for fid in fids])

@@ -23,9 +23,9 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import and_, delete, exists, func, select, update
+from sqlalchemy import CursorResult, and_, delete, exists, func, select, update
 from sqlalchemy.exc import IntegrityError
 
 from ..protocol.errors import RpcError
@@ -210,7 +210,8 @@ class Files:
         for blob_id in blob_ids:
             try:
                 async with self.db.write() as s:
-                    gone = (await s.execute(delete(FileBlob).where(FileBlob.id == blob_id, orphan))).rowcount
+                    deleted = await s.execute(delete(FileBlob).where(FileBlob.id == blob_id, orphan))
+                    gone = cast(CursorResult[Any], deleted).rowcount  # a DELETE's result is a CursorResult
             except IntegrityError:  # an upload took the blob just now
                 continue
             if gone:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 from .errors import ErrorCode, ProviderError
@@ -39,7 +39,7 @@ class RetryPolicy:
             return None
         if error.retry_after is not None:
             return error.retry_after if error.retry_after <= self.max_retry_after else None
-        ceiling = min(self.max_delay, self.initial_delay * 2 ** (attempt - 1))
+        ceiling = min(self.max_delay, self.initial_delay * 2.0 ** (attempt - 1))
         # Full jitter spreads the retries of many sessions hitting the same rate limit.
         return ceiling * (0.5 + 0.5 * self.rand())
 
@@ -54,7 +54,7 @@ def error_event(error: ProviderError) -> ErrorEvent:
 
 async def with_retries(
     attempt: Callable[[], AsyncIterator[TurnEvent]], policy: RetryPolicy
-) -> AsyncIterator[TurnEvent]:
+) -> AsyncGenerator[TurnEvent, None]:
     """Run ``attempt()`` until it completes, retrying per ``policy``; failures end the stream with an ``ErrorEvent``.
 
     ``attempt`` must raise ``ProviderError`` for failures; any other exception is reported as ``unknown`` and not

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from ..domain.events import EventEnvelope
 from .streams import LocalStreams, StreamBuffer
@@ -64,7 +65,7 @@ class Bus(abc.ABC):
         await self.disconnect()
 
 
-def create_bus(url: str, **options: object) -> Bus:
+def create_bus(url: str, **options: Any) -> Bus:
     """Pick the backend by URL scheme; drivers are imported lazily.
 
     ``redis://host:port/db?prefix=name:`` sets the key prefix (default ``chatsync:``), so several
@@ -86,8 +87,8 @@ def create_bus(url: str, **options: object) -> Bus:
         if parts.scheme == "redis+cluster":
             from .redis_cluster import RedisClusterBus, parse_nodes
 
-            return RedisClusterBus(parse_nodes(parts.netloc), **options)  # type: ignore[arg-type]
+            return RedisClusterBus(parse_nodes(parts.netloc), **options)
         from .redis import RedisBus
 
-        return RedisBus(urlunsplit(parts._replace(query=urlencode(query))), **options)  # type: ignore[arg-type]
+        return RedisBus(urlunsplit(parts._replace(query=urlencode(query))), **options)
     raise ValueError(f"unsupported bus URL {url!r}")

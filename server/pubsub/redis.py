@@ -21,6 +21,7 @@ from typing import Any
 
 import orjson
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster
 
 from ..domain.events import EventEnvelope
 from .base import Bus
@@ -68,12 +69,18 @@ def decode(session_id: str, data: bytes) -> list[EventEnvelope]:
     return out
 
 
+def _text(value: bytes | str) -> str:
+    """A reply as text (the client is made without ``decode_responses``, so replies are bytes)."""
+    return value.decode() if isinstance(value, bytes) else value
+
+
 class RedisBus(Bus):
     def __init__(self, url: str, prefix: str = DEFAULT_PREFIX) -> None:
         super().__init__()
         self.url = url
         self.prefix = prefix
-        self._redis: aioredis.Redis | None = None
+        # Redis Cluster's backend (``redis_cluster``) keeps its cluster client here.
+        self._redis: aioredis.Redis | RedisCluster | None = None
         self._pubsub: Any = None
         self._channels: set[str] = set()
         self._confirm: dict[str, asyncio.Future[None]] = {}
@@ -250,7 +257,9 @@ class RedisStreams(StreamBuffer):
         members = session_streams_key(prefix, session_id)
         try:
             async with redis.pipeline(transaction=False) as pipe:
-                pipe.delete(key).sadd(members, message_id).expire(members, STREAM_TTL_SECONDS)
+                pipe.delete(key)
+                pipe.sadd(members, message_id)
+                pipe.expire(members, STREAM_TTL_SECONDS)
                 await pipe.execute()
         except UNAVAILABLE as exc:
             log.warning("stream start for %s not recorded in Redis: %s", message_id, exc)
@@ -261,7 +270,8 @@ class RedisStreams(StreamBuffer):
         key = stream_text_key(prefix, session_id, message_id)
         try:
             async with redis.pipeline(transaction=False) as pipe:
-                pipe.append(key, delta).expire(key, STREAM_TTL_SECONDS)
+                pipe.append(key, delta)
+                pipe.expire(key, STREAM_TTL_SECONDS)
                 self.bus._send(pipe, session_channel(prefix, session_id), encode((env,)))
                 await pipe.execute()
         except UNAVAILABLE as exc:
@@ -284,7 +294,7 @@ class RedisStreams(StreamBuffer):
         redis, prefix = self.bus._redis, self.bus.prefix
         assert redis is not None
         try:
-            ids = sorted(m.decode() for m in await redis.smembers(session_streams_key(prefix, session_id)))
+            ids = sorted(_text(m) for m in await redis.smembers(session_streams_key(prefix, session_id)))
             if not ids:
                 return []
             texts = await redis.mget([stream_text_key(prefix, session_id, m) for m in ids])
@@ -293,6 +303,6 @@ class RedisStreams(StreamBuffer):
             return None
         out: list[dict[str, object]] = []
         for mid, raw in zip(ids, texts):
-            text = raw.decode() if raw is not None else ""
+            text = _text(raw) if raw is not None else ""
             out.append({"messageId": mid, "offset": len(text), "text": text})
         return out

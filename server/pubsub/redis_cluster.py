@@ -128,6 +128,7 @@ class RedisClusterBus(RedisBus):
         self._where: dict[str, _Shard] = {}
         self._homeless: set[str] = set()  # subscribed while no node was known to serve their slot
         self._background: set[asyncio.Task[None]] = set()
+        self._cluster: RedisCluster | None = None  # the same client as ``_redis``, with its cluster type
 
     def _send(self, target: Any, channel: str, payload: bytes) -> Any:
         return target.spublish(channel, payload)
@@ -136,13 +137,13 @@ class RedisClusterBus(RedisBus):
         # One retry (after refreshing the slot map, which follows a failover) and no backoff: a publish
         # to a shard that is down fails at once and joins the unsent batches, instead of holding up the
         # change that made it for the client's default of several backed-off attempts.
-        self._redis = RedisCluster(
+        self._redis = self._cluster = RedisCluster(
             startup_nodes=[ClusterNode(h, p) for h, p in self.nodes],
             retry=Retry(NoBackoff(), retries=1),
             socket_connect_timeout=5,
             health_check_interval=10,
         )
-        await self._redis.initialize()
+        await self._cluster.initialize()
 
     async def disconnect(self) -> None:
         tasks = [s.task for s in self._shards.values()] + list(self._background)
@@ -165,9 +166,10 @@ class RedisClusterBus(RedisBus):
         task.add_done_callback(self._background.discard)
 
     def _owner(self, session_id: str) -> tuple[str, int]:
-        assert self._redis is not None
-        node = self._redis.get_node_from_key(session_channel(self.prefix, session_id))
-        return node.host, node.port
+        assert self._cluster is not None
+        node = self._cluster.get_node_from_key(session_channel(self.prefix, session_id))
+        assert node is not None  # None only when asked for a replica
+        return node.host, int(node.port)
 
     def _shard(self, address: tuple[str, int]) -> _Shard:
         shard = self._shards.get(address)
@@ -215,9 +217,9 @@ class RedisClusterBus(RedisBus):
 
     async def _rehome(self, shard: _Shard) -> None:
         """Before a shard reconnects: refresh the slot map and move sessions whose slot has a new owner."""
-        assert self._redis is not None
+        assert self._cluster is not None
         with suppress(*UNAVAILABLE):
-            await self._redis.nodes_manager.initialize()
+            await self._cluster.nodes_manager.initialize()
         for sid in list(shard.sessions):
             with suppress(*UNAVAILABLE):  # no known owner now: stay, retry next time
                 owner = self._owner(sid)
@@ -230,7 +232,8 @@ class RedisClusterBus(RedisBus):
         if self._where.pop(session_id, None) is None:
             return  # unsubscribed meanwhile
         with suppress(*UNAVAILABLE):
-            await self._redis.nodes_manager.initialize()  # type: ignore[union-attr]
+            assert self._cluster is not None
+            await self._cluster.nodes_manager.initialize()
         await self.subscribe(session_id)
         self._on_reconnect()
 
@@ -241,7 +244,8 @@ class RedisClusterBus(RedisBus):
             attempt += 1
             await asyncio.sleep(min(MAX_BACKOFF, 0.05 * 2**attempt) * (0.5 + random.random() / 2))
             with suppress(*UNAVAILABLE):
-                await self._redis.nodes_manager.initialize()  # type: ignore[union-attr]
+                assert self._cluster is not None
+                await self._cluster.nodes_manager.initialize()
             try:
                 self._owner(session_id)
             except UNAVAILABLE:

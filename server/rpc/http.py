@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 import orjson
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response, StreamingResponse
 
 from ..domain.events import dumps
 from ..protocol.errors import RpcError, error_shape, to_rpc_error
 from .registry import Context, Procedure, Router, call, merge_last_event_id
 from .sse import Inbox, SseResponse
+
+if TYPE_CHECKING:
+    from ..app import Services
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +54,7 @@ def plain_error_response(err: RpcError, headers: dict[str, str] | None = None) -
     )
 
 
-def bearer_token(request: Request) -> str | None:
+def bearer_token(request: HTTPConnection) -> str | None:
     header = request.headers.get("authorization", "")
     if header[:7].lower() == "bearer ":
         return header[7:].strip()
@@ -59,13 +62,13 @@ def bearer_token(request: Request) -> str | None:
 
 
 class HttpTransport:
-    def __init__(self, router: Router, services: Any) -> None:
+    def __init__(self, router: Router, services: Services) -> None:
         self.router = router
         self.services = services
         self.settings = services.settings
         self.sse_streams: set[Inbox] = set()
 
-    async def __call__(self, request: Request) -> Response:
+    async def __call__(self, request: Request) -> Response | SseResponse:
         if request.method == "HEAD":
             return Response(status_code=204)
         raw_path = request.path_params["path"]
@@ -209,7 +212,7 @@ class HttpTransport:
 
     # --- server-sent events ---------------------------------------------------------------------------
 
-    async def _subscription(self, request: Request, ctx: Context, proc: Procedure, raw: Any) -> Response:
+    async def _subscription(self, request: Request, ctx: Context, proc: Procedure, raw: Any) -> Response | SseResponse:
         if request.method != "GET":
             err = RpcError("METHOD_NOT_SUPPORTED", f'Unsupported {request.method}-request to subscription procedure')
             return _json({"error": error_shape(err, proc.path)}, 405, {"allow": "GET"})
@@ -222,7 +225,7 @@ class HttpTransport:
         if self.services.slots.used >= self.services.slots.limit:
             err = RpcError("SERVICE_UNAVAILABLE", "Too many connections on this server; retry shortly")
             return _json({"error": error_shape(err, proc.path)}, 503, {"retry-after": str(FULL_RETRY_AFTER_SECONDS)})
-        return SseResponse(self.services, self.sse_streams, ctx, proc, raw)  # type: ignore[return-value]
+        return SseResponse(self.services, self.sse_streams, ctx, proc, raw)
 
     @staticmethod
     async def _sse_error(err: RpcError, path: str) -> Any:

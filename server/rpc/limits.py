@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 
 from ..protocol.errors import RpcError
 
@@ -18,7 +19,7 @@ MAX_TRACKED_USERS = 100_000
 
 
 class RateLimiter:
-    def __init__(self, rate: float, burst: int, clock=time.monotonic) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, rate: float, burst: int, clock: Callable[[], float] = time.monotonic) -> None:
         self.rate = rate
         self.burst = burst
         self.clock = clock

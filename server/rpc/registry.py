@@ -16,13 +16,18 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, ValidationError
 
 from ..domain.models import jsonable as to_jsonable
 from ..protocol.errors import RpcError
 from ..store.models import User
+
+if TYPE_CHECKING:
+    # For the checker only: at run time the rpc layer imports nothing of the app that it serves.
+    from ..app import Services
+    from ..services.auth import Principal
 
 Kind = Literal["query", "mutation", "subscription"]
 
@@ -32,7 +37,7 @@ class Context:
     """What a procedure knows about its caller."""
 
     user: User | None
-    services: Any  # server.app.Services; Any to keep the rpc layer free of app imports
+    services: Services
     transport: Literal["ws", "http"]
     # The device (token) the caller signed in with, when it used one.
     device_id: str | None = None
@@ -40,7 +45,7 @@ class Context:
     # Where the caller reached this server (``http://host:port``), for links it may hand to other devices.
     base_url: str | None = None
 
-    def sign_in(self, principal: Any) -> None:
+    def sign_in(self, principal: Principal | None) -> None:
         """Take the user and device of a ``services.auth.Principal`` (or nothing, for None)."""
         if principal is None:
             self.user = self.device_id = self.device_name = None
@@ -208,7 +213,7 @@ async def call_many(proc: Procedure, ctx: Context, raw_inputs: Sequence[Any]) ->
         done = iter(await proc.batch(ctx, valid)) if valid else iter(())
     except Exception as exc:  # nothing in the batch happened
         return [p if isinstance(p, RpcError) else exc for p in parsed]
-    out = []
+    out: list[Any] = []
     for p in parsed:
         if isinstance(p, RpcError):
             out.append(p)

@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import asyncio
 from contextlib import suppress
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..domain.events import EventEnvelope, dumps
 from ..metrics import COUNTERS
 from ..protocol.errors import RpcError, error_shape, to_rpc_error
 from .registry import Context, Procedure
+
+if TYPE_CHECKING:
+    from ..app import Services
 
 PING_SECONDS = 15.0
 HEADERS = [
@@ -84,7 +87,7 @@ def error_frame(err: RpcError, path: str) -> bytes:
 class SseResponse:
     """The ASGI response of one ``GET`` subscription (see the module doc)."""
 
-    def __init__(self, services: Any, streams: set[Inbox], ctx: Context, proc: Procedure, raw: Any) -> None:
+    def __init__(self, services: Services, streams: set[Inbox], ctx: Context, proc: Procedure, raw: Any) -> None:
         self.services, self.streams, self.ctx, self.proc, self.raw = services, streams, ctx, proc, raw
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
@@ -159,7 +162,7 @@ class SseResponse:
                 if item is PING:
                     body = "event: ping\ndata: \n\n\n"
                 elif item is _DONE or isinstance(item, RpcError):
-                    last = b"event: return\ndata: \n\n\n" if item is _DONE else error_frame(item, path)
+                    last = error_frame(item, path) if isinstance(item, RpcError) else b"event: return\ndata: \n\n\n"
                     ended = True
                     await send({"type": "http.response.body", "body": last, "more_body": False})
                     return

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
@@ -65,6 +65,8 @@ class LeanWebSocketProtocol(WebSocketsSansIOProtocol):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # uvicorn declares these as an asyncio.Queue and an asyncio.Event; the lighter stand-ins implement the
+        # part of them uvicorn uses (see the module doc), hence the two ignores.
         self.queue = Inbox()  # type: ignore[assignment]
         self.writable = _Flag()  # type: ignore[assignment]
 
@@ -74,10 +76,10 @@ class LeanWebSocketProtocol(WebSocketsSansIOProtocol):
             # Read once to build the scope and the 101 response; nothing needs them after. (The request
             # stays referenced by the websockets parser's suspended frame: emptying its headers frees them.)
             self.request.headers.clear()
-            self.request = self.response = None  # type: ignore[assignment]
+            self.request = self.response = None  # type: ignore[assignment]  # uvicorn declares them never None
             # The app reads the upgrade request (origin, token, host) before it accepts; emptied in place,
             # the scope's header list is freed for Starlette's ``Headers`` view of it too.
-            self.scope["headers"].clear()
+            cast(list[tuple[bytes, bytes]], self.scope["headers"]).clear()  # a list (ASGI declares an iterable)
 
 
 def transport_outbox(raw_send: Any, limit_bytes: int, on_overflow: Callable[[], None]) -> TransportOutbox | None:
@@ -206,7 +208,7 @@ class TransportOutbox(Outbox):
                     if frame is None:
                         frame = single.ws_frame(prefix, frame_header)
                 else:
-                    frame = joined.get(prefix)  # type: ignore[assignment]
+                    frame = joined.get(prefix)
                     if frame is None:
                         frame = joined[prefix] = b"".join(env.ws_frame(prefix, frame_header) for env in events)
                 writes.append((ob, frame))

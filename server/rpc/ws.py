@@ -12,7 +12,7 @@ import asyncio
 import logging
 from collections import deque
 from contextlib import suppress
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from starlette.websockets import WebSocket, WebSocketDisconnect
@@ -31,8 +31,11 @@ from ..protocol.envelopes import (
 from ..protocol.errors import RpcError, to_rpc_error
 from ..sync.sink import EventSink
 from .outbox import Outbox, TaskOutbox
-from .registry import Context, Router, call, call_many, merge_last_event_id
+from .registry import Context, Kind, Router, call, call_many, merge_last_event_id
 from .uvicorn_ws import transport_outbox
+
+if TYPE_CHECKING:
+    from ..app import Services
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +46,12 @@ MAX_MUTATION_BATCH = 64
 
 class WsConnection:
     def __init__(
-        self, websocket: WebSocket, router: Router, services: Any, registry: set[WsConnection], raw_send: Any = None
+        self,
+        websocket: WebSocket,
+        router: Router,
+        services: Services,
+        registry: set[WsConnection],
+        raw_send: Any = None,
     ) -> None:
         self.ws = websocket
         self.router = router
@@ -309,9 +317,9 @@ class WsConnection:
             return
         self._spawn(self._call(prefix, method, path, params.get("input")))
 
-    async def _call(self, prefix: str, method: str, path: str, raw: Any) -> None:
+    async def _call(self, prefix: str, method: Kind, path: str, raw: Any) -> None:
         try:
-            proc = self.router.lookup(path, method)  # type: ignore[arg-type]
+            proc = self.router.lookup(path, method)
             result = await call(proc, self.ctx, raw)
             frame = ws_result(prefix, "data", result)  # serialising can fail too: answer that as an error
         except Exception as exc:

@@ -19,9 +19,9 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import CursorResult, delete, select, update
 from sqlalchemy.exc import IntegrityError
 
 from ..protocol.errors import RpcError
@@ -204,7 +204,8 @@ class AuthService:
         if user_id is not None:
             stmt = stmt.where(ApiToken.user_id == user_id)
         async with self.db.write() as s:
-            done = (await s.execute(stmt.values(revoked_at=self.clock()))).rowcount == 1
+            # An UPDATE's result is a CursorResult (the ORM session declares the general Result).
+            done: bool = cast(CursorResult[Any], await s.execute(stmt.values(revoked_at=self.clock()))).rowcount == 1
         if done:
             await self._revoked([device_id])
         return done
@@ -256,10 +257,13 @@ class AuthService:
                 raise LinkError("This sign-in link was already used; make a new one.")
             if found.expires_at <= now:
                 raise LinkError("This sign-in link has expired; make a new one.")
-            spent = await s.execute(
-                update(LinkCode)
-                .where(LinkCode.code_hash == found.code_hash, LinkCode.used_at.is_(None))
-                .values(used_at=now)
+            spent = cast(
+                CursorResult[Any],
+                await s.execute(
+                    update(LinkCode)
+                    .where(LinkCode.code_hash == found.code_hash, LinkCode.used_at.is_(None))
+                    .values(used_at=now)
+                ),
             )
             if spent.rowcount != 1:
                 raise LinkError("This sign-in link was already used; make a new one.")

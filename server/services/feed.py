@@ -14,12 +14,17 @@ Batched enqueues therefore cost one feed event, not one per message.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import bindparam, delete, func, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from ..domain.events import EventEnvelope, dumps
-from ..store.models import QueuedMessage, User, UserEvent
+from ..store.models import ChatSession, QueuedMessage, User, UserEvent
+from ..store.prepared import Executor
+
+if TYPE_CHECKING:
+    from .uow import SessionHead
 
 FEED_EVENT_TYPES = frozenset({"session-created", "session-updated", "session-deleted"})
 # Session events after which a session list looks different (title, status, queue length, model, ...).
@@ -65,7 +70,7 @@ def _ms(value: datetime | str | None) -> int | None:
     return int(value.timestamp() * 1000)
 
 
-def summary(row: Any, queue_length: int, updated_at: datetime | None = None) -> dict[str, Any]:
+def summary(row: ChatSession | SessionHead, queue_length: int, updated_at: datetime | None = None) -> dict[str, Any]:
     """What a session list shows of one session (``row``: a ``ChatSession`` or the queue's ``SessionHead``)."""
     return {
         "id": row.id,
@@ -81,11 +86,11 @@ def summary(row: Any, queue_length: int, updated_at: datetime | None = None) -> 
     }
 
 
-async def queue_length(db: Any, session_id: str) -> int:
+async def queue_length(db: Executor, session_id: str) -> int:
     return int((await db.execute(_QUEUE_LENGTH, {"sid": session_id})).one()[0])
 
 
-async def append(db: Any, user_id: str, type_: str, body: dict[str, Any], now: datetime) -> EventEnvelope:
+async def append(db: Executor, user_id: str, type_: str, body: dict[str, Any], now: datetime) -> EventEnvelope:
     """Append one event to the user's feed inside the caller's transaction (takes the user row's lock)."""
     seq = int((await db.execute(_BUMP, {"uid": user_id})).one()[0])
     json = dumps({"type": type_, **body})
@@ -107,7 +112,7 @@ class FeedLog:
     def _uid(key: str) -> str:
         return key[len("feed:") :]
 
-    async def events_after(self, s: Any, key: str, after: int, limit: int) -> list[Any]:
+    async def events_after(self, s: AsyncSession, key: str, after: int, limit: int) -> list[Any]:
         stmt = (
             select(UserEvent)
             .where(UserEvent.user_id == self._uid(key), UserEvent.seq > after)
@@ -116,10 +121,10 @@ class FeedLog:
         )
         return list((await s.execute(stmt)).scalars().all())
 
-    async def last_seq(self, s: Any, key: str) -> int | None:
+    async def last_seq(self, s: AsyncSession, key: str) -> int | None:
         return (await s.execute(select(User.feed_seq).where(User.id == self._uid(key)))).scalar_one_or_none()
 
-    async def oldest_seq(self, s: Any, key: str) -> int | None:
+    async def oldest_seq(self, s: AsyncSession, key: str) -> int | None:
         stmt = select(func.min(UserEvent.seq)).where(UserEvent.user_id == self._uid(key))
         return (await s.execute(stmt)).scalar_one()
 

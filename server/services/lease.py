@@ -27,7 +27,6 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import bindparam, update
 
-from ..store import repo
 from ..store.models import ChatSession, Message, utcnow
 from .uow import SessionTx, UnitOfWork
 
@@ -60,32 +59,15 @@ def lease_live(row: ChatSession, now: datetime | None = None) -> bool:
 
 
 @asynccontextmanager
-async def session_tx(uow: UnitOfWork, session_id: str) -> AsyncIterator[SessionTx]:
-    """A unit of work on a session for the engine itself (no caller to authorise): lock, yield, commit,
-    publish — the same outbox discipline as ``UnitOfWork.session``."""
-    async with uow.db.write() as s:
-        row = await repo.get_session(s, session_id, lock=True)
-        if row is None:
-            raise SessionGone(session_id)
-        tx = SessionTx(s, row, uow.retention)
-        yield tx
-        await tx.finish()
-    await uow.publish_tx(tx)
-
-
-@asynccontextmanager
 async def fenced_tx(
     uow: UnitOfWork, session_id: str, run_id: str, owner: str, lease_seconds: float
 ) -> AsyncIterator[SessionTx]:
     """A unit of work of a run: only while this process owns it; renews the lease on the way."""
-    try:
-        async with session_tx(uow, session_id) as tx:
-            if tx.row.run_id != run_id or tx.row.lease_owner != owner:
-                raise LeaseLost(session_id)
-            claim(tx.row, owner, lease_seconds)
-            yield tx
-    except SessionGone:
-        raise LeaseLost(session_id) from None
+    async with uow.session(None, session_id, missing=LeaseLost) as tx:
+        if tx.row.run_id != run_id or tx.row.lease_owner != owner:
+            raise LeaseLost(session_id)
+        claim(tx.row, owner, lease_seconds)
+        yield tx
 
 
 _SESSIONS, _MESSAGES = ChatSession.__table__, Message.__table__

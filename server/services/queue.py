@@ -7,6 +7,7 @@ not dense (a dequeue does not shift every row), and a move rewrites them as 0..n
 
 from __future__ import annotations
 
+import builtins
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -199,7 +200,7 @@ class QueueService:
         session_id: str,
         message_id: str,
         content: str | None,
-        attachments: list[dict[str, Any]] | None,
+        attachments: builtins.list[dict[str, Any]] | None,
     ) -> wire.QueuedMessage:
         if content is not None:
             self._check_content(content)
@@ -227,7 +228,9 @@ class QueueService:
                 tx.row.queue_paused = True
                 tx.emit("queue-paused")
 
-    async def move(self, user: User, session_id: str, message_id: str, to_index: int) -> list[wire.QueuedMessage]:
+    async def move(
+        self, user: User, session_id: str, message_id: str, to_index: int
+    ) -> builtins.list[wire.QueuedMessage]:
         async with self.uow.session(user, session_id) as tx:
             rows = await repo.queue_rows(tx.db, session_id)
             target = next((r for r in rows if r.id == message_id), None)

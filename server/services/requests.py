@@ -24,15 +24,17 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import orjson
 from pydantic import BaseModel
-from sqlalchemy import bindparam, delete, insert, select
+from sqlalchemy import CursorResult, bindparam, delete, insert, select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from ..domain.models import jsonable
 from ..protocol.errors import RpcError
 from ..store.models import ClientRequest
+from ..store.prepared import Executor
 
 RETENTION = timedelta(hours=25)  # promised: 24 hours; the extra hour absorbs clock skew between replicas
 
@@ -77,7 +79,7 @@ MISSING: Any = _Missing()
 """What :func:`replay` returns when the request was not made before."""
 
 
-async def replay(db: Any, key: RequestKey | None) -> Any:
+async def replay(db: Executor, key: RequestKey | None) -> Any:
     """The first reply to this request, or :data:`MISSING`. ``db`` is an ORM session or a plain connection
     inside the caller's transaction. The same id for another input or procedure is ``CONFLICT``."""
     if key is None:
@@ -102,13 +104,13 @@ def record_row(key: RequestKey, result: Any, now: datetime) -> dict[str, Any]:
     }
 
 
-async def record(db: Any, rows: list[dict[str, Any]]) -> None:
+async def record(db: Executor, rows: list[dict[str, Any]]) -> None:
     """Write records made by :func:`record_row` (inside the write's transaction)."""
     if rows:
         await db.execute(_INSERT, rows[0] if len(rows) == 1 else rows)
 
 
-async def trim(db: Any, now: datetime) -> int:
+async def trim(db: AsyncSession, now: datetime) -> int:
     """Delete records older than :data:`RETENTION`; returns how many."""
     result = await db.execute(_TRIM, {"before": now - RETENTION})
-    return int(result.rowcount or 0)
+    return int(cast(CursorResult[Any], result).rowcount or 0)  # a DELETE's result is a CursorResult

@@ -31,11 +31,13 @@ import time
 import uuid
 from typing import Any, Protocol
 
+from sqlalchemy.ext.asyncio import AsyncSession
+
 from ..domain import models as wire
 from ..files import refs as file_refs
 from ..protocol.errors import RpcError
 from ..store import repo
-from ..store.models import QueuedMessage, User
+from ..store.models import ChatSession, QueuedMessage, User
 from . import transitions
 from .lease import lease_live
 from .requests import MISSING, RequestKey
@@ -341,7 +343,7 @@ class RunService:
             if row.run_id is None:
                 run = await transitions.send_queued(tx, self.o.owner, self._lease, item)
                 started = run.id
-                return_value = {"status": "started", "mode": mode, "runId": run.id}
+                return_value: dict[str, str | None] = {"status": "started", "mode": mode, "runId": run.id}
             elif mode == "steer":
                 await tx.db.delete(item)
                 tx.emit("queue-message-removed", messageId=item.id, reason="sent")
@@ -365,8 +367,10 @@ class RunService:
                     if row.status == "requires-action":
                         # Nobody drives a suspended run: abort it here and send the head in this transaction.
                         row.abort_then_send = True
-                        run = await transitions.stop_run(tx, "aborted", owner=self.o.owner, lease_seconds=self._lease)
-                        started = run.id if run is not None else None
+                        resumed = await transitions.stop_run(
+                            tx, "aborted", owner=self.o.owner, lease_seconds=self._lease
+                        )
+                        started = resumed.id if resumed is not None else None
                         return_value = {"status": "started", "mode": mode, "runId": started}
                     else:
                         row.abort_requested = True
@@ -405,7 +409,7 @@ class RunService:
 
     # --- session.get's ``run`` ----------------------------------------------------------------------------
 
-    async def run_snapshot(self, db: Any, row: Any) -> dict[str, Any] | None:
+    async def run_snapshot(self, db: AsyncSession, row: ChatSession) -> dict[str, Any] | None:
         """The ``run`` field of ``session.get``, read in the caller's transaction ``db``."""
         if row.run_id is None:
             return None
@@ -447,5 +451,5 @@ class RunAwareSessionService(SessionService):
         super().__init__(*args, **kwargs)
         self.runs = runs
 
-    async def _run_snapshot(self, db: Any, row: Any) -> dict[str, Any] | None:
+    async def _run_snapshot(self, db: AsyncSession, row: ChatSession) -> dict[str, Any] | None:
         return await self.runs.run_snapshot(db, row)

@@ -22,6 +22,7 @@ from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from ..domain import models as wire
 from ..llm import PROVIDER_IDS, default_provider_id, known_provider
@@ -195,7 +196,7 @@ class SessionService:
             last_event_id=str(row.last_seq),
         )
 
-    async def _run_snapshot(self, db: Any, row: ChatSession) -> dict[str, Any] | None:
+    async def _run_snapshot(self, db: AsyncSession, row: ChatSession) -> dict[str, Any] | None:
         """The snapshot's ``run`` field; sessions without the run engine have none."""
         return None
 

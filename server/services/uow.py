@@ -4,10 +4,11 @@ publish after commit (a transactional outbox; ARCHITECTURE.md invariant 2)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from datetime import datetime
+from typing import Any, Generic, TypeVar
 
 from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -20,7 +21,7 @@ from ..pubsub.base import Bus
 from ..store import repo
 from ..store.db import Database
 from ..store.models import ChatSession, Event, User, utcnow
-from ..store.prepared import PlainConnection
+from ..store.prepared import Executor, PlainConnection
 from . import feed, requests
 from .requests import RequestKey
 
@@ -70,19 +71,26 @@ class SessionHead:
     status: str
     provider: str
     model: str
-    created_at: Any
-    updated_at: Any = None
+    created_at: datetime | str  # a plain SQLite read hands back the stored text
+    updated_at: datetime | str | None = None
+
+
+DbT = TypeVar("DbT", bound=Executor)
+RowT = TypeVar("RowT", bound=ChatSession | SessionHead)
 
 
 @dataclass
-class SessionTx:
-    """An open transaction on one locked session. ``emit`` appends a durable event to its log.
+class SessionTxBase(Generic[DbT, RowT]):
+    """An open transaction on one locked session. ``emit`` appends a durable event to its log; ``finish``
+    writes the events (and the client request records and the owner's feed event) before the commit.
 
-    ``db`` is an ORM session with ``row`` a :class:`ChatSession`, or, for the queue's hot path, a plain
-    connection (``store.prepared``) with ``row`` a :class:`SessionHead`."""
+    Two kinds, each with precise types: :class:`SessionTx` (an ORM session and the :class:`ChatSession`) for
+    every session write, and :class:`QueueTx` (a plain connection and the :class:`SessionHead`) for the
+    queue's hot path. What they share (the log, the feed, request records) is here and uses only
+    ``db.execute`` with constant statements and the columns both rows have."""
 
-    db: AsyncSession | PlainConnection
-    row: ChatSession | SessionHead
+    db: DbT
+    row: RowT
     retention: int
     events: list[EventEnvelope] = field(default_factory=list)
     # The user feed's event for this transaction (written by ``finish``), and client request records.
@@ -91,14 +99,18 @@ class SessionTx:
     # The queue's length at commit when the caller knows it (the queue's hot path), saving the feed a count.
     queue_length: int | None = None
 
+    def _advance(self, seq: int) -> None:
+        """Move the row's ``last_seq`` in memory (``finish`` writes it)."""
+        raise NotImplementedError
+
+    async def _written(self, now: datetime) -> None:
+        """After ``finish`` wrote the log: bring the in-memory row up to date."""
+
     def emit(self, type_: str, **fields: Any) -> EventEnvelope:
         # The row's last_seq moves in memory only; ``finish`` writes it (and the log rows) with plain
         # statements, cheaper than the ORM's unit of work on the hottest path of the server.
         seq = self.row.last_seq + 1
-        if isinstance(self.row, SessionHead):
-            self.row.last_seq = seq
-        else:
-            set_committed_value(self.row, "last_seq", seq)
+        self._advance(seq)
         env = EventEnvelope.build(self.row.id, seq, type_, fields)
         self.events.append(env)
         return env
@@ -129,12 +141,10 @@ class SessionTx:
         await self.db.execute(_ADVANCE_SESSION, {"sid": sid, "last_seq": last, "updated_at": now})
         if last > self.retention and last // TRIM_EVERY != (last - len(self.events)) // TRIM_EVERY:
             await repo.trim_events(self.db, sid, last - self.retention)
-        if isinstance(self.db, AsyncSession):
-            set_committed_value(self.row, "updated_at", now)
-            await self.db.flush()
+        await self._written(now)
         await self._feed(now)
 
-    async def _feed(self, now: Any) -> None:
+    async def _feed(self, now: datetime) -> None:
         """One feed event for the owner when this transaction changed what a session list shows."""
         types = {e.type for e in self.events}
         owner = self.row.owner_id
@@ -156,6 +166,30 @@ class SessionTx:
         self.feed_events.append(env)
 
 
+class SessionTx(SessionTxBase[AsyncSession, ChatSession]):
+    """A transaction on a locked session through the ORM: ``db`` is the session, ``row`` the
+    :class:`ChatSession` (see :meth:`UnitOfWork.session`)."""
+
+    def _advance(self, seq: int) -> None:
+        set_committed_value(self.row, "last_seq", seq)
+
+    async def _written(self, now: datetime) -> None:
+        set_committed_value(self.row, "updated_at", now)
+        await self.db.flush()
+
+
+class QueueTx(SessionTxBase[PlainConnection, SessionHead]):
+    """The queue's hot path: ``db`` is a plain connection (``store.prepared``: constant Core statements only)
+    and ``row`` the :class:`SessionHead` (see :meth:`UnitOfWork.queue`)."""
+
+    def _advance(self, seq: int) -> None:
+        self.row.last_seq = seq
+
+
+AnySessionTx = SessionTx | QueueTx
+"""Either kind of session transaction: for code that uses only what they share."""
+
+
 def can_read(user: User, row: ChatSession) -> bool:
     return row.owner_id == user.id or user.role == "admin"
 
@@ -167,24 +201,26 @@ class UnitOfWork:
         self.retention = retention
 
     @asynccontextmanager
-    async def session(self, user: User | None, session_id: str) -> AsyncIterator[SessionTx]:
+    async def session(
+        self, user: User | None, session_id: str, *, missing: Callable[[str], Exception] | None = None
+    ) -> AsyncIterator[SessionTx]:
         """Lock the caller's session, yield a :class:`SessionTx`, commit, then publish its events.
 
         Someone else's session is ``NOT_FOUND``: we do not reveal that it exists. ``user=None`` is the server
-        itself (background work such as model titles): no owner to check.
+        itself (background work such as model titles, the engine): no owner to check. ``missing`` makes the
+        exception raised when the session does not exist (or is not the user's) instead of ``NOT_FOUND``.
         """
         async with self.db.write() as s:
-            row = await repo.get_session(s, session_id, lock=True)
-            if row is None or (user is not None and row.owner_id != user.id):
-                raise RpcError("NOT_FOUND", "Session not found")
+            row = self._owned(await repo.get_session(s, session_id, lock=True), user, session_id, missing)
             tx = SessionTx(s, row, self.retention)
             yield tx
             await tx.finish()
         await self.publish_tx(tx)
 
     @asynccontextmanager
-    async def queue(self, user: User, session_id: str) -> AsyncIterator[SessionTx]:
-        """Like :meth:`session` for operations that need only :class:`SessionHead` and plain statements.
+    async def queue(self, user: User, session_id: str) -> AsyncIterator[QueueTx]:
+        """The fast path of :meth:`session` for operations that need only :class:`SessionHead` and constant
+        statements: a :class:`QueueTx`, with the same locking, checks, commit and publish.
 
         Queue edits are the busiest writes (every message typed while the model answers, from every client);
         without the ORM, and on SQLite without SQLAlchemy's per-statement work, their transaction costs a
@@ -192,16 +228,23 @@ class UnitOfWork:
         """
         async with self.db.plain_write() as db:
             found = (await db.execute(_LOCK_SESSION_HEAD, {"sid": session_id})).first()
-            head = SessionHead(*found) if found is not None else None
-            if head is None or head.owner_id != user.id:
-                raise RpcError("NOT_FOUND", "Session not found")
+            head = self._owned(SessionHead(*found) if found is not None else None, user, session_id)
             head.queue_paused = bool(head.queue_paused)  # SQLite's 0/1 when read without SQLAlchemy
-            tx = SessionTx(db, head, self.retention)
+            tx = QueueTx(db, head, self.retention)
             yield tx
             await tx.finish()
         await self.publish_tx(tx)
 
-    async def publish_tx(self, tx: SessionTx) -> None:
+    @staticmethod
+    def _owned(
+        row: RowT | None, user: User | None, session_id: str, missing: Callable[[str], Exception] | None = None
+    ) -> RowT:
+        """``row`` when the session exists and is ``user``'s (any session for ``user=None``)."""
+        if row is None or (user is not None and row.owner_id != user.id):
+            raise RpcError("NOT_FOUND", "Session not found") if missing is None else missing(session_id)
+        return row
+
+    async def publish_tx(self, tx: AnySessionTx) -> None:
         await self.publish(tx.row.id, tx.events)
         if tx.feed_events:
             await self.publish(feed.channel(tx.row.owner_id), tx.feed_events)

@@ -130,17 +130,17 @@ class Database:
                 yield conn
             return
         async with self._one_writer():
-            conn = await self._plain_connection()
-            await conn.begin_immediate()
+            inline = await self._plain_connection()
+            await inline.begin_immediate()
             try:
-                yield PreparedConnection(conn.sqlite_connection(), self.write_engine.dialect)
-                await conn.commit()
+                yield PreparedConnection(inline.sqlite_connection(), self.write_engine.dialect)
+                await inline.commit()
             except BaseException:
                 try:
-                    await conn.rollback()
+                    await inline.rollback()
                 except Exception:  # a connection that cannot roll back is not used again
                     self._plain = None
-                    await conn.close()
+                    await inline.close()
                 raise
 
     async def _plain_connection(self) -> sqlite_inline.InlineConnection:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from sqlalchemy import (
     JSON,
@@ -17,6 +17,7 @@ from sqlalchemy import (
     MetaData,
     PrimaryKeyConstraint,
     String,
+    Table,
     Text,
     TypeDecorator,
     UniqueConstraint,
@@ -56,6 +57,11 @@ class UTCDateTime(TypeDecorator[datetime]):
 
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+    if TYPE_CHECKING:
+        # Every model here is mapped to a Table of its own (SQLAlchemy declares a FromClause, which Core's
+        # insert/update/delete do not take): the plain statements of the hot paths are built on it.
+        __table__: ClassVar[Table]
 
 
 class User(Base):

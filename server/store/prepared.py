@@ -20,8 +20,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from sqlalchemy.engine import Dialect
-from sqlalchemy.ext.asyncio import AsyncConnection
-from sqlalchemy.sql import Executable
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+from sqlalchemy.sql import ClauseElement
+from sqlalchemy.sql.compiler import SQLCompiler
 
 from .sqlite_inline import share_loop
 
@@ -34,8 +35,9 @@ class Prepared:
 
     __slots__ = ("_params", "sql")
 
-    def __init__(self, statement: Executable, dialect: Dialect) -> None:
-        compiled = statement.compile(dialect=dialect)  # type: ignore[attr-defined]
+    def __init__(self, statement: ClauseElement, dialect: Dialect) -> None:
+        compiled = statement.compile(dialect=dialect)
+        assert isinstance(compiled, SQLCompiler)  # a statement, not DDL (once per statement: they are cached)
         self.sql = str(compiled)
         self._params: list[tuple[str, Any, Callable[[Any], Any] | None]] = []
         for name in compiled.positiontup or ():
@@ -62,13 +64,14 @@ class PreparedResult:
         self._cursor = cursor
 
     def first(self) -> tuple[Any, ...] | None:
-        return self._cursor.fetchone()
+        row: tuple[Any, ...] | None = self._cursor.fetchone()
+        return row
 
     def all(self) -> list[tuple[Any, ...]]:
         return self._cursor.fetchall()
 
     def one(self) -> tuple[Any, ...]:
-        row = self._cursor.fetchone()
+        row: tuple[Any, ...] | None = self._cursor.fetchone()
         if row is None:
             raise LookupError("statement returned no row")
         return row
@@ -82,13 +85,13 @@ class PreparedConnection:
     """``execute`` for constant Core statements on one SQLite connection, inside its open transaction."""
 
     # Shared by every connection: they are all SQLite's, and the statements are module constants.
-    _cache: ClassVar[dict[int, tuple[Executable, Prepared]]] = {}
+    _cache: ClassVar[dict[int, tuple[ClauseElement, Prepared]]] = {}
 
     def __init__(self, conn: sqlite3.Connection, dialect: Dialect) -> None:
         self._cursor = conn.cursor()
         self._dialect = dialect
 
-    def _prepared(self, statement: Executable) -> Prepared:
+    def _prepared(self, statement: ClauseElement) -> Prepared:
         hit = self._cache.get(id(statement))
         if hit is not None and hit[0] is statement:
             return hit[1]
@@ -99,7 +102,7 @@ class PreparedConnection:
         return prepared
 
     async def execute(
-        self, statement: Executable, params: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None
+        self, statement: ClauseElement, params: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None
     ) -> PreparedResult:
         prepared = self._prepared(statement)
         await share_loop()
@@ -111,3 +114,9 @@ class PreparedConnection:
 
 
 PlainConnection = AsyncConnection | PreparedConnection
+"""What ``Database.plain_write()`` hands out (see the module doc)."""
+
+Executor = AsyncSession | PlainConnection
+"""Runs constant Core statements in the caller's transaction: an ORM session or a plain connection. Code that
+runs in both kinds of session transaction (``services.uow``) takes this and uses only ``execute`` and the
+result's ``first()``, ``one()`` and ``all()``."""

@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from ..domain import models as wire
 from .models import ApiToken, ChatSession, Event, Message, QueuedMessage, Run, ToolCallRow, User
-from .prepared import PlainConnection
+from .prepared import Executor, PlainConnection
 
 
 def ms(ts: datetime) -> int:
@@ -78,6 +78,10 @@ def _newest_first(stmt: Any, after: tuple[datetime, str] | None, limit: int) -> 
             (ChatSession.created_at < created) | ((ChatSession.created_at == created) & (ChatSession.id < sid))
         )
     return stmt.order_by(ChatSession.created_at.desc(), ChatSession.id.desc()).limit(limit)
+
+
+# The ``arg-type`` ignores in the two functions below: the columns are plain text and the wire fields literal
+# types; the rows hold only values written from those literals (and pydantic checks them again at run time).
 
 
 def session_wire(row: ChatSession) -> wire.Session:
@@ -193,7 +197,7 @@ _QUEUE_STATS = select(func.count(), func.coalesce(func.max(QueuedMessage.positio
 )
 
 
-async def queue_stats(db: AsyncSession | PlainConnection, session_id: str) -> tuple[int, int]:
+async def queue_stats(db: Executor, session_id: str) -> tuple[int, int]:
     """(number of queued messages, highest position or -1)."""
     count, top = (await db.execute(_QUEUE_STATS, {"sid": session_id})).one()
     return int(count), int(top)
@@ -202,10 +206,10 @@ async def queue_stats(db: AsyncSession | PlainConnection, session_id: str) -> tu
 _CLEAR_QUEUE = delete(QueuedMessage).where(QueuedMessage.session_id == bindparam("sid"))
 
 
-async def clear_queue(db: AsyncSession | PlainConnection, session_id: str) -> int:
+async def clear_queue(db: PlainConnection, session_id: str) -> int:
     """Delete every queued message of the session; returns how many there were."""
     result = await db.execute(_CLEAR_QUEUE, {"sid": session_id})
-    return int(result.rowcount)  # type: ignore[attr-defined]
+    return int(result.rowcount)
 
 
 async def queue_lengths(db: AsyncSession, session_ids: list[str]) -> dict[str, int]:
@@ -258,7 +262,7 @@ async def oldest_retained_seq(db: AsyncSession, session_id: str) -> int | None:
 _TRIM_EVENTS = delete(Event).where(Event.session_id == bindparam("sid"), Event.seq <= bindparam("keep_after"))
 
 
-async def trim_events(db: AsyncSession | PlainConnection, session_id: str, keep_after_seq: int) -> None:
+async def trim_events(db: Executor, session_id: str, keep_after_seq: int) -> None:
     await db.execute(_TRIM_EVENTS, {"sid": session_id, "keep_after": keep_after_seq})
 
 
@@ -357,7 +361,7 @@ async def admin_list_sessions(
     status: str | None,
     limit: int,
     after: tuple[datetime, str] | None,
-) -> Sequence[Row[tuple[ChatSession, str, int]]]:
+) -> Sequence[Row[ChatSession, str, int]]:
     """Every user's live sessions, newest first, with the owner's name and the queue length. ``owner`` is a
     user id or name; ``after`` as in :func:`list_sessions`."""
     queued = (

@@ -34,9 +34,11 @@ import logging
 import sqlite3
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Literal
 
 log = logging.getLogger(__name__)
+
+IsolationLevel = Literal["DEFERRED", "EXCLUSIVE", "IMMEDIATE"] | None  # sqlite3's (None: autocommit)
 
 BUSY_TIMEOUT_S = 10.0
 SHARE_AFTER_S = 0.002
@@ -221,11 +223,11 @@ class InlineConnection:
         self._conn.create_function(name, num_params, func, deterministic=deterministic)
 
     @property
-    def isolation_level(self) -> str | None:
+    def isolation_level(self) -> IsolationLevel:
         return self._conn.isolation_level
 
     @isolation_level.setter
-    def isolation_level(self, value: str | None) -> None:
+    def isolation_level(self, value: IsolationLevel) -> None:
         self._conn.isolation_level = value
 
     @property

@@ -189,11 +189,13 @@ class Delivery:
             self._emit_durable(env)
         else:
             self._emit(env.event_id, env)
-        self.next_seq = env.seq + 1  # type: ignore[operator]
+        self.next_seq = env.seq + 1  # type: ignore[operator]  # only durable events come here: seq is set
         if env.type in _ENDING_TYPES:
             if env.type == "message-completed":
                 # The snapshot filter for a finished message is no longer needed.
-                self._stream_offsets.pop(_completed_message_id(env), None)
+                message_id = _completed_message_id(env)
+                if message_id is not None:
+                    self._stream_offsets.pop(message_id, None)
             elif env.type in self._log.ending_types and self._done is not None and not self._done.done():
                 self._finished = True
                 self._done.set_result(None)
@@ -355,6 +357,7 @@ def _fan_out_ephemeral(deliveries: tuple[Delivery, ...], env: EventEnvelope) -> 
 
 def _completed_message_id(env: EventEnvelope) -> str | None:
     try:
-        return orjson.loads(env.json).get("message", {}).get("id")
+        message_id: str | None = orjson.loads(env.json).get("message", {}).get("id")
+        return message_id
     except Exception:
         return None

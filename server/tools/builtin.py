@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import operator
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -19,7 +20,7 @@ MAX_EXPRESSION_CHARS = 500
 MAX_EXPONENT = 1000
 MAX_MAGNITUDE = 1e300
 
-_BINARY = {
+_BINARY: dict[type[ast.operator], Callable[[float, float], object]] = {
     ast.Add: operator.add,
     ast.Sub: operator.sub,
     ast.Mult: operator.mul,
@@ -28,7 +29,7 @@ _BINARY = {
     ast.Mod: operator.mod,
     ast.Pow: operator.pow,
 }
-_UNARY = {ast.UAdd: operator.pos, ast.USub: operator.neg}
+_UNARY: dict[type[ast.unaryop], Callable[[float], float]] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
 
 
 def calculate(expression: str) -> int | float:
@@ -43,7 +44,7 @@ def calculate(expression: str) -> int | float:
 
 
 def _eval(node: ast.AST) -> int | float:
-    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float) and not isinstance(node.value, bool):
         return node.value
     if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
         return _UNARY[type(node.op)](_eval(node.operand))
@@ -57,7 +58,7 @@ def _eval(node: ast.AST) -> int | float:
             raise ToolError("division by zero") from None
         except OverflowError:
             raise ToolError("result too large") from None
-        if isinstance(value, complex) or abs(value) > MAX_MAGNITUDE:
+        if not isinstance(value, int | float) or abs(value) > MAX_MAGNITUDE:  # complex: a negative's root
             raise ToolError("result too large or not a real number")
         return value
     raise ToolError(f"unsupported element: {type(node).__name__}")

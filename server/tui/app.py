@@ -188,7 +188,7 @@ class ChatApp(App[None]):
             self._show_attached()
             return
         if text == "/attach" or text.startswith("/attach "):
-            await self._attach(text.removeprefix("/attach").strip())
+            await self._attach_file(text.removeprefix("/attach").strip())
             return
         sid = self.view.session_id
         attached, self.attached = self.attached, []
@@ -201,7 +201,7 @@ class ChatApp(App[None]):
         else:
             self._call(self.chat.send(sid, text, attachments=attached))
 
-    async def _attach(self, path: str) -> None:
+    async def _attach_file(self, path: str) -> None:
         """``/attach PATH``: upload a local file now; the next message (or queued edit) carries it."""
         assert self.chat is not None
         if not path:

@@ -12,7 +12,6 @@ from sqlalchemy import select, update
 
 from server.app import open_services
 from server.services import transitions
-from server.services.lease import session_tx
 from server.settings import load_settings
 from server.store import repo
 from server.store.models import ChatSession, Event, utcnow
@@ -37,7 +36,7 @@ async def event_types(svc, session_id):
 async def crashed_run(svc, user, lease_seconds, owner="replica-that-died"):
     """A session whose run was driven by another process: user message, partial answer, queued messages."""
     sess = await svc.sessions.create(user, {})
-    async with session_tx(svc.uow, sess.id) as tx:
+    async with svc.uow.session(None, sess.id) as tx:
         _msg, run = await transitions.start_with_message(tx, owner, lease_seconds, "question", [], "message")
         answer = await transitions.add_message(tx, "assistant", "", status="streaming", run_id=run.id)
         answer.content = "half an ans"  # what its last flush wrote
@@ -105,7 +104,7 @@ async def test_two_replicas_send_each_queued_message_exactly_once(db_url):
         sess = await a.sessions.create(alice, {"queue_paused": True})
         for i in range(12):
             await (a if i % 2 else b).queue.enqueue(alice, sess.id, f"m{i}", [])
-        async with session_tx(a.uow, sess.id) as tx:
+        async with a.uow.session(None, sess.id) as tx:
             transitions.resume_queue(tx)
 
         async def hammer(svc):

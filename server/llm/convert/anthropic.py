@@ -62,7 +62,8 @@ def to_anthropic_messages(request: ChatRequest) -> tuple[str | None, list[dict[s
         # Appending to the last message when the role repeats is what keeps the roles alternating.
         if not messages or messages[-1]["role"] != role:
             messages.append({"role": role, "content": []})
-        return messages[-1]["content"]
+        blocks: list[dict[str, Any]] = messages[-1]["content"]
+        return blocks
 
     for position, turn in enumerate(turns):
         if isinstance(turn, SystemTurn):

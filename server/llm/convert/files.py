@@ -24,10 +24,15 @@ import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal, TypeVar, cast
 
 from ..capabilities import default_inputs
 from ..types import Attachment, ChatRequest, ModelInputs
+
+if TYPE_CHECKING:
+    from pypdf import PdfReader  # imported where used: only requests with PDFs need it
+
+_T = TypeVar("_T")
 
 MB = 1024 * 1024
 MAX_TEXT_CHARS = 100_000  # per text file or PDF text: about 25k tokens
@@ -213,7 +218,7 @@ def fit_image(data: bytes, media_type: str, limits: Limits) -> tuple[str, bytes]
     key = ("image", _digest(data), media_type, limits)
     hit = _cache.get(key)
     if hit is not None:
-        return hit  # type: ignore[return-value]
+        return cast(tuple[str, bytes], hit)  # what this key holds
     fitted = _fit_image(data, media_type, limits)
     if fitted is not None and fitted[1] is not data:  # an image sent as it is costs only a header read
         _cache.put(key, fitted, len(fitted[1]))
@@ -231,7 +236,7 @@ def _fit_image(data: bytes, media_type: str, limits: Limits) -> tuple[str, bytes
         with warnings.catch_warnings():
             # Decompression bombs are refused below by pixel count; Pillow's own warning is not an error here.
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            img = Image.open(io.BytesIO(data))
+            img: Image.Image = Image.open(io.BytesIO(data))
             width, height = img.size
             if width * height > MAX_PIXELS:
                 return None
@@ -313,16 +318,17 @@ def pdf_text(data: bytes) -> str:
     key = ("pdf-text", _digest(data))
     hit = _cache.get(key)
     if hit is None:
-        hit = _read_pdf(data, _extract_text)
-        hit = hit if isinstance(hit, str) else ""
-        _cache.put(key, hit, len(hit) + 64)
-    return hit  # type: ignore[return-value]
+        read = _read_pdf(data, _extract_text)
+        text = read if isinstance(read, str) else ""
+        _cache.put(key, text, len(text) + 64)
+        return text
+    return cast(str, hit)  # what this key holds
 
 
-def _extract_text(reader: object) -> str:
+def _extract_text(reader: PdfReader) -> str:
     chunks: list[str] = []
     total = 0
-    for number, page in enumerate(reader.pages, start=1):  # type: ignore[attr-defined]
+    for number, page in enumerate(reader.pages, start=1):
         if total > MAX_TEXT_CHARS or number > MAX_PDF_PAGES_TO_READ:
             break
         text = (page.extract_text() or "").strip()
@@ -332,7 +338,7 @@ def _extract_text(reader: object) -> str:
     return "\n\n".join(chunks)
 
 
-def _read_pdf(data: bytes, use: Callable[[object], object]) -> object:
+def _read_pdf(data: bytes, use: Callable[[PdfReader], _T]) -> _T | int:
     """``use(reader)`` on the PDF, or -1 when it cannot be read."""
     import logging
 
@@ -421,10 +427,10 @@ def _render(
             return [TextPart(placeholder(name, NO_PDF_TEXT))], 0
         return [TextPart(file_block(name, text, "(the text of this PDF)"))], 0
     if kind == "text":
-        text = decode_text(att.data)
-        if text is None:
+        decoded = decode_text(att.data)
+        if decoded is None:
             return [TextPart(placeholder(name, NOT_UTF8))], 0
-        return [TextPart(file_block(name, text))], 0
+        return [TextPart(file_block(name, decoded))], 0
     return [TextPart(placeholder(name, f"its type ({att.media_type}) {UNSUPPORTED}"))], 0
 
 
@@ -439,8 +445,9 @@ def b64(data: bytes) -> str:
 
 def user_parts(turns: Sequence[object], target: str, inputs: ModelInputs) -> dict[int, list[Part]]:
     """The rendered attachments of every user turn that has any, by position in ``turns``."""
-    positions = [i for i, t in enumerate(turns) if getattr(t, "attachments", ())]
-    groups = render_attachments([turns[i].attachments for i in positions], target, inputs)  # type: ignore[attr-defined]
+    attachments = [getattr(t, "attachments", ()) for t in turns]
+    positions = [i for i, a in enumerate(attachments) if a]
+    groups = render_attachments([attachments[i] for i in positions], target, inputs)
     return dict(zip(positions, groups))
 
 

@@ -79,7 +79,8 @@ def to_google_contents(request: ChatRequest, *, include_ids: bool = True) -> tup
         )
         if not mergeable:
             contents.append({"role": role, "parts": []})
-        return contents[-1]["parts"]
+        parts: list[dict[str, Any]] = contents[-1]["parts"]
+        return parts
 
     for position, turn in enumerate(turns):
         if isinstance(turn, (SystemTurn, UserTurn)):

@@ -153,8 +153,11 @@ def split_leading_system(turns: Sequence[Turn], system_prompt: str | None) -> tu
     """The system texts before the first non-system turn (request prompt first) and the remaining turns."""
     texts = [system_prompt] if system_prompt else []
     i = 0
-    while i < len(turns) and isinstance(turns[i], SystemTurn):
-        texts.append(turns[i].text)  # type: ignore[union-attr]
+    while i < len(turns):
+        turn = turns[i]
+        if not isinstance(turn, SystemTurn):
+            break
+        texts.append(turn.text)
         i += 1
     return texts, list(turns[i:])
 

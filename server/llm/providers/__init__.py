@@ -40,7 +40,8 @@ def get_provider(provider_id: str, **config: Any) -> Provider:
     except KeyError:
         raise KeyError(f"unknown provider {provider_id!r}; known: {', '.join(PROVIDER_IDS)}") from None
     module = importlib.import_module(module_name, __name__)
-    return getattr(module, class_name)(**config)
+    provider: Provider = getattr(module, class_name)(**config)
+    return provider
 
 
 def register_provider(provider_id: str, module: str, class_name: str) -> None:

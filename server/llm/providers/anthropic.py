@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 
 import anthropic
 import httpx2
+from anthropic.types import RawMessageStreamEvent
 
 from ..assemble import TurnAssembler
 from ..convert.anthropic import to_anthropic_request
@@ -53,7 +54,7 @@ def classify_anthropic_error(exc: Exception) -> ProviderError:
 
 def _input_tokens(usage: object) -> int | None:
     """Prompt tokens including cache reads and writes (Anthropic reports them separately [A10])."""
-    base = getattr(usage, "input_tokens", None)
+    base: int | None = getattr(usage, "input_tokens", None)
     if base is None:
         return None
     cached = (getattr(usage, "cache_creation_input_tokens", None) or 0) + (
@@ -106,32 +107,31 @@ class AnthropicProvider(Provider):
             yield out
 
     @staticmethod
-    def _handle(asm: TurnAssembler, event: object) -> list[TurnEvent]:
-        kind = getattr(event, "type", None)
-        if kind == "message_start":
-            usage = event.message.usage  # type: ignore[attr-defined]
+    def _handle(asm: TurnAssembler, event: RawMessageStreamEvent) -> list[TurnEvent]:
+        if event.type == "message_start":
+            usage = event.message.usage
             asm.set_usage(_input_tokens(usage), usage.output_tokens)
-        elif kind == "content_block_start":
-            block = event.content_block  # type: ignore[attr-defined]
+        elif event.type == "content_block_start":
+            block = event.content_block
             if block.type == "text":
                 return asm.text(block.text)
             if block.type == "tool_use":
                 # `input` is `{}` at start and filled by deltas; a non-empty one means the call came whole.
                 initial = json.dumps(block.input) if block.input else None
-                return asm.tool_call(event.index, id=block.id, name=block.name, arguments=initial)  # type: ignore[attr-defined]
-        elif kind == "content_block_delta":
-            delta = event.delta  # type: ignore[attr-defined]
+                return asm.tool_call(event.index, id=block.id, name=block.name, arguments=initial)
+        elif event.type == "content_block_delta":
+            delta = event.delta
             if delta.type == "text_delta":
                 return asm.text(delta.text)
             if delta.type == "input_json_delta":
-                return asm.tool_call(event.index, arguments=delta.partial_json)  # type: ignore[attr-defined]
-        elif kind == "message_delta":
-            reason = event.delta.stop_reason  # type: ignore[attr-defined]
+                return asm.tool_call(event.index, arguments=delta.partial_json)
+        elif event.type == "message_delta":
+            reason = event.delta.stop_reason
             if reason:
                 asm.finish_with(STOP_REASONS.get(reason, "error"))
-            usage = event.usage  # type: ignore[attr-defined]
-            if usage is not None:
-                asm.set_usage(_input_tokens(usage), usage.output_tokens)
+            delta_usage = event.usage
+            if delta_usage is not None:
+                asm.set_usage(_input_tokens(delta_usage), delta_usage.output_tokens)
         return []
 
     async def aclose(self) -> None:

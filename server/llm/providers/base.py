@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any, ClassVar
 
 from ..retry import RetryPolicy, with_retries
@@ -52,7 +52,7 @@ class Provider(ABC):
     def _attempt(self, request: ChatRequest) -> AsyncIterator[TurnEvent]:
         """One request to the provider; raise ``ProviderError`` on failure."""
 
-    def stream(self, request: ChatRequest) -> AsyncIterator[TurnEvent]:
+    def stream(self, request: ChatRequest) -> AsyncGenerator[TurnEvent, None]:
         """Stream one step of ``request`` as Turn events, with retries before any output.
 
         Returns the retrying generator itself rather than re-yielding from it: every token passes each

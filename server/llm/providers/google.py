@@ -15,8 +15,8 @@ from __future__ import annotations
 import base64
 import json
 import os
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any, cast
 
 import httpx
 import httpx2
@@ -137,7 +137,8 @@ class GoogleProvider(Provider):
         except (genai_errors.APIError, *_TRANSPORT_ERRORS) as exc:
             raise classify_google_error(exc) from exc
         finally:
-            await stream.aclose()
+            # The SDK declares an iterator; it is an async generator, whose aclose() closes the response.
+            await cast(AsyncGenerator[Any, None], stream).aclose()
         for event in asm.end():
             yield event
 

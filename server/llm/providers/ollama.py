@@ -10,7 +10,8 @@ error. ollama-python never retries, so ``RetryPolicy`` alone decides.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any, cast
 
 import httpx
 import ollama
@@ -86,7 +87,8 @@ class OllamaProvider(Provider):
         except (ollama.ResponseError, ConnectionError, httpx.HTTPError) as exc:
             raise classify_ollama_error(exc) from exc
         finally:
-            await stream.aclose()
+            # The SDK declares an iterator; it is an async generator, whose aclose() closes the response.
+            await cast(AsyncGenerator[Any, None], stream).aclose()
         for event in asm.end():
             yield event
 
