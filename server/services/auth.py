@@ -9,14 +9,25 @@ unexpired), so two exchanges of one code racing each other give one token.
 
 Revocation sets ``revoked_at``; the token is refused from then on. What it already opened (WebSockets, SSE
 streams) is closed by :mod:`server.sync.revocation` on every replica.
+
+Every connection and every SSE subscribe checks its token, so a reconnect storm is mostly token checks.
+:meth:`AuthService.identify` keeps live tokens' principals for :data:`PRINCIPAL_TTL`; a revocation evicts its
+devices at once in the revoking process (before the call returns) and, through
+:mod:`server.sync.revocation`, on every other replica as its message arrives (or its poll finds the
+revocation, within a second); what slips past all of that (a user deleted by the CLI with no bus) expires
+with the entry. ``lastUsedAt`` is written in the background, many devices per statement.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import logging
 import secrets
+import time
 import uuid
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -28,12 +39,21 @@ from ..protocol.errors import RpcError
 from ..store import repo
 from ..store.db import Database
 from ..store.models import ApiToken, LinkCode, User, utcnow
+from ..sync import admission
+
+log = logging.getLogger(__name__)
 
 TOKEN_PREFIX = "cs_"
 LINK_TTL = timedelta(minutes=10)
 # lastUsedAt is written at most this often per device, so authenticating stays a read.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 MAX_DEVICE_NAME = 200
+# How long a checked token is believed without reading it again; revocations evict at once (see above).
+PRINCIPAL_TTL = 30.0
+PRINCIPAL_CACHE_SIZE = 100_000
+# lastUsedAt updates wait this long to be written together.
+TOUCH_DELAY = 1.0
+_TOUCH_CHUNK = 500
 
 
 def hash_token(token: str) -> str:
@@ -74,6 +94,13 @@ class AuthService:
         self.clock = clock  # tests move time with it (link expiry)
         # Called after a commit that revoked devices (``server.sync.revocation`` closes their connections).
         self.on_revoked = on_revoked
+        # token hash -> (principal, monotonic expiry, lastUsedAt as last written or read)
+        self._cache: dict[str, tuple[Principal, float, datetime | None]] = {}
+        self._hash_of_device: dict[str, str] = {}
+        # Bumped by every eviction: a check that read the database before an eviction does not cache.
+        self._evictions = 0
+        self._touches: dict[str, datetime] = {}
+        self._touch_task: asyncio.Task[None] | None = None
 
     # --- authentication ---------------------------------------------------------------------------------
 
@@ -82,7 +109,13 @@ class AuthService:
         if not token or len(token) > 256:
             return None
         token_hash = hash_token(token)
-        async with self.db.read() as s:
+        cached = self._cache.get(token_hash)
+        if cached is not None and cached[1] > time.monotonic():
+            principal, _expiry, last_used = cached
+            self._touch(principal.device_id, last_used)
+            return principal
+        evictions = self._evictions
+        async with admission.resume_read(self.db) as s:
             found = (
                 await s.execute(
                     select(User, ApiToken.id, ApiToken.name, ApiToken.last_used_at)
@@ -93,11 +126,75 @@ class AuthService:
         if found is None:
             return None
         user, device_id, device_name, last_used = found
+        principal = Principal(user, device_id, device_name)
+        if evictions == self._evictions:
+            self._remember(token_hash, principal, last_used)
+        self._touch(device_id, last_used)
+        return principal
+
+    def forget_devices(self, device_ids: list[str]) -> None:
+        """Evict these devices' tokens from the cache (they were revoked, here or on another replica)."""
+        if not device_ids:
+            return
+        self._evictions += 1
+        for device_id in device_ids:
+            token_hash = self._hash_of_device.pop(device_id, None)
+            if token_hash is not None:
+                self._cache.pop(token_hash, None)
+
+    def _remember(self, token_hash: str, principal: Principal, last_used: datetime | None) -> None:
+        cache = self._cache
+        if token_hash not in cache and len(cache) >= PRINCIPAL_CACHE_SIZE:
+            old_hash = next(iter(cache))
+            self._hash_of_device.pop(cache.pop(old_hash)[0].device_id, None)
+        cache[token_hash] = (principal, time.monotonic() + PRINCIPAL_TTL, last_used)
+        self._hash_of_device[principal.device_id] = token_hash
+
+    def _touch(self, device_id: str, last_used: datetime | None) -> None:
+        """Record a use: ``lastUsedAt`` is written (in the background, batched) when it is a minute old."""
         now = self.clock()
-        if last_used is None or now - last_used >= LAST_USED_RESOLUTION:
-            async with self.db.write() as s:
-                await s.execute(update(ApiToken).where(ApiToken.id == device_id).values(last_used_at=now))
-        return Principal(user, device_id, device_name)
+        if last_used is not None and now - last_used < LAST_USED_RESOLUTION:
+            return
+        self._touches[device_id] = now
+        token_hash = self._hash_of_device.get(device_id)
+        entry = self._cache.get(token_hash) if token_hash is not None else None
+        if entry is not None:
+            self._cache[token_hash] = (entry[0], entry[1], now)  # type: ignore[index]
+        if self._touch_task is None or self._touch_task.done():
+            self._touch_task = asyncio.get_running_loop().create_task(self._write_touches())
+
+    async def _write_touches(self) -> None:
+        await asyncio.sleep(TOUCH_DELAY)
+        touches, self._touches = self._touches, {}
+        by_time: dict[datetime, list[str]] = {}
+        for device_id, at in touches.items():
+            by_time.setdefault(at, []).append(device_id)
+        try:
+            for at, ids in by_time.items():
+                for i in range(0, len(ids), _TOUCH_CHUNK):
+                    async with self.db.write() as s:
+                        await s.execute(
+                            update(ApiToken).where(ApiToken.id.in_(ids[i : i + _TOUCH_CHUNK])).values(last_used_at=at)
+                        )
+        except Exception:  # advisory (a minute's resolution): the next use writes it again
+            log.warning("writing lastUsedAt failed", exc_info=True)
+
+    async def flush_touches(self) -> None:
+        """Write pending ``lastUsedAt`` updates now (tests; shutdown)."""
+        task = self._touch_task
+        if task is not None and not task.done():
+            task.cancel()
+            with suppress(asyncio.CancelledError):
+                await task
+        if self._touches:
+            self._touch_task = None
+            touches, self._touches = self._touches, {}
+            try:
+                for device_id, at in touches.items():
+                    async with self.db.write() as s:
+                        await s.execute(update(ApiToken).where(ApiToken.id == device_id).values(last_used_at=at))
+            except Exception:
+                log.warning("writing lastUsedAt failed", exc_info=True)
 
     async def authenticate(self, token: str | None) -> User | None:
         principal = await self.identify(token)
@@ -210,6 +307,7 @@ class AuthService:
         return done
 
     async def _revoked(self, device_ids: list[str]) -> None:
+        self.forget_devices(device_ids)
         if device_ids and self.on_revoked is not None:
             await self.on_revoked(device_ids)
 
