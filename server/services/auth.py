@@ -11,17 +11,18 @@ Revocation sets ``revoked_at``; the token is refused from then on. What it alrea
 streams) is closed by :mod:`server.sync.revocation` on every replica.
 
 Every connection and every SSE subscribe checks its token, so a reconnect storm is mostly token checks.
-:meth:`AuthService.identify` keeps live tokens' principals for :data:`PRINCIPAL_TTL`; a revocation evicts its
-devices at once in the revoking process (before the call returns) and, through
-:mod:`server.sync.revocation`, on every other replica as its message arrives (or its poll finds the
-revocation, within a second); what slips past all of that (a user deleted by the CLI with no bus) expires
-with the entry. ``lastUsedAt`` is written in the background, many devices per statement.
+:meth:`AuthService.identify` reads every check from the database, but checks that arrive together share one
+query, and a token seen in the last :data:`PRINCIPAL_TTL` is checked by its device id alone (its principal is
+kept). A revocation is therefore refused on the very next check wherever it was made; revocations also evict
+at once (here, and through :mod:`server.sync.revocation` on every replica). ``lastUsedAt`` is written in the
+background, many devices per statement.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 import logging
 import secrets
 import time
@@ -48,9 +49,11 @@ LINK_TTL = timedelta(minutes=10)
 # lastUsedAt is written at most this often per device, so authenticating stays a read.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 MAX_DEVICE_NAME = 200
-# How long a checked token is believed without reading it again; revocations evict at once (see above).
+# How long a token's principal (its user row, device name) is kept; whether it is live is read on every check.
 PRINCIPAL_TTL = 30.0
 PRINCIPAL_CACHE_SIZE = 100_000
+# Token checks answered by one query at most.
+CHECK_BATCH = 500
 # lastUsedAt updates wait this long to be written together.
 TOUCH_DELAY = 1.0
 _TOUCH_CHUNK = 500
@@ -97,46 +100,98 @@ class AuthService:
         # token hash -> (principal, monotonic expiry, lastUsedAt as last written or read)
         self._cache: dict[str, tuple[Principal, float, datetime | None]] = {}
         self._hash_of_device: dict[str, str] = {}
-        # Bumped by every eviction: a check that read the database before an eviction does not cache.
-        self._evictions = 0
+        # Token checks waiting for the next batch: token hash -> their futures (``_check_batches``).
+        self._waiting: dict[str, list[asyncio.Future[Principal | None]]] = {}
+        self._checker: asyncio.Task[None] | None = None
         self._touches: dict[str, datetime] = {}
         self._touch_task: asyncio.Task[None] | None = None
 
     # --- authentication ---------------------------------------------------------------------------------
 
     async def identify(self, token: str | None) -> Principal | None:
-        """The user and device of a live token, or None (unknown, revoked, or malformed)."""
+        """The user and device of a live token, or None (unknown, revoked, or malformed).
+
+        Every call is answered from the database as of a moment after the call began, so a revocation that
+        committed before it (in this process, on another replica, or by the CLI) is always seen. Calls
+        that arrive together share that read: the checks waiting when a batch starts go in one query (up to
+        :data:`CHECK_BATCH`), a cached principal's as a look-up of its device id alone, an unknown token's
+        with its user (:meth:`_check_batches`). A burst of thousands of sign-ins costs a few dozen queries.
+        """
         if not token or len(token) > 256:
             return None
         token_hash = hash_token(token)
-        cached = self._cache.get(token_hash)
-        if cached is not None and cached[1] > time.monotonic():
-            principal, _expiry, last_used = cached
-            self._touch(principal.device_id, last_used)
-            return principal
-        evictions = self._evictions
+        fut: asyncio.Future[Principal | None] = asyncio.get_running_loop().create_future()
+        self._waiting.setdefault(token_hash, []).append(fut)
+        if self._checker is None:
+            self._checker = asyncio.get_running_loop().create_task(self._check_batches())
+        return await fut
+
+    async def _check_batches(self) -> None:
+        try:
+            while self._waiting:
+                hashes = list(itertools.islice(self._waiting, CHECK_BATCH))
+                batch = {h: self._waiting.pop(h) for h in hashes}
+                try:
+                    found = await self._check(hashes)
+                except Exception as exc:
+                    for futs in batch.values():
+                        for f in futs:
+                            if not f.done():
+                                f.set_exception(exc)
+                    continue
+                for h, futs in batch.items():
+                    principal = found.get(h)
+                    for f in futs:
+                        if not f.done():
+                            f.set_result(principal)
+        finally:
+            self._checker = None
+
+    async def _check(self, hashes: list[str]) -> dict[str, Principal]:
+        """The live principals among ``hashes``, read in one transaction (cached ones by device id only)."""
+        now = time.monotonic()
+        cached: dict[str, tuple[str, Principal, datetime | None]] = {}  # device id -> (hash, principal, used)
+        unknown: list[str] = []
+        for h in hashes:
+            entry = self._cache.get(h)
+            if entry is not None and entry[1] > now:
+                cached[entry[0].device_id] = (h, entry[0], entry[2])
+            else:
+                unknown.append(h)
+        found: dict[str, Principal] = {}
         async with admission.resume_read(self.db) as s:
-            found = (
-                await s.execute(
-                    select(User, ApiToken.id, ApiToken.name, ApiToken.last_used_at)
-                    .join(ApiToken, ApiToken.user_id == User.id)
-                    .where(ApiToken.token_hash == token_hash, ApiToken.revoked_at.is_(None))
+            if cached:
+                live = set(
+                    (
+                        await s.execute(
+                            select(ApiToken.id).where(ApiToken.id.in_(list(cached)), ApiToken.revoked_at.is_(None))
+                        )
+                    ).scalars()
                 )
-            ).first()
-        if found is None:
-            return None
-        user, device_id, device_name, last_used = found
-        principal = Principal(user, device_id, device_name)
-        if evictions == self._evictions:
-            self._remember(token_hash, principal, last_used)
-        self._touch(device_id, last_used)
-        return principal
+            if unknown:
+                rows = (
+                    await s.execute(
+                        select(User, ApiToken.id, ApiToken.name, ApiToken.last_used_at, ApiToken.token_hash)
+                        .join(ApiToken, ApiToken.user_id == User.id)
+                        .where(ApiToken.token_hash.in_(unknown), ApiToken.revoked_at.is_(None))
+                    )
+                ).all()
+        if cached:
+            for device_id, (h, principal, last_used) in cached.items():
+                if device_id in live:
+                    found[h] = principal
+                    self._touch(device_id, last_used)
+                else:
+                    self.forget_devices([device_id])
+        if unknown:
+            for user, device_id, device_name, last_used, h in rows:
+                principal = found[h] = Principal(user, device_id, device_name)
+                self._remember(h, principal, last_used)
+                self._touch(device_id, last_used)
+        return found
 
     def forget_devices(self, device_ids: list[str]) -> None:
         """Evict these devices' tokens from the cache (they were revoked, here or on another replica)."""
-        if not device_ids:
-            return
-        self._evictions += 1
         for device_id in device_ids:
             token_hash = self._hash_of_device.pop(device_id, None)
             if token_hash is not None:

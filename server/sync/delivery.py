@@ -151,8 +151,7 @@ class Delivery:
         await self.hub.attach(self)
         try:
             await self._catch_up()
-            if not self._done.done():
-                await self._done
+            await self._done  # raises what failed the first catch-up (a read, NOT_FOUND), if anything did
         finally:
             self._finished = True
             await self.hub.detach(self)
