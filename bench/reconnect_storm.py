@@ -119,8 +119,8 @@ class Client:
         """Connect and subscribe from ``last_seq``, retrying refused connections; returns once sent."""
         while not self.stopping:
             try:
-                self.ws = await open_ws(self.url, self.on_text)
-            except (OSError, ConnectionError):
+                self.ws = await asyncio.wait_for(open_ws(self.url, self.on_text), 30)
+            except (OSError, ConnectionError, TimeoutError):
                 self.gen.refused += 1
                 await asyncio.sleep(0.05 + random.random() * 0.05)
                 continue
@@ -321,9 +321,7 @@ async def prepare(db_url: str, clients: int, sessions: int) -> tuple[list[str], 
         for i in range(0, sessions, 2000):
             async with db.write() as s:
                 s.add_all(
-                    ChatSession(
-                        id=sid, owner_id=user_id, title="", created_at=now, updated_at=now, queue_paused=True
-                    )
+                    ChatSession(id=sid, owner_id=user_id, title="", created_at=now, updated_at=now, queue_paused=True)
                     for sid in sids[i : i + 2000]
                 )
     return tokens, sids
@@ -379,6 +377,25 @@ async def changer(urls: list[str], token: str, sids: list[str], rate: float, sto
     return sent
 
 
+def infra_cpu() -> dict[str, float]:
+    """CPU seconds so far of this machine's PostgreSQL and Redis processes (every one of them: the numbers
+    include whatever else uses them meanwhile)."""
+    out = {"postgres": 0.0, "redis": 0.0}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                comm = f.read().strip()
+            if comm.startswith("postgres"):
+                out["postgres"] += cpu_seconds(int(pid))
+            elif comm.startswith("redis-server"):
+                out["redis"] += cpu_seconds(int(pid))
+        except OSError:
+            continue
+    return out
+
+
 def ask(conns: list[Any], cmd: str, arg: Any = None) -> list[Any]:
     for c in conns:
         c.send((cmd, arg))
@@ -426,6 +443,7 @@ async def one_run(args: argparse.Namespace, db_url: str, bus_url: str, tmp: str)
     ticks0 = machine_ticks()
     load0 = os.getloadavg()[0]
     cpu0 = sum(cpu_seconds(p.pid) for p in servers.procs)
+    infra0 = infra_cpu()
     storm_at = time.time() + 0.3
     restart_s = None
     if args.scenario == "cut":
@@ -446,6 +464,7 @@ async def one_run(args: argparse.Namespace, db_url: str, bus_url: str, tmp: str)
         await asyncio.sleep(0.25)
     all_resumed = max(s[1] for s in states) - storm_at if done == n else float("nan")
     server_cpu = sum(cpu_seconds(p.pid) for p in servers.procs) - cpu0
+    infra1 = infra_cpu()
     await asyncio.sleep(args.after)
     stop.set()
     sent = await change_task
@@ -482,6 +501,8 @@ async def one_run(args: argparse.Namespace, db_url: str, bus_url: str, tmp: str)
         "missing": sum(r["missing"] for r in reports),
         "sent": sent,
         "server_cpu_s": server_cpu,
+        "postgres_cpu_s": infra1["postgres"] - infra0["postgres"],
+        "redis_cpu_s": infra1["redis"] - infra0["redis"],
         "server_log_problems": servers.log_problems(),
         "steal": steal,
         "load": load0,
@@ -526,7 +547,8 @@ def main() -> None:
             + f", resume p50 {r['p50_ms']:.0f} ms p99 {r['p99_ms']:.0f} ms; errors {r['errors'] or 0}, "
             f"closes {r['closes'] or {}}, lost {r['gaps'] + r['missing']} (clients short {r['short_clients']}), "
             f"duplicated {r['dups']}; refused connects {r['refused']}; {r['sent']} enqueues; "
-            f"server CPU {r['server_cpu_s']:.1f} s; server log errors {r['server_log_problems']}; "
+            f"server CPU {r['server_cpu_s']:.1f} s (PostgreSQL {r['postgres_cpu_s']:.1f} s, Redis "
+            f"{r['redis_cpu_s']:.1f} s); server log errors {r['server_log_problems']}; "
             f"load avg {r['load']:.1f}, steal {r['steal'] * 100:.1f}%",
             flush=True,
         )

@@ -93,6 +93,8 @@ class WsProtocol(asyncio.Protocol):
         self.buf = buf[pos:]
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if not self.handshake_done.done():  # closed before the upgrade's answer: the opener must not wait forever
+            self.handshake_done.set_exception(ConnectionError("closed during the handshake"))
         if not self.closed.done():
             self.closed.set_result(self.close_code)
 
