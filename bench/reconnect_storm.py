@@ -49,6 +49,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench.common import ROOT, cpu_seconds, free_port, machine_ticks, pct, pg_database, steal_share, summary
 from bench.wsclient import open_ws
 
+# A browser waits for a WebSocket's upgrade as long as TCP lets it; so does this client, nearly (a shorter
+# timeout would make the storm worse: the abandoned connection still costs the server its handshake).
+HANDSHAKE_TIMEOUT = 600
+
 # --- load generator (a process of its own) --------------------------------------------------------------
 
 
@@ -119,7 +123,7 @@ class Client:
         """Connect and subscribe from ``last_seq``, retrying refused connections; returns once sent."""
         while not self.stopping:
             try:
-                self.ws = await asyncio.wait_for(open_ws(self.url, self.on_text), 30)
+                self.ws = await asyncio.wait_for(open_ws(self.url, self.on_text), HANDSHAKE_TIMEOUT)
             except (OSError, ConnectionError, TimeoutError):
                 self.gen.refused += 1
                 await asyncio.sleep(0.05 + random.random() * 0.05)
@@ -338,7 +342,9 @@ async def last_seqs(db_url: str) -> dict[str, int]:
         return dict(rows)
 
 
-async def changer(urls: list[str], token: str, sids: list[str], rate: float, stop: asyncio.Event) -> int:
+async def changer(
+    urls: list[str], token: str, sids: list[str], rate: float, stop: asyncio.Event, counter: list[int]
+) -> int:
     """``message.enqueueMessage`` round robin over ``sids`` at ``rate``/s (failures while a server restarts are
     retried with a new connection); a ``clearQueue`` every 50 messages of a session."""
     from server.client import TrpcClient
@@ -359,6 +365,7 @@ async def changer(urls: list[str], token: str, sids: list[str], rate: float, sto
             await asyncio.wait_for(client.mutation("message.enqueueMessage", {"sessionId": sid, "content": "x"}), 10)
             counts[sid] += 1
             sent += 1
+            counter[0] = sent
             i += 1
         except Exception:
             if client is not None:
@@ -437,8 +444,20 @@ async def one_run(args: argparse.Namespace, db_url: str, bus_url: str, tmp: str)
 
     stop = asyncio.Event()
     changing = sids[: args.changing]
-    change_task = asyncio.create_task(changer(urls, changer_token, changing, args.rate, stop))
+    counter = [0]
+    change_task = asyncio.create_task(changer(urls, changer_token, changing, args.rate, stop, counter))
     await asyncio.sleep(args.warmup)
+    # Steady state first: what an enqueue costs the servers, PostgreSQL and Redis with every client connected.
+    steady0 = (counter[0], sum(cpu_seconds(p.pid) for p in servers.procs), infra_cpu())
+    await asyncio.sleep(args.steady)
+    steady1 = (counter[0], sum(cpu_seconds(p.pid) for p in servers.procs), infra_cpu())
+    steady_n = max(1, steady1[0] - steady0[0])
+    steady = {
+        "enqueues": steady1[0] - steady0[0],
+        "server_ms": (steady1[1] - steady0[1]) / steady_n * 1000,
+        "postgres_ms": (steady1[2]["postgres"] - steady0[2]["postgres"]) / steady_n * 1000,
+        "redis_ms": (steady1[2]["redis"] - steady0[2]["redis"]) / steady_n * 1000,
+    }
     ask(conns, "reset")
     ticks0 = machine_ticks()
     load0 = os.getloadavg()[0]
@@ -506,6 +525,7 @@ async def one_run(args: argparse.Namespace, db_url: str, bus_url: str, tmp: str)
         "server_log_problems": servers.log_problems(),
         "steal": steal,
         "load": load0,
+        "steady": steady,
     }
 
 
@@ -519,6 +539,7 @@ def main() -> None:
     ap.add_argument("--generators", type=int, default=3, help="load-generator processes")
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--warmup", type=float, default=3.0, help="seconds of changes before the storm")
+    ap.add_argument("--steady", type=float, default=10.0, help="seconds of steady changes measured before the storm")
     ap.add_argument("--after", type=float, default=3.0, help="seconds of changes after every client resumed")
     ap.add_argument("--timeout", type=float, default=600.0, help="give up waiting for resumes after this")
     args = ap.parse_args()
@@ -541,6 +562,13 @@ def main() -> None:
                 bus_url = f"redis://127.0.0.1:6379/0?prefix=storm-{uuid.uuid4().hex[:8]}:"
             r = asyncio.run(one_run(args, db_url, bus_url, tmp))
         results.append(r)
+        st = r["steady"]
+        print(
+            f"  steady ({st['enqueues']} enqueues, 2 subscribers each): CPU per enqueue: "
+            f"servers {st['server_ms']:.2f} ms, "
+            f"PostgreSQL {st['postgres_ms']:.2f} ms, Redis {st['redis_ms']:.3f} ms",
+            flush=True,
+        )
         print(
             f"  run: resumed {r['resumed']}/{args.clients}, all resumed after {r['all_resumed_s']:.1f} s"
             + (f" (servers back after {r['restart_s']:.1f} s)" if r["restart_s"] is not None else "")
