@@ -103,7 +103,7 @@ class AuthService:
         # Token checks waiting for the next batch: token hash -> their futures (``_check_batches``).
         self._waiting: dict[str, list[asyncio.Future[Principal | None]]] = {}
         self._checker: asyncio.Task[None] | None = None
-        self._touches: dict[str, datetime] = {}
+        self._touches: dict[str, None] = {}  # devices used, in order
         self._touch_task: asyncio.Task[None] | None = None
 
     # --- authentication ---------------------------------------------------------------------------------
@@ -210,7 +210,7 @@ class AuthService:
         now = self.clock()
         if last_used is not None and now - last_used < LAST_USED_RESOLUTION:
             return
-        self._touches[device_id] = now
+        self._touches[device_id] = None
         token_hash = self._hash_of_device.get(device_id)
         entry = self._cache.get(token_hash) if token_hash is not None else None
         if entry is not None:
@@ -220,18 +220,22 @@ class AuthService:
 
     async def _write_touches(self) -> None:
         await asyncio.sleep(TOUCH_DELAY)
-        touches, self._touches = self._touches, {}
-        by_time: dict[datetime, list[str]] = {}
-        for device_id, at in touches.items():
-            by_time.setdefault(at, []).append(device_id)
+        await self._flush()
+
+    async def _flush(self) -> None:
+        """Every pending device gets the time of this write (``lastUsedAt`` has a minute's resolution anyway):
+        one statement per :data:`_TOUCH_CHUNK` devices."""
+        ids, self._touches = list(self._touches), {}
+        if not ids:
+            return
+        at = self.clock()
         try:
-            for at, ids in by_time.items():
-                for i in range(0, len(ids), _TOUCH_CHUNK):
-                    async with self.db.write() as s:
-                        await s.execute(
-                            update(ApiToken).where(ApiToken.id.in_(ids[i : i + _TOUCH_CHUNK])).values(last_used_at=at)
-                        )
-        except Exception:  # advisory (a minute's resolution): the next use writes it again
+            for i in range(0, len(ids), _TOUCH_CHUNK):
+                async with self.db.write() as s:
+                    await s.execute(
+                        update(ApiToken).where(ApiToken.id.in_(ids[i : i + _TOUCH_CHUNK])).values(last_used_at=at)
+                    )
+        except Exception:  # advisory: the next use writes it again
             log.warning("writing lastUsedAt failed", exc_info=True)
 
     async def flush_touches(self) -> None:
@@ -241,15 +245,8 @@ class AuthService:
             task.cancel()
             with suppress(asyncio.CancelledError):
                 await task
-        if self._touches:
-            self._touch_task = None
-            touches, self._touches = self._touches, {}
-            try:
-                for device_id, at in touches.items():
-                    async with self.db.write() as s:
-                        await s.execute(update(ApiToken).where(ApiToken.id == device_id).values(last_used_at=at))
-            except Exception:
-                log.warning("writing lastUsedAt failed", exc_info=True)
+        self._touch_task = None
+        await self._flush()
 
     async def authenticate(self, token: str | None) -> User | None:
         principal = await self.identify(token)
