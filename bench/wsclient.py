@@ -57,10 +57,12 @@ class WsProtocol(asyncio.Protocol):
             status = self.buf[: self.buf.find(b"\r\n")]
             self.buf = self.buf[end + 4 :]
             if b" 101 " not in status:
-                self.handshake_done.set_exception(ConnectionError(status.decode()))
+                if not self.handshake_done.done():
+                    self.handshake_done.set_exception(ConnectionError(status.decode()))
                 return
             self.upgraded = True
-            self.handshake_done.set_result(None)
+            if not self.handshake_done.done():  # (not when the opener gave up waiting)
+                self.handshake_done.set_result(None)
         buf = self.buf
         pos = 0
         while len(buf) - pos >= 2:
@@ -93,6 +95,8 @@ class WsProtocol(asyncio.Protocol):
         self.buf = buf[pos:]
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if not self.handshake_done.done():  # closed before the upgrade's answer: the opener must not wait forever
+            self.handshake_done.set_exception(ConnectionError("closed during the handshake"))
         if not self.closed.done():
             self.closed.set_result(self.close_code)
 

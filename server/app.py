@@ -110,13 +110,16 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
         sessions = RunAwareSessionService(db, uow, runs=runs, titles=orchestrator.titles)
         sessions.default_provider, sessions.default_model = settings.default_provider, settings.default_model
         sessions.max_per_user = settings.max_sessions_per_user
+        auth = AuthService(db, on_revoked=devices.revoked)
+        devices.listeners.append(auth.forget_devices)  # revocations seen on the bus or by a poll evict tokens
+        stack.push_async_callback(auth.flush_touches)  # before the database closes
         yield Services(
             settings=settings,
             db=db,
             bus=bus,
             hub=hub,
             uow=uow,
-            auth=AuthService(db, on_revoked=devices.revoked),
+            auth=auth,
             devices=devices,
             limiter=RateLimiter(settings.rate_limit_per_second, settings.rate_limit_burst),
             slots=ConnectionSlots(settings.max_connections),

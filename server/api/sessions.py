@@ -7,9 +7,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from ..protocol.errors import RpcError
 from ..rpc.registry import Context, Router
 from ..services import feed
 from ..services.requests import request_key
+from ..sync import admission
 from ..sync.delivery import Delivery
 from . import inputs
 
@@ -76,15 +78,28 @@ def register(router: Router) -> None:
     async def events(ctx: Context, inp: inputs.SessionEvents) -> Any:
         """Every durable event after ``lastEventId`` (default: from now), then live ones, tracked by seq."""
         user = ctx.require_user()
-        row = await ctx.services.sessions.readable(user, inp.session_id)
-        after = int(inp.last_event_id) if inp.last_event_id is not None else row.last_seq
+        owners = ctx.services.hub.owners
+        owner = owners.get(inp.session_id) if inp.last_event_id is not None else None
+        if owner is not None:
+            # A resume of a session seen before: owners never change, and the delivery's first log read
+            # checks that the session is still live (``sync.admission``).
+            if owner != user.id and user.role != "admin":
+                raise RpcError("NOT_FOUND", "Session not found")
+            after = int(inp.last_event_id)  # type: ignore[arg-type]
+            verify = True
+        else:
+            async with admission.gate(ctx.services.db):
+                row = await ctx.services.sessions.readable(user, inp.session_id)
+            owners.put(row.id, row.owner_id)
+            after = int(inp.last_event_id) if inp.last_event_id is not None else row.last_seq
+            verify = False
         client = {
             "userId": user.id,
             "userName": user.name,
             "transport": ctx.transport,
             "subscribedAt": int(time.time() * 1000),
         }
-        return _EventStream(ctx.services, inp.session_id, after, client)
+        return _EventStream(ctx.services, inp.session_id, after, client, verify_live=verify)
 
     @router.subscription("session.feed", inputs.SessionFeed)
     async def feed_(ctx: Context, inp: inputs.SessionFeed) -> Any:
@@ -99,8 +114,15 @@ def register(router: Router) -> None:
 
 class _EventStream:
     def __init__(
-        self, services: Any, session_id: str, after: int, client: dict[str, Any] | None = None, log: Any = None
+        self,
+        services: Any,
+        session_id: str,
+        after: int,
+        client: dict[str, Any] | None = None,
+        log: Any = None,
+        verify_live: bool = False,
     ) -> None:
+        self.verify_live = verify_live
         self.services = services
         self.session_id = session_id
         self.after = after
@@ -130,5 +152,6 @@ class _EventStream:
                 getattr(self.services, "stream_snapshots", None),
                 emit_durable,
                 self.client,
+                verify_live=self.verify_live,
             )
         await delivery.run()

@@ -68,6 +68,7 @@ class WsConnection:
         self._mutations: deque[tuple[str, str, Any]] | None = None
         self._mutation_runner: asyncio.Task[None] | None = None
         self._awaiting_params = False
+        self._checking_token = False
         self._close_code: int | None = None
         self._closing = False
         self._task: asyncio.Task[Any] | None = None
@@ -150,7 +151,9 @@ class WsConnection:
         """A socket that has not signed in after ``auth_timeout_seconds`` is closed: an unauthenticated socket
         can do nothing, and kept open forever a few hundred of them would use up the file descriptors."""
         await asyncio.sleep(self.settings.auth_timeout_seconds)
-        if self.ctx.user is None:
+        # Not while its token is being checked: it sent it in time, and the check may be waiting for the
+        # database in a reconnect storm (``sync.admission``).
+        if self.ctx.user is None and not self._checking_token:
             self._close_code = close_codes.AUTH_TIMEOUT
             self._request_close()
 
@@ -258,6 +261,13 @@ class WsConnection:
 
     async def _on_connection_params(self, msg: Any) -> None:
         self._awaiting_params = False
+        self._checking_token = True
+        try:
+            await self._check_connection_params(msg)
+        finally:
+            self._checking_token = False
+
+    async def _check_connection_params(self, msg: Any) -> None:
         if not isinstance(msg, dict) or msg.get("method") != "connectionParams":
             self.reject(RpcError("PARSE_ERROR", "Malformed TRPCConnectionParamsMessage"), close_codes.PROTOCOL_ERROR)
             return

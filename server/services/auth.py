@@ -9,14 +9,26 @@ unexpired), so two exchanges of one code racing each other give one token.
 
 Revocation sets ``revoked_at``; the token is refused from then on. What it already opened (WebSockets, SSE
 streams) is closed by :mod:`server.sync.revocation` on every replica.
+
+Every connection and every SSE subscribe checks its token, so a reconnect storm is mostly token checks.
+:meth:`AuthService.identify` reads every check from the database, but checks that arrive together share one
+query, and a token seen in the last :data:`PRINCIPAL_TTL` is checked by its device id alone (its principal is
+kept). A revocation is therefore refused on the very next check wherever it was made; revocations also evict
+at once (here, and through :mod:`server.sync.revocation` on every replica). ``lastUsedAt`` is written in the
+background, many devices per statement.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import itertools
+import logging
 import secrets
+import time
 import uuid
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
@@ -28,12 +40,23 @@ from ..protocol.errors import RpcError
 from ..store import repo
 from ..store.db import Database
 from ..store.models import ApiToken, LinkCode, User, utcnow
+from ..sync import admission
+
+log = logging.getLogger(__name__)
 
 TOKEN_PREFIX = "cs_"
 LINK_TTL = timedelta(minutes=10)
 # lastUsedAt is written at most this often per device, so authenticating stays a read.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 MAX_DEVICE_NAME = 200
+# How long a token's principal (its user row, device name) is kept; whether it is live is read on every check.
+PRINCIPAL_TTL = 30.0
+PRINCIPAL_CACHE_SIZE = 100_000
+# Token checks answered by one query at most.
+CHECK_BATCH = 500
+# lastUsedAt updates wait this long to be written together.
+TOUCH_DELAY = 1.0
+_TOUCH_CHUNK = 500
 
 
 def hash_token(token: str) -> str:
@@ -74,30 +97,156 @@ class AuthService:
         self.clock = clock  # tests move time with it (link expiry)
         # Called after a commit that revoked devices (``server.sync.revocation`` closes their connections).
         self.on_revoked = on_revoked
+        # token hash -> (principal, monotonic expiry, lastUsedAt as last written or read)
+        self._cache: dict[str, tuple[Principal, float, datetime | None]] = {}
+        self._hash_of_device: dict[str, str] = {}
+        # Token checks waiting for the next batch: token hash -> their futures (``_check_batches``).
+        self._waiting: dict[str, list[asyncio.Future[Principal | None]]] = {}
+        self._checker: asyncio.Task[None] | None = None
+        self._touches: dict[str, None] = {}  # devices used, in order
+        self._touch_task: asyncio.Task[None] | None = None
 
     # --- authentication ---------------------------------------------------------------------------------
 
     async def identify(self, token: str | None) -> Principal | None:
-        """The user and device of a live token, or None (unknown, revoked, or malformed)."""
+        """The user and device of a live token, or None (unknown, revoked, or malformed).
+
+        Every call is answered from the database as of a moment after the call began, so a revocation that
+        committed before it (in this process, on another replica, or by the CLI) is always seen. Calls
+        that arrive together share that read: the checks waiting when a batch starts go in one query (up to
+        :data:`CHECK_BATCH`), a cached principal's as a look-up of its device id alone, an unknown token's
+        with its user (:meth:`_check_batches`). A burst of thousands of sign-ins costs a few dozen queries.
+        """
         if not token or len(token) > 256:
             return None
         token_hash = hash_token(token)
-        async with self.db.read() as s:
-            found = (
-                await s.execute(
-                    select(User, ApiToken.id, ApiToken.name, ApiToken.last_used_at)
-                    .join(ApiToken, ApiToken.user_id == User.id)
-                    .where(ApiToken.token_hash == token_hash, ApiToken.revoked_at.is_(None))
+        fut: asyncio.Future[Principal | None] = asyncio.get_running_loop().create_future()
+        self._waiting.setdefault(token_hash, []).append(fut)
+        if self._checker is None:
+            self._checker = asyncio.get_running_loop().create_task(self._check_batches())
+        return await fut
+
+    async def _check_batches(self) -> None:
+        try:
+            while self._waiting:
+                hashes = list(itertools.islice(self._waiting, CHECK_BATCH))
+                batch = {h: self._waiting.pop(h) for h in hashes}
+                try:
+                    found = await self._check(hashes)
+                except Exception as exc:
+                    for futs in batch.values():
+                        for f in futs:
+                            if not f.done():
+                                f.set_exception(exc)
+                    continue
+                for h, futs in batch.items():
+                    principal = found.get(h)
+                    for f in futs:
+                        if not f.done():
+                            f.set_result(principal)
+        finally:
+            self._checker = None
+
+    async def _check(self, hashes: list[str]) -> dict[str, Principal]:
+        """The live principals among ``hashes``, read in one transaction (cached ones by device id only)."""
+        now = time.monotonic()
+        cached: dict[str, tuple[str, Principal, datetime | None]] = {}  # device id -> (hash, principal, used)
+        unknown: list[str] = []
+        for h in hashes:
+            entry = self._cache.get(h)
+            if entry is not None and entry[1] > now:
+                cached[entry[0].device_id] = (h, entry[0], entry[2])
+            else:
+                unknown.append(h)
+        found: dict[str, Principal] = {}
+        async with admission.resume_read(self.db) as s:
+            if cached:
+                live = set(
+                    (
+                        await s.execute(
+                            select(ApiToken.id).where(ApiToken.id.in_(list(cached)), ApiToken.revoked_at.is_(None))
+                        )
+                    ).scalars()
                 )
-            ).first()
-        if found is None:
-            return None
-        user, device_id, device_name, last_used = found
+            if unknown:
+                rows = (
+                    await s.execute(
+                        select(User, ApiToken.id, ApiToken.name, ApiToken.last_used_at, ApiToken.token_hash)
+                        .join(ApiToken, ApiToken.user_id == User.id)
+                        .where(ApiToken.token_hash.in_(unknown), ApiToken.revoked_at.is_(None))
+                    )
+                ).all()
+        if cached:
+            for device_id, (h, principal, last_used) in cached.items():
+                if device_id in live:
+                    found[h] = principal
+                    self._touch(device_id, last_used)
+                else:
+                    self.forget_devices([device_id])
+        if unknown:
+            for user, device_id, device_name, last_used, h in rows:
+                principal = found[h] = Principal(user, device_id, device_name)
+                self._remember(h, principal, last_used)
+                self._touch(device_id, last_used)
+        return found
+
+    def forget_devices(self, device_ids: list[str]) -> None:
+        """Evict these devices' tokens from the cache (they were revoked, here or on another replica)."""
+        for device_id in device_ids:
+            token_hash = self._hash_of_device.pop(device_id, None)
+            if token_hash is not None:
+                self._cache.pop(token_hash, None)
+
+    def _remember(self, token_hash: str, principal: Principal, last_used: datetime | None) -> None:
+        cache = self._cache
+        if token_hash not in cache and len(cache) >= PRINCIPAL_CACHE_SIZE:
+            old_hash = next(iter(cache))
+            self._hash_of_device.pop(cache.pop(old_hash)[0].device_id, None)
+        cache[token_hash] = (principal, time.monotonic() + PRINCIPAL_TTL, last_used)
+        self._hash_of_device[principal.device_id] = token_hash
+
+    def _touch(self, device_id: str, last_used: datetime | None) -> None:
+        """Record a use: ``lastUsedAt`` is written (in the background, batched) when it is a minute old."""
         now = self.clock()
-        if last_used is None or now - last_used >= LAST_USED_RESOLUTION:
-            async with self.db.write() as s:
-                await s.execute(update(ApiToken).where(ApiToken.id == device_id).values(last_used_at=now))
-        return Principal(user, device_id, device_name)
+        if last_used is not None and now - last_used < LAST_USED_RESOLUTION:
+            return
+        self._touches[device_id] = None
+        token_hash = self._hash_of_device.get(device_id)
+        entry = self._cache.get(token_hash) if token_hash is not None else None
+        if entry is not None:
+            self._cache[token_hash] = (entry[0], entry[1], now)  # type: ignore[index]
+        if self._touch_task is None or self._touch_task.done():
+            self._touch_task = asyncio.get_running_loop().create_task(self._write_touches())
+
+    async def _write_touches(self) -> None:
+        await asyncio.sleep(TOUCH_DELAY)
+        await self._flush()
+
+    async def _flush(self) -> None:
+        """Every pending device gets the time of this write (``lastUsedAt`` has a minute's resolution anyway):
+        one statement per :data:`_TOUCH_CHUNK` devices."""
+        ids, self._touches = list(self._touches), {}
+        if not ids:
+            return
+        at = self.clock()
+        try:
+            for i in range(0, len(ids), _TOUCH_CHUNK):
+                async with self.db.write() as s:
+                    await s.execute(
+                        update(ApiToken).where(ApiToken.id.in_(ids[i : i + _TOUCH_CHUNK])).values(last_used_at=at)
+                    )
+        except Exception:  # advisory: the next use writes it again
+            log.warning("writing lastUsedAt failed", exc_info=True)
+
+    async def flush_touches(self) -> None:
+        """Write pending ``lastUsedAt`` updates now (tests; shutdown)."""
+        task = self._touch_task
+        if task is not None and not task.done():
+            task.cancel()
+            with suppress(asyncio.CancelledError):
+                await task
+        self._touch_task = None
+        await self._flush()
 
     async def authenticate(self, token: str | None) -> User | None:
         principal = await self.identify(token)
@@ -211,6 +360,7 @@ class AuthService:
         return done
 
     async def _revoked(self, device_ids: list[str]) -> None:
+        self.forget_devices(device_ids)
         if device_ids and self.on_revoked is not None:
             await self.on_revoked(device_ids)
 

@@ -31,8 +31,10 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ..domain.events import EventEnvelope
+from ..protocol.errors import RpcError
 from ..store import repo
 from ..store.db import Database
+from .admission import resume_read
 from .sink import EventSink
 
 if TYPE_CHECKING:
@@ -97,6 +99,7 @@ class Delivery:
         "_pending",
         "_snapshots",
         "_stream_offsets",
+        "_verify_live",
         "client",
         "db",
         "hub",
@@ -115,11 +118,14 @@ class Delivery:
         emit_durable: Callable[[EventEnvelope], None] | None = None,
         client: dict[str, Any] | None = None,
         log: Any = SESSION_LOG,
+        verify_live: bool = False,
     ) -> None:
         """``emit_durable``, when given, takes durable events instead of ``emit`` (a transport's fast path:
         the tracked id is the event's own). ``client`` describes the subscriber for admins (who, over what,
         since when). ``log`` is the event log read to catch up (:class:`SessionLog`, or a user's feed, whose
-        channel is then ``session_id``)."""
+        channel is then ``session_id``). ``verify_live``: the caller did not read the session (its owner came
+        from :class:`~server.sync.admission.OwnerCache`), so the first log read also checks that the session
+        is live, and the delivery fails with ``NOT_FOUND`` if it is not."""
         self.db = db
         self.hub = hub
         self.session_id = session_id
@@ -136,6 +142,7 @@ class Delivery:
         self._done: asyncio.Future[None] | None = None
         self.client = client
         self._log = log
+        self._verify_live = verify_live
 
     async def run(self) -> None:
         """Deliver until the session is deleted, the position is lost, or the task is cancelled."""
@@ -144,8 +151,7 @@ class Delivery:
         await self.hub.attach(self)
         try:
             await self._catch_up()
-            if not self._done.done():
-                await self._done
+            await self._done  # raises what failed the first catch-up (a read, NOT_FOUND), if anything did
         finally:
             self._finished = True
             await self.hub.detach(self)
@@ -228,7 +234,12 @@ class Delivery:
     async def _catch_up(self) -> None:
         try:
             while True:
-                async with self.db.read() as s:
+                async with resume_read(self.db) as s:
+                    if self._verify_live:
+                        if await repo.get_session(s, self.session_id) is None:
+                            self.hub.owners.forget(self.session_id)
+                            raise RpcError("NOT_FOUND", "Session not found")
+                        self._verify_live = False
                     rows = await self._log.events_after(s, self.session_id, self.next_seq - 1, CATCH_UP_PAGE)
                     if (not rows or rows[0].seq != self.next_seq) and await self._position_lost(s):
                         raise ResyncRequired

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 
 from ..domain.events import EventEnvelope
 from ..metrics import COUNTERS
 from ..pubsub.base import Bus
+from .admission import OwnerCache
 from .delivery import Delivery, fan_out
 
 log = logging.getLogger(__name__)
@@ -18,8 +20,10 @@ class Hub:
     """Routes bus messages to the local deliveries of each session.
 
     Bus subscriptions are reference-counted by the set of local deliveries: the first delivery of a
-    session subscribes, the last one unsubscribes. The transitions run under one lock so an attach that
-    races a detach never ends with deliveries on an unsubscribed channel.
+    session subscribes, the last one unsubscribes. The transitions of one session run under that session's
+    lock, so an attach that races a detach never ends with deliveries on an unsubscribed channel, while a
+    slow bus subscribe of one session (a Redis round trip, or a wait through an outage) never holds up an
+    attach to another. A session's lock lives only while someone holds or waits for it.
     """
 
     def __init__(self, bus: Bus) -> None:
@@ -27,12 +31,18 @@ class Hub:
         self._local: dict[str, set[Delivery]] = {}
         # Channels that are not sessions' (``sync.revocation``): their messages go to one handler each.
         self.channel_handlers: dict[str, Callable[[Sequence[EventEnvelope]], None]] = {}
-        self._lock = asyncio.Lock()
+        self._locks: dict[str, _SessionLock] = {}
+        # Who owns the sessions subscribed to here: a resume's ownership check without a read (``admission``).
+        self.owners = OwnerCache()
         bus.set_handlers(self._on_message, self._on_reconnect)
 
     async def attach(self, delivery: Delivery) -> None:
         sid = delivery.session_id
-        async with self._lock:
+        members = self._local.get(sid)
+        if members is not None and sid not in self._locks:
+            members.add(delivery)  # already subscribed, no transition under way: nothing to wait for
+            return
+        async with self._session_lock(sid):
             members = self._local.get(sid)
             if members is None:
                 await self.bus.subscribe(sid)
@@ -41,7 +51,11 @@ class Hub:
 
     async def detach(self, delivery: Delivery) -> None:
         sid = delivery.session_id
-        async with self._lock:
+        members = self._local.get(sid)
+        if members is not None and len(members) > 1 and sid not in self._locks:
+            members.discard(delivery)  # others stay: no transition
+            return
+        async with self._session_lock(sid):
             members = self._local.get(sid)
             if members is None:
                 return
@@ -52,6 +66,20 @@ class Hub:
                     await self.bus.unsubscribe(sid)
                 except Exception:  # the bus may be down; its reconnect starts from our current set
                     log.warning("unsubscribe from %s failed", sid, exc_info=True)
+
+    @asynccontextmanager
+    async def _session_lock(self, sid: str) -> AsyncIterator[None]:
+        entry = self._locks.get(sid)
+        if entry is None:
+            entry = self._locks[sid] = _SessionLock()
+        entry.users += 1
+        try:
+            async with entry.lock:
+                yield
+        finally:
+            entry.users -= 1
+            if entry.users == 0:
+                del self._locks[sid]
 
     def subscriber_count(self, session_id: str | None = None) -> int:
         if session_id is not None:
@@ -79,3 +107,11 @@ class Hub:
         for members in tuple(self._local.values()):
             for delivery in tuple(members):
                 delivery.request_catch_up()
+
+
+class _SessionLock:
+    __slots__ = ("lock", "users")
+
+    def __init__(self) -> None:
+        self.lock = asyncio.Lock()
+        self.users = 0  # holders and waiters: the entry goes when the last leaves

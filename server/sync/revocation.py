@@ -55,6 +55,9 @@ class DeviceConnections:
         self.poll_seconds = poll_seconds
         self._by_device: dict[str, set[Closer]] = {}
         self._task: asyncio.Task[None] | None = None
+        # Told every device id found revoked (by the bus or a poll), connected here or not: the token cache
+        # (``AuthService.forget_devices``) evicts them.
+        self.listeners: list[Callable[[list[str]], None]] = []
 
     # --- connections register themselves ------------------------------------------------------------
 
@@ -70,6 +73,11 @@ class DeviceConnections:
 
     def close_local(self, device_ids: list[str]) -> int:
         """Close this process's connections of ``device_ids``; returns how many."""
+        for listener in self.listeners if device_ids else ():
+            try:
+                listener(device_ids)
+            except Exception:
+                log.warning("a revocation listener failed", exc_info=True)
         closed = 0
         for device_id in device_ids:
             for closer in list(self._by_device.pop(device_id, ())):
@@ -113,11 +121,14 @@ class DeviceConnections:
 
     async def poll_once(self, since: datetime) -> int:
         """Close connections of devices revoked at or after ``since``; returns how many."""
-        if not self._by_device:
+        if not self._by_device and not self.listeners:
             return 0
         async with self.db.read() as s:
             ids = list((await s.execute(select(ApiToken.id).where(ApiToken.revoked_at >= since))).scalars())
-        return self.close_local([i for i in ids if i in self._by_device])
+        if ids:
+            for listener in self.listeners:
+                listener(ids)
+        return self.close_local([i for i in ids if i in self._by_device]) if self._by_device else 0
 
     async def check_once(self) -> int:
         """Close connections whose device is no longer live in the database; returns how many."""
