@@ -6,7 +6,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --with-node
 set +e
-.venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+# Two workers by default (a module's tests stay on one worker, so module-scoped servers start once).
+workers=${CHATSYNC_TEST_WORKERS:-2}
+if [ "$workers" -gt 1 ]; then
+  .venv/bin/python -m pytest -q -p no:cacheprovider -n "$workers" --dist loadscope "$@"
+else
+  .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+fi
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then
