@@ -97,7 +97,7 @@ async def test_a_burst_of_resumes_far_beyond_the_pool_gets_every_event_once(serv
                 await c.mutation("message.enqueueMessage", {"sessionId": sid, "content": f"before {i}"})
         ends = {sid: int((await c.query("session.get", {"sessionId": sid}))["lastEventId"]) for sid in sids}
 
-    sockets, per_socket = 60, 10  # 600 resumes at once; the pool holds at most 30 connections
+    sockets, per_socket = 200, 10  # 2,000 resumes at once; the pool holds at most 30 connections
     limit = admission.read_limit(live.services.db)
     assert sockets * per_socket > 10 * limit
     subs = [
