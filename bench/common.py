@@ -67,6 +67,21 @@ def summary(values: list[float]) -> str:
     return f"{med:.2f} ± {spread:.2f} (n={len(values)})"
 
 
+def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float) -> None:
+    """Until the server at ``url`` answers ``/readyz``; fails if its process ends or ``timeout`` passes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(url + "/readyz", timeout=1) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError("server did not start")
+        time.sleep(0.05)
+
+
 @contextlib.contextmanager
 def pg_database() -> Iterator[str]:
     name = f"chatsync_bench_{uuid.uuid4().hex[:8]}"
@@ -132,17 +147,7 @@ def run_server(
         proc = subprocess.Popen([sys.executable, *command], env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
         url = f"http://127.0.0.1:{port}"
         try:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    with urllib.request.urlopen(url + "/readyz", timeout=1) as r:
-                        if r.status == 200:
-                            break
-                except OSError:
-                    pass
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("server did not start")
-                time.sleep(0.1)
+            wait_ready(url, proc, 30)
             yield Server(url, token, proc)
         finally:
             proc.terminate()

@@ -37,7 +37,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 import uuid
 from contextlib import ExitStack, suppress
 from typing import Any
@@ -46,7 +45,7 @@ import orjson
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import ROOT, cpu_seconds, free_port, machine_ticks, pct, pg_database, steal_share, summary
+from bench.common import ROOT, cpu_seconds, free_port, machine_ticks, pct, pg_database, steal_share, summary, wait_ready
 from bench.wsclient import open_ws
 
 # A browser waits for a WebSocket's upgrade as long as TCP lets it; so does this client, nearly (a shorter
@@ -274,18 +273,8 @@ class Servers:
         self.starts += 1
 
     def wait_ready(self, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
         for url, proc in zip(self.urls(), self.procs):
-            while True:
-                try:
-                    with urllib.request.urlopen(url + "/readyz", timeout=1) as r:
-                        if r.status == 200:
-                            break
-                except OSError:
-                    pass
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("server did not start")
-                time.sleep(0.05)
+            wait_ready(url, proc, timeout)
 
     def terminate(self) -> None:
         for proc in self.procs:

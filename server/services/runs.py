@@ -42,7 +42,7 @@ from . import transitions
 from .lease import lease_live
 from .requests import MISSING, RequestKey
 from .sessions import SessionService
-from .uow import UnitOfWork
+from .uow import SessionTx, UnitOfWork
 
 INTERRUPT_WAIT_SECONDS = 10.0
 ABORT_WAIT_SECONDS = 5.0
@@ -119,13 +119,7 @@ class RunService:
                 row = tx.row
                 policy = busy_policy or row.busy_policy
                 await file_refs.link(tx.db, session_id, attachments)
-                if (
-                    row.run_id is not None
-                    and row.status == "running"
-                    and not lease_live(row)
-                    and self.o.local_loop(session_id) is None
-                ):
-                    await transitions.recover(tx)  # its process died; write that down before going on
+                await self._recover_orphaned(tx)
                 if row.run_id is not None:
                     if policy == "reject":
                         raise RpcError("CONFLICT", "A run is in progress in this session")
@@ -186,6 +180,18 @@ class RunService:
         item = repo.queued_wire(row)
         tx.emit("queue-message-added", message=item.wire())
         return item
+
+    async def _recover_orphaned(self, tx: SessionTx) -> None:
+        """A run marked running whose lease lapsed and which no loop here drives: its process died; write
+        that down (``transitions.recover``) before going on."""
+        row = tx.row
+        if (
+            row.run_id is not None
+            and row.status == "running"
+            and not lease_live(row)
+            and self.o.local_loop(row.id) is None
+        ):
+            await transitions.recover(tx)
 
     async def _wait_stopped(self, session_id: str, timeout: float) -> None:
         loop = self.o.abort_local(session_id)
@@ -332,13 +338,7 @@ class RunService:
             item = next((q for q in items if q.id == message_id), None)
             if item is None:
                 raise RpcError("NOT_FOUND", "Queued message not found")
-            if (
-                row.run_id is not None
-                and row.status == "running"
-                and not lease_live(row)
-                and self.o.local_loop(session_id) is None
-            ):
-                await transitions.recover(tx)  # its process died; write that down before going on
+            await self._recover_orphaned(tx)
             transitions.resume_queue(tx)
             if row.run_id is None:
                 run = await transitions.send_queued(tx, self.o.owner, self._lease, item)
