@@ -12,7 +12,7 @@ from ..rpc.registry import Context, Router
 from ..services import feed
 from ..services.requests import request_key
 from ..sync import admission
-from ..sync.delivery import Delivery
+from ..sync.delivery import SESSION_LOG, Delivery
 from . import inputs
 
 FIELDS = ("provider", "model", "system_prompt", "defaults", "tools", "tool_mode", "busy_policy", "disable_streaming")
@@ -130,28 +130,17 @@ class _EventStream:
         self.log = log
 
     async def run(self, emit: Any, emit_durable: Any = None) -> None:
-        if self.log is not None:  # a user feed: no stream snapshots, its own log
-            delivery = Delivery(
-                self.services.db,
-                self.services.hub,
-                self.session_id,
-                self.after,
-                emit,
-                None,
-                emit_durable,
-                None,
-                self.log,
-            )
-        else:
-            delivery = Delivery(
-                self.services.db,
-                self.services.hub,
-                self.session_id,
-                self.after,
-                emit,
-                getattr(self.services, "stream_snapshots", None),
-                emit_durable,
-                self.client,
-                verify_live=self.verify_live,
-            )
+        feed = self.log is not None  # a user feed: no stream snapshots, no client, its own log
+        delivery = Delivery(
+            self.services.db,
+            self.services.hub,
+            self.session_id,
+            self.after,
+            emit,
+            None if feed else getattr(self.services, "stream_snapshots", None),
+            emit_durable,
+            None if feed else self.client,
+            self.log if feed else SESSION_LOG,
+            verify_live=self.verify_live and not feed,
+        )
         await delivery.run()
