@@ -11,8 +11,9 @@ from ..protocol.errors import RpcError
 from ..rpc.registry import Context, Router
 from ..services import feed
 from ..services.requests import request_key
+from ..store.eventlog import FEED_LOG, SESSION_LOG, LogReader
 from ..sync import admission
-from ..sync.delivery import SESSION_LOG, Delivery
+from ..sync.delivery import Delivery
 from . import inputs
 
 FIELDS = ("provider", "model", "system_prompt", "defaults", "tools", "tool_mode", "busy_policy", "disable_streaming")
@@ -109,7 +110,7 @@ def register(router: Router) -> None:
         after = (
             int(inp.last_event_id) if inp.last_event_id is not None else await ctx.services.sessions.feed_position(user)
         )
-        return _EventStream(ctx.services, feed.channel(user.id), after, None, feed.FeedLog())
+        return _EventStream(ctx.services, feed.channel(user.id), after, None, FEED_LOG)
 
 
 class _EventStream:
@@ -119,7 +120,7 @@ class _EventStream:
         session_id: str,
         after: int,
         client: dict[str, Any] | None = None,
-        log: Any = None,
+        log: LogReader | None = None,
         verify_live: bool = False,
     ) -> None:
         self.verify_live = verify_live
@@ -140,7 +141,7 @@ class _EventStream:
             None if feed else getattr(self.services, "stream_snapshots", None),
             emit_durable,
             None if feed else self.client,
-            self.log if feed else SESSION_LOG,
+            self.log or SESSION_LOG,
             verify_live=self.verify_live and not feed,
         )
         await delivery.run()

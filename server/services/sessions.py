@@ -27,7 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from ..domain import models as wire
 from ..llm import PROVIDER_IDS, default_provider_id, known_provider
 from ..protocol.errors import RpcError
-from ..store import repo
+from ..store import eventlog, repo
 from ..store.db import Database
 from ..store.models import ChatSession, User, utcnow
 from . import feed, requests, transitions
@@ -128,7 +128,7 @@ class SessionService:
             async with self.db.write() as s:
                 s.add(row)
                 await s.flush()
-                env = await feed.append(
+                env = await eventlog.append_feed(
                     s, user.id, "session-created", {"sessionId": row.id, "session": feed.summary(row, 0)}, now
                 )
                 if request is not None:
@@ -147,7 +147,7 @@ class SessionService:
     async def feed_position(self, user: User) -> int:
         """The end of the user's feed now (where a ``session.feed`` without ``lastEventId`` starts)."""
         async with self.db.read() as s:
-            return await feed.FeedLog().last_seq(s, feed.channel(user.id)) or 0
+            return await eventlog.FEED_LOG.last_seq(s, feed.channel(user.id)) or 0
 
     async def readable(self, user: User, session_id: str) -> ChatSession:
         async with self.db.read() as s:
@@ -161,7 +161,7 @@ class SessionService:
         async with self.db.read() as s:
             # The feed's position first: whatever changes after it reaches a ``session.feed`` started there,
             # so a list plus that feed never misses a change (it may repeat one the list already shows).
-            position = await feed.FeedLog().last_seq(s, feed.channel(user.id)) or 0
+            position = await eventlog.FEED_LOG.last_seq(s, feed.channel(user.id)) or 0
             rows = await repo.list_sessions(s, user.id, limit=limit + 1, after=after, search=search)
             lengths = await repo.queue_lengths(s, [r.id for r in rows[:limit]])
         page = rows[:limit]

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
-from sqlalchemy import bindparam, insert, select, update
+from sqlalchemy import bindparam, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm.attributes import set_committed_value
 
@@ -18,25 +18,16 @@ from ..domain.events import EventEnvelope
 from ..metrics import COUNTERS
 from ..protocol.errors import RpcError
 from ..pubsub.base import Bus
-from ..store import repo
+from ..store import eventlog, repo
 from ..store.db import Database
-from ..store.models import ChatSession, Event, User, utcnow
+from ..store.models import ChatSession, User, utcnow
 from ..store.prepared import Executor, PlainConnection
 from . import feed, requests
 from .requests import RequestKey
 
 log = logging.getLogger(__name__)
 
-TRIM_EVERY = 64  # trim the retained log once per this many events, not on every append
-
-# Plain statements, built once, for the two writes every mutation makes.
-_INSERT_EVENT = insert(Event.__table__)
 _SESSIONS = ChatSession.__table__
-_ADVANCE_SESSION = (
-    update(_SESSIONS)
-    .where(_SESSIONS.c.id == bindparam("sid"))
-    .values(last_seq=bindparam("last_seq"), updated_at=bindparam("updated_at"))
-)
 _LOCK_SESSION_HEAD = (
     select(
         _SESSIONS.c.id,
@@ -108,8 +99,8 @@ class SessionTxBase(Generic[DbT, RowT]):
 
     def emit(self, type_: str, **fields: Any) -> EventEnvelope:
         # The row's last_seq moves in memory only; ``finish`` writes it (and the log rows) with plain
-        # statements, cheaper than the ORM's unit of work on the hottest path of the server.
-        seq = self.row.last_seq + 1
+        # statements (``store.eventlog``), cheaper than the ORM's unit of work on the hottest path of the server.
+        seq = eventlog.next_seq(self.row.last_seq)
         self._advance(seq)
         env = EventEnvelope.build(self.row.id, seq, type_, fields)
         self.events.append(env)
@@ -132,15 +123,7 @@ class SessionTxBase(Generic[DbT, RowT]):
         if not self.events:
             return
         now = utcnow()
-        sid, last = self.row.id, self.row.last_seq
-        rows = [
-            {"session_id": sid, "seq": e.seq, "type": e.type, "payload": e.json, "created_at": now} for e in self.events
-        ]
-        # One row: a plain execute (drivers' executemany costs more for a single row).
-        await self.db.execute(_INSERT_EVENT, rows[0] if len(rows) == 1 else rows)
-        await self.db.execute(_ADVANCE_SESSION, {"sid": sid, "last_seq": last, "updated_at": now})
-        if last > self.retention and last // TRIM_EVERY != (last - len(self.events)) // TRIM_EVERY:
-            await repo.trim_events(self.db, sid, last - self.retention)
+        await eventlog.append(self.db, self.events, now, self.retention)
         await self._written(now)
         await self._feed(now)
 
@@ -149,12 +132,12 @@ class SessionTxBase(Generic[DbT, RowT]):
         types = {e.type for e in self.events}
         owner = self.row.owner_id
         if "session-deleted" in types:
-            env = await feed.append(self.db, owner, "session-deleted", {"sessionId": self.row.id}, now)
+            env = await eventlog.append_feed(self.db, owner, "session-deleted", {"sessionId": self.row.id}, now)
         elif not types.isdisjoint(feed.TRIGGERS):
             length = self.queue_length
             if length is None:
                 length = await feed.queue_length(self.db, self.row.id)
-            env = await feed.append(
+            env = await eventlog.append_feed(
                 self.db,
                 owner,
                 "session-updated",

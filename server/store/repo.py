@@ -247,32 +247,6 @@ def queued_wire(row: QueuedMessage) -> wire.QueuedMessage:
     )
 
 
-# --- event log ----------------------------------------------------------------------------------------
-
-
-async def events_after(db: AsyncSession, session_id: str, after_seq: int, limit: int) -> Sequence[Event]:
-    stmt = select(Event).where(Event.session_id == session_id, Event.seq > after_seq).order_by(Event.seq).limit(limit)
-    return (await db.execute(stmt)).scalars().all()
-
-
-async def oldest_retained_seq(db: AsyncSession, session_id: str) -> int | None:
-    return (await db.execute(select(func.min(Event.seq)).where(Event.session_id == session_id))).scalar_one()
-
-
-_TRIM_EVENTS = delete(Event).where(Event.session_id == bindparam("sid"), Event.seq <= bindparam("keep_after"))
-
-
-async def trim_events(db: Executor, session_id: str, keep_after_seq: int) -> None:
-    await db.execute(_TRIM_EVENTS, {"sid": session_id, "keep_after": keep_after_seq})
-
-
-async def session_log_bounds(db: AsyncSession, session_id: str) -> tuple[int, int] | None:
-    """(last_seq, deleted?) without loading the row; None when the session never existed."""
-    stmt = select(ChatSession.last_seq, ChatSession.deleted_at.is_not(None)).where(ChatSession.id == session_id)
-    row = (await db.execute(stmt)).one_or_none()
-    return (row[0], int(row[1])) if row else None
-
-
 async def touch_session(db: AsyncSession, session_id: str, when: datetime) -> None:
     await db.execute(update(ChatSession).where(ChatSession.id == session_id).values(updated_at=when))
 

@@ -34,10 +34,13 @@ from ..domain.events import EventEnvelope
 from ..protocol.errors import RpcError
 from ..store import repo
 from ..store.db import Database
+from ..store.eventlog import SESSION_LOG, LogReader
 from .admission import resume_read
 from .sink import EventSink
 
 if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncSession
+
     from .hub import Hub
 
 log = logging.getLogger(__name__)
@@ -57,30 +60,6 @@ _ENDING_TYPES = frozenset({"message-completed", "session-deleted"})
 
 class ResyncRequired(Exception):
     """The requested position is no longer in the retained log (or never was)."""
-
-
-class SessionLog:
-    """A session's event log as a delivery reads it (the user feed has another: ``services.feed.FeedLog``).
-
-    ``ending_types``: events after which the subscription ends (the session is gone)."""
-
-    ending_types = frozenset({"session-deleted"})
-
-    async def events_after(self, s: Any, key: str, after: int, limit: int) -> Sequence[Any]:
-        return await repo.events_after(s, key, after, limit)
-
-    async def last_seq(self, s: Any, key: str) -> int | None:
-        bounds = await repo.session_log_bounds(s, key)
-        return None if bounds is None else bounds[0]
-
-    async def oldest_seq(self, s: Any, key: str) -> int | None:
-        return await repo.oldest_retained_seq(s, key)
-
-    def resync_body(self, key: str, last: int) -> dict[str, Any]:
-        return {"type": "resync-required", "sessionId": key, "lastEventId": str(last)}
-
-
-SESSION_LOG = SessionLog()
 
 
 class Delivery:
@@ -117,13 +96,13 @@ class Delivery:
         snapshots: SnapshotSource | None = None,
         emit_durable: Callable[[EventEnvelope], None] | None = None,
         client: dict[str, Any] | None = None,
-        log: Any = SESSION_LOG,
+        log: LogReader = SESSION_LOG,
         verify_live: bool = False,
     ) -> None:
         """``emit_durable``, when given, takes durable events instead of ``emit`` (a transport's fast path:
         the tracked id is the event's own). ``client`` describes the subscriber for admins (who, over what,
-        since when). ``log`` is the event log read to catch up (:class:`SessionLog`, or a user's feed, whose
-        channel is then ``session_id``). ``verify_live``: the caller did not read the session (its owner came
+        since when). ``log`` is the event log read to catch up (``store.eventlog``: a session's, or a user's feed,
+        whose channel is then ``session_id``). ``verify_live``: the caller did not read the session (its owner came
         from :class:`~server.sync.admission.OwnerCache`), so the first log read also checks that the session
         is live, and the delivery fails with ``NOT_FOUND`` if it is not."""
         self.db = db
@@ -286,7 +265,7 @@ class Delivery:
             )
             self._emit(str(self.next_seq - 1), env)
 
-    async def _position_lost(self, s: Any) -> bool:
+    async def _position_lost(self, s: AsyncSession) -> bool:
         """True when ``next_seq`` can never be read: trimmed from the log, or beyond the session's end."""
         last_seq = await self._log.last_seq(s, self.session_id)
         if last_seq is None:

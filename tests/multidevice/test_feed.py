@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from server.client import TrpcClient
-from server.services import feed
+from server.store import eventlog
 
 
 async def take(sub, n: int) -> list[tuple[str | None, dict[str, Any]]]:
@@ -67,8 +67,8 @@ async def test_resume_gives_exactly_the_missed_changes(md):
 
 
 async def test_a_position_too_old_or_from_the_future_gets_resync_required(server_factory, sqlite_url, monkeypatch):
-    monkeypatch.setattr(feed, "RETENTION", 5)
-    monkeypatch.setattr(feed, "TRIM_EVERY", 2)
+    monkeypatch.setattr(eventlog, "FEED_RETENTION", 5)
+    monkeypatch.setattr(eventlog, "TRIM_EVERY", 2)
     live = await server_factory(sqlite_url, users=("alice",))
     async with live.client("alice") as c:
         s = await c.mutation("session.create", {})

@@ -11,7 +11,7 @@ from sqlalchemy import select
 from server.app import open_services
 from server.protocol.errors import RpcError
 from server.settings import load_settings
-from server.store import repo
+from server.store import eventlog, repo
 from server.store.models import Event
 
 
@@ -140,5 +140,5 @@ async def test_event_log_is_trimmed_to_retention(db_url):
         for i in range(140):
             await svc.queue.enqueue(alice, s.id, f"m{i}", [])
         async with svc.db.read() as db:
-            oldest = await repo.oldest_retained_seq(db, s.id)
+            oldest = await eventlog.oldest_seq(db, s.id)
         assert oldest is not None and 100 < oldest <= 131
