@@ -1,6 +1,11 @@
-"""The session event union (API.md "Events") and the envelope that carries one event through the process.
+"""The session event union (API.md "Events"): one typed constructor per event, and the envelope that carries
+one event through the process.
 
-Durable events have a ``seq`` (their place in the session's event log); ephemeral ones do not.
+Durable events have a ``seq`` (their place in the session's event log); ephemeral ones (streaming previews)
+do not. Code that changes a session makes its events only with the constructors here: a durable one is an
+:class:`Event` that ``SessionTx.emit`` appends to the log; a streaming one is an :class:`EventEnvelope` at
+once. The TypeScript side of the same union is generated from ``server/typegen.py``'s ``EVENT_TYPES``, which
+must name every type listed here (the generator refuses otherwise).
 An event is serialised to JSON once, when it is created or read from the log, and every transport
 builds its frames around that text — never once per subscriber.
 """
@@ -9,35 +14,42 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, get_args
 
 import orjson
 
-DURABLE_EVENT_TYPES = frozenset(
-    {
-        "queue-message-added",
-        "queue-message-removed",
-        "queue-cleared",
-        "queue-message-updated",
-        "queue-reordered",
-        "queue-paused",
-        "queue-resumed",
-        "message-created",
-        "message-completed",
-        "run-started",
-        "run-finished",
-        "run-failed",
-        "run-aborted",
-        "tool-call-ready",
-        "tool-approval-requested",
-        "tool-approval-resolved",
-        "tool-call-result",
-        "session-updated",
-        "title-changed",
-        "session-deleted",
-    }
-)
-EPHEMERAL_EVENT_TYPES = frozenset({"text-delta", "tool-call-start", "tool-call-delta", "stream-snapshot"})
+if TYPE_CHECKING:
+    from .models import Message, QueuedMessage, TitleSource
+
+DurableEventType = Literal[
+    "queue-message-added",
+    "queue-message-removed",
+    "queue-cleared",
+    "queue-message-updated",
+    "queue-reordered",
+    "queue-paused",
+    "queue-resumed",
+    "message-created",
+    "message-completed",
+    "run-started",
+    "run-finished",
+    "run-failed",
+    "run-aborted",
+    "tool-call-ready",
+    "tool-approval-requested",
+    "tool-approval-resolved",
+    "tool-call-result",
+    "session-updated",
+    "title-changed",
+    "session-deleted",
+]
+StreamEventType = Literal["text-delta", "tool-call-start", "tool-call-delta", "stream-snapshot"]
+DURABLE_EVENT_TYPES: frozenset[str] = frozenset(get_args(DurableEventType))
+EPHEMERAL_EVENT_TYPES: frozenset[str] = frozenset(get_args(StreamEventType))
+
+QueueRemovalReason = Literal["sent", "dequeued", "removed"]
+RunTrigger = Literal["message", "queue", "instructions"]
+ToolExecutor = Literal["client", "server"]
 
 
 def dumps(value: Any) -> str:
@@ -132,3 +144,169 @@ def tracked_tail(event_id: str, json: str) -> str:
 
 def untracked_tail(json: str) -> str:
     return ',"result":{"type":"data","data":' + json + "}}"
+
+
+# --- durable events -------------------------------------------------------------------------------------
+
+
+class Event(NamedTuple):
+    """A durable event before it has its place in a log: its type and its fields as clients receive them
+    (camelCase; ``type`` and ``sessionId`` are added by the envelope)."""
+
+    type: DurableEventType
+    fields: dict[str, Any]
+
+
+def queue_message_added(message: QueuedMessage) -> Event:
+    return Event("queue-message-added", {"message": message.wire()})
+
+
+def queue_message_removed(message_id: str, reason: QueueRemovalReason) -> Event:
+    return Event("queue-message-removed", {"messageId": message_id, "reason": reason})
+
+
+def queue_cleared() -> Event:
+    return Event("queue-cleared", {})
+
+
+def queue_message_updated(message: QueuedMessage) -> Event:
+    return Event("queue-message-updated", {"message": message.wire()})
+
+
+def queue_reordered(order: list[str]) -> Event:
+    """``order``: every queued message's id, head first."""
+    return Event("queue-reordered", {"order": order})
+
+
+def queue_paused() -> Event:
+    return Event("queue-paused", {})
+
+
+def queue_resumed() -> Event:
+    return Event("queue-resumed", {})
+
+
+def message_created(message: Message) -> Event:
+    return Event("message-created", {"message": message.wire()})
+
+
+def message_completed(message: Message) -> Event:
+    return Event("message-completed", {"message": message.wire()})
+
+
+def run_started(run_id: str, trigger: RunTrigger, client_request_id: str | None) -> Event:
+    """``client_request_id``: the client's id of the write that started the run, so its author knows it."""
+    return Event("run-started", {"runId": run_id, "trigger": trigger, "clientRequestId": client_request_id})
+
+
+def run_finished(run_id: str, finish_reason: str | None, usage: dict[str, Any] | None) -> Event:
+    return Event("run-finished", {"runId": run_id, "finishReason": finish_reason, "usage": usage})
+
+
+def run_failed(run_id: str, error: dict[str, Any]) -> Event:
+    """``error``: ``{code, message, retryable}`` (``RunFailure`` or a provider's ``ErrorCode``, docs/runs.md)."""
+    return Event("run-failed", {"runId": run_id, "error": error})
+
+
+def run_aborted(run_id: str) -> Event:
+    return Event("run-aborted", {"runId": run_id})
+
+
+def tool_call_ready(call_id: str, name: str, arguments: str, executor: ToolExecutor, requires_approval: bool) -> Event:
+    return Event(
+        "tool-call-ready",
+        {
+            "callId": call_id,
+            "name": name,
+            "arguments": arguments,
+            "executor": executor,
+            "requiresApproval": requires_approval,
+        },
+    )
+
+
+def tool_approval_requested(call_id: str) -> Event:
+    return Event("tool-approval-requested", {"callId": call_id})
+
+
+def tool_approval_resolved(call_id: str, approved: bool, decided_by: dict[str, Any]) -> Event:
+    """``decided_by``: ``{userId, userName, deviceName}`` of whoever answered first."""
+    return Event("tool-approval-resolved", {"callId": call_id, "approved": approved, "decidedBy": decided_by})
+
+
+def tool_call_result(call_id: str, output: str, is_error: bool) -> Event:
+    return Event("tool-call-result", {"callId": call_id, "output": output, "isError": is_error})
+
+
+def session_updated(changes: dict[str, Any]) -> Event:
+    """``changes``: the session as ``session-updated`` carries it (``store.repo.session_changes_wire``)."""
+    return Event("session-updated", {"session": changes})
+
+
+def title_changed(title: str, source: TitleSource) -> Event:
+    return Event("title-changed", {"title": title, "source": source})
+
+
+def session_deleted() -> Event:
+    return Event("session-deleted", {})
+
+
+# --- a user's feed (session.feed) ---------------------------------------------------------------------------
+
+FeedEventType = Literal["session-created", "session-updated", "session-deleted"]
+
+
+class FeedEvent(NamedTuple):
+    """An event of a user's feed before it has its place there; ``fields`` as clients receive them."""
+
+    type: FeedEventType
+    fields: dict[str, Any]
+
+
+def feed_session_created(session_id: str, summary: dict[str, Any]) -> FeedEvent:
+    """``summary``: what a session list shows of the session (``services.feed.summary``)."""
+    return FeedEvent("session-created", {"sessionId": session_id, "session": summary})
+
+
+def feed_session_updated(session_id: str, summary: dict[str, Any]) -> FeedEvent:
+    return FeedEvent("session-updated", {"sessionId": session_id, "session": summary})
+
+
+def feed_session_deleted(session_id: str) -> FeedEvent:
+    return FeedEvent("session-deleted", {"sessionId": session_id})
+
+
+# --- streaming previews -----------------------------------------------------------------------------------
+# Built straight into their envelope: a text delta is made once per streamed token.
+
+
+def _stream(session_id: str, type_: StreamEventType, body: dict[str, Any]) -> str:
+    return dumps({"type": type_, "sessionId": session_id, **body})
+
+
+def text_delta(session_id: str, message_id: str, offset: int, delta: str) -> EventEnvelope:
+    """``delta`` extends the message's text at character ``offset``."""
+    body = {"messageId": message_id, "offset": offset, "delta": delta}
+    return EventEnvelope(session_id, None, "text-delta", _stream(session_id, "text-delta", body), message_id, offset)
+
+
+def stream_snapshot(session_id: str, message_id: str, offset: int, text: str) -> EventEnvelope:
+    """The message's text so far (``offset`` characters), for a subscriber that missed the deltas."""
+    body = {"messageId": message_id, "offset": offset, "text": text}
+    return EventEnvelope(
+        session_id, None, "stream-snapshot", _stream(session_id, "stream-snapshot", body), message_id, offset
+    )
+
+
+# Tool-call previews carry an offset into the call's *arguments*, not into the message text, so their envelope
+# has no text offset (which deliveries compare with text snapshots).
+
+
+def tool_call_start(session_id: str, message_id: str, call_id: str, name: str, index: int) -> EventEnvelope:
+    body = {"messageId": message_id, "callId": call_id, "name": name, "index": index}
+    return EventEnvelope(session_id, None, "tool-call-start", _stream(session_id, "tool-call-start", body), message_id)
+
+
+def tool_call_delta(session_id: str, message_id: str, call_id: str, offset: int, delta: str) -> EventEnvelope:
+    body = {"messageId": message_id, "callId": call_id, "offset": offset, "delta": delta}
+    return EventEnvelope(session_id, None, "tool-call-delta", _stream(session_id, "tool-call-delta", body), message_id)

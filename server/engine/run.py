@@ -41,7 +41,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..domain.events import EventEnvelope, dumps
+from ..domain import events
 from ..llm import ChatRequest, ErrorEvent, Finished, TextDelta, ToolCallDelta, ToolCallEvent, ToolCallStart
 from ..llm.errors import ErrorCode
 from ..services import transitions
@@ -246,35 +246,14 @@ class RunLoop:
         async for event in turn.events():
             if isinstance(event, TextDelta):
                 offset = buffer.append(sid, mid, event.delta)  # before publishing: see buffer.py
-                await self.o.publish_delta(
-                    sid,
-                    EventEnvelope.build(
-                        sid, None, "text-delta", {"messageId": mid, "offset": offset, "delta": event.delta}
-                    ),
-                    mid,
-                    event.delta,
-                )
+                await self.o.publish_delta(sid, events.text_delta(sid, mid, offset, event.delta), mid, event.delta)
             elif isinstance(event, ToolCallStart):
                 arg_offsets[event.call_id] = 0
-                await publish(
-                    sid,
-                    _tool_event(
-                        sid,
-                        "tool-call-start",
-                        {"messageId": mid, "callId": event.call_id, "name": event.name, "index": event.index},
-                    ),
-                )
+                await publish(sid, events.tool_call_start(sid, mid, event.call_id, event.name, event.index))
             elif isinstance(event, ToolCallDelta):
                 offset = arg_offsets.get(event.call_id, 0)
                 arg_offsets[event.call_id] = offset + len(event.delta)
-                await publish(
-                    sid,
-                    _tool_event(
-                        sid,
-                        "tool-call-delta",
-                        {"messageId": mid, "callId": event.call_id, "offset": offset, "delta": event.delta},
-                    ),
-                )
+                await publish(sid, events.tool_call_delta(sid, mid, event.call_id, offset, event.delta))
             elif isinstance(event, ToolCallEvent):
                 result.calls.append(event)
             elif isinstance(event, Finished):
@@ -445,11 +424,3 @@ class RunLoop:
                 raise
             except Exception:
                 log.warning("session %s: heartbeat failed", self.session_id, exc_info=True)
-
-
-def _tool_event(session_id: str, type_: str, fields: dict[str, Any]) -> EventEnvelope:
-    """Tool-call stream events carry an offset into the call's *arguments*, not into the message text, so they
-    are built without the envelope's text offset (which the delivery compares with text snapshots)."""
-    return EventEnvelope(
-        session_id, None, type_, dumps({"type": type_, "sessionId": session_id, **fields}), fields["messageId"], None
-    )

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import bindparam, func, select
 
+from ..domain.events import DurableEventType
 from ..store import eventlog
 from ..store.models import ChatSession, QueuedMessage
 from ..store.prepared import Executor
@@ -25,9 +26,8 @@ from ..store.prepared import Executor
 if TYPE_CHECKING:
     from .uow import SessionHead
 
-FEED_EVENT_TYPES = frozenset({"session-created", "session-updated", "session-deleted"})
 # Session events after which a session list looks different (title, status, queue length, model, ...).
-TRIGGERS = frozenset(
+TRIGGERS: frozenset[DurableEventType] = frozenset(
     {
         "queue-message-added",
         "queue-message-removed",

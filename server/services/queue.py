@@ -15,7 +15,9 @@ from typing import Any
 
 from sqlalchemy import insert
 
+from ..domain import events
 from ..domain import models as wire
+from ..domain.events import QueueRemovalReason
 from ..files import refs as file_refs
 from ..protocol.errors import RpcError
 from ..store import repo
@@ -144,7 +146,7 @@ class QueueService:
                         "client_request_id": crid,
                     }
                 )
-                tx.emit("queue-message-added", message=item.wire())
+                tx.emit(events.queue_message_added(item))
                 tx.remember(request, item)
                 if request is not None:
                     seen[request.request_id] = (request, item.wire())
@@ -160,14 +162,16 @@ class QueueService:
             await self.dispatch(session_id)
         return results
 
-    async def dequeue(self, user: User, session_id: str, reason: str = "dequeued") -> wire.QueuedMessage | None:
+    async def dequeue(
+        self, user: User, session_id: str, reason: QueueRemovalReason = "dequeued"
+    ) -> wire.QueuedMessage | None:
         async with self.uow.session(user, session_id) as tx:
             head = await repo.queue_head(tx.db, session_id)
             if head is None:
                 return None
             await tx.db.delete(head)
             await file_refs.release(tx.db, session_id, head.attachments)
-            tx.emit("queue-message-removed", messageId=head.id, reason=reason)
+            tx.emit(events.queue_message_removed(head.id, reason))
             return repo.queued_wire(head)
 
     async def list(self, user: User, session_id: str) -> list[wire.QueuedMessage]:
@@ -181,7 +185,7 @@ class QueueService:
         async with self.uow.queue(user, session_id) as tx:
             if await repo.clear_queue(tx.db, session_id):
                 await file_refs.release_queue(tx.db, session_id)
-                tx.emit("queue-cleared")
+                tx.emit(events.queue_cleared())
             tx.queue_length = 0
 
     async def remove(self, user: User, session_id: str, message_id: str) -> None:
@@ -192,7 +196,7 @@ class QueueService:
                 raise RpcError("NOT_FOUND", "Queued message not found")
             await tx.db.delete(target)
             await file_refs.release(tx.db, session_id, target.attachments)
-            tx.emit("queue-message-removed", messageId=message_id, reason="removed")
+            tx.emit(events.queue_message_removed(message_id, "removed"))
 
     async def update(
         self,
@@ -218,7 +222,7 @@ class QueueService:
                 await file_refs.release(tx.db, session_id, dropped)
             item = repo.queued_wire(target)
             if changed:
-                tx.emit("queue-message-updated", message=item.wire())
+                tx.emit(events.queue_message_updated(item))
             return item
 
     async def pause(self, user: User, session_id: str) -> None:
@@ -226,7 +230,7 @@ class QueueService:
         async with self.uow.session(user, session_id) as tx:
             if not tx.row.queue_paused:
                 tx.row.queue_paused = True
-                tx.emit("queue-paused")
+                tx.emit(events.queue_paused())
 
     async def move(
         self, user: User, session_id: str, message_id: str, to_index: int
@@ -242,5 +246,5 @@ class QueueService:
                 rows.remove(target)
                 rows.insert(to_index, target)
                 await repo.renumber_queue(tx.db, rows)
-                tx.emit("queue-reordered", order=[r.id for r in rows])
+                tx.emit(events.queue_reordered([r.id for r in rows]))
             return [repo.queued_wire(r) for r in rows]

@@ -33,6 +33,7 @@ from typing import Any, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from ..domain import events
 from ..domain import models as wire
 from ..files import refs as file_refs
 from ..protocol.errors import RpcError
@@ -178,7 +179,7 @@ class RunService:
         )
         tx.db.add(row)
         item = repo.queued_wire(row)
-        tx.emit("queue-message-added", message=item.wire())
+        tx.emit(events.queue_message_added(item))
         return item
 
     async def _recover_orphaned(self, tx: SessionTx) -> None:
@@ -299,12 +300,8 @@ class RunService:
             call.approval = "approved" if approved else "denied"
             call.approval_reason = reason
             # Who decided, so every other device can show it (the first answer wins; later ones are CONFLICT).
-            tx.emit(
-                "tool-approval-resolved",
-                callId=call.id,
-                approved=approved,
-                decidedBy={"userId": user.id, "userName": user.name, "deviceName": device_name},
-            )
+            decided_by = {"userId": user.id, "userName": user.name, "deviceName": device_name}
+            tx.emit(events.tool_approval_resolved(call.id, approved, decided_by))
             if not approved:
                 text = transitions.DENIED_RESULT + (f" Reason: {reason}" if reason else "")
                 await transitions.add_tool_result(tx, call, text, True)
@@ -346,7 +343,7 @@ class RunService:
                 return_value: dict[str, str | None] = {"status": "started", "mode": mode, "runId": run.id}
             elif mode == "steer":
                 await tx.db.delete(item)
-                tx.emit("queue-message-removed", messageId=item.id, reason="sent")
+                tx.emit(events.queue_message_removed(item.id, "sent"))
                 await transitions.add_message(
                     tx,
                     "user",
@@ -361,7 +358,7 @@ class RunService:
                     items.remove(item)
                     items.insert(0, item)
                     await repo.renumber_queue(tx.db, items)
-                    tx.emit("queue-reordered", order=[q.id for q in items])
+                    tx.emit(events.queue_reordered([q.id for q in items]))
                 return_value = {"status": "next", "mode": mode, "runId": row.run_id}
                 if mode == "interrupt":
                     if row.status == "requires-action":

@@ -24,7 +24,9 @@ from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from ..domain import events
 from ..domain import models as wire
+from ..domain.models import TitleSource
 from ..llm import PROVIDER_IDS, default_provider_id, known_provider
 from ..protocol.errors import RpcError
 from ..store import eventlog, repo
@@ -129,7 +131,7 @@ class SessionService:
                 s.add(row)
                 await s.flush()
                 env = await eventlog.append_feed(
-                    s, user.id, "session-created", {"sessionId": row.id, "session": feed.summary(row, 0)}, now
+                    s, user.id, events.feed_session_created(row.id, feed.summary(row, 0)), now
                 )
                 if request is not None:
                     await requests.record(s, [requests.record_row(request, session, now)])
@@ -211,10 +213,10 @@ class SessionService:
                     changed.append(_WIRE_NAMES.get(name, name))
             if changed:
                 tx.row.updated_at = utcnow()
-                tx.emit("session-updated", session=repo.session_changes_wire(tx.row, tuple(changed)))
+                tx.emit(events.session_updated(repo.session_changes_wire(tx.row, tuple(changed))))
             return repo.session_wire(tx.row)
 
-    async def set_title(self, user: User, session_id: str, title: str, source: str) -> wire.Session:
+    async def set_title(self, user: User, session_id: str, title: str, source: TitleSource) -> wire.Session:
         async with self.uow.session(user, session_id) as tx:
             apply_title(tx, title, source)
             return repo.session_wire(tx.row)
@@ -230,7 +232,7 @@ class SessionService:
         async with self.uow.session(user, session_id) as tx:
             tx.row.meta = {**(tx.row.meta or {}), **given}  # a new dict: JSON columns track assignment
             tx.row.updated_at = utcnow()
-            tx.emit("session-updated", session=repo.session_changes_wire(tx.row, ("metadata",)))
+            tx.emit(events.session_updated(repo.session_changes_wire(tx.row, ("metadata",))))
             note = ", ".join(f"{k}={v}" for k, v in given.items())
             await transitions.add_message(tx, "system", f"Context changed to: {note}")
             if regenerate_title and not by_model and self.titles is not None:
@@ -244,7 +246,7 @@ class SessionService:
     async def delete(self, user: User, session_id: str) -> None:
         async with self.uow.session(user, session_id) as tx:
             tx.row.deleted_at = utcnow()
-            tx.emit("session-deleted")
+            tx.emit(events.session_deleted())
 
     async def messages(self, user: User, session_id: str, before: int | None, limit: int) -> dict[str, Any]:
         await self.readable(user, session_id)

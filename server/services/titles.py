@@ -30,7 +30,9 @@ import logging
 from collections.abc import Callable
 from typing import Literal
 
+from ..domain import events
 from ..domain import models as wire
+from ..domain.models import TitleSource
 from ..domain.titles import clean_model_title, truncate_title
 from ..llm import ChatRequest, Message, Provider, RequestOptions
 from ..protocol.errors import RpcError
@@ -57,13 +59,13 @@ TITLE_INSTRUCTION = (
 TITLE_MAX_TOKENS = 32
 
 
-def apply_title(tx: SessionTx, title: str, source: str) -> bool:
+def apply_title(tx: SessionTx, title: str, source: TitleSource) -> bool:
     """Set the title in ``tx`` with its one ``title-changed`` event; False (and nothing written) if unchanged."""
     if tx.row.title == title and tx.row.title_source == source:
         return False
     tx.row.title, tx.row.title_source = title, source
     tx.row.updated_at = utcnow()
-    tx.emit("title-changed", title=title, source=source)
+    tx.emit(events.title_changed(title, source))
     return True
 
 
@@ -184,11 +186,9 @@ class TitleService:
                 raise RpcError("PRECONDITION_FAILED", "The session has no user message to take a title from")
             return repo.session_wire(row)
         # The model call happens outside any transaction: a slow provider must not hold the session lock.
+        source: TitleSource = "model"
         try:
-            title, source = (
-                await self.ask_model(provider_id, model, first.content, answer.content if answer else None),
-                "model",
-            )
+            title = await self.ask_model(provider_id, model, first.content, answer.content if answer else None)
         except Exception as exc:
             log.warning("session %s: no model title (%s); falling back to truncation", session_id, exc)
             title, source = truncate_title(first.content), "truncate"

@@ -20,6 +20,8 @@ from collections.abc import Iterable, Sequence
 from enum import StrEnum
 from typing import Any, Literal
 
+from ..domain import events
+from ..domain.events import RunTrigger
 from ..llm import ToolCallEvent
 from ..llm.errors import ErrorCode
 from ..store import repo
@@ -69,7 +71,7 @@ async def add_message(
     )
     tx.db.add(row)
     await tx.db.flush()
-    tx.emit("message-created", message=repo.message_wire(row).wire())
+    tx.emit(events.message_created(repo.message_wire(row)))
     if role == "user":
         await title_from_first_message(tx)  # in the transaction that stores the message
     return row
@@ -95,7 +97,7 @@ def complete_message(
         row.tool_calls = tool_calls
     if notices:
         row.notices = notices
-    tx.emit("message-completed", message=repo.message_wire(row).wire())
+    tx.emit(events.message_completed(repo.message_wire(row)))
 
 
 async def add_system_messages(
@@ -130,7 +132,7 @@ async def add_system_messages(
     tx.db.add_all(rows)
     await tx.db.flush()
     for row in rows:
-        tx.emit("message-created", message=repo.message_wire(row).wire())
+        tx.emit(events.message_created(repo.message_wire(row)))
     return rows
 
 
@@ -138,7 +140,7 @@ async def add_system_messages(
 
 
 def session_changed(tx: SessionTx) -> None:
-    tx.emit("session-updated", session=repo.session_changes_wire(tx.row))
+    tx.emit(events.session_updated(repo.session_changes_wire(tx.row)))
 
 
 def set_status(tx: SessionTx, status: str) -> None:
@@ -150,13 +152,13 @@ def set_status(tx: SessionTx, status: str) -> None:
 def pause_queue(tx: SessionTx) -> None:
     if not tx.row.queue_paused:
         tx.row.queue_paused = True
-        tx.emit("queue-paused")
+        tx.emit(events.queue_paused())
 
 
 def resume_queue(tx: SessionTx) -> None:
     if tx.row.queue_paused:
         tx.row.queue_paused = False
-        tx.emit("queue-resumed")
+        tx.emit(events.queue_resumed())
 
 
 # --- runs -----------------------------------------------------------------------------------------------
@@ -166,7 +168,7 @@ def begin_run(
     tx: SessionTx,
     owner: str,
     lease_seconds: float,
-    trigger: str,
+    trigger: RunTrigger,
     run_id: str | None = None,
     client_request_id: str | None = None,
 ) -> Run:
@@ -186,7 +188,7 @@ def begin_run(
     tx.row.run_id = run.id
     tx.row.abort_requested = False
     lease.claim(tx.row, owner, lease_seconds)
-    tx.emit("run-started", runId=run.id, trigger=trigger, clientRequestId=client_request_id)
+    tx.emit(events.run_started(run.id, trigger, client_request_id))
     set_status(tx, "running")
     return run
 
@@ -197,7 +199,7 @@ async def start_with_message(
     lease_seconds: float,
     content: str,
     attachments: list[dict[str, Any]] | None,
-    trigger: str,
+    trigger: RunTrigger,
     client_request_id: str | None = None,
 ) -> tuple[Message, Run]:
     """Store the user message (before any model call: invariant 7), then start a run for it."""
@@ -218,7 +220,7 @@ def add_usage(tx: SessionTx, run: Run, input_tokens: int, output_tokens: int) ->
 def end_run(
     tx: SessionTx,
     run: Run | None,
-    outcome: str,
+    outcome: Literal["finished", "failed", "aborted"],
     *,
     finish_reason: str | None = None,
     error: dict[str, Any] | None = None,
@@ -227,6 +229,7 @@ def end_run(
     """Close the run (``finished`` | ``failed`` | ``aborted``). The caller then calls :func:`next_or_idle`
     (normal end) or :func:`go_idle` (error, abort)."""
     run_id = tx.row.run_id if run is None else run.id
+    assert run_id is not None, "end_run needs the session's run"
     if run is not None:
         run.status, run.finish_reason, run.error, run.ended_at = outcome, finish_reason, error, utcnow()
     tx.row.run_id = None
@@ -237,11 +240,12 @@ def end_run(
             "inputTokens": run.usage_input_tokens if run else 0,
             "outputTokens": run.usage_output_tokens if run else 0,
         }
-        tx.emit("run-finished", runId=run_id, finishReason=finish_reason, usage=usage)
+        tx.emit(events.run_finished(run_id, finish_reason, usage))
     elif outcome == "failed":
-        tx.emit("run-failed", runId=run_id, error=error)
+        assert error is not None, "a failed run says why"
+        tx.emit(events.run_failed(run_id, error))
     else:
-        tx.emit("run-aborted", runId=run_id)
+        tx.emit(events.run_aborted(run_id))
     if pause:
         pause_queue(tx)
 
@@ -269,7 +273,7 @@ async def send_queued(tx: SessionTx, owner: str, lease_seconds: float, item: Que
     """Take ``item`` out of the queue (``queue-message-removed``, reason ``sent``) and start a run with it,
     in one transaction (callers checked that no run is in progress)."""
     await tx.db.delete(item)
-    tx.emit("queue-message-removed", messageId=item.id, reason="sent")
+    tx.emit(events.queue_message_removed(item.id, "sent"))
     _message, run = await start_with_message(
         tx, owner, lease_seconds, item.content, item.attachments, "queue", item.client_request_id
     )
@@ -398,18 +402,11 @@ async def register_tool_calls(
             created_at=utcnow(),
         )
         tx.db.add(row)
-        tx.emit(
-            "tool-call-ready",
-            callId=row.id,
-            name=row.name,
-            arguments=row.arguments,
-            executor=executor,
-            requiresApproval=needs_approval,
-        )
+        tx.emit(events.tool_call_ready(row.id, row.name, row.arguments, executor, needs_approval))
         if definition is None:
             await add_tool_result(tx, row, f"Unknown tool {row.name!r}: this session does not define it.", True)
         elif needs_approval:
-            tx.emit("tool-approval-requested", callId=row.id)
+            tx.emit(events.tool_approval_requested(row.id))
     await tx.db.flush()
 
 
@@ -417,7 +414,7 @@ async def add_tool_result(tx: SessionTx, call: ToolCallRow, output: str, is_erro
     """A tool result (a ``tool`` message), stored as soon as it exists."""
     message = await add_message(tx, "tool", output, tool_call_id=call.id, is_error=is_error, run_id=call.run_id)
     call.has_result = True
-    tx.emit("tool-call-result", callId=call.id, output=output, isError=is_error)
+    tx.emit(events.tool_call_result(call.id, output, is_error))
     return message
 
 

@@ -14,7 +14,8 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm.attributes import set_committed_value
 
-from ..domain.events import EventEnvelope
+from ..domain import events
+from ..domain.events import Event, EventEnvelope
 from ..metrics import COUNTERS
 from ..protocol.errors import RpcError
 from ..pubsub.base import Bus
@@ -97,12 +98,13 @@ class SessionTxBase(Generic[DbT, RowT]):
     async def _written(self, now: datetime) -> None:
         """After ``finish`` wrote the log: bring the in-memory row up to date."""
 
-    def emit(self, type_: str, **fields: Any) -> EventEnvelope:
+    def emit(self, event: Event) -> EventEnvelope:
+        """Append ``event`` (made by a constructor of ``domain.events``) to the session's log, at the next seq."""
         # The row's last_seq moves in memory only; ``finish`` writes it (and the log rows) with plain
         # statements (``store.eventlog``), cheaper than the ORM's unit of work on the hottest path of the server.
         seq = eventlog.next_seq(self.row.last_seq)
         self._advance(seq)
-        env = EventEnvelope.build(self.row.id, seq, type_, fields)
+        env = EventEnvelope.build(self.row.id, seq, event.type, event.fields)
         self.events.append(env)
         return env
 
@@ -132,18 +134,13 @@ class SessionTxBase(Generic[DbT, RowT]):
         types = {e.type for e in self.events}
         owner = self.row.owner_id
         if "session-deleted" in types:
-            env = await eventlog.append_feed(self.db, owner, "session-deleted", {"sessionId": self.row.id}, now)
+            env = await eventlog.append_feed(self.db, owner, events.feed_session_deleted(self.row.id), now)
         elif not types.isdisjoint(feed.TRIGGERS):
             length = self.queue_length
             if length is None:
                 length = await feed.queue_length(self.db, self.row.id)
-            env = await eventlog.append_feed(
-                self.db,
-                owner,
-                "session-updated",
-                {"sessionId": self.row.id, "session": feed.summary(self.row, length, now)},
-                now,
-            )
+            summary = feed.summary(self.row, length, now)
+            env = await eventlog.append_feed(self.db, owner, events.feed_session_updated(self.row.id, summary), now)
         else:
             return
         self.feed_events.append(env)

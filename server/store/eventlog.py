@@ -27,7 +27,7 @@ from typing import Any, Protocol
 from sqlalchemy import bindparam, delete, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from ..domain.events import EventEnvelope, dumps
+from ..domain.events import EventEnvelope, FeedEvent, dumps
 from .models import ChatSession, Event, User, UserEvent
 from .prepared import Executor
 
@@ -160,11 +160,12 @@ def feed_channel(user_id: str) -> str:
     return FEED_PREFIX + user_id
 
 
-async def append_feed(db: Executor, user_id: str, type_: str, body: dict[str, Any], now: datetime) -> EventEnvelope:
+async def append_feed(db: Executor, user_id: str, event: FeedEvent, now: datetime) -> EventEnvelope:
     """Append one event to the user's feed inside the caller's transaction (this takes the user row's lock:
     lock order is always session row, then user row)."""
     seq = int((await db.execute(_FEED_BUMP, {"uid": user_id})).one()[0])
-    json = dumps({"type": type_, **body})
+    type_ = event.type
+    json = dumps({"type": type_, **event.fields})
     await db.execute(_FEED_INSERT, {"user_id": user_id, "seq": seq, "type": type_, "payload": json, "created_at": now})
     if seq > FEED_RETENTION and seq % TRIM_EVERY == 0:
         await db.execute(_FEED_TRIM, {"uid": user_id, "keep_after": seq - FEED_RETENTION})

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from ..domain.events import EventEnvelope
+from ..domain.events import EventEnvelope, stream_snapshot
 from ..protocol.errors import RpcError
 from ..store import repo
 from ..store.db import Database
@@ -260,10 +260,7 @@ class Delivery:
             if self._stream_offsets.get(mid) == offset:
                 continue  # nothing new since the snapshot this subscriber already has
             self._stream_offsets[mid] = offset
-            env = EventEnvelope.build(
-                self.session_id, None, "stream-snapshot", {"messageId": mid, "offset": offset, "text": snap["text"]}
-            )
-            self._emit(str(self.next_seq - 1), env)
+            self._emit(str(self.next_seq - 1), stream_snapshot(self.session_id, mid, offset, snap["text"]))
 
     async def _position_lost(self, s: AsyncSession) -> bool:
         """True when ``next_seq`` can never be read: trimmed from the log, or beyond the session's end."""
