@@ -100,12 +100,18 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
         orchestrator = await stack.enter_async_context(
             Orchestrator(settings, db, uow, bus, tools, MemoryStreamBuffer(), files=files)
         )
+        queue = QueueService(
+            uow,
+            max_length=settings.max_queue_length,
+            max_content_chars=settings.max_content_chars,
+            dispatch=orchestrator.dispatch,
+        )
         runs = RunService(
             uow,
             orchestrator,
+            queue=queue,
             run_lease_seconds=settings.run_lease_seconds,
             max_content_chars=settings.max_content_chars,
-            max_queue_length=settings.max_queue_length,
         )
         sessions = RunAwareSessionService(db, uow, runs=runs, titles=orchestrator.titles)
         sessions.default_provider, sessions.default_model = settings.default_provider, settings.default_model
@@ -124,12 +130,7 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
             limiter=RateLimiter(settings.rate_limit_per_second, settings.rate_limit_burst),
             slots=ConnectionSlots(settings.max_connections),
             sessions=sessions,
-            queue=QueueService(
-                uow,
-                max_length=settings.max_queue_length,
-                max_content_chars=settings.max_content_chars,
-                dispatch=orchestrator.dispatch,
-            ),
+            queue=queue,
             tools=tools,
             orchestrator=orchestrator,
             runs=runs,

@@ -1,8 +1,20 @@
 """The per-session message queue: messages typed while the model answers.
 
-Every operation locks the session row, so concurrent edits from several clients apply one after the
-other and each produces exactly one event describing what it did. Positions order the queue; they are
-not dense (a dequeue does not shift every row), and a move rewrites them as 0..n-1.
+This module holds the queue's rules, and every path that changes a queue goes through them: the queue
+procedures (:class:`QueueService`), ``message.send`` on a busy session and "send now" (``services.runs``),
+and the auto-send when a run ends (``services.transitions``).
+
+* Adding (:class:`Appender`; :meth:`QueueService.append` for one message): at the end, up to the length
+  limit; each item links the files it carries to the session and is announced by ``queue-message-added``.
+* Removing (:func:`take`, :func:`empty`): ``queue-message-removed`` with the reason (``sent``, ``dequeued``,
+  ``removed``), or one ``queue-cleared``; a removed item's files are released unless it was sent (its message
+  carries them on).
+* Ordering (:func:`reorder`): positions order the queue; they are not dense (a dequeue does not shift every
+  row), and a move rewrites them as 0..n-1 and says so with ``queue-reordered``.
+* Holding (:func:`set_paused`): a paused queue sends nothing automatically.
+
+Every operation runs with the session row locked, so concurrent edits from several clients apply one after
+the other and each produces exactly one event describing what it did.
 """
 
 from __future__ import annotations
@@ -23,13 +35,123 @@ from ..protocol.errors import RpcError
 from ..store import repo
 from ..store.models import QueuedMessage, User
 from .requests import MISSING, RequestKey
-from .uow import UnitOfWork, can_read
+from .uow import AnySessionTx, QueueTx, SessionTx, UnitOfWork, can_read
 
 _INSERT_QUEUED = insert(QueuedMessage.__table__)
 
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+# --- the rules, inside a locked session's transaction ---------------------------------------------------------
+
+
+class Appender:
+    """Adds messages to the end of one locked session's queue, in order: the one place a queued message is
+    made. Open it with :meth:`open`, :meth:`add` each message, then :meth:`flush` writes the rows (plain
+    INSERTs: enqueue is the busiest write there is, and nothing here needs ORM objects)."""
+
+    def __init__(self, tx: AnySessionTx, max_length: int, length: int, last_position: int) -> None:
+        self.tx = tx
+        self.max_length = max_length
+        self.length = length  # the queue's length with what was added so far
+        self._last_position = last_position
+        self._rows: list[dict[str, Any]] = []
+
+    @classmethod
+    async def open(cls, tx: AnySessionTx, max_length: int) -> Appender:
+        # Read after the row lock is held: on PostgreSQL a statement that waited for the lock still
+        # sees the queue as it was when the statement began.
+        length, last_position = await repo.queue_stats(tx.db, tx.row.id)
+        return cls(tx, max_length, length, last_position)
+
+    def full_error(self) -> RpcError | None:
+        if self.length >= self.max_length:
+            return RpcError("PRECONDITION_FAILED", f"queue is full ({self.max_length} messages)")
+        return None
+
+    async def add(
+        self, content: str, attachments: list[dict[str, Any]], client_request_id: str | None
+    ) -> wire.QueuedMessage:
+        """Queue one message (``PRECONDITION_FAILED`` when the queue is full) and announce it."""
+        full = self.full_error()
+        if full is not None:
+            raise full
+        tx, session_id = self.tx, self.tx.row.id
+        await file_refs.link(tx.db, session_id, attachments)
+        self.length, self._last_position = self.length + 1, self._last_position + 1
+        item = wire.QueuedMessage(
+            id=f"queue-{uuid.uuid4().hex}",
+            content=content,
+            attachments=attachments,
+            enqueued_at=_now_ms(),
+            client_request_id=client_request_id,
+        )
+        self._rows.append(
+            {
+                "id": item.id,
+                "session_id": session_id,
+                "position": self._last_position,
+                "content": content,
+                "attachments": attachments,
+                "enqueued_at": item.enqueued_at,
+                "client_request_id": client_request_id,
+            }
+        )
+        tx.emit(events.queue_message_added(item))
+        return item
+
+    async def flush(self) -> bool:
+        """Write the added rows; True when there were any."""
+        rows, self._rows = self._rows, []
+        if rows:
+            await self.tx.db.execute(_INSERT_QUEUED, rows[0] if len(rows) == 1 else rows)
+        return bool(rows)
+
+
+async def take(tx: SessionTx, item: QueuedMessage, reason: QueueRemovalReason) -> None:
+    """Take ``item`` out of the queue. A message ``sent`` keeps its files (its message in the history carries
+    them on); one dequeued or removed releases those nothing else in the session carries."""
+    await tx.db.delete(item)
+    if reason != "sent":
+        await file_refs.release(tx.db, tx.row.id, item.attachments)
+    tx.emit(events.queue_message_removed(item.id, reason))
+
+
+async def reorder(tx: SessionTx, items: list[QueuedMessage], item: QueuedMessage, to_index: int) -> None:
+    """Move ``item`` of the queue ``items`` (all of them, in order; reordered in place) to ``to_index``."""
+    if items.index(item) != to_index:
+        items.remove(item)
+        items.insert(to_index, item)
+        await repo.renumber_queue(tx.db, items)
+        tx.emit(events.queue_reordered([q.id for q in items]))
+
+
+def set_paused(tx: SessionTx, paused: bool) -> None:
+    """Hold the queue (nothing is sent from it automatically) or let it flow again; says so when it changed."""
+    if tx.row.queue_paused != paused:
+        tx.row.queue_paused = paused
+        tx.emit(events.queue_paused() if paused else events.queue_resumed())
+
+
+async def empty(tx: QueueTx) -> None:
+    """Empty the queue (one ``queue-cleared``, none when it was empty) and release the files it carried."""
+    if await repo.clear_queue(tx.db, tx.row.id):
+        await file_refs.release_queue(tx.db, tx.row.id)
+        tx.emit(events.queue_cleared())
+    tx.queue_length = 0
+
+
+def find(items: list[QueuedMessage], message_id: str) -> QueuedMessage:
+    """The queued message ``message_id`` of ``items``, or ``NOT_FOUND``."""
+    item = next((q for q in items if q.id == message_id), None)
+    if item is None:
+        raise RpcError("NOT_FOUND", "Queued message not found")
+    return item
+
+
+# --- the queue procedures ---------------------------------------------------------------------------------
 
 
 class QueueService:
@@ -101,10 +223,7 @@ class QueueService:
         item whose client request was made before gets that request's reply and adds nothing."""
         results: list[Any] = []
         async with self.uow.queue(user, session_id) as tx:
-            # Read after the row lock is held: on PostgreSQL a statement that waited for the lock still
-            # sees the queue as it was when the statement began.
-            length, last_position = await repo.queue_stats(tx.db, session_id)
-            rows = []
+            appender = await Appender.open(tx, self.max_length)
             seen: dict[str, tuple[RequestKey, Any]] = {}  # request ids of this transaction
             for content, attachments, request in items:
                 if request is not None:
@@ -122,45 +241,33 @@ class QueueService:
                     if replayed is not MISSING:
                         results.append(replayed)
                         continue
-                if length >= self.max_length:
-                    results.append(RpcError("PRECONDITION_FAILED", f"queue is full ({self.max_length} messages)"))
+                full = appender.full_error()
+                if full is not None:
+                    results.append(full)
                     continue
-                await file_refs.link(tx.db, session_id, attachments)
-                length, last_position = length + 1, last_position + 1
-                crid = request.request_id if request is not None else None
-                item = wire.QueuedMessage(
-                    id=f"queue-{uuid.uuid4().hex}",
-                    content=content,
-                    attachments=attachments,
-                    enqueued_at=_now_ms(),
-                    client_request_id=crid,
-                )
-                rows.append(
-                    {
-                        "id": item.id,
-                        "session_id": session_id,
-                        "position": last_position,
-                        "content": content,
-                        "attachments": attachments,
-                        "enqueued_at": item.enqueued_at,
-                        "client_request_id": crid,
-                    }
-                )
-                tx.emit(events.queue_message_added(item))
+                item = await appender.add(content, attachments, request.request_id if request is not None else None)
                 tx.remember(request, item)
                 if request is not None:
                     seen[request.request_id] = (request, item.wire())
                 results.append(item)
-            if rows:
-                # Plain INSERTs: enqueue is the busiest write there is, and nothing here needs ORM objects.
-                await tx.db.execute(_INSERT_QUEUED, rows[0] if len(rows) == 1 else rows)
-            tx.queue_length = length
+            added = await appender.flush()
+            tx.queue_length = appender.length
             idle = tx.row.run_id is None and not tx.row.queue_paused
-        if rows and idle and self.dispatch is not None:
+        if added and idle and self.dispatch is not None:
             # Nothing is running, so nothing would end and send it: send it now. (This also closes the
             # race of a message enqueued just as the previous run finished.)
             await self.dispatch(session_id)
         return results
+
+    async def append(
+        self, tx: AnySessionTx, content: str, attachments: list[dict[str, Any]], client_request_id: str | None
+    ) -> wire.QueuedMessage:
+        """Queue one message inside the caller's transaction (``message.send`` on a busy session)."""
+        self._check_content(content)
+        appender = await Appender.open(tx, self.max_length)
+        item = await appender.add(content, attachments, client_request_id)
+        await appender.flush()
+        return item
 
     async def dequeue(
         self, user: User, session_id: str, reason: QueueRemovalReason = "dequeued"
@@ -169,9 +276,7 @@ class QueueService:
             head = await repo.queue_head(tx.db, session_id)
             if head is None:
                 return None
-            await tx.db.delete(head)
-            await file_refs.release(tx.db, session_id, head.attachments)
-            tx.emit(events.queue_message_removed(head.id, reason))
+            await take(tx, head, reason)
             return repo.queued_wire(head)
 
     async def list(self, user: User, session_id: str) -> list[wire.QueuedMessage]:
@@ -183,20 +288,11 @@ class QueueService:
 
     async def clear(self, user: User, session_id: str) -> None:
         async with self.uow.queue(user, session_id) as tx:
-            if await repo.clear_queue(tx.db, session_id):
-                await file_refs.release_queue(tx.db, session_id)
-                tx.emit(events.queue_cleared())
-            tx.queue_length = 0
+            await empty(tx)
 
     async def remove(self, user: User, session_id: str, message_id: str) -> None:
         async with self.uow.session(user, session_id) as tx:
-            rows = await repo.queue_rows(tx.db, session_id)
-            target = next((r for r in rows if r.id == message_id), None)
-            if target is None:
-                raise RpcError("NOT_FOUND", "Queued message not found")
-            await tx.db.delete(target)
-            await file_refs.release(tx.db, session_id, target.attachments)
-            tx.emit(events.queue_message_removed(message_id, "removed"))
+            await take(tx, find(await repo.queue_rows(tx.db, session_id), message_id), "removed")
 
     async def update(
         self,
@@ -209,10 +305,7 @@ class QueueService:
         if content is not None:
             self._check_content(content)
         async with self.uow.session(user, session_id) as tx:
-            rows = await repo.queue_rows(tx.db, session_id)
-            target = next((r for r in rows if r.id == message_id), None)
-            if target is None:
-                raise RpcError("NOT_FOUND", "Queued message not found")
+            target = find(await repo.queue_rows(tx.db, session_id), message_id)
             changed = False
             if content is not None and content != target.content:
                 target.content, changed = content, True
@@ -228,23 +321,15 @@ class QueueService:
     async def pause(self, user: User, session_id: str) -> None:
         """Hold the queue: nothing is sent from it automatically until ``message.resumeQueue`` or a send."""
         async with self.uow.session(user, session_id) as tx:
-            if not tx.row.queue_paused:
-                tx.row.queue_paused = True
-                tx.emit(events.queue_paused())
+            set_paused(tx, True)
 
     async def move(
         self, user: User, session_id: str, message_id: str, to_index: int
     ) -> builtins.list[wire.QueuedMessage]:
         async with self.uow.session(user, session_id) as tx:
             rows = await repo.queue_rows(tx.db, session_id)
-            target = next((r for r in rows if r.id == message_id), None)
-            if target is None:
-                raise RpcError("NOT_FOUND", "Queued message not found")
+            target = find(rows, message_id)
             if not 0 <= to_index < len(rows):
                 raise RpcError("BAD_REQUEST", f"toIndex must be between 0 and {len(rows) - 1}")
-            if rows.index(target) != to_index:
-                rows.remove(target)
-                rows.insert(to_index, target)
-                await repo.renumber_queue(tx.db, rows)
-                tx.emit(events.queue_reordered([r.id for r in rows]))
+            await reorder(tx, rows, target, to_index)
             return [repo.queued_wire(r) for r in rows]

@@ -28,19 +28,18 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from typing import Any, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from ..domain import events
-from ..domain import models as wire
 from ..files import refs as file_refs
 from ..protocol.errors import RpcError
 from ..store import repo
-from ..store.models import ChatSession, QueuedMessage, User
-from . import transitions
+from ..store.models import ChatSession, User
+from . import queue, transitions
 from .lease import lease_live
+from .queue import QueueService
 from .requests import MISSING, RequestKey
 from .sessions import SessionService
 from .uow import SessionTx, UnitOfWork
@@ -80,15 +79,15 @@ class RunService:
         uow: UnitOfWork,
         orchestrator: RunDriver,
         *,
+        queue: QueueService,
         run_lease_seconds: float,
         max_content_chars: int,
-        max_queue_length: int,
     ) -> None:
         self.uow = uow
         self.o = orchestrator
+        self.queue_service = queue  # the queue's rules: a busy session's send enqueues through them
         self._lease = run_lease_seconds
         self.max_content_chars = max_content_chars
-        self.max_queue_length = max_queue_length
 
     def _check(self, *texts: str) -> None:
         for content in texts:
@@ -141,10 +140,10 @@ class RunService:
                         }
                     else:
                         await transitions.add_system_messages(tx, instructions, crid)
-                        queued = await self._enqueue(tx, content, attachments, crid)
+                        queued = await self.queue_service.append(tx, content, attachments, crid)
                         result = {"status": "queued", "queued": queued.wire()}
                 if result is None and row.run_id is None:
-                    transitions.resume_queue(tx)
+                    queue.set_paused(tx, False)
                     await transitions.add_system_messages(tx, instructions, crid)
                     message, run = await transitions.start_with_message(
                         tx, self.o.owner, self._lease, content, attachments, "message", crid
@@ -161,26 +160,6 @@ class RunService:
             if time.monotonic() > deadline:
                 raise RpcError("TIMEOUT", "The running answer did not stop in time")
             await self._wait_stopped(session_id, min(1.0, deadline - time.monotonic()))
-
-    async def _enqueue(
-        self, tx: Any, content: str, attachments: list[dict[str, Any]], client_request_id: str | None
-    ) -> wire.QueuedMessage:
-        length, last_position = await repo.queue_stats(tx.db, tx.row.id)
-        if length >= self.max_queue_length:
-            raise RpcError("PRECONDITION_FAILED", f"queue is full ({self.max_queue_length} messages)")
-        row = QueuedMessage(
-            id=f"queue-{uuid.uuid4().hex}",
-            session_id=tx.row.id,
-            position=last_position + 1,
-            content=content,
-            attachments=attachments,
-            enqueued_at=int(time.time() * 1000),
-            client_request_id=client_request_id,
-        )
-        tx.db.add(row)
-        item = repo.queued_wire(row)
-        tx.emit(events.queue_message_added(item))
-        return item
 
     async def _recover_orphaned(self, tx: SessionTx) -> None:
         """A run marked running whose lease lapsed and which no loop here drives: its process died; write
@@ -231,7 +210,7 @@ class RunService:
     async def resume_queue(self, user: User, session_id: str) -> dict[str, Any]:
         started = None
         async with self.uow.session(user, session_id) as tx:
-            transitions.resume_queue(tx)
+            queue.set_paused(tx, False)
             run = await transitions.send_next_queued(tx, self.o.owner, self._lease)
             started = run.id if run is not None else None
         if started is not None:
@@ -332,18 +311,15 @@ class RunService:
         async with self.uow.session(user, session_id) as tx:
             row = tx.row
             items = await repo.queue_rows(tx.db, session_id)
-            item = next((q for q in items if q.id == message_id), None)
-            if item is None:
-                raise RpcError("NOT_FOUND", "Queued message not found")
+            item = queue.find(items, message_id)
             await self._recover_orphaned(tx)
-            transitions.resume_queue(tx)
+            queue.set_paused(tx, False)
             if row.run_id is None:
                 run = await transitions.send_queued(tx, self.o.owner, self._lease, item)
                 started = run.id
                 return_value: dict[str, str | None] = {"status": "started", "mode": mode, "runId": run.id}
             elif mode == "steer":
-                await tx.db.delete(item)
-                tx.emit(events.queue_message_removed(item.id, "sent"))
+                await queue.take(tx, item, "sent")
                 await transitions.add_message(
                     tx,
                     "user",
@@ -354,11 +330,7 @@ class RunService:
                 )
                 return_value = {"status": "steered", "mode": mode, "runId": row.run_id}
             else:
-                if items[0] is not item:
-                    items.remove(item)
-                    items.insert(0, item)
-                    await repo.renumber_queue(tx.db, items)
-                    tx.emit(events.queue_reordered([q.id for q in items]))
+                await queue.reorder(tx, items, item, 0)
                 return_value = {"status": "next", "mode": mode, "runId": row.run_id}
                 if mode == "interrupt":
                     if row.status == "requires-action":

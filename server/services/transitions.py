@@ -2,15 +2,16 @@
 the durable events describing what it changed, so state and events commit together (invariant 2).
 
 Both the user-facing service (``server.services.runs``) and the run loop (``server.engine.run``) change
-run state only through these functions, which keeps the event vocabulary in one place:
+run state only through these functions. The events they emit (made by ``domain.events``):
 
 * ``message-created`` / ``message-completed``: every message row written or finalised; a user message
   stored in an untitled session is followed by its ``title-changed`` (``server.services.titles``);
 * ``run-started {runId, trigger}`` (trigger: ``message`` | ``queue`` | ``instructions``),
   ``run-finished {runId, finishReason, usage}``, ``run-failed {runId, error}``, ``run-aborted {runId}``;
-* ``tool-call-ready``, ``tool-approval-requested``, ``tool-approval-resolved``, ``tool-call-result``;
-* ``queue-message-removed {reason: "sent"}``, ``queue-paused``, ``queue-resumed``;
-* ``session-updated {session}`` whenever the session's status changes and when a run ends (usage).
+* ``tool-call-ready``, ``tool-approval-requested``, ``tool-call-result``;
+* ``session-updated {session}`` whenever the session's status changes and when a run ends (usage);
+* through the queue's rules (``server.services.queue``): ``queue-message-removed {reason: "sent"}`` when the
+  head is sent, ``queue-paused`` when a run fails or is aborted.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from ..llm import ToolCallEvent
 from ..llm.errors import ErrorCode
 from ..store import repo
 from ..store.models import Message, QueuedMessage, Run, ToolCallRow, utcnow
-from . import lease
+from . import lease, queue
 from .titles import title_from_first_message
 from .uow import SessionTx
 
@@ -149,18 +150,6 @@ def set_status(tx: SessionTx, status: str) -> None:
         session_changed(tx)
 
 
-def pause_queue(tx: SessionTx) -> None:
-    if not tx.row.queue_paused:
-        tx.row.queue_paused = True
-        tx.emit(events.queue_paused())
-
-
-def resume_queue(tx: SessionTx) -> None:
-    if tx.row.queue_paused:
-        tx.row.queue_paused = False
-        tx.emit(events.queue_resumed())
-
-
 # --- runs -----------------------------------------------------------------------------------------------
 
 
@@ -247,7 +236,7 @@ def end_run(
     else:
         tx.emit(events.run_aborted(run_id))
     if pause:
-        pause_queue(tx)
+        queue.set_paused(tx, True)
 
 
 def go_idle(tx: SessionTx) -> None:
@@ -272,8 +261,7 @@ async def send_next_queued(tx: SessionTx, owner: str, lease_seconds: float) -> R
 async def send_queued(tx: SessionTx, owner: str, lease_seconds: float, item: QueuedMessage) -> Run:
     """Take ``item`` out of the queue (``queue-message-removed``, reason ``sent``) and start a run with it,
     in one transaction (callers checked that no run is in progress)."""
-    await tx.db.delete(item)
-    tx.emit(events.queue_message_removed(item.id, "sent"))
+    await queue.take(tx, item, "sent")
     _message, run = await start_with_message(
         tx, owner, lease_seconds, item.content, item.attachments, "queue", item.client_request_id
     )

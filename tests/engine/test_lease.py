@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import select, update
 
 from server.app import open_services
-from server.services import transitions
+from server.services import queue, transitions
 from server.settings import load_settings
 from server.store import repo
 from server.store.models import ChatSession, Event, utcnow
@@ -105,7 +105,7 @@ async def test_two_replicas_send_each_queued_message_exactly_once(db_url):
         for i in range(12):
             await (a if i % 2 else b).queue.enqueue(alice, sess.id, f"m{i}", [])
         async with a.uow.session(None, sess.id) as tx:
-            transitions.resume_queue(tx)
+            queue.set_paused(tx, False)
 
         async def hammer(svc):
             for _ in range(200):

@@ -21,7 +21,7 @@ from attachment_files import pdf, png
 from server.engine.history import build_request, load_files
 from server.llm import ChatRequest, ModelInputs, ToolCallEvent
 from server.protocol.errors import RpcError
-from server.services import transitions
+from server.services import queue, transitions
 from server.services.uow import SessionTx, UnitOfWork
 from server.store import repo
 from server.store.models import ChatSession, User, utcnow
@@ -178,7 +178,7 @@ async def idle_op(t: Any, rng: random.Random) -> None:
         ]
     )
     if op == "send":
-        transitions.resume_queue(t)
+        queue.set_paused(t, False)
         await transitions.start_with_message(t, OWNER, LEASE, rng.choice(TEXTS), attachments(rng), "message")
     elif op in ("instructions", "instructions_respond"):
         await transitions.add_system_messages(t, [rng.choice(TEXTS)] * rng.randint(0, 2))
