@@ -6,7 +6,7 @@ import asyncio
 
 import orjson
 import pytest
-from test_replicas import full_log, open_clients
+from scenario_kit import open_clients, session_log
 from testkit import PrivateRedis, PrivateRedisCluster, collect, free_port
 from websockets.asyncio.client import connect
 
@@ -52,7 +52,7 @@ async def test_redis_restart_mid_traffic(cluster_factory, restartable_bus):
         await asyncio.gather(*(traffic(c, f"b{j}-", 20) for j, c in enumerate(clients[:2])))
         redis.start()
         await asyncio.gather(*(traffic(c, f"c{j}-", 20) for j, c in enumerate(clients[:2])))
-        log, snap = await full_log(cluster, s["id"])
+        log, snap = await session_log(cluster.urls[0], cluster.tokens["alice"], s["id"])
         last = int(snap["lastEventId"])
         assert last == 2 * (40 + 20 + 20)
         for sub in subs:

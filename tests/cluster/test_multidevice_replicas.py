@@ -6,12 +6,10 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-import httpx
 import orjson
 import pytest
 import websockets
-from testkit import HoldingProxy
-from websockets.asyncio.client import connect
+from scenario_kit import connect_ws, exchange_link, lose_the_reply, sse_lines, subscribe_ws
 
 from server.client import TrpcClient, TrpcError
 
@@ -20,31 +18,19 @@ async def test_first_call_on_a_retry_on_b_enqueues_once(cluster_factory):
     cluster = await cluster_factory(2)
     a, b = cluster.urls
     crid = str(uuid.uuid4())
-    proxy = await HoldingProxy(int(a.rsplit(":", 1)[1])).start()
-    try:
-        async with TrpcClient(b, cluster.tokens["alice"]) as on_b:
-            sid = (await on_b.mutation("session.create", {"queuePaused": True}))["id"]
-            flaky = TrpcClient(proxy.url, cluster.tokens["alice"], reconnect=False)
-            await flaky.connect()
-            proxy.hold = True
-            call = asyncio.create_task(
-                flaky.mutation("message.enqueueMessage", {"sessionId": sid, "content": "once", "clientRequestId": crid})
-            )
-            while not await on_b.query("message.getQueuedMessages", {"sessionId": sid}):
-                await asyncio.sleep(0.02)
-            proxy.cut()
-            with pytest.raises(Exception):
-                await asyncio.wait_for(call, 10)
-            await flaky.close()
-            retry = await on_b.mutation(
-                "message.enqueueMessage", {"sessionId": sid, "content": "once", "clientRequestId": crid}
-            )
-            queue = await on_b.query("message.getQueuedMessages", {"sessionId": sid})
-            assert [q["id"] for q in queue] == [retry["id"]]
-            snap = await on_b.query("session.get", {"sessionId": sid})
-            assert snap["lastEventId"] == "1"  # one event: the first call's queue-message-added
-    finally:
-        await proxy.close()
+    async with TrpcClient(b, cluster.tokens["alice"]) as on_b:
+        sid = (await on_b.mutation("session.create", {"queuePaused": True}))["id"]
+        inp = {"sessionId": sid, "content": "once", "clientRequestId": crid}
+
+        async def committed() -> bool:
+            return bool(await on_b.query("message.getQueuedMessages", {"sessionId": sid}))
+
+        await lose_the_reply(a, cluster.tokens["alice"], "message.enqueueMessage", inp, committed)
+        retry = await on_b.mutation("message.enqueueMessage", inp)
+        queue = await on_b.query("message.getQueuedMessages", {"sessionId": sid})
+        assert [q["id"] for q in queue] == [retry["id"]]
+        snap = await on_b.query("session.get", {"sessionId": sid})
+        assert snap["lastEventId"] == "1"  # one event: the first call's queue-message-added
 
 
 async def test_the_feed_follows_changes_made_on_the_other_replica(cluster_factory):
@@ -90,47 +76,23 @@ async def test_revocation_closes_ws_and_sse_on_both_replicas(cluster_factory):
     async with TrpcClient(a, cluster.tokens["alice"]) as admin_device:
         sid = (await admin_device.mutation("session.create", {}))["id"]
         link = await admin_device.mutation("auth.createLink", {"deviceName": "phone"})
-        async with httpx.AsyncClient(timeout=None) as http:
-            token = (await http.post(b + "/auth/link", json={"code": link["code"], "deviceName": "phone"})).json()[
-                "token"
-            ]
-            async with connect(
-                a.replace("http", "ws") + "/trpc", additional_headers={"Authorization": f"Bearer {token}"}
-            ) as ws:
-                await ws.send(
-                    orjson.dumps(
-                        {
-                            "id": 1,
-                            "method": "subscription",
-                            "params": {"path": "session.events", "input": {"sessionId": sid}},
-                        }
-                    ).decode()
-                )
-                assert orjson.loads(await ws.recv())["result"]["type"] == "started"
-                lines: list[str] = []
-                opened = asyncio.Event()
-
-                async def sse() -> None:
-                    params = {"input": orjson.dumps({"sessionId": sid}).decode()}
-                    async with http.stream(
-                        "GET", b + "/trpc/session.events", params=params, headers={"authorization": f"Bearer {token}"}
-                    ) as r:
-                        async for line in r.aiter_lines():
-                            lines.append(line)
-                            opened.set()
-
-                stream = asyncio.create_task(sse())
-                await asyncio.wait_for(opened.wait(), 10)
-                async with TrpcClient(b, cluster.tokens["alice"]) as third:
-                    phone = next(d for d in await third.query("auth.devices") if d["name"] == "phone")
-                    await third.mutation("auth.revokeDevice", {"deviceId": phone["id"]})
-                with pytest.raises(websockets.ConnectionClosed) as closed:
-                    while True:
-                        await asyncio.wait_for(ws.recv(), 1.0)
-                assert closed.value.rcvd.code == 4503
-                await asyncio.wait_for(stream, 1.0)
-                error = orjson.loads(next(x for x in reversed(lines) if x.startswith("data: {"))[6:])
-                assert error["data"]["code"] == "UNAUTHORIZED"
+        token = (await exchange_link(b, link["code"])).json()["token"]
+        async with connect_ws(a, token) as ws:
+            await subscribe_ws(ws, sid)
+            lines: list[str] = []
+            opened = asyncio.Event()
+            stream = asyncio.create_task(sse_lines(b, token, sid, lines, opened))
+            await asyncio.wait_for(opened.wait(), 10)
+            async with TrpcClient(b, cluster.tokens["alice"]) as third:
+                phone = next(d for d in await third.query("auth.devices") if d["name"] == "phone")
+                await third.mutation("auth.revokeDevice", {"deviceId": phone["id"]})
+            with pytest.raises(websockets.ConnectionClosed) as closed:
+                while True:
+                    await asyncio.wait_for(ws.recv(), 1.0)
+            assert closed.value.rcvd.code == 4503
+            await asyncio.wait_for(stream, 1.0)
+            error = orjson.loads(next(x for x in reversed(lines) if x.startswith("data: {"))[6:])
+            assert error["data"]["code"] == "UNAUTHORIZED"
         with pytest.raises(TrpcError) as err:
             async with TrpcClient(a, token, reconnect=False) as again:
                 await again.query("session.list", {})

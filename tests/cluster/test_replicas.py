@@ -6,28 +6,10 @@ from __future__ import annotations
 import asyncio
 import random
 
+from scenario_kit import open_clients, session_log
 from testkit import collect, make_changes, replay_queue
 
 from server.client import TrpcClient
-
-
-async def open_clients(cluster, n: int, *, failover: bool = False) -> list[TrpcClient]:
-    clients = []
-    for i in range(n):
-        urls = cluster.urls[i % len(cluster.urls) :] + cluster.urls[: i % len(cluster.urls)]
-        c = TrpcClient(urls if failover else urls[0], cluster.tokens["alice"], max_backoff=0.5)
-        await c.connect()
-        clients.append(c)
-    return clients
-
-
-async def full_log(cluster, sid: str) -> list:
-    """The event log as a fresh subscriber from 0 replays it (read from the database)."""
-    async with TrpcClient(cluster.urls[0], cluster.tokens["alice"]) as c:
-        snap = await c.query("session.get", {"sessionId": sid})
-        last = int(snap["lastEventId"])
-        sub = await c.subscribe("session.events", {"sessionId": sid, "lastEventId": "0"})
-        return await collect(sub, last), snap
 
 
 async def test_two_replicas_twenty_clients_fifty_changes_each(cluster_factory):
@@ -39,7 +21,7 @@ async def test_two_replicas_twenty_clients_fifty_changes_each(cluster_factory):
         for sub in subs:
             await sub.wait_started()
         done = await asyncio.gather(*(make_changes(c, s["id"], random.Random(i), 50) for i, c in enumerate(clients)))
-        log, snap = await full_log(cluster, s["id"])
+        log, snap = await session_log(cluster.urls[0], cluster.tokens["alice"], s["id"])
         last = int(snap["lastEventId"])
         # Each change that took effect wrote one event, except a move to where the item already was.
         assert 0.8 * sum(done) <= last <= sum(done) and last > 500
@@ -83,7 +65,7 @@ async def test_chaos_disconnects_across_replicas(cluster_factory):
             stop.set()
 
         await asyncio.gather(chaos(), *(write(c, i) for i, c in enumerate(writers)))
-        log, snap = await full_log(cluster, s["id"])
+        log, snap = await session_log(cluster.urls[0], cluster.tokens["alice"], s["id"])
         last = int(snap["lastEventId"])
         assert last == sum(written)  # one event per enqueue, and nothing else
         for sub in subs:
@@ -107,9 +89,7 @@ async def test_graceful_restart_moves_clients_to_the_other_replica(cluster_facto
         on_first = [c for c in clients if c.reconnect_notices]
         for i in range(5):
             await clients[1].mutation("message.enqueueMessage", {"sessionId": s["id"], "content": f"b{i}"}, timeout=30)
-        log, _snap = await full_log(
-            cluster.__class__(cluster.database_url, cluster.bus_url, cluster.tokens, cluster.replicas[1:]), s["id"]
-        )
+        log, _snap = await session_log(cluster.urls[1], cluster.tokens["alice"], s["id"])
         assert len(log) == 10
         for sub in subs:
             assert await collect(sub, 10, timeout=30) == log

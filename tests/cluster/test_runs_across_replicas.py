@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 
-from test_replicas import open_clients
+from scenario_kit import open_clients
 from testkit import collect
 
 

@@ -8,18 +8,12 @@ import subprocess
 import sys
 from datetime import timedelta
 
-import httpx
 import orjson
 import pytest
 import websockets
-from websockets.asyncio.client import connect
+from scenario_kit import connect_ws, exchange_link, sse_lines, subscribe_ws
 
 from server.client import TrpcClient, TrpcError
-
-
-async def exchange(url: str, code: str, device: str = "phone") -> httpx.Response:
-    async with httpx.AsyncClient() as http:
-        return await http.post(url + "/auth/link", json={"code": code, "deviceName": device})
 
 
 def cli(db_url: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -36,7 +30,7 @@ async def test_cli_link_signs_a_device_in_once(server_factory, sqlite_url):
     url = out.stdout.splitlines()[0]
     assert "/link#" in url and ("▀" in out.stdout or "█" in out.stdout)  # the QR code follows the link
     code = url.split("#", 1)[1]
-    first = await exchange(live.url, code, "kitchen tablet")
+    first = await exchange_link(live.url, code, "kitchen tablet")
     assert first.status_code == 200, first.text
     token = first.json()["token"]
     assert first.json()["user"]["name"] == "alice"
@@ -45,10 +39,10 @@ async def test_cli_link_signs_a_device_in_once(server_factory, sqlite_url):
         assert me["user"]["name"] == "alice" and me["deviceName"] == "kitchen tablet"
         devices = await tablet.query("auth.devices")
         assert [d["current"] for d in devices].count(True) == 1
-    again = await exchange(live.url, code)
+    again = await exchange_link(live.url, code)
     assert again.status_code == 400 and "already used" in again.json()["error"]["message"]
     assert "token" not in again.json()
-    wrong = await exchange(live.url, "not-a-code")
+    wrong = await exchange_link(live.url, "not-a-code")
     assert wrong.status_code == 400 and "not valid" in wrong.json()["error"]["message"]
     listed = cli(sqlite_url, "tokens", "list", "--user", "alice", "--json")
     tokens = orjson.loads(listed.stdout)
@@ -70,7 +64,7 @@ async def test_an_expired_link_fails(live):
     real_clock = live.services.auth.clock
     live.services.auth.clock = lambda: real_clock() + timedelta(minutes=10, seconds=1)
     try:
-        r = await exchange(live.url, link["code"])
+        r = await exchange_link(live.url, link["code"])
     finally:
         live.services.auth.clock = real_clock
     assert r.status_code == 400 and "expired" in r.json()["error"]["message"]
@@ -79,7 +73,7 @@ async def test_an_expired_link_fails(live):
 async def test_rename_and_list_devices(live):
     async with live.client("alice") as c:
         link = await c.mutation("auth.createLink", {})
-        token = (await exchange(live.url, link["code"], "old name")).json()["token"]
+        token = (await exchange_link(live.url, link["code"], "old name")).json()["token"]
         async with TrpcClient(live.url, token) as phone:
             me = await phone.query("auth.me")
             renamed = await c.mutation("auth.renameDevice", {"deviceId": me["deviceId"], "name": "Anna's phone"})
@@ -92,35 +86,13 @@ async def test_rename_and_list_devices(live):
         assert err.value.code == "NOT_FOUND"
 
 
-async def sse_lines(url: str, token: str, sid: str, out: list[str], opened: asyncio.Event) -> None:
-    params = {"input": orjson.dumps({"sessionId": sid}).decode()}
-    async with httpx.AsyncClient(timeout=None) as http:
-        async with http.stream(
-            "GET", url + "/trpc/session.events", params=params, headers={"authorization": f"Bearer {token}"}
-        ) as r:
-            async for line in r.aiter_lines():
-                out.append(line)
-                if line.startswith("data: {}"):
-                    opened.set()
-
-
 async def test_revoking_closes_websockets_and_sse_of_that_device_only(live):
     async with live.client("alice") as c:
         sid = (await c.mutation("session.create", {}))["id"]
-        token = (await exchange(live.url, (await c.mutation("auth.createLink", {}))["code"])).json()["token"]
-        ws_url = live.url.replace("http", "ws") + "/trpc"
+        token = (await exchange_link(live.url, (await c.mutation("auth.createLink", {}))["code"])).json()["token"]
         other = await c.subscribe("session.events", {"sessionId": sid})
-        async with connect(ws_url, additional_headers={"Authorization": f"Bearer {token}"}) as ws:
-            await ws.send(
-                orjson.dumps(
-                    {
-                        "id": 1,
-                        "method": "subscription",
-                        "params": {"path": "session.events", "input": {"sessionId": sid}},
-                    }
-                ).decode()
-            )
-            assert orjson.loads(await ws.recv())["result"]["type"] == "started"
+        async with connect_ws(live.url, token) as ws:
+            await subscribe_ws(ws, sid)
             lines: list[str] = []
             opened = asyncio.Event()
             sse = asyncio.create_task(sse_lines(live.url, token, sid, lines, opened))
@@ -148,8 +120,7 @@ async def test_revoking_closes_websockets_and_sse_of_that_device_only(live):
 
 async def test_deleting_a_user_signs_out_every_device(server_factory, sqlite_url):
     live = await server_factory(sqlite_url, users=("alice", "carol"))
-    ws_url = live.url.replace("http", "ws") + "/trpc"
-    async with connect(ws_url, additional_headers={"Authorization": f"Bearer {live.tokens['carol']}"}) as ws:
+    async with connect_ws(live.url, live.tokens["carol"]) as ws:
         await ws.send("PING")
         assert await ws.recv() == "PONG"
         out = await asyncio.get_running_loop().run_in_executor(None, cli, sqlite_url, "users", "delete", "carol")

@@ -9,65 +9,30 @@ import uuid
 from typing import Any
 
 import pytest
-from testkit import HoldingProxy, collect
+from scenario_kit import lose_the_reply, session_log
 
-from server.client import TrpcClient, TrpcError
-
-
-async def all_events(client: TrpcClient, sid: str) -> list[dict[str, Any]]:
-    """Every event in the session's log, read from the start."""
-    last = int((await client.query("session.get", {"sessionId": sid}))["lastEventId"])
-    sub = await client.subscribe("session.events", {"sessionId": sid, "lastEventId": "0"})
-    try:
-        return [e for _i, e in await collect(sub, last)] if last else []
-    finally:
-        await sub.close()
-
-
-async def wait_for(predicate, what: str, timeout: float = 10) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await predicate():
-        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.02)
+from server.client import TrpcError
 
 
 async def test_reply_lost_then_retried_enqueues_once(md):
     """The server commits the enqueue, the reply never reaches the client (its socket dies), the client
     retries with the same id on a new connection: one queued message, one event, the first reply."""
     crid = str(uuid.uuid4())
-    proxy = await HoldingProxy(int(md.url.rsplit(":", 1)[1])).start()
-    try:
-        async with md.client("alice") as direct:
-            s = await direct.mutation("session.create", {"title": "t", "queuePaused": True})
-            sid = s["id"]
-            flaky = TrpcClient(proxy.url, md.tokens["alice"], reconnect=False)
-            await flaky.connect()
-            proxy.hold = True
-            call = asyncio.create_task(
-                flaky.mutation(
-                    "message.enqueueMessage", {"sessionId": sid, "content": "typed once", "clientRequestId": crid}
-                )
-            )
+    async with md.client("alice") as direct:
+        sid = (await direct.mutation("session.create", {"title": "t", "queuePaused": True}))["id"]
+        inp = {"sessionId": sid, "content": "typed once", "clientRequestId": crid}
 
-            async def committed() -> bool:
-                return len(await direct.query("message.getQueuedMessages", {"sessionId": sid})) == 1
+        async def committed() -> bool:
+            return len(await direct.query("message.getQueuedMessages", {"sessionId": sid})) == 1
 
-            await wait_for(committed, "the enqueue to commit")
-            proxy.cut()
-            with pytest.raises(Exception):
-                await asyncio.wait_for(call, 10)  # the reply was lost with the socket
-            await flaky.close()
-
-            retry = await direct.mutation(
-                "message.enqueueMessage", {"sessionId": sid, "content": "typed once", "clientRequestId": crid}
-            )
-            queue = await direct.query("message.getQueuedMessages", {"sessionId": sid})
-            assert [q["id"] for q in queue] == [retry["id"]]
-            assert retry["clientRequestId"] == crid and queue[0]["clientRequestId"] == crid
-            added = [e for e in await all_events(direct, sid) if e["type"] == "queue-message-added"]
-            assert len(added) == 1 and added[0]["message"]["clientRequestId"] == crid
-    finally:
-        await proxy.close()
+        await lose_the_reply(md.url, md.tokens["alice"], "message.enqueueMessage", inp, committed)
+        retry = await direct.mutation("message.enqueueMessage", inp)
+        queue = await direct.query("message.getQueuedMessages", {"sessionId": sid})
+        assert [q["id"] for q in queue] == [retry["id"]]
+        assert retry["clientRequestId"] == crid and queue[0]["clientRequestId"] == crid
+        log, _snap = await session_log(md.url, md.tokens["alice"], sid)
+        added = [e for _i, e in log if e["type"] == "queue-message-added"]
+        assert len(added) == 1 and added[0]["message"]["clientRequestId"] == crid
 
 
 async def test_same_id_other_input_is_conflict_and_changes_nothing(md):

@@ -35,6 +35,16 @@ def runs(events: list[dict[str, Any]]) -> list[tuple[str, str]]:
     return out
 
 
+async def until_idle_after_runs(sub, events: list[dict[str, Any]], n: int, timeout: float) -> None:
+    """Read until the session is idle again with ``n`` runs started in all."""
+    await until(
+        sub,
+        lambda e: e["type"] == "session-updated" and e["session"]["status"] == "idle" and len(runs(events)) == n,
+        events,
+        timeout,
+    )
+
+
 @pytest.fixture
 async def busy(server_factory, db_url):
     """A session answering a long message, with three messages queued by a first client; a second client
@@ -60,12 +70,7 @@ async def test_interrupt_sends_that_item_next_then_the_rest_in_order(busy):
     _live, a, b, sid, watch, events, queued = busy
     reply = await b.mutation("message.sendQueuedNow", {"sessionId": sid, "messageId": queued[1]["id"]})
     assert reply["status"] == "interrupting"
-    await until(
-        watch,
-        lambda e: e["type"] == "session-updated" and e["session"]["status"] == "idle" and len(runs(events)) == 4,
-        events,
-        30,
-    )
+    await until_idle_after_runs(watch, events, 4, 30)
     assert [text for _r, text in runs(events)] == [LONG, "q1", "q0", "q2"]
     assert len([e for e in events if e["type"] == "run-aborted"]) == 1
     assert not [e for e in events if e["type"] == "queue-paused"]  # this abort does not pause the queue
@@ -82,12 +87,7 @@ async def test_two_devices_pressing_at_once_get_one_run_after_the_other(busy):
         a.mutation("message.sendQueuedNow", {"sessionId": sid, "messageId": queued[0]["id"]}),
         b.mutation("message.sendQueuedNow", {"sessionId": sid, "messageId": queued[2]["id"]}),
     )
-    await until(
-        watch,
-        lambda e: e["type"] == "session-updated" and e["session"]["status"] == "idle" and len(runs(events)) == 4,
-        events,
-        30,
-    )
+    await until_idle_after_runs(watch, events, 4, 30)
     texts = [text for _r, text in runs(events)]
     assert texts[0] == LONG and sorted(texts[1:3]) == ["q0", "q2"] and texts[3] == "q1"
     # never two at once: every run-started follows the previous run's end
@@ -108,12 +108,7 @@ async def test_steer_joins_the_running_answer(busy):
     steered = await until(watch, lambda e: e["type"] == "message-created" and e["message"]["content"] == "q2", events)
     assert steered["message"]["runId"] == run_id
     assert [q["content"] for q in await a.query("message.getQueuedMessages", {"sessionId": sid})] == ["q0", "q1"]
-    await until(
-        watch,
-        lambda e: e["type"] == "session-updated" and e["session"]["status"] == "idle" and len(runs(events)) == 3,
-        events,
-        60,
-    )
+    await until_idle_after_runs(watch, events, 3, 60)
     assert [text for _r, text in runs(events)] == [LONG, "q0", "q1"]
     assert not [e for e in events if e["type"] == "run-aborted"]
 
@@ -124,12 +119,7 @@ async def test_next_moves_it_to_the_head_without_stopping_the_answer(busy):
     assert reply["status"] == "next"
     reordered = await until(watch, lambda e: e["type"] == "queue-reordered", events)
     assert reordered["order"] == [queued[2]["id"], queued[0]["id"], queued[1]["id"]]
-    await until(
-        watch,
-        lambda e: e["type"] == "session-updated" and e["session"]["status"] == "idle" and len(runs(events)) == 4,
-        events,
-        60,
-    )
+    await until_idle_after_runs(watch, events, 4, 60)
     assert [text for _r, text in runs(events)] == [LONG, "q2", "q0", "q1"]
     assert not [e for e in events if e["type"] == "run-aborted"]
 

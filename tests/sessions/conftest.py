@@ -12,6 +12,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "engine"))  # engine_helpers
 
 from engine_helpers import FAST
+from session_helpers import observe_titles
 
 
 @pytest.fixture
@@ -22,6 +23,9 @@ async def engine(server_factory: Callable[..., Any], sqlite_url: str) -> Any:
 
 @pytest.fixture
 async def model_engine(server_factory: Callable[..., Any], tmp_path: Path) -> Any:
-    """The same with ``CHATSYNC_TITLE_MODE=model`` (a database of its own: a test may use both servers)."""
+    """The same with ``CHATSYNC_TITLE_MODE=model`` (a database of its own: a test may use both servers), its
+    model-title jobs observed (``session_helpers.caught_up`` waits for them)."""
     url = f"sqlite+aiosqlite:///{tmp_path / 'model-titles.db'}"
-    return await server_factory(url, users=("alice", "bob", "admin"), title_mode="model", **FAST)
+    live = await server_factory(url, users=("alice", "bob", "admin"), title_mode="model", **FAST)
+    observe_titles(live)
+    return live

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from engine_helpers import FAST, idle, subscribe
-from session_helpers import LONG, LONG_MODEL_TITLE, LONG_TITLE, settle, titles
+from session_helpers import LONG, LONG_MODEL_TITLE, LONG_TITLE, caught_up, titles
 
 from server.client import TrpcError
 
@@ -27,7 +27,7 @@ async def test_switch_updates_metadata_and_records_a_system_message(server_facto
             ("system", "Context changed to: directory=/srv/other app, agent=planner"),
         ]
         await st.until_type("message-created", 2)
-        await settle(st, 0.1)
+        await caught_up(live, c, st, s["id"])
         # each switch: session-updated then message-created, consecutive: one transaction
         assert [e["type"] for e in st.events] == ["session-updated", "message-created"] * 2
         ids = [int(i) for i, _e in st.items]
@@ -89,7 +89,7 @@ async def test_switch_can_regenerate_the_title(engine):
             "session.switchContext", {"sessionId": s["id"], "agent": "planner", "regenerateTitle": True}
         )
         assert (out["title"], out["titleSource"]) == (LONG_TITLE, "truncate")
-        await settle(st)
+        await caught_up(engine, c, st, s["id"])
         assert titles(st) == [(LONG_TITLE, "truncate"), ("Mine", "user"), (LONG_TITLE, "truncate")]
         # in the switch's own transaction, after its message
         types = [e["type"] for e in st.events]
@@ -108,7 +108,7 @@ async def test_switch_regenerates_by_model_in_model_mode(model_engine):
             "session.switchContext", {"sessionId": s["id"], "directory": "/b", "regenerateTitle": True}
         )
         assert (out["title"], out["titleSource"], out["metadata"]) == (LONG_MODEL_TITLE, "model", {"directory": "/b"})
-        await settle(st)
+        await caught_up(model_engine, c, st, s["id"])
         assert titles(st) == [(LONG_MODEL_TITLE, "model")]
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from engine_helpers import FAST, idle, subscribe
-from session_helpers import LONG, LONG_MODEL_TITLE, LONG_TITLE, get, seq, settle, titles
+from session_helpers import LONG, LONG_MODEL_TITLE, LONG_TITLE, caught_up, get, observe_titles, seq, titles
 
 from server.client import TrpcError
 from server.domain.titles import ELLIPSIS
@@ -75,14 +75,14 @@ async def test_a_user_title_is_never_overwritten(engine, model_engine):
             await c.mutation("message.send", {"sessionId": s["id"], "content": LONG})
             await st.until_type("run-finished")
             await idle(c, s["id"])
-            await settle(st)
+            await caught_up(live, c, st, s["id"])
             assert titles(st) == [("Mine", "user")]
             assert ((await get(c, s["id"]))["title"], (await get(c, s["id"]))["titleSource"]) == ("Mine", "user")
             # a title given at creation is a user title too
             t = await c.mutation("session.create", {"title": "Given"})
             await c.mutation("message.send", {"sessionId": t["id"], "content": LONG})
             await idle(c, t["id"])
-            await asyncio.sleep(0.3)
+            await caught_up(live, c, await subscribe(c, t["id"]), t["id"])
             assert ((await get(c, t["id"]))["title"], (await get(c, t["id"]))["titleSource"]) == ("Given", "user")
 
 
@@ -96,7 +96,7 @@ async def test_system_messages_name_nothing_the_next_user_message_does(engine):
         assert (await get(c, s["id"]))["titleSource"] == "none"  # a system message names nothing
         res = await c.mutation("message.send", {"sessionId": s["id"], "content": "steered in"})
         await idle(c, s["id"])
-        await settle(st)
+        await caught_up(engine, c, st, s["id"])
         assert titles(st) == [("steered in", "truncate")]
         assert res["status"] in ("steered", "started")
 
@@ -110,6 +110,7 @@ def test_title_mode_setting_is_validated():
 
 async def test_model_title_after_the_first_answer(server_factory, db_url):
     model_engine = await server_factory(db_url, title_mode="model", **FAST)
+    observe_titles(model_engine)
     async with model_engine.client() as c:
         s = await c.mutation("session.create", {})
         st = await subscribe(c, s["id"])
@@ -127,7 +128,7 @@ async def test_model_title_after_the_first_answer(server_factory, db_url):
         await c.mutation("message.send", {"sessionId": s["id"], "content": "and another question please"})
         await st.until_type("run-finished", 2)
         await idle(c, s["id"])
-        await settle(st)
+        await caught_up(model_engine, c, st, s["id"])
         assert len(st.of("title-changed")) == 2
 
 
@@ -198,7 +199,7 @@ async def test_a_title_changed_meanwhile_wins_over_the_model(model_engine):
         await c.mutation("session.setTitle", {"sessionId": s["id"], "title": "Set while it thought"})
         gated.gate.set()
         await idle(c, s["id"])
-        await settle(st)
+        await caught_up(model_engine, c, st, s["id"])
         assert titles(st) == [(LONG_TITLE, "truncate"), ("Set while it thought", "user")]
         assert (await get(c, s["id"]))["title"] == "Set while it thought"
 
@@ -215,7 +216,7 @@ async def test_model_failure_keeps_the_truncated_title(model_engine, failure):
         await st.until_type("run-finished")
         await asyncio.wait_for(gated.asked.wait(), 10)
         await idle(c, s["id"])
-        await settle(st)
+        await caught_up(model_engine, c, st, s["id"])
         assert titles(st) == [(LONG_TITLE, "truncate")]
         # and the session goes on as usual
         await c.mutation("message.send", {"sessionId": s["id"], "content": "next"})
@@ -233,7 +234,7 @@ async def test_clear_title_then_the_next_message_names_the_session_again(engine)
         assert (await c.mutation("session.clearTitle", {"sessionId": s["id"]}))["titleSource"] == "none"
         await c.mutation("message.send", {"sessionId": s["id"], "content": "second question"})
         await idle(c, s["id"])
-        await settle(st)
+        await caught_up(engine, c, st, s["id"])
         # from the first user message, as before the clear; one event per change, none for the second clear
         assert titles(st) == [("first question", "truncate"), ("", "none"), ("first question", "truncate")]
 
@@ -254,7 +255,7 @@ async def test_regenerate_title_by_truncation(engine):
         again = await c.mutation("session.regenerateTitle", {"sessionId": s["id"], "method": "truncate"})
         assert again["title"] == LONG_TITLE
         await idle(c, s["id"])
-        await settle(st)
+        await caught_up(engine, c, st, s["id"])
         assert titles(st) == [(LONG_TITLE, "truncate")]  # the unchanged second one wrote nothing
 
 
@@ -267,7 +268,7 @@ async def test_regenerate_title_by_model(engine):
         out = await c.mutation("session.regenerateTitle", {"sessionId": s["id"], "method": "model"})
         assert (out["title"], out["titleSource"]) == ("Deploy the app on Kubernetes", "model")
         assert (await get(c, s["id"]))["title"] == "Deploy the app on Kubernetes"
-        await settle(st)
+        await caught_up(engine, c, st, s["id"])
         assert titles(st) == [("Deploy the app on Kubernetes", "model")]
 
 
