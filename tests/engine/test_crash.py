@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
+import sqlite3
 
 from engine_helpers import subscribe, wait_for
 from testkit import create_user, free_port, start_process, wait_ready
@@ -44,7 +44,13 @@ async def test_kill_9_mid_stream_then_restart(tmp_path):
             for i in range(2):
                 await c.mutation("message.send", {"sessionId": sid, "content": f"queued {i}"})
             await st.until_type("text-delta", 40)
-            await asyncio.sleep(0.5)  # at least one flush of the partial text
+
+            async def partial_text_flushed() -> bool:
+                with sqlite3.connect(tmp_path / "crash.db") as con:
+                    row = con.execute("SELECT length(content) FROM messages WHERE status = 'streaming'").fetchone()
+                return bool(row and row[0])
+
+            await wait_for(partial_text_flushed)  # the heartbeat wrote some of the answer to its row
             seen = len(st.of("text-delta"))
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait(10)
