@@ -32,6 +32,7 @@ import asyncio
 import contextlib
 import logging
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any, Literal
@@ -236,12 +237,18 @@ class InlineConnection:
 
 
 class Checkpointer:
-    """Checkpoints the database at ``path`` from a worker thread every ``interval`` seconds (see above)."""
+    """Checkpoints the database at ``path`` from a worker thread every ``interval`` seconds (see above).
+
+    Cancelling the task that awaits a checkpoint does not stop the thread running it, so the connection is
+    used and closed only under ``_lock``: a close waits for a checkpoint still under way, and a checkpoint
+    never starts on a closed connection (closing one another thread is using crashes the process)."""
 
     def __init__(self, path: str, interval: float = 1.0) -> None:
         self.path = path
         self.interval = interval
         self._conn: sqlite3.Connection | None = None
+        self._closed = False
+        self._lock = threading.Lock()
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -257,11 +264,25 @@ class Checkpointer:
 
     def checkpoint(self, mode: str) -> None:
         """Runs in a worker thread (its own connection; the sqlite3 module releases the GIL meanwhile)."""
-        if self._conn is None:
-            self._conn = sqlite3.connect(
-                self.path, timeout=1.0, isolation_level=None, check_same_thread=False, uri=self.path.startswith("file:")
-            )
-        self._conn.execute(f"PRAGMA wal_checkpoint({mode})").fetchall()
+        with self._lock:
+            if self._closed:
+                return
+            if self._conn is None:
+                self._conn = sqlite3.connect(
+                    self.path,
+                    timeout=1.0,
+                    isolation_level=None,
+                    check_same_thread=False,
+                    uri=self.path.startswith("file:"),
+                )
+            self._conn.execute(f"PRAGMA wal_checkpoint({mode})").fetchall()
+
+    def _close_connection(self) -> None:
+        with self._lock:
+            self._closed = True
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
 
     async def close(self) -> None:
         if self._task is not None:
@@ -274,9 +295,7 @@ class Checkpointer:
             await asyncio.to_thread(self.checkpoint, "TRUNCATE")
         except sqlite3.Error:
             log.warning("final SQLite checkpoint failed", exc_info=True)
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        await asyncio.to_thread(self._close_connection)
 
 
 def configure(conn: sqlite3.Connection, *, background_checkpoints: bool) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 
@@ -176,3 +178,39 @@ async def test_a_long_sqlite_transaction_lets_the_loop_run_between_statements(tm
         assert during > 0
         async with db.read() as s:
             assert (await s.execute(text("SELECT count(*) FROM users"))).scalar_one() == 3000
+
+
+# Run in a child process: closing a connection another thread is using crashes the interpreter.
+_CHECKPOINT_RACE = """
+import asyncio, os, sqlite3, sys, tempfile
+from server.store.sqlite_inline import Checkpointer
+
+async def main():
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "wal.db")
+        writer = sqlite3.connect(path, isolation_level=None)
+        writer.execute("PRAGMA journal_mode=WAL")
+        writer.execute("PRAGMA wal_autocheckpoint=0")
+        writer.execute("CREATE TABLE t (x TEXT)")
+        for i in range(300):
+            writer.execute("BEGIN")
+            writer.executemany("INSERT INTO t VALUES (?)", [("x" * 500,)] * 200)
+            writer.execute("COMMIT")
+            checkpointer = Checkpointer(path, interval=0)
+            checkpointer.start()
+            for _ in range(i % 7):  # close at every stage of a checkpoint under way
+                await asyncio.sleep(0)
+            await checkpointer.close()
+        writer.close()
+
+asyncio.run(main())
+print("closed 300 times")
+"""
+
+
+def test_closing_the_checkpointer_mid_checkpoint_waits_for_it():
+    """A cancelled checkpoint keeps running in its thread; closing must not pull the connection from under it.
+    The write-ahead log grows with every round, so later checkpoints are long enough to be caught mid-way."""
+    done = subprocess.run([sys.executable, "-c", _CHECKPOINT_RACE], capture_output=True, text=True, timeout=100)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "closed 300 times"
