@@ -55,7 +55,7 @@ def load_proc(
     results: mp.Queue,
 ) -> None:  # type: ignore[type-arg]
     """One load-generator process: ``subs`` are (session id, sends) pairs, one subscriber each."""
-    from bench.wsclient import open_ws
+    from bench.wsclient import subscribe_session
 
     try:
         import uvloop
@@ -107,13 +107,7 @@ def load_proc(
                 if state["runs"] == messages and not finished.done():
                     finished.set_result(None)
 
-        ws = await open_ws(url.replace("http", "ws") + "/trpc?connectionParams=1", on_text)
-        ws.send_text(orjson.dumps({"method": "connectionParams", "data": {"token": token}}).decode())
-        ws.send_text(
-            orjson.dumps(
-                {"id": 1, "method": "subscription", "params": {"path": "session.events", "input": {"sessionId": sid}}}
-            ).decode()
-        )
+        ws = await subscribe_session(url, token, sid, on_text)
         await started
         ready.put(1)
         while not go.is_set():

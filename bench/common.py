@@ -15,6 +15,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The checkout whose server the benchmarks start (``python -m server.cli`` runs in it): by default this one.
+# Another checkout (e.g. a git worktree of an older commit) compares two versions under one load generator.
+SERVER_ROOT = os.environ.get("CHATSYNC_BENCH_SERVER_ROOT") or ROOT
 sys.path.insert(0, os.path.join(ROOT, "tests"))  # the test kit: its process and user helpers serve here too
 
 from testkit import create_user, free_port  # noqa: E402
@@ -141,10 +144,12 @@ def run_server(
             **env_overrides,
         }
         if token is None:
-            token = create_user(env, "bench", ROOT)
+            token = create_user(env, "bench", SERVER_ROOT)
         # CHATSYNC_BENCH_SERVER_LOG keeps the server's log for a look afterwards.
         log = open(os.environ.get("CHATSYNC_BENCH_SERVER_LOG") or os.path.join(tmp, "server.log"), "wb")
-        proc = subprocess.Popen([sys.executable, *command], env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [sys.executable, *command], env=env, cwd=SERVER_ROOT, stdout=log, stderr=subprocess.STDOUT
+        )
         url = f"http://127.0.0.1:{port}"
         try:
             wait_ready(url, proc, 30)

@@ -31,7 +31,7 @@ from server.client import TrpcClient
 def subscriber_proc(
     url: str, token: str, sid: str, count: int, ready: mp.Queue, results: mp.Queue, stalled_count: int = 0
 ) -> None:  # type: ignore[type-arg]
-    from bench.wsclient import open_ws
+    from bench.wsclient import subscribe_session
 
     try:
         import uvloop
@@ -72,13 +72,7 @@ def subscriber_proc(
             elif content == STOP and not done.done():  # the last event of the run: everything before it came
                 done.set_result(None)
 
-        ws = await open_ws(url.replace("http", "ws") + "/trpc?connectionParams=1", on_text)
-        ws.send_text(orjson.dumps({"method": "connectionParams", "data": {"token": token}}).decode())
-        ws.send_text(
-            orjson.dumps(
-                {"id": 1, "method": "subscription", "params": {"path": "session.events", "input": {"sessionId": sid}}}
-            ).decode()
-        )
+        ws = await subscribe_session(url, token, sid, on_text)
         await state["started"]
         ready.put(1)
         await done
@@ -93,13 +87,7 @@ def subscriber_proc(
             if b'"started"' in raw and not started.done():
                 started.set_result(None)
 
-        ws = await open_ws(url.replace("http", "ws") + "/trpc?connectionParams=1", on_text, rcvbuf=64 * 1024)
-        ws.send_text(orjson.dumps({"method": "connectionParams", "data": {"token": token}}).decode())
-        ws.send_text(
-            orjson.dumps(
-                {"id": 1, "method": "subscription", "params": {"path": "session.events", "input": {"sessionId": sid}}}
-            ).decode()
-        )
+        ws = await subscribe_session(url, token, sid, on_text, rcvbuf=64 * 1024)
         await started
         assert ws.transport is not None
         ws.transport.pause_reading()

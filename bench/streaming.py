@@ -155,7 +155,7 @@ def subscriber_proc(
 ) -> None:
     """``count`` subscribers on the light client of ``bench/wsclient.py`` (as ``bench/fanout.py``): frames are
     parsed in ``data_received``, so the latency measured is the server's, not a client library's queueing."""
-    from bench.wsclient import open_ws
+    from bench.wsclient import subscribe_session
 
     if cpus:
         os.sched_setaffinity(0, cpus)
@@ -189,13 +189,7 @@ def subscriber_proc(
             elif ev["type"] == "run-finished" and not finished.done():
                 finished.set_result(None)
 
-        ws = await open_ws(url.replace("http", "ws") + "/trpc?connectionParams=1", on_text)
-        ws.send_text(orjson.dumps({"method": "connectionParams", "data": {"token": token}}).decode())
-        ws.send_text(
-            orjson.dumps(
-                {"id": 1, "method": "subscription", "params": {"path": "session.events", "input": {"sessionId": sid}}}
-            ).decode()
-        )
+        ws = await subscribe_session(url, token, sid, on_text)
         await started
         ready.put(1)
         await finished

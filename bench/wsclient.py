@@ -10,6 +10,8 @@ import os
 import socket
 from collections.abc import Callable
 
+import orjson
+
 
 class WsProtocol(asyncio.Protocol):
     def __init__(self, host: str, path: str, on_text: Callable[[bytes], None]) -> None:
@@ -116,3 +118,19 @@ async def open_ws(url: str, on_text: Callable[[bytes], None], rcvbuf: int | None
     _t, proto = await loop.create_connection(lambda: WsProtocol(hostport, "/" + path, on_text), sock=sock)
     await proto.handshake_done
     return proto
+
+
+async def subscribe_session(
+    url: str, token: str, session_id: str, on_text: Callable[[bytes], None], rcvbuf: int | None = None
+) -> WsProtocol:
+    """Open a tRPC WebSocket to the server at ``url`` (``http://host:port``), sign in with ``token`` and subscribe
+    to the session's events as subscription 1. The caller's ``on_text`` sees every frame, ``started`` included."""
+    ws = await open_ws(url.replace("http", "ws", 1) + "/trpc?connectionParams=1", on_text, rcvbuf)
+    ws.send_text(orjson.dumps({"method": "connectionParams", "data": {"token": token}}).decode())
+    subscribe = {
+        "id": 1,
+        "method": "subscription",
+        "params": {"path": "session.events", "input": {"sessionId": session_id}},
+    }
+    ws.send_text(orjson.dumps(subscribe).decode())
+    return ws
