@@ -88,6 +88,7 @@ class RedisBus(Bus):
         self._connected = asyncio.Event()
         self._unsent: deque[tuple[str, bytes]] = deque(maxlen=MAX_UNSENT_BATCHES)
         self._retrier: asyncio.Task[None] | None = None
+        self._closing = False  # disconnect() began: start no more background work
         self.reconnects = 0  # listener reconnections after an error (for tests and metrics)
 
     def _send(self, target: Any, channel: str, payload: bytes) -> Any:
@@ -102,6 +103,7 @@ class RedisBus(Bus):
         self._listener = asyncio.create_task(self._listen_forever(), name="redis-bus-listener")
 
     async def disconnect(self) -> None:
+        self._closing = True
         for task in (self._listener, self._retrier):
             if task is not None:
                 task.cancel()
@@ -164,7 +166,7 @@ class RedisBus(Bus):
         except UNAVAILABLE as exc:
             log.warning("publish to %s failed (%s); will retry", session_id, exc)
             self._unsent.append((channel, payload))
-            if self._retrier is None or self._retrier.done():
+            if not self._closing and (self._retrier is None or self._retrier.done()):
                 self._retrier = asyncio.create_task(self._retry_unsent())
 
     async def _retry_unsent(self) -> None:

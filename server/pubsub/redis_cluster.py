@@ -146,6 +146,7 @@ class RedisClusterBus(RedisBus):
         await self._cluster.initialize()
 
     async def disconnect(self) -> None:
+        self._closing = True  # no new shard or background task from here on (see _shard, _spawn)
         tasks = [s.task for s in self._shards.values()] + list(self._background)
         if self._retrier is not None:
             tasks.append(self._retrier)
@@ -161,6 +162,9 @@ class RedisClusterBus(RedisBus):
                 await self._redis.aclose()
 
     def _spawn(self, coro: Any) -> None:
+        if self._closing:
+            coro.close()
+            return
         task = asyncio.create_task(coro)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
@@ -174,10 +178,14 @@ class RedisClusterBus(RedisBus):
     def _shard(self, address: tuple[str, int]) -> _Shard:
         shard = self._shards.get(address)
         if shard is None:
+            if self._closing:  # a shard started now would outlive the bus, its connection never closed
+                raise ConnectionError("the bus is disconnecting")
             shard = self._shards[address] = _Shard(self, *address)
         return shard
 
     async def subscribe(self, session_id: str) -> None:
+        if self._closing:
+            return  # the bus is going away (a background follow may still ask)
         channel = session_channel(self.prefix, session_id)
         try:
             address = self._owner(session_id)

@@ -107,3 +107,15 @@ async def test_bus_survives_the_restart_of_a_node(private_cluster):
         assert bus.reconnects >= 1
     finally:
         await bus.disconnect()
+
+
+async def test_a_disconnected_bus_starts_nothing_that_would_outlive_it(redis_cluster_url):
+    """A follow or subscribe that arrives while (or after) the bus disconnects must not open a shard: its
+    listener task and connection would outlive the bus, never closed."""
+    bus, _rec = await open_bus(redis_cluster_url)
+    await bus.subscribe("before")
+    await bus.disconnect()
+    running = asyncio.all_tasks()
+    await bus.subscribe("after")
+    bus._spawn(bus._follow("before"))
+    assert asyncio.all_tasks() == running
