@@ -71,7 +71,7 @@ class Settings(BaseSettings):
     public_url: str | None = None
     # Bounds per connection and per user (docs/api.md "Limits").
     max_subscriptions_per_connection: int = Field(default=100, ge=1)
-    # WebSockets plus SSE streams one process holds open (an idle one costs about 20 KiB: docs/performance.md).
+    # WebSockets plus SSE streams one process holds open (what an idle one costs: docs/performance.md).
     max_connections: int = Field(default=10_000, ge=1)
     auth_timeout_seconds: float = Field(default=10.0, gt=0)
     max_sessions_per_user: int = Field(default=10_000, ge=1)

@@ -55,7 +55,7 @@ def to_message(row: MessageRow) -> Message:
     # The columns are plain text and the model's fields literal types: the rows hold only values written from
     # those literals, so the ignores below are the one place that crossing is asserted.
     return Message(
-        role=row.role,  # type: ignore[arg-type]
+        role=row.role,
         content=_content(row),
         attachments=files,
         tool_calls=tuple(
@@ -63,7 +63,7 @@ def to_message(row: MessageRow) -> Message:
         ),
         tool_call_id=row.tool_call_id if row.role == "tool" else None,
         is_error=bool(row.is_error),
-        status=status,  # type: ignore[arg-type]
+        status=status,
     )
 
 

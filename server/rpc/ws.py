@@ -72,9 +72,8 @@ class WsConnection:
         self._close_code: int | None = None
         self._closing = False
         self._task: asyncio.Task[Any] | None = None
-        self._finished: asyncio.Future[None] | None = (
-            None  # made by shutdown(): an Event per idle connection is 0.8 KiB
-        )
+        # Made by shutdown() only: idle connections are the many, and each object they hold is memory times many.
+        self._finished: asyncio.Future[None] | None = None
         self._done = False
         self._rejected: RpcError | None = None
 

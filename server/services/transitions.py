@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from ..domain import events
 from ..domain.events import RunTrigger
+from ..domain.models import MessageStatus, Role, SessionStatus
 from ..llm import ToolCallEvent
 from ..llm.errors import ErrorCode
 from ..store import repo
@@ -43,10 +44,10 @@ def new_id() -> str:
 
 async def add_message(
     tx: SessionTx,
-    role: str,
+    role: Role,
     content: str = "",
     *,
-    status: str = "complete",
+    status: MessageStatus = "complete",
     run_id: str | None = None,
     attachments: list[dict[str, Any]] | None = None,
     tool_call_id: str | None = None,
@@ -82,7 +83,7 @@ def complete_message(
     tx: SessionTx,
     row: Message,
     *,
-    status: str,
+    status: MessageStatus,
     content: str,
     finish_reason: str | None,
     usage: dict[str, int] | None = None,
@@ -144,7 +145,7 @@ def session_changed(tx: SessionTx) -> None:
     tx.emit(events.session_updated(repo.session_changes_wire(tx.row)))
 
 
-def set_status(tx: SessionTx, status: str) -> None:
+def set_status(tx: SessionTx, status: SessionStatus) -> None:
     if tx.row.status != status:
         tx.row.status = status
         session_changed(tx)

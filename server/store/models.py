@@ -25,6 +25,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from ..domain.models import BusyPolicy, MessageStatus, Role, SessionStatus, TitleSource, ToolMode
+
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
     "uq": "uq_%(table_name)s_%(column_0_name)s",
@@ -141,17 +143,17 @@ class ChatSession(Base):
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
     owner_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
     title: Mapped[str] = mapped_column(Text, default="")
-    title_source: Mapped[str] = mapped_column(String(16), default="none")
+    title_source: Mapped[TitleSource] = mapped_column(String(16), default="none")
     provider: Mapped[str] = mapped_column(String(32), default="echo")
     model: Mapped[str] = mapped_column(String(200), default="echo")
     system_prompt: Mapped[str | None] = mapped_column(Text, nullable=True)
     defaults: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     tools: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
-    tool_mode: Mapped[str] = mapped_column(String(16), default="parallel")
-    busy_policy: Mapped[str] = mapped_column(String(16), default="enqueue")
+    tool_mode: Mapped[ToolMode] = mapped_column(String(16), default="parallel")
+    busy_policy: Mapped[BusyPolicy] = mapped_column(String(16), default="enqueue")
     disable_streaming: Mapped[bool] = mapped_column(Boolean, default=False)
     meta: Mapped[dict[str, Any]] = mapped_column("metadata", JSON, default=dict)
-    status: Mapped[str] = mapped_column(String(24), default="idle")
+    status: Mapped[SessionStatus] = mapped_column(String(24), default="idle")
     queue_paused: Mapped[bool] = mapped_column(Boolean, default=False)
     usage_input_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
     usage_output_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
@@ -180,12 +182,12 @@ class Message(Base):
     session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"))
     # Position in the session's history, 1-based, assigned under the session row lock.
     ordinal: Mapped[int] = mapped_column(Integer)
-    role: Mapped[str] = mapped_column(String(16))
+    role: Mapped[Role] = mapped_column(String(16))
     content: Mapped[str] = mapped_column(Text, default="")
     attachments: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
     tool_calls: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, nullable=True)
     tool_call_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
-    status: Mapped[str] = mapped_column(String(16), default="complete")
+    status: Mapped[MessageStatus] = mapped_column(String(16), default="complete")
     finish_reason: Mapped[str | None] = mapped_column(String(24), nullable=True)
     usage: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     run_id: Mapped[str | None] = mapped_column(String(36), nullable=True)

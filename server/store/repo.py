@@ -80,25 +80,21 @@ def _newest_first(stmt: Any, after: tuple[datetime, str] | None, limit: int) -> 
     return stmt.order_by(ChatSession.created_at.desc(), ChatSession.id.desc()).limit(limit)
 
 
-# The ``arg-type`` ignores in the two functions below: the columns are plain text and the wire fields literal
-# types; the rows hold only values written from those literals (and pydantic checks them again at run time).
-
-
 def session_wire(row: ChatSession) -> wire.Session:
     return wire.Session(
         id=row.id,
         title=row.title,
-        title_source=row.title_source,  # type: ignore[arg-type]
+        title_source=row.title_source,
         provider=row.provider,
         model=row.model,
         system_prompt=row.system_prompt,
         defaults=row.defaults or {},
         tools=row.tools or [],
-        tool_mode=row.tool_mode,  # type: ignore[arg-type]
-        busy_policy=row.busy_policy,  # type: ignore[arg-type]
+        tool_mode=row.tool_mode,
+        busy_policy=row.busy_policy,
         disable_streaming=row.disable_streaming,
         metadata=row.meta or {},
-        status=row.status,  # type: ignore[arg-type]
+        status=row.status,
         queue_paused=row.queue_paused,
         usage=wire.Usage(input_tokens=row.usage_input_tokens, output_tokens=row.usage_output_tokens),
         last_seq=row.last_seq,
@@ -169,12 +165,12 @@ def message_wire(row: Message) -> wire.Message:
     return wire.Message(
         id=row.id,
         session_id=row.session_id,
-        role=row.role,  # type: ignore[arg-type]
+        role=row.role,
         content=row.content,
         attachments=row.attachments or [],
         tool_calls=[wire.ToolCall(**c) for c in row.tool_calls] if row.tool_calls else None,
         tool_call_id=row.tool_call_id,
-        status=row.status,  # type: ignore[arg-type]
+        status=row.status,
         finish_reason=row.finish_reason,
         usage=row.usage,
         run_id=row.run_id,

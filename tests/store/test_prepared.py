@@ -11,6 +11,7 @@ import pytest
 from sqlalchemy import select
 
 from server.app import open_services
+from server.domain import events
 from server.settings import load_settings
 from server.store import repo
 from server.store.models import Event, QueuedMessage
@@ -69,7 +70,7 @@ async def test_a_failed_transaction_leaves_nothing(services):
     with pytest.raises(RuntimeError):
         async with services.uow.queue(alice, s.id) as tx:
             await tx.db.execute(repo._CLEAR_QUEUE, {"sid": s.id})
-            tx.emit("queue-cleared")
+            tx.emit(events.queue_cleared())
             await tx.finish()  # the event row is written ...
             raise RuntimeError("... and rolled back with everything else")
     snap = await services.sessions.snapshot(alice, s.id)
