@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import sqlite3
+from contextlib import closing
 
 from engine_helpers import subscribe, wait_for
 from testkit import create_user, free_port, start_process, wait_ready
@@ -46,7 +47,7 @@ async def test_kill_9_mid_stream_then_restart(tmp_path):
             await st.until_type("text-delta", 40)
 
             async def partial_text_flushed() -> bool:
-                with sqlite3.connect(tmp_path / "crash.db") as con:
+                with closing(sqlite3.connect(tmp_path / "crash.db")) as con:
                     row = con.execute("SELECT length(content) FROM messages WHERE status = 'streaming'").fetchone()
                 return bool(row and row[0])
 

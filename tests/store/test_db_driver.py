@@ -119,7 +119,11 @@ async def test_sqlite_checkpoints_happen_in_the_background_not_in_commits(tmp_pa
     path = tmp_path / "wal.db"
     async with Database(f"sqlite+aiosqlite:///{path}") as db:
         await migrate.upgrade(db)
-        await asyncio.sleep(0.2)  # the migration's pages reach the file
+        con = sqlite3.connect(path)  # the migration's pages reach the file now, not in a later checkpoint
+        try:
+            con.execute("PRAGMA wal_checkpoint(FULL)").fetchall()
+        finally:
+            con.close()
         async with db.write() as s:
             # Commits on the loop never checkpoint: that fsync happens in the checkpointer's thread.
             assert (await s.execute(text("PRAGMA wal_autocheckpoint"))).scalar_one() == 0
