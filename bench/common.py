@@ -54,6 +54,15 @@ def cpu_seconds(pid: int) -> float:
     return sum(cpu_split(pid))
 
 
+def cpu_seconds_with_reaped(pid: int) -> float:
+    """User + system CPU time of a process and of its children that exited and were waited for. Summed over
+    a server's processes (PostgreSQL's backends, whose postmaster reaps them) it never goes down when a
+    child exits between two readings, as a sum over the live processes alone does."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return sum(int(v) for v in fields[11:15]) / CLK_TCK  # utime, stime, cutime, cstime
+
+
 def pct(values: list[float], p: float) -> float:
     if not values:
         return float("nan")

@@ -45,7 +45,18 @@ import orjson
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import ROOT, cpu_seconds, free_port, machine_ticks, pct, pg_database, steal_share, summary, wait_ready
+from bench.common import (
+    ROOT,
+    cpu_seconds,
+    cpu_seconds_with_reaped,
+    free_port,
+    machine_ticks,
+    pct,
+    pg_database,
+    steal_share,
+    summary,
+    wait_ready,
+)
 from bench.wsclient import open_ws
 
 # A browser waits for a WebSocket's upgrade as long as TCP lets it; so does this client, nearly (a shorter
@@ -374,8 +385,8 @@ async def changer(
 
 
 def infra_cpu() -> dict[str, float]:
-    """CPU seconds so far of this machine's PostgreSQL and Redis processes (every one of them: the numbers
-    include whatever else uses them meanwhile)."""
+    """CPU seconds so far of this machine's PostgreSQL and Redis processes, with their exited children (every
+    one of them: the numbers include whatever else uses them meanwhile)."""
     out = {"postgres": 0.0, "redis": 0.0}
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -384,9 +395,9 @@ def infra_cpu() -> dict[str, float]:
             with open(f"/proc/{pid}/comm") as f:
                 comm = f.read().strip()
             if comm.startswith("postgres"):
-                out["postgres"] += cpu_seconds(int(pid))
+                out["postgres"] += cpu_seconds_with_reaped(int(pid))
             elif comm.startswith("redis-server"):
-                out["redis"] += cpu_seconds(int(pid))
+                out["redis"] += cpu_seconds_with_reaped(int(pid))
         except OSError:
             continue
     return out

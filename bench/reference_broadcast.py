@@ -23,6 +23,7 @@ every subscriber on this machine at that moment.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import http
 import os
@@ -140,6 +141,12 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
+    # No options of its own: the benchmarks start it with CHATSYNC_PORT set; --help says so.
+    argparse.ArgumentParser(
+        description="The fan-out floor: a bare websockets broadcast() server speaking just enough tRPC for the "
+        "benchmarks (started by bench/fanout.py, streaming.py and capacity.py with --server reference).",
+        epilog="Listens on 127.0.0.1:$CHATSYNC_PORT (default 8787).",
+    ).parse_args()
     try:
         import uvloop
 
