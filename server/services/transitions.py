@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -42,6 +43,31 @@ def new_id() -> str:
 # --- messages -------------------------------------------------------------------------------------------
 
 
+def _new_message(tx: SessionTx, ordinal: int, role: Role, content: str, created_at: datetime, **fields: Any) -> Message:
+    """A new message row of the session (not yet added). ``fields``: the columns that differ from a complete
+    message with no attachments, tool calls, run or client request."""
+    return Message(
+        id=new_id(),
+        session_id=tx.row.id,
+        ordinal=ordinal,
+        role=role,
+        content=content,
+        created_at=created_at,
+        **{
+            "attachments": [],
+            "tool_calls": None,
+            "tool_call_id": None,
+            "status": "complete",
+            "finish_reason": None,
+            "usage": None,
+            "run_id": None,
+            "is_error": False,
+            "client_request_id": None,
+            **fields,
+        },
+    )
+
+
 async def add_message(
     tx: SessionTx,
     role: Role,
@@ -54,20 +80,16 @@ async def add_message(
     is_error: bool = False,
     client_request_id: str | None = None,
 ) -> Message:
-    row = Message(
-        id=new_id(),
-        session_id=tx.row.id,
-        ordinal=await repo.next_ordinal(tx.db, tx.row.id),
-        role=role,
-        content=content,
-        attachments=attachments or [],
-        tool_calls=None,
-        tool_call_id=tool_call_id,
+    row = _new_message(
+        tx,
+        await repo.next_ordinal(tx.db, tx.row.id),
+        role,
+        content,
+        utcnow(),
         status=status,
-        finish_reason=None,
-        usage=None,
         run_id=run_id,
-        created_at=utcnow(),
+        attachments=attachments or [],
+        tool_call_id=tool_call_id,
         is_error=is_error,
         client_request_id=client_request_id,
     )
@@ -112,23 +134,7 @@ async def add_system_messages(
         return []
     first, now = await repo.next_ordinal(tx.db, tx.row.id), utcnow()
     rows = [
-        Message(
-            id=new_id(),
-            session_id=tx.row.id,
-            ordinal=first + i,
-            role="system",
-            content=text,
-            attachments=[],
-            tool_calls=None,
-            tool_call_id=None,
-            status="complete",
-            finish_reason=None,
-            usage=None,
-            run_id=None,
-            created_at=now,
-            is_error=False,
-            client_request_id=client_request_id,
-        )
+        _new_message(tx, first + i, "system", text, now, client_request_id=client_request_id)
         for i, text in enumerate(texts)
     ]
     tx.db.add_all(rows)
