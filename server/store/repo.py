@@ -34,6 +34,20 @@ async def count_users(db: AsyncSession) -> int:
     return (await db.execute(select(func.count()).select_from(User))).scalar_one()
 
 
+_LOCK_USER = select(User.id).where(User.id == bindparam("uid")).with_for_update()
+
+
+async def lock_user(db: AsyncSession, user_id: str) -> None:
+    """Serialise this transaction with every other one that locks the same user, until it ends.
+
+    Per-user bounds (sessions, files, bytes stored, uploads in flight) are re-checked after this call inside the
+    transaction that commits the change, so concurrent requests — on any replica — cannot pass a bound together.
+    On PostgreSQL it is a row lock on the user; on SQLite every write transaction already holds the database's one
+    write lock from its first statement (``BEGIN IMMEDIATE``), so the statement only reads.
+    """
+    await db.execute(_LOCK_USER, {"uid": user_id})
+
+
 # --- sessions -----------------------------------------------------------------------------------------
 
 
