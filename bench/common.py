@@ -137,10 +137,11 @@ def run_server(
     database_url: str | None = None,
     token: str | None = None,
     command: tuple[str, ...] = ("-m", "server.cli", "serve"),
+    cpus: set[int] | None = None,
     **env_overrides: str,
 ) -> Iterator[Server]:
     """A `chatsync serve` process (or ``python *command``, which must serve the same way); ``token`` reuses a
-    user of a shared database instead of creating one."""
+    user of a shared database instead of creating one; ``cpus`` pins the server to those cores."""
     with tempfile.TemporaryDirectory() as tmp:
         port = free_port()
         env = {
@@ -159,6 +160,8 @@ def run_server(
         proc = subprocess.Popen(
             [sys.executable, *command], env=env, cwd=SERVER_ROOT, stdout=log, stderr=subprocess.STDOUT
         )
+        if cpus is not None:
+            os.sched_setaffinity(proc.pid, cpus)  # before it has started its event loop
         url = f"http://127.0.0.1:{port}"
         try:
             wait_ready(url, proc, 30)
