@@ -4,20 +4,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from alembic import command
 from alembic.config import Config
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from alembic import command
-
 from .db import Database
 
-ALEMBIC_DIR = Path(__file__).resolve().parents[2] / "alembic"
+# The migrations ship inside the package (``server/store/migrations``), so an installed wheel finds them.
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 
 
 def alembic_config(url: str) -> Config:
     cfg = Config()
-    cfg.set_main_option("script_location", str(ALEMBIC_DIR))
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
     cfg.set_main_option("sqlalchemy.url", url)
     return cfg
 
