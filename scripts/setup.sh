@@ -16,24 +16,6 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   touch "$stamp"
 fi
 
-# Builds the web app (client_js/app, with the library in client_js/src) into server/web/dist when its inputs
-# changed since the last build. The build is not committed. A hash of every input, kept beside the output,
-# decides: timestamps would not, since a checkout or a branch switch sets them arbitrarily.
-build_web() {
-  local dist=server/web/dist
-  local stamp=$dist/.sources-sha256
-  local hash
-  hash=$(cd client_js && { find app src -type f 2>/dev/null || true; ls vite.config.* package-lock.json 2>/dev/null || true; } \
-    | LC_ALL=C sort | while IFS= read -r f; do printf '%s %s\n' "$(sha256sum < "$f" | cut -c1-64)" "$f"; done \
-    | sha256sum | cut -c1-64)
-  if [ -f "$dist/index.html" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$hash" ]; then
-    return 0
-  fi
-  echo "setup: building the web app (client_js/app -> $dist)" >&2
-  (cd client_js && node node_modules/vite/bin/vite.js build --logLevel warn)
-  printf '%s\n' "$hash" > "$stamp"
-}
-
 # client_js/node_modules and the web app are needed in both modes: the server serves the app at `/`.
 if [ -f client_js/package.json ]; then
   if ! command -v node >/dev/null; then
@@ -44,7 +26,9 @@ if [ -f client_js/package.json ]; then
     (cd client_js && npm ci --no-audit --no-fund --loglevel=error)
     touch client_js/node_modules
   fi
-  build_web
+  # The web app (client_js/app) into server/web/dist, when its sources changed since the last build; the
+  # package build runs the same step (scripts/web_build.py). The build is not committed.
+  .venv/bin/python scripts/web_build.py
 fi
 
 if [ "${1:-}" = "--with-node" ]; then

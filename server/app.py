@@ -8,7 +8,7 @@ import ipaddress
 import logging
 import os
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -239,17 +239,42 @@ def create_app(settings: Settings, *, announce_owner_token: bool = True) -> Chat
         return JSONResponse({"status": "ok"})
 
     async def readyz(_request: Request) -> JSONResponse:
+        """Readiness, for a load balancer or Kubernetes (docs/operations.md): 200 when the database answers,
+        the bus is connected, the schema is at this code's head (or ahead of it: newer code migrated it) and
+        the process is not draining; 503 otherwise. The report says which, either way. Each check gives up
+        after ``check_seconds``, so a hung dependency makes a prompt 503, not a hung probe."""
         services: Services | None = state.get("services")
         if services is None:
             return JSONResponse({"status": "starting"}, status_code=503)
-        try:
-            async with services.db.read() as s:
-                from sqlalchemy import text
+        check_seconds = 2.0
 
-                await s.execute(text("SELECT 1"))
-        except Exception as exc:
-            return JSONResponse({"status": "unavailable", "error": type(exc).__name__}, status_code=503)
-        return JSONResponse({"status": "ready", "connections": len(services.connections)})
+        async def check(probe: Awaitable[Any]) -> tuple[Any, dict[str, Any]]:
+            try:
+                return await asyncio.wait_for(probe, check_seconds), {"up": True}
+            except TimeoutError:
+                return None, {"up": False, "error": f"no answer in {check_seconds:g} s"}
+            except Exception as exc:  # the type only: messages may carry addresses or credentials
+                return None, {"up": False, "error": type(exc).__name__}
+
+        (schema, database), (_, bus) = await asyncio.gather(
+            check(migrate.revisions(services.db)), check(services.bus.ping())
+        )
+        migrations: dict[str, Any] = (
+            {"state": schema.state, "current": list(schema.current), "head": list(schema.head)}
+            if schema is not None
+            else {"state": "unknown"}
+        )
+        draining = bool(state.get("drained"))
+        ready = database["up"] and bus["up"] and migrations["state"] in ("head", "ahead") and not draining
+        report = {
+            "status": "ready" if ready else "draining" if draining else "unavailable",
+            "database": database,
+            "bus": bus,
+            "migrations": migrations,
+            "draining": draining,
+            "connections": len(services.connections),
+        }
+        return JSONResponse(report, status_code=200 if ready else 503, headers={"cache-control": "no-store"})
 
     routes = [
         WebSocketRoute("/trpc", ws_endpoint),

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PYTHON_DIRS = ("server", "tests", "bench")
+PYTHON_DIRS = ("server", "tests", "bench", "scripts")
 
 
 def run_tool(*args: str, timeout: float) -> None:

@@ -52,6 +52,10 @@ class Bus(abc.ABC):
     async def publish(self, session_id: str, events: Sequence[EventEnvelope]) -> None:
         """Send events to every process subscribed to the session (this one included)."""
 
+    async def ping(self) -> None:
+        """Raise when the medium cannot carry messages now (``/readyz``); one round trip at most. The
+        in-process bus always can."""
+
     def stream_buffer(self) -> StreamBuffer:
         """The shared partial texts of streaming messages that go with this bus (``streams.py``). The
         default suits one process, where the running stream's own buffer is enough."""

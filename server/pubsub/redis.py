@@ -182,6 +182,12 @@ class RedisBus(Bus):
                 await asyncio.sleep(delay)
                 delay = min(MAX_BACKOFF, delay * 2)
 
+    async def ping(self) -> None:
+        if not self._connected.is_set():
+            raise ConnectionError("the bus lost Redis and is reconnecting")
+        assert self._redis is not None
+        await self._redis.ping()
+
     def stream_buffer(self) -> RedisStreams:
         return RedisStreams(self)
 

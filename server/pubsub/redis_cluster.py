@@ -161,6 +161,13 @@ class RedisClusterBus(RedisBus):
             with suppress(Exception):
                 await self._redis.aclose()
 
+    async def ping(self) -> None:
+        lost = sorted(f"{shard.host}:{shard.port}" for shard in self._shards.values() if shard.lost)
+        if lost:
+            raise ConnectionError(f"the bus lost {', '.join(lost)} and is reconnecting")
+        assert self._cluster is not None
+        await self._cluster.ping()
+
     def _spawn(self, coro: Any) -> None:
         if self._closing:
             coro.close()

@@ -4,6 +4,7 @@ Used two ways: by the `alembic` command (opens its own engine from CHATSYNC_DATA
 ``server.store.migrate`` which hands over an open connection in ``config.attributes["connection"]`` so the
 server can upgrade inside its own event loop at start.
 """
+
 import asyncio
 import os
 
@@ -18,7 +19,10 @@ target_metadata = Base.metadata
 
 
 def _url() -> str:
-    return os.environ.get("CHATSYNC_DATABASE_URL") or config.get_main_option("sqlalchemy.url")
+    url = os.environ.get("CHATSYNC_DATABASE_URL") or config.get_main_option("sqlalchemy.url")
+    if not url:
+        raise RuntimeError("no database URL: set CHATSYNC_DATABASE_URL (or sqlalchemy.url in alembic.ini)")
+    return url
 
 
 def do_run_migrations(connection: Connection) -> None:
