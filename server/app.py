@@ -14,25 +14,25 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-import orjson
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
 from .admin.api import AdminApi
 from .api import build_router
+from .api.link_http import link_routes
 from .engine import MemoryStreamBuffer, Orchestrator
 from .files import Files, create_storage
 from .files.http import file_routes
 from .protocol import close_codes
-from .protocol.errors import RpcError
 from .pubsub import Bus, create_bus
-from .rpc.http import HttpTransport, bearer_token, plain_error_response
+from .rpc.http import HttpTransport, bearer_token
 from .rpc.limits import ConnectionSlots, RateLimiter
 from .rpc.ws import WsConnection
-from .services.auth import AuthService, LinkError
+from .services.auth import AuthService
+from .services.links import SignInLinks
 from .services.queue import QueueService
 from .services.runs import RunAwareSessionService, RunService
 from .services.sessions import SessionService
@@ -61,6 +61,7 @@ class Services:
     hub: Hub
     uow: UnitOfWork
     auth: AuthService
+    links: SignInLinks
     sessions: SessionService
     queue: QueueService
     tools: ToolRegistry
@@ -126,6 +127,7 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
             hub=hub,
             uow=uow,
             auth=auth,
+            links=SignInLinks(db),
             devices=devices,
             limiter=RateLimiter(settings.rate_limit_per_second, settings.rate_limit_burst),
             slots=ConnectionSlots(settings.max_connections),
@@ -219,22 +221,6 @@ def create_app(settings: Settings, *, announce_owner_token: bool = True) -> Chat
     async def http_endpoint(request: Request) -> Any:
         return await state["http"](request)
 
-    async def link_endpoint(request: Request) -> Response:
-        """``POST /auth/link {code, deviceName}``: spend a one-time sign-in code for a new device token."""
-        services: Services = state["services"]
-        try:
-            body = orjson.loads(await _small_body(request, 4096))
-            code, device_name = body.get("code"), body.get("deviceName")
-            if not isinstance(code, str) or (device_name is not None and not isinstance(device_name, str)):
-                raise ValueError
-        except (ValueError, AttributeError, orjson.JSONDecodeError):
-            return _auth_error("Send JSON {code, deviceName}.")
-        try:
-            answer = await services.auth.exchange_link(code, device_name.strip()[:200] if device_name else None)
-        except LinkError as exc:
-            return _auth_error(str(exc))
-        return JSONResponse(answer, headers={"cache-control": "no-store"})
-
     async def healthz(_request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok"})
 
@@ -279,7 +265,7 @@ def create_app(settings: Settings, *, announce_owner_token: bool = True) -> Chat
     routes = [
         WebSocketRoute("/trpc", ws_endpoint),
         Route("/trpc/{path:path}", http_endpoint, methods=["GET", "POST", "HEAD"]),
-        Route("/auth/link", link_endpoint, methods=["POST"]),
+        *link_routes(lambda: state["services"], settings),
         *file_routes(lambda: state["services"]),
         Route("/healthz", healthz),
         Route("/readyz", readyz),
@@ -311,19 +297,6 @@ def announce_owner(token: str) -> None:
         file=sys.stderr,
         flush=True,
     )
-
-
-async def _small_body(request: Request, limit: int) -> bytes:
-    body = b""
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise ValueError("body too large")
-    return body
-
-
-def _auth_error(message: str) -> Response:
-    return plain_error_response(RpcError("BAD_REQUEST", message), headers={"cache-control": "no-store"})
 
 
 class ChatsyncApp:

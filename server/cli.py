@@ -59,6 +59,7 @@ async def _auth_command(settings: Settings, args: argparse.Namespace) -> None:
     import json
 
     from .services.auth import AuthService
+    from .services.links import SignInLinks
     from .store import migrate
     from .store.db import Database
 
@@ -75,7 +76,7 @@ async def _auth_command(settings: Settings, args: argparse.Namespace) -> None:
             await auth.delete_user(args.name)
             print(f"deleted user {args.name!r} and revoked {len(ids)} token(s)", file=sys.stderr)
         elif args.command == "link":
-            link = await auth.create_link_for(args.user, args.device, settings.link_base())
+            link = await SignInLinks(db).create_for(args.user, args.device, settings.link_base())
             print(link["url"])
             if not args.no_qr:
                 _print_qr(link["url"])

@@ -77,6 +77,9 @@ class Settings(BaseSettings):
     max_sessions_per_user: int = Field(default=10_000, ge=1)
     rate_limit_per_second: float = Field(default=200.0, ge=0)  # mutations per user and process; 0: no limit
     rate_limit_burst: int = Field(default=1000, ge=1)
+    # Device sign-in link look-ups and exchanges (``POST /auth/link/info``, ``/auth/link``) per client address
+    # and process, a minute's worth at once at most; 0: no limit.
+    link_attempts_per_minute: int = Field(default=30, ge=0)
     # PostgreSQL: how long a request waits for a pooled connection before failing with SERVICE_UNAVAILABLE.
     db_pool_timeout_seconds: float = Field(default=5.0, gt=0)
     # Uploaded files (docs/api.md "Files"). Where their bytes live: a directory (``file:///path`` or a plain

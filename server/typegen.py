@@ -102,6 +102,13 @@ export type SessionChanges = Omit<Session, "tools" | "systemPrompt" | "defaults"
 
 /** A device signed in with a token of the caller's. */
 export type Device = { id: string; name: string; createdAt: number; lastUsedAt: number | null; current: boolean };
+
+/** A sign-in link of the caller's that is waiting to be used: the name the new device gets (`deviceName`), and
+ * the device that made it (`madeBy`; null when made on the server's command line). */
+export type PendingLink = {
+  id: string; deviceName: string | null; createdAt: number; expiresAt: number;
+  madeBy: { id: string; name: string; current: boolean } | null;
+};
 """
 
 # One TypeScript type per event (docs/api.md "Events", docs/runs.md). Every event also has `sessionId`.
@@ -167,7 +174,9 @@ OUTPUTS: dict[str, type[BaseModel] | str] = {
     "auth.me": (
         "{ user: { id: string; name: string; role: string }; deviceId: string | null; deviceName: string | null }"
     ),
-    "auth.createLink": "{ url: string; code: string; expiresAt: number }",
+    "auth.createLink": "{ id: string; url: string; code: string; expiresAt: number }",
+    "auth.links": "PendingLink[]",
+    "auth.revokeLink": "null",
     "auth.devices": "Device[]",
     "auth.revokeDevice": "null",
     "auth.renameDevice": "Device",

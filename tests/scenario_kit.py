@@ -71,6 +71,12 @@ async def exchange_link(url: str, code: str, device: str = "phone") -> httpx.Res
         return await http.post(url + "/auth/link", json={"code": code, "deviceName": device})
 
 
+async def link_info(url: str, code: str) -> httpx.Response:
+    """``POST /auth/link/info``: whose account a sign-in code is for, without spending it."""
+    async with httpx.AsyncClient() as http:
+        return await http.post(url + "/auth/link/info", json={"code": code})
+
+
 def connect_ws(url: str, token: str) -> Any:
     """A raw tRPC WebSocket to the server at ``url``, signed in with ``token`` (``async with``)."""
     return connect(url.replace("http", "ws") + "/trpc", additional_headers={"Authorization": f"Bearer {token}"})

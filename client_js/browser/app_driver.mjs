@@ -1,4 +1,4 @@
-// Runs the web app's browser scenarios (app_scenarios.mjs) for tests/web, one browser for all of them.
+// Runs the web app's browser scenarios (app_scenarios.mjs, link_scenarios.mjs) for tests/web, one browser for all of them.
 // Protocol: JSON lines. In: {"run": name, "params": {...}}. Out: {"checkpoint": label, "data": ...} — the
 // test checks the server (its own client) and answers {"continue": value}; then {"done": result} or
 // {"error": message}. Started as
@@ -6,7 +6,10 @@
 //   CHATSYNC_URL=http://127.0.0.1:PORT node app_driver.mjs
 import { createInterface } from "node:readline";
 import { launch } from "./app_helpers.mjs";
-import { scenarios } from "./app_scenarios.mjs";
+import { scenarios as appScenarios } from "./app_scenarios.mjs";
+import { linkScenarios } from "./link_scenarios.mjs";
+
+const scenarios = { ...appScenarios, ...linkScenarios };
 
 const url = process.env.CHATSYNC_URL;
 const browser = await launch();

@@ -40,6 +40,23 @@ export async function device(browser, url, { token = null, viewport = { width: 1
   return { context, page, problems };
 }
 
+/**
+ * Runs `body(devices, problems)` with a device for each spec (see `device`), and closes them all after.
+ * `problems()` collects what every device recorded.
+ */
+export async function devices(browser, url, specs, body) {
+  const made = [];
+  try {
+    for (const spec of specs) made.push(await device(browser, url, spec));
+    return await body(made, () => made.flatMap((d) => d.problems));
+  } finally {
+    for (const d of made) await d.context.close();
+  }
+}
+
+/** The app's connection status region ("connecting", "connected", ...). */
+export const connection = (page) => page.getByRole("status", { name: "Connection" });
+
 /** Opens a path and waits until the app is signed in and connected. */
 export async function openApp(page, path = "/") {
   await page.goto(path);

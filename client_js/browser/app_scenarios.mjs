@@ -1,7 +1,7 @@
 // The web app's end-to-end scenarios, run by app_driver.mjs for tests/web. Each returns what the browsers
 // showed; the Python tests compare that with the server (their own client) and assert. Every control is
 // found by its role and accessible name, as a screen reader user would find it.
-import { axeScan, device, openApp, queueTexts, until, words } from "./app_helpers.mjs";
+import { axeScan, connection, devices, openApp, queueTexts, until, words } from "./app_helpers.mjs";
 
 const log = (page) => page.getByRole("log", { name: "Conversation" });
 const messageBox = (page) => page.getByRole("textbox", { name: "Message" });
@@ -9,17 +9,6 @@ const messageBox = (page) => page.getByRole("textbox", { name: "Message" });
 const assistantTexts = async (page) => (await log(page).locator("[data-role=assistant] .md").allTextContents())
   .map((t) => t.replace(/\s+/g, " ").trim());
 const busy = (page) => log(page).getAttribute("aria-busy");
-const connection = (page) => page.getByRole("status", { name: "Connection" });
-
-async function devices(browser, url, specs, body) {
-  const made = [];
-  try {
-    for (const spec of specs) made.push(await device(browser, url, spec));
-    return await body(made, () => made.flatMap((d) => d.problems));
-  } finally {
-    for (const d of made) await d.context.close();
-  }
-}
 
 /** Records every text the "Answer status" region takes, to check it speaks per run, not per token. */
 async function recordAnnouncements(page) {
@@ -480,32 +469,6 @@ export const scenarios = {
         await waitIdle(page);
         return { overflow, navHidden, navOverflow, composerVisible, chipOverflow, animation, problems: problems() };
       });
-  },
-
-  /** Device sign-in: a link made on device 1 signs in device 2 (code in the fragment); revoking signs it out. */
-  async device_link({ browser, url, token }) {
-    return devices(browser, url, [{ token }, {}], async ([d1, d2], problems) => {
-      await openApp(d1.page, "/devices");
-      await d1.page.getByRole("button", { name: "Link a device" }).click();
-      const link = await d1.page.getByRole("textbox", { name: "Sign-in link" }).inputValue();
-      const requests = [];
-      d2.page.on("request", (r) => requests.push(r.url()));
-      await d2.page.goto(new URL(link).pathname + new URL(link).hash);
-      await connection(d2.page).getByText("connected").waitFor();
-      await d2.page.getByRole("navigation", { name: "Sessions" }).waitFor();
-      const addressAfter = d2.page.url();
-      const d2Token = await d2.page.evaluate(() => localStorage.getItem("chatsync.token"));
-      await d1.page.reload();
-      const list = d1.page.getByRole("list", { name: "Signed-in devices" });
-      await until(() => list.getByRole("listitem").count(), (n) => n >= 2, { what: "two devices" });
-      const names = await list.getByRole("listitem").locator(".device-name").allTextContents();
-      const other = list.getByRole("listitem").filter({ hasNotText: "(this device)" }).last();
-      await other.getByRole("button", { name: "Revoke" }).click();
-      await d2.page.getByRole("textbox", { name: "Access token" }).waitFor();
-      const d2Alert = await d2.page.getByRole("alert").textContent();
-      return { link, addressAfter, d2TokenSet: !!d2Token && d2Token !== token, names, d2Alert,
-               codeSentInUrl: requests.some((u) => u.includes(new URL(link).hash.slice(1))), problems: problems() };
-    });
   },
 
   /** The sidebar follows sessions changed elsewhere (created, queued, renamed, answering) and renames and

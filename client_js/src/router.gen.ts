@@ -69,6 +69,10 @@ export type GenerationDefaults = {
   /** min 0; max 1 */
   topP?: number | null;
 };
+export type LinkRefInput = {
+  /** min length 1; max length 64 */
+  linkId: string;
+};
 export type Message = {
   id: string;
   sessionId: string;
@@ -371,6 +375,13 @@ export type SessionChanges = Omit<Session, "tools" | "systemPrompt" | "defaults"
 /** A device signed in with a token of the caller's. */
 export type Device = { id: string; name: string; createdAt: number; lastUsedAt: number | null; current: boolean };
 
+/** A sign-in link of the caller's that is waiting to be used: the name the new device gets (`deviceName`), and
+ * the device that made it (`madeBy`; null when made on the server's command line). */
+export type PendingLink = {
+  id: string; deviceName: string | null; createdAt: number; expiresAt: number;
+  madeBy: { id: string; name: string; current: boolean } | null;
+};
+
 // --- events (docs/api.md "Events") ---
 
 export type QueueMessageAddedEvent = { type: "queue-message-added"; sessionId: string; message: QueuedMessage; };
@@ -450,11 +461,13 @@ export const STREAM_EVENT_TYPES: readonly StreamEvent["type"][] = ["stream-snaps
 
 /** Every procedure by path: its kind, input and output. */
 export interface Procedures {
-  "auth.createLink": { kind: "mutation"; input: CreateLinkInput | undefined; output: { url: string; code: string; expiresAt: number } };
+  "auth.createLink": { kind: "mutation"; input: CreateLinkInput | undefined; output: { id: string; url: string; code: string; expiresAt: number } };
   "auth.devices": { kind: "query"; input: void; output: Device[] };
+  "auth.links": { kind: "query"; input: void; output: PendingLink[] };
   "auth.me": { kind: "query"; input: void; output: { user: { id: string; name: string; role: string }; deviceId: string | null; deviceName: string | null } };
   "auth.renameDevice": { kind: "mutation"; input: RenameDeviceInput; output: Device };
   "auth.revokeDevice": { kind: "mutation"; input: DeviceRefInput; output: null };
+  "auth.revokeLink": { kind: "mutation"; input: LinkRefInput; output: null };
   "message.addInstructions": { kind: "mutation"; input: AddInstructionsInput; output: { messages: Message[]; runId: string | null } };
   "message.clearQueue": { kind: "mutation"; input: SessionRefInput; output: null };
   "message.dequeueMessage": { kind: "mutation"; input: SessionRefInput; output: QueuedMessage | null };
@@ -490,11 +503,13 @@ export type AppRouter = TRPCBuiltRouter<
   { ctx: object; meta: object; errorShape: TRPCDefaultErrorShape; transformer: false },
   {
     auth: {
-      createLink: TRPCMutationProcedure<{ input: CreateLinkInput | undefined; output: { url: string; code: string; expiresAt: number }; meta: object }>;
+      createLink: TRPCMutationProcedure<{ input: CreateLinkInput | undefined; output: { id: string; url: string; code: string; expiresAt: number }; meta: object }>;
       devices: TRPCQueryProcedure<{ input: void; output: Device[]; meta: object }>;
+      links: TRPCQueryProcedure<{ input: void; output: PendingLink[]; meta: object }>;
       me: TRPCQueryProcedure<{ input: void; output: { user: { id: string; name: string; role: string }; deviceId: string | null; deviceName: string | null }; meta: object }>;
       renameDevice: TRPCMutationProcedure<{ input: RenameDeviceInput; output: Device; meta: object }>;
       revokeDevice: TRPCMutationProcedure<{ input: DeviceRefInput; output: null; meta: object }>;
+      revokeLink: TRPCMutationProcedure<{ input: LinkRefInput; output: null; meta: object }>;
     };
     message: {
       addInstructions: TRPCMutationProcedure<{ input: AddInstructionsInput; output: { messages: Message[]; runId: string | null }; meta: object }>;

@@ -1,4 +1,5 @@
-"""``auth.*`` procedures: who am I, this user's devices, and sign-in links for new ones."""
+"""``auth.*`` procedures: who am I, this user's devices, and sign-in links for new ones (made, listed while
+pending, revoked; spent over plain HTTP, ``api/link_http.py``)."""
 
 from __future__ import annotations
 
@@ -35,4 +36,14 @@ def register(router: Router) -> None:
     async def create_link(ctx: Context, inp: inputs.CreateLink) -> Any:
         user = ctx.require_user()
         settings = ctx.services.settings
-        return await ctx.services.auth.create_link(user.id, inp.device_name, settings.link_base(ctx.base_url))
+        base = settings.link_base(ctx.base_url)
+        return await ctx.services.links.create(user.id, inp.device_name, base, made_by=ctx.device_id)
+
+    @router.query("auth.links")
+    async def links(ctx: Context, _inp: None) -> Any:
+        return await ctx.services.links.pending(ctx.require_user(), ctx.device_id)
+
+    @router.mutation("auth.revokeLink", inputs.LinkRef)
+    async def revoke_link(ctx: Context, inp: inputs.LinkRef) -> Any:
+        await ctx.services.links.revoke(ctx.require_user(), inp.link_id)
+        return None

@@ -126,6 +126,10 @@ class CreateLink(StrictInput):
     device_name: str | None = Field(default=None, min_length=1, max_length=200)
 
 
+class LinkRef(StrictInput):
+    link_id: str = Id
+
+
 class MessageList(SessionRef):
     before: int | None = Field(default=None, ge=1, le=2**31 - 1)
     limit: int = Field(default=100, ge=1, le=MAX_MESSAGES_PER_PAGE)

@@ -1,11 +1,6 @@
 """Users, devices and sign-in. Every token is a device (a browser, a phone, a terminal): random, shown once,
-stored as a sha256 hash, revocable on its own.
-
-Device sign-in without copying tokens: a signed-in client (``auth.createLink``) or the server's CLI
-(``chatsync link``) makes a one-time code, valid :data:`LINK_TTL`, shown as ``<public URL>/link#<code>``
-(in the fragment, so it never reaches a server log). ``POST /auth/link`` exchanges it once for a new token
-of that user. Codes are stored hashed like tokens; the exchange is one conditional UPDATE (unused and
-unexpired), so two exchanges of one code racing each other give one token.
+stored as a sha256 hash, revocable on its own. New devices sign in with one-time links
+(:mod:`server.services.links`), which die with the device that made them.
 
 Revocation sets ``revoked_at``; the token is refused from then on. What it already opened (WebSockets, SSE
 streams) is closed by :mod:`server.sync.revocation` on every replica.
@@ -33,19 +28,18 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, delete, select, update
+from sqlalchemy import CursorResult, select, update
 from sqlalchemy.exc import IntegrityError
 
 from ..protocol.errors import RpcError
 from ..store import repo
 from ..store.db import Database
-from ..store.models import ApiToken, LinkCode, User, utcnow
+from ..store.models import ApiToken, User, utcnow
 from ..sync import admission
 
 log = logging.getLogger(__name__)
 
 TOKEN_PREFIX = "cs_"
-LINK_TTL = timedelta(minutes=10)
 # lastUsedAt is written at most this often per device, so authenticating stays a read.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 MAX_DEVICE_NAME = 200
@@ -79,10 +73,6 @@ class Principal:
     user: User
     device_id: str
     device_name: str
-
-
-class LinkError(Exception):
-    """A sign-in code that cannot be exchanged (unknown, used or expired)."""
 
 
 class AuthService:
@@ -363,66 +353,6 @@ class AuthService:
         self.forget_devices(device_ids)
         if device_ids and self.on_revoked is not None:
             await self.on_revoked(device_ids)
-
-    # --- sign-in links ----------------------------------------------------------------------------------
-
-    async def create_link(self, user_id: str, device_name: str | None, public_url: str) -> dict[str, Any]:
-        """A one-time sign-in link for ``user_id``: ``{url, code, expiresAt}``."""
-        code = secrets.token_urlsafe(24)
-        now = self.clock()
-        expires = now + LINK_TTL
-        async with self.db.write() as s:
-            # Expired codes go as new ones are made: the table holds at most what ten minutes produce.
-            await s.execute(delete(LinkCode).where(LinkCode.expires_at < now))
-            s.add(
-                LinkCode(
-                    code_hash=hash_token(code),
-                    user_id=user_id,
-                    device_name=device_name,
-                    created_at=now,
-                    expires_at=expires,
-                )
-            )
-        return {"url": public_url.rstrip("/") + "/link#" + code, "code": code, "expiresAt": _ms(expires)}
-
-    async def create_link_for(self, user_name: str, device_name: str | None, public_url: str) -> dict[str, Any]:
-        async with self.db.read() as s:
-            user = await repo.user_by_name(s, user_name)
-        if user is None:
-            raise ValueError(f"no user named {user_name!r}")
-        return await self.create_link(user.id, device_name, public_url)
-
-    async def exchange_link(self, code: str, device_name: str | None) -> dict[str, Any]:
-        """Spend a sign-in code: ``{token, deviceId, user: {id, name}}``, or :class:`LinkError`."""
-        if not code or len(code) > 200:
-            raise LinkError("This sign-in link is not valid.")
-        now = self.clock()
-        token = new_token()
-        device_id = str(uuid.uuid4())
-        async with self.db.write() as s:
-            found = (await s.execute(select(LinkCode).where(LinkCode.code_hash == hash_token(code)))).scalar()
-            if found is None:
-                raise LinkError("This sign-in link is not valid.")
-            if found.used_at is not None:
-                raise LinkError("This sign-in link was already used; make a new one.")
-            if found.expires_at <= now:
-                raise LinkError("This sign-in link has expired; make a new one.")
-            spent = cast(
-                CursorResult[Any],
-                await s.execute(
-                    update(LinkCode)
-                    .where(LinkCode.code_hash == found.code_hash, LinkCode.used_at.is_(None))
-                    .values(used_at=now)
-                ),
-            )
-            if spent.rowcount != 1:
-                raise LinkError("This sign-in link was already used; make a new one.")
-            user = await s.get(User, found.user_id)
-            assert user is not None  # the code's row would be gone with its user (ON DELETE CASCADE)
-            name = (device_name or found.device_name or "linked device")[:MAX_DEVICE_NAME]
-            s.add(ApiToken(id=device_id, user_id=user.id, token_hash=hash_token(token), name=name, created_at=now))
-            out = {"token": token, "deviceId": device_id, "user": {"id": user.id, "name": user.name}}
-        return out
 
 
 def _device(row: ApiToken) -> dict[str, Any]:

@@ -96,16 +96,27 @@ class ApiToken(Base):
 
 
 class LinkCode(Base):
-    """A one-time device sign-in code (``auth.createLink``), stored hashed like tokens."""
+    """A one-time device sign-in code (``auth.createLink``), stored hashed like tokens.
+
+    A code is spendable while unused, unrevoked, unexpired, and while the device that made it is live: it dies
+    with that device (and, by cascade, with its user)."""
 
     __tablename__ = "link_codes"
 
     code_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    # What ``auth.links`` and ``auth.revokeLink`` call it: the code itself is shown once, and its hash stays here.
+    id: Mapped[str] = mapped_column(String(36), unique=True)
     user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    # The device (token) that made it; None for the server's command line (``chatsync link``).
+    made_by: Mapped[str | None] = mapped_column(
+        ForeignKey("api_tokens.id", ondelete="CASCADE"), nullable=True, index=True
+    )
+    # The name the new device will get (unless it brings its own).
     device_name: Mapped[str | None] = mapped_column(String(200), nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
     used_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
 
 
 class ClientRequest(Base):

@@ -17,7 +17,15 @@ from server.client import TrpcClient, TrpcError
 
 PROCEDURES = build_router().procedures
 # Procedures about the caller, not about a session: someone else's call succeeds on their own data.
-CALLER_SCOPED = ("session.create", "session.list", "session.feed", "auth.me", "auth.devices", "auth.createLink")
+CALLER_SCOPED = (
+    "session.create",
+    "session.list",
+    "session.feed",
+    "auth.me",
+    "auth.devices",
+    "auth.createLink",
+    "auth.links",
+)
 
 
 def valid_input(path: str, sid: str, qid: str):
@@ -56,6 +64,8 @@ def valid_input(path: str, sid: str, qid: str):
         "auth.createLink": {"deviceName": "phone"},
         "auth.revokeDevice": {"deviceId": "no-such-device"},
         "auth.renameDevice": {"deviceId": "no-such-device", "name": "phone"},
+        "auth.links": None,
+        "auth.revokeLink": {"linkId": "no-such-link"},
     }[path]
 
 

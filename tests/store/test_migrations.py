@@ -28,3 +28,33 @@ async def test_upgrade_is_idempotent(migrated_db):
     await migrate.upgrade(migrated_db)  # a second start must not fail or change anything
     async with migrated_db.write_engine.connect() as conn:
         assert await conn.run_sync(_diff) == []
+
+
+async def test_links_made_before_they_knew_their_device_are_dropped(db_url):
+    """Sign-in codes from before revision 0005 cannot die with the device that made them: the upgrade drops
+    them (and nothing else)."""
+    from datetime import timedelta
+
+    from sqlalchemy import text
+
+    from server.store import migrate
+    from server.store.db import Database
+    from server.store.models import utcnow
+
+    async with Database(db_url) as db:
+        await migrate.upgrade(db, "0004")
+        now = utcnow()
+        async with db.write_engine.begin() as conn:
+            await conn.execute(
+                text("INSERT INTO users (id, name, role, created_at, feed_seq) VALUES ('u1', 'alice', 'user', :t, 0)"),
+                {"t": now},
+            )
+            await conn.execute(
+                text("INSERT INTO link_codes (code_hash, user_id, created_at, expires_at) VALUES ('h1', 'u1', :t, :e)"),
+                {"t": now, "e": now + timedelta(minutes=10)},
+            )
+        await migrate.upgrade(db)
+        async with db.write_engine.connect() as conn:
+            assert (await conn.execute(text("SELECT count(*) FROM link_codes"))).scalar_one() == 0
+            assert (await conn.execute(text("SELECT name FROM users"))).scalars().all() == ["alice"]
+            assert await conn.run_sync(_diff) == []

@@ -213,17 +213,6 @@ def test_phone_sized_screen(web_server: WebServer, browser: Driver) -> None:
     assert seen["animation"] == "none"  # prefers-reduced-motion: the streaming cursor does not blink
 
 
-def test_device_link_signs_in_another_device_and_revoke_signs_it_out(web_server: WebServer, browser: Driver) -> None:
-    seen = browser.run("device_link", token=web_server.tokens["bob"])
-    no_problems(seen)
-    assert "/link#" in seen["link"]
-    assert seen["addressAfter"].endswith("/") and "#" not in seen["addressAfter"]  # the code left the address bar
-    assert not seen["codeSentInUrl"]  # the fragment never reached the server
-    assert seen["d2TokenSet"]
-    assert len(seen["names"]) >= 2 and any("(this device)" in n for n in seen["names"])
-    assert "revoked" in seen["d2Alert"]
-
-
 def test_sidebar_follows_changes_from_anywhere(web_server: WebServer, browser: Driver) -> None:
     api = web_server.api("bob")
     made: dict[str, str] = {}

@@ -1,10 +1,12 @@
 import { useStore } from "@nanostores/preact";
 import { useEffect, useState } from "preact/hooks";
-import { $client, $token, redeemLink } from "../stores/auth";
+import { $client, $token } from "../stores/auth";
+import { $linkPrompt } from "../stores/link";
 import { $route, navigate, sessionPath } from "../stores/route";
 import { $sessionList, $sessionsLoaded, startSessions, stopSessions } from "../stores/sessions";
 import { close as closeConversation } from "../stores/conversation";
 import { SignIn } from "./SignIn";
+import { LinkPrompt } from "./LinkPrompt";
 import { Sidebar } from "./Sidebar";
 import { Conversation } from "./Conversation";
 import { Devices } from "./Devices";
@@ -55,11 +57,8 @@ function Shell() {
 
 export function App() {
   const token = useStore($token);
-  const route = useStore($route);
-  useEffect(() => {
-    if (route.name === "link") void redeemLink(route.code).then(() => navigate("/", true));
-  }, []);
-  if (route.name === "link") return <main class="sign-in"><p>Signing in…</p></main>;
+  const linkPrompt = useStore($linkPrompt);
+  if (linkPrompt) return <LinkPrompt prompt={linkPrompt} />;
   if (!token) return <SignIn />;
   return <Shell />;
 }

@@ -1,10 +1,13 @@
 import { useStore } from "@nanostores/preact";
 import { useEffect, useState } from "preact/hooks";
-import { $devices, $link, createLink, loadDevices, renameDevice, revokeDevice } from "../stores/devices";
+import {
+  $devices, $link, $links, createLink, loadDevices, renameDevice, revokeDevice, revokeLink,
+} from "../stores/devices";
 import { act } from "../stores/call";
-import type { Device } from "../lib/chatsync";
+import type { Device, PendingLink } from "../lib/chatsync";
 
 const when = (ms: number | null) => (ms ? new Date(ms).toLocaleString() : "never");
+const time = (ms: number) => new Date(ms).toLocaleTimeString();
 
 function DeviceItem({ d }: { d: Device }) {
   const [renaming, setRenaming] = useState(false);
@@ -30,10 +33,26 @@ function DeviceItem({ d }: { d: Device }) {
   );
 }
 
-/** The devices signed in as this user: rename, revoke, and a one-time link that signs in another one. */
+function LinkItem({ l }: { l: PendingLink }) {
+  const maker = l.madeBy ? `${l.madeBy.name || "a device"}${l.madeBy.current ? " (this device)" : ""}`
+    : "the server (chatsync link)";
+  return (
+    <li class="device">
+      <span class="device-name">{l.deviceName ? `For “${l.deviceName}”` : "For a new device"}</span>
+      <span class="device-meta">made {when(l.createdAt)} on {maker}, valid until {time(l.expiresAt)}</span>
+      <button type="button" class="danger" onClick={() => act("Revoking the link", () => revokeLink(l.id))}>
+        Revoke link
+      </button>
+    </li>
+  );
+}
+
+/** The devices signed in as this user: rename, revoke, and one-time links that sign in another one (the
+ * pending ones listed, whichever device made them, each revocable). */
 export function Devices() {
   const devices = useStore($devices);
   const link = useStore($link);
+  const links = useStore($links);
   useEffect(() => { void act("Loading devices", loadDevices); }, []);
   return (
     <section class="devices" aria-labelledby="devices-heading">
@@ -50,8 +69,17 @@ export function Devices() {
         <p class="link-out">
           <label>Sign-in link <input readOnly value={link.url} onFocus={(e) => e.currentTarget.select()} /></label>
           <button type="button" onClick={() => navigator.clipboard?.writeText(link.url)}>Copy</button>
-          <span class="hint">valid until {new Date(link.expiresAt).toLocaleTimeString()}</span>
+          <span class="hint">valid until {time(link.expiresAt)}</span>
         </p>
+      )}
+      {links && links.length > 0 && (
+        <>
+          <h2>Links waiting to be used</h2>
+          <p class="hint">Anyone who opens one of these signs in as you. Revoke those you did not mean to share.</p>
+          <ul class="device-list" aria-label="Pending sign-in links">
+            {links.map((l) => <LinkItem key={l.id} l={l} />)}
+          </ul>
+        </>
       )}
     </section>
   );

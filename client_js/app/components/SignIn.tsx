@@ -2,7 +2,7 @@ import { useStore } from "@nanostores/preact";
 import { useState } from "preact/hooks";
 import { $signInError, signIn } from "../stores/auth";
 
-/** Signing in by pasting a token. (A device sign-in link, /link#code, signs in without this form.) */
+/** Signing in by pasting a token. (A device sign-in link, /link#code, is asked about in LinkPrompt instead.) */
 export function SignIn() {
   const error = useStore($signInError);
   const [token, setToken] = useState("");

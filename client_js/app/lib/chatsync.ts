@@ -5,7 +5,8 @@ import type { Session } from "../../src/index";
 export {
   createChatsyncClient, errorCode, fileAttachments, formatSize, TOKEN_REVOKED,
   type ChatsyncClient, type ConnectionState, type OpenSession, type SessionList, type SessionListItem,
-  type Message, type QueueItem, type RunView, type Session, type Device, type Decision, type ToolCallPreview,
+  type Message, type QueueItem, type RunView, type Session, type Device, type PendingLink, type Decision,
+  type ToolCallPreview,
   type SessionEvent, type AttachmentInput, type FileAttachmentInfo, type UploadedFile,
 } from "../../src/index";
 

@@ -66,9 +66,7 @@ export async function signIn(token: string): Promise<boolean> {
       ? "That access token was not accepted." : "Could not reach the server; try again.");
     return false;
   }
-  localStorage.setItem(TOKEN_KEY, token);
-  $signInError.set(null);
-  $token.set(token);
+  keep(token);
   return true;
 }
 
@@ -79,39 +77,14 @@ export function signOut(reason: string | null = null): void {
   $signInError.set(reason);
 }
 
-function deviceName(): string {
-  const ua = navigator.userAgent;
-  const browser = /Firefox\//.test(ua) ? "Firefox" : /Edg\//.test(ua) ? "Edge" : /Chrom/.test(ua) ? "Chrome"
-    : /Safari\//.test(ua) ? "Safari" : "Browser";
-  const os = /Android/.test(ua) ? "Android" : /iPhone|iPad/.test(ua) ? "iOS" : /Mac OS X/.test(ua) ? "macOS"
-    : /Windows/.test(ua) ? "Windows" : /Linux/.test(ua) ? "Linux" : "";
-  return os ? `${browser} on ${os}` : browser;
+function keep(token: string): void {
+  localStorage.setItem(TOKEN_KEY, token);
+  $signInError.set(null);
+  $token.set(token);
 }
 
-/**
- * Redeems a device sign-in link. The code travels in the URL's fragment, which browsers never send, and is
- * posted here in a body; the address bar is replaced first so the code is not kept in history either.
- */
-export async function redeemLink(code: string): Promise<boolean> {
-  history.replaceState(null, "", "/");
-  try {
-    const res = await fetch("/auth/link", {
-      method: "POST",
-      headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ code, deviceName: deviceName() }),
-    });
-    const body = await res.json().catch(() => null);
-    if (!res.ok || !body?.token) {
-      $signInError.set("This sign-in link is invalid, used or expired. Ask for a new one, or paste a token.");
-      return false;
-    }
-    localStorage.setItem(TOKEN_KEY, body.token);
-    $signInError.set(null);
-    $token.set(body.token);
-    open(body.token);
-    return true;
-  } catch {
-    $signInError.set("Could not reach the server to use this sign-in link.");
-    return false;
-  }
+/** Keeps a token the server just issued (a spent sign-in link) and connects with it, replacing any other. */
+export function adoptToken(token: string): void {
+  keep(token);
+  open(token);
 }
