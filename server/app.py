@@ -93,7 +93,7 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
         hub.channel_handlers[revocation.CHANNEL] = devices.on_bus
         await devices.start()
         stack.push_async_callback(devices.stop)
-        uow = UnitOfWork(db, bus, settings.event_retention)
+        uow = UnitOfWork(db, bus, settings.event_retention, max_active_runs=settings.max_active_runs_per_user)
         files = await stack.enter_async_context(Files(db, create_storage(settings, db), settings))
         tools = ToolRegistry()
         register_builtins(tools)

@@ -75,6 +75,9 @@ class Settings(BaseSettings):
     max_connections: int = Field(default=10_000, ge=1)
     auth_timeout_seconds: float = Field(default=10.0, gt=0)
     max_sessions_per_user: int = Field(default=10_000, ge=1)
+    # Runs in progress (streaming, or waiting for tool outputs or approvals) one user may have at once, over
+    # every replica.
+    max_active_runs_per_user: int = Field(default=20, ge=1)
     rate_limit_per_second: float = Field(default=200.0, ge=0)  # mutations per user and process; 0: no limit
     rate_limit_burst: int = Field(default=1000, ge=1)
     # Device sign-in link look-ups and exchanges (``POST /auth/link/info``, ``/auth/link``) per client address

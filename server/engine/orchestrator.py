@@ -8,7 +8,8 @@
   process drives: a running run whose lease expired — its process died: :func:`transitions.recover` marks the
   partial answer ``interrupted``, fails the run with code ``interrupted`` and pauses the queue — and idle
   sessions whose unpaused queue is not empty (a message enqueued with ``message.enqueueMessage`` just as the
-  previous run ended): it sends the head.
+  previous run ended, or one that waited for a run slot of its owner, ``CHATSYNC_MAX_ACTIVE_RUNS_PER_USER``):
+  it sends the head.
 * ``run_finished`` starts what follows a finished run without delaying it (model titles, see
   ``server.services.titles``).
 * ``stream_snapshots`` feeds ``server.sync.delivery`` the partial text of streams (see ``buffer.py``).
@@ -254,7 +255,7 @@ class Orchestrator:
     async def sweep_once(self) -> int:
         """Recover or dispatch every session with pending work and no live owner; returns how many."""
         async with self.db.read() as s:
-            ids = await repo.sessions_needing_work(s, utcnow())
+            ids = await repo.sessions_needing_work(s, utcnow(), max_active_runs=self.uow.max_active_runs)
         handled = 0
         for session_id in ids:
             if session_id in self._loops or self._closing:

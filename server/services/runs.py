@@ -197,9 +197,8 @@ class RunService:
                 return replayed
             messages = await transitions.add_system_messages(tx, instructions, crid)
             if respond and tx.row.run_id is None:
-                started = transitions.begin_run(
-                    tx, self.o.owner, self._lease, "instructions", client_request_id=crid
-                ).id
+                run = await transitions.begin_run(tx, self.o.owner, self._lease, "instructions", client_request_id=crid)
+                started = run.id
             result = tx.remember(
                 request, {"messages": [repo.message_wire(m).wire() for m in messages], "runId": started}
             )

@@ -88,8 +88,9 @@ class SessionService:
 
     async def create(self, user: User, fields: dict[str, Any], request: RequestKey | None = None) -> Any:
         """A new session, announced on the owner's feed in the same transaction. A repeated ``request``
-        returns the first call's session (two copies racing: the loser's record insert fails, it rolls
-        back and answers with the winner's)."""
+        returns the first call's session (two copies racing: the loser finds the winner's record under the user
+        lock, or its record insert fails; it answers with the winner's). ``max_per_user`` is checked under
+        the user lock in the inserting transaction, so concurrent creates cannot pass it together."""
         if request is not None:
             async with self.db.read() as s:
                 replayed = await requests.replay(s, request)
@@ -97,12 +98,6 @@ class SessionService:
                 return replayed
         now = utcnow()
         provider, model = self.resolve_model(fields.get("provider"), fields.get("model"))
-        if self.max_per_user is not None:
-            async with self.db.read() as s:
-                if await repo.count_sessions(s, user.id) >= self.max_per_user:
-                    raise RpcError(
-                        "PRECONDITION_FAILED", f"At most {self.max_per_user} sessions per user; delete some first"
-                    )
         row = ChatSession(
             id=str(uuid.uuid4()),
             owner_id=user.id,
@@ -128,6 +123,10 @@ class SessionService:
         session = repo.session_wire(row)
         try:
             async with self.db.write() as s:
+                if self.max_per_user is not None:
+                    replayed = await self._check_room(s, user, self.max_per_user, request)
+                    if replayed is not MISSING:
+                        return replayed
                 s.add(row)
                 await s.flush()
                 env = await eventlog.append_feed(
@@ -145,6 +144,22 @@ class SessionService:
             return replayed
         await self.uow.publish(feed.channel(user.id), [env])
         return session
+
+    @staticmethod
+    async def _check_room(db: AsyncSession, user: User, limit: int, request: RequestKey | None) -> Any:
+        """Under the user's lock, in the transaction that inserts the session: ``PRECONDITION_FAILED`` when the
+        user has ``limit`` live sessions already, else ``requests.MISSING``. Concurrent creates, on any replica,
+        take the lock in turn, so each counts what the ones before it committed. A copy of this create (the same
+        client request) that committed while this one waited answers with its reply, rather than a refusal for
+        the session it just made."""
+        await repo.lock_user(db, user.id)
+        if request is not None:
+            replayed = await requests.replay(db, request)
+            if replayed is not MISSING:
+                return replayed
+        if await repo.count_sessions(db, user.id) >= limit:
+            raise RpcError("PRECONDITION_FAILED", f"At most {limit} sessions per user; delete some first")
+        return MISSING
 
     async def feed_position(self, user: User) -> int:
         """The end of the user's feed now (where a ``session.feed`` without ``lastEventId`` starts)."""

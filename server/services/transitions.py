@@ -27,6 +27,7 @@ from ..domain.events import RunTrigger
 from ..domain.models import MessageStatus, Role, SessionStatus
 from ..llm import ToolCallEvent
 from ..llm.errors import ErrorCode
+from ..protocol.errors import RpcError
 from ..store import repo
 from ..store.models import Message, QueuedMessage, Run, ToolCallRow, utcnow
 from . import lease, queue
@@ -160,7 +161,21 @@ def set_status(tx: SessionTx, status: SessionStatus) -> None:
 # --- runs -----------------------------------------------------------------------------------------------
 
 
-def begin_run(
+async def run_slot_free(tx: SessionTx) -> bool:
+    """Whether the session's owner may start one more run (``CHATSYNC_MAX_ACTIVE_RUNS_PER_USER``).
+
+    Counted under the owner's lock (``repo.lock_user``, taken after the session's: never the other way round),
+    in the transaction that would start the run, so concurrent starts on any replica cannot pass the cap
+    together: each counts the runs the ones before it committed. This session's own run, which the same
+    transaction may have just ended, does not count."""
+    limit = tx.max_active_runs
+    if limit is None:
+        return True
+    await repo.lock_user(tx.db, tx.row.owner_id)
+    return await repo.count_active_runs(tx.db, tx.row.owner_id, other_than=tx.row.id) < limit
+
+
+async def begin_run(
     tx: SessionTx,
     owner: str,
     lease_seconds: float,
@@ -169,7 +184,14 @@ def begin_run(
     client_request_id: str | None = None,
 ) -> Run:
     """Start a run and claim its lease. Callers checked, under the lock, that no run is in progress.
-    ``client_request_id`` is the client's id of the write that caused it (on ``run-started``)."""
+    ``client_request_id`` is the client's id of the write that caused it (on ``run-started``). Past the owner's
+    cap on runs in progress (:func:`run_slot_free`) it raises ``TOO_MANY_REQUESTS``, and the caller's
+    transaction (the user message it stored with it included) rolls back."""
+    if not await run_slot_free(tx):
+        raise RpcError(
+            "TOO_MANY_REQUESTS",
+            f"At most {tx.max_active_runs} runs may be in progress at once; wait for one to end, or abort one",
+        )
     run = Run(
         id=run_id or new_id(),
         session_id=tx.row.id,
@@ -203,7 +225,7 @@ async def start_with_message(
     message = await add_message(
         tx, "user", content, attachments=attachments, run_id=run_id, client_request_id=client_request_id
     )
-    return message, begin_run(tx, owner, lease_seconds, trigger, run_id, client_request_id)
+    return message, await begin_run(tx, owner, lease_seconds, trigger, run_id, client_request_id)
 
 
 def add_usage(tx: SessionTx, run: Run, input_tokens: int, output_tokens: int) -> None:
@@ -256,11 +278,14 @@ def go_idle(tx: SessionTx) -> None:
 
 async def send_next_queued(tx: SessionTx, owner: str, lease_seconds: float) -> Run | None:
     """Auto-send: dequeue the head (``queue-message-removed``, reason ``sent``) and start a run with
-    it. Exactly once: the dequeue and the new user message commit together, under the session lock."""
+    it. Exactly once: the dequeue and the new user message commit together, under the session lock.
+
+    When the owner has no run slot free (:func:`run_slot_free`) nothing changes: the head stays at the head of
+    the unpaused queue, and the sweeper sends it once one of the owner's runs has ended."""
     if tx.row.queue_paused or tx.row.run_id is not None:
         return None
     head = await repo.queue_head(tx.db, tx.row.id)
-    if head is None:
+    if head is None or not await run_slot_free(tx):
         return None
     return await send_queued(tx, owner, lease_seconds, head)
 

@@ -90,6 +90,8 @@ class SessionTxBase(Generic[DbT, RowT]):
     records: list[dict[str, Any]] = field(default_factory=list)
     # The queue's length at commit when the caller knows it (the queue's hot path), saving the feed a count.
     queue_length: int | None = None
+    # How many runs the session's owner may have in progress at once (``transitions.begin_run``); None: no cap.
+    max_active_runs: int | None = None
 
     def _advance(self, seq: int) -> None:
         """Move the row's ``last_seq`` in memory (``finish`` writes it)."""
@@ -175,10 +177,11 @@ def can_read(user: User, row: ChatSession) -> bool:
 
 
 class UnitOfWork:
-    def __init__(self, db: Database, bus: Bus, retention: int) -> None:
+    def __init__(self, db: Database, bus: Bus, retention: int, *, max_active_runs: int | None = None) -> None:
         self.db = db
         self.bus = bus
         self.retention = retention
+        self.max_active_runs = max_active_runs  # CHATSYNC_MAX_ACTIVE_RUNS_PER_USER
 
     @asynccontextmanager
     async def session(
@@ -192,7 +195,7 @@ class UnitOfWork:
         """
         async with self.db.write() as s:
             row = self._owned(await repo.get_session(s, session_id, lock=True), user, session_id, missing)
-            tx = SessionTx(s, row, self.retention)
+            tx = SessionTx(s, row, self.retention, max_active_runs=self.max_active_runs)
             yield tx
             await tx.finish()
         await self.publish_tx(tx)

@@ -34,7 +34,10 @@ async def count_users(db: AsyncSession) -> int:
     return (await db.execute(select(func.count()).select_from(User))).scalar_one()
 
 
-_LOCK_USER = select(User.id).where(User.id == bindparam("uid")).with_for_update()
+# FOR NO KEY UPDATE on PostgreSQL: it excludes every other ``lock_user`` (and updates of the user row) but not
+# the key-share lock that inserting a row referencing the user takes (a feed event, a client request record,
+# a session), so writes that only point at the user neither wait for it nor deadlock with it.
+_LOCK_USER = select(User.id).where(User.id == bindparam("uid")).with_for_update(key_share=True)
 
 
 async def lock_user(db: AsyncSession, user_id: str) -> None:
@@ -82,6 +85,27 @@ async def count_sessions(db: AsyncSession, owner_id: str) -> int:
         .where(ChatSession.owner_id == owner_id, ChatSession.deleted_at.is_(None))
     )
     return int((await db.execute(stmt)).scalar_one())
+
+
+_ACTIVE = ChatSession.__table__.alias("active")
+
+
+def _active_runs(owner: Any) -> Any:
+    """How many live sessions of ``owner`` (a parameter or a column) have a run in progress."""
+    return (
+        select(func.count())
+        .select_from(_ACTIVE)
+        .where(_ACTIVE.c.owner_id == owner, _ACTIVE.c.run_id.is_not(None), _ACTIVE.c.deleted_at.is_(None))
+    )
+
+
+_COUNT_ACTIVE_RUNS = _active_runs(bindparam("uid")).where(_ACTIVE.c.id != bindparam("sid"))
+
+
+async def count_active_runs(db: AsyncSession, owner_id: str, *, other_than: str) -> int:
+    """The owner's live sessions with a run in progress (running or waiting for tool outputs or approvals),
+    not counting the session ``other_than``."""
+    return int((await db.execute(_COUNT_ACTIVE_RUNS, {"uid": owner_id, "sid": other_than})).scalar_one())
 
 
 def _newest_first(stmt: Any, after: tuple[datetime, str] | None, limit: int) -> Any:
@@ -321,17 +345,23 @@ _UNSENT_QUEUES = (
         ChatSession.run_id.is_(None),
         ChatSession.queue_paused.is_(False),
         select(QueuedMessage.id).where(QueuedMessage.session_id == ChatSession.id).exists(),
+        # Only owners with room for one more run: a queue waiting for a run slot is not work yet, and would
+        # otherwise take the places of other users' queues in every sweep.
+        _active_runs(ChatSession.owner_id).scalar_subquery() < bindparam("max_runs"),
     )
     .limit(bindparam("limit"))
 )
 
 
-async def sessions_needing_work(db: AsyncSession, now: datetime, limit: int = 100) -> list[str]:
+async def sessions_needing_work(
+    db: AsyncSession, now: datetime, limit: int = 100, max_active_runs: int | None = None
+) -> list[str]:
     """Sessions the sweeper should look at: a running run whose lease expired (its process died), or an idle
-    session whose unpaused queue holds messages (nobody is sending them)."""
-    params = {"now": now, "limit": limit}
-    ids = list((await db.execute(_CRASHED_RUNS, params)).scalars().all())
-    ids += [i for i in (await db.execute(_UNSENT_QUEUES, params)).scalars().all() if i not in ids]
+    session whose unpaused queue holds messages (nobody is sending them) and whose owner has fewer than
+    ``max_active_runs`` runs in progress."""
+    ids = list((await db.execute(_CRASHED_RUNS, {"now": now, "limit": limit})).scalars().all())
+    unsent = {"limit": limit, "max_runs": max_active_runs if max_active_runs is not None else 2**62}
+    ids += [i for i in (await db.execute(_UNSENT_QUEUES, unsent)).scalars().all() if i not in ids]
     return ids
 
 

@@ -183,7 +183,7 @@ async def idle_op(t: Any, rng: random.Random) -> None:
     elif op in ("instructions", "instructions_respond"):
         await transitions.add_system_messages(t, [rng.choice(TEXTS)] * rng.randint(0, 2))
         if op == "instructions_respond":
-            transitions.begin_run(t, OWNER, LEASE, "instructions")
+            await transitions.begin_run(t, OWNER, LEASE, "instructions")
     elif op == "switch_context":
         await transitions.add_message(t, "system", "Context changed to: directory=/srv/app")
     elif op == "switch_provider":
