@@ -29,7 +29,7 @@ from .files.http import file_routes
 from .protocol import close_codes
 from .pubsub import Bus, create_bus
 from .rpc.http import HttpTransport, bearer_token
-from .rpc.limits import ConnectionSlots, RateLimiter
+from .rpc.limits import ConnectionSlots, RateLimiter, SharedRateLimiter
 from .rpc.ws import WsConnection
 from .services.auth import AuthService
 from .services.links import SignInLinks
@@ -129,7 +129,7 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
             auth=auth,
             links=SignInLinks(db),
             devices=devices,
-            limiter=RateLimiter(settings.rate_limit_per_second, settings.rate_limit_burst),
+            limiter=rate_limiter(settings, bus),
             slots=ConnectionSlots(settings.max_connections),
             sessions=sessions,
             queue=queue,
@@ -139,6 +139,15 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
             titles=orchestrator.titles,
             files=files,
         )
+
+
+def rate_limiter(settings: Settings, bus: Bus) -> RateLimiter:
+    """The per-user mutation limit: in buckets every replica shares when the bus has them (Redis), else (and
+    while they cannot be reached) in this process's own."""
+    shared = bus.rate_buckets()
+    if shared is None:
+        return RateLimiter(settings.rate_limit_per_second, settings.rate_limit_burst)
+    return SharedRateLimiter(settings.rate_limit_per_second, settings.rate_limit_burst, shared)
 
 
 def origin_allowed(settings: Settings, origin: str | None, host: str | None) -> bool:

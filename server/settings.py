@@ -78,7 +78,8 @@ class Settings(BaseSettings):
     # Runs in progress (streaming, or waiting for tool outputs or approvals) one user may have at once, over
     # every replica.
     max_active_runs_per_user: int = Field(default=20, ge=1)
-    rate_limit_per_second: float = Field(default=200.0, ge=0)  # mutations per user and process; 0: no limit
+    # Mutations per user, over every replica when the bus is Redis (server/rpc/limits.py); 0: no limit.
+    rate_limit_per_second: float = Field(default=200.0, ge=0)
     rate_limit_burst: int = Field(default=1000, ge=1)
     # Device sign-in link look-ups and exchanges (``POST /auth/link/info``, ``/auth/link``) per client address
     # and process, a minute's worth at once at most; 0: no limit.

@@ -52,7 +52,7 @@ def file_routes(services: Callable[[], Services]) -> list[Route]:
     async def upload(request: Request) -> Response:
         try:
             owner = await user_id(request)
-            services().limiter.take(owner)  # an upload is a mutation like any other
+            await services().limiter.admit(owner)  # an upload is a mutation like any other
             files: Files = services().files
             async with files.upload(owner) as up:
                 return await _receive(request, up)

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..domain.events import EventEnvelope
+from .buckets import RateBuckets
 from .streams import LocalStreams, StreamBuffer
 
 MessageHandler = Callable[[str, Sequence[EventEnvelope]], None]
@@ -60,6 +61,11 @@ class Bus(abc.ABC):
         """The shared partial texts of streaming messages that go with this bus (``streams.py``). The
         default suits one process, where the running stream's own buffer is enough."""
         return LocalStreams(self)
+
+    def rate_buckets(self) -> RateBuckets | None:
+        """The token buckets every process on this bus shares (``buckets.py``), or None for a bus of one
+        process, where each process's own buckets are the whole story."""
+        return None
 
     async def __aenter__(self) -> Bus:
         await self.connect()

@@ -32,3 +32,8 @@ def stream_text_key(prefix: str, session_id: str, message_id: str) -> str:
 def session_streams_key(prefix: str, session_id: str) -> str:
     """The set of a session's messages that are streaming right now."""
     return f"{prefix}streams:{{{session_id}}}"
+
+
+def rate_key(prefix: str, user_id: str) -> str:
+    """One user's request token bucket, shared by every replica (a hash: ``tokens``, ``at``)."""
+    return f"{prefix}rate:{user_id}"

@@ -33,6 +33,7 @@ from .keys import (
     session_streams_key,
     stream_text_key,
 )
+from .redis_buckets import RedisRateBuckets
 from .streams import StreamBuffer
 
 log = logging.getLogger(__name__)
@@ -190,6 +191,9 @@ class RedisBus(Bus):
 
     def stream_buffer(self) -> RedisStreams:
         return RedisStreams(self)
+
+    def rate_buckets(self) -> RedisRateBuckets:
+        return RedisRateBuckets(self)
 
     # --- the listener ---------------------------------------------------------------------------------
 

@@ -180,16 +180,16 @@ def merge_last_event_id(raw_input: Any, last_event_id: str | None) -> Any:
     return raw_input
 
 
-def _admit(proc: Procedure, ctx: Context, n: int = 1) -> None:
+async def _admit(proc: Procedure, ctx: Context, n: int = 1) -> None:
     """The caller's rate limit, for mutations (``rpc.limits``)."""
     limiter = getattr(ctx.services, "limiter", None)
     if proc.kind == "mutation" and limiter is not None and ctx.user is not None:
-        limiter.take(ctx.user.id, n)
+        await limiter.admit(ctx.user.id, n)
 
 
 async def call(proc: Procedure, ctx: Context, raw_input: Any) -> Any:
     """Validate, run, and make the result JSON-able (queries and mutations)."""
-    _admit(proc, ctx)
+    await _admit(proc, ctx)
     parsed = proc.parse_input(raw_input)
     return to_jsonable(await proc.handler(ctx, parsed))
 
@@ -199,7 +199,7 @@ async def call_many(proc: Procedure, ctx: Context, raw_inputs: Sequence[Any]) ->
     input. An input that fails validation fails alone."""
     assert proc.batch is not None, f"{proc.path} has no batch handler"
     try:
-        _admit(proc, ctx, len(raw_inputs))
+        await _admit(proc, ctx, len(raw_inputs))
     except RpcError as exc:
         return [exc] * len(raw_inputs)
     parsed: list[Any] = []
