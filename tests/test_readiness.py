@@ -41,7 +41,7 @@ async def set_revision(live: Any, revision: str) -> None:
         await s.execute(text("UPDATE alembic_version SET version_num = :r"), {"r": revision})
 
 
-async def test_ready_reports_the_database_the_bus_and_the_schema(server_factory, db_url, redis_url):
+async def test_ready_reports_the_database_the_bus_and_the_schema(db_url, server_factory, redis_url):
     live = await server_factory(db_url, bus_url=redis_url)
     code, report = await probe(live.url)
     assert code == 200, report

@@ -11,7 +11,7 @@ from testkit import create_user, free_port, start_process, wait_ready
 from server.client import TrpcClient
 
 
-async def test_restart_in_process(server_factory, db_url):
+async def test_restart_in_process(db_url, server_factory):
     first = await server_factory(db_url)
     async with first.client() as c:
         s = await c.mutation("session.create", {"queuePaused": True, "title": "durable"})

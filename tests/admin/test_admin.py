@@ -47,7 +47,7 @@ async def test_only_admins_get_in(live, path):
 
 
 @pytest.fixture
-async def any_db_live(server_factory, db_url):
+async def any_db_live(db_url, server_factory):
     """The same users as ``live``, on SQLite and on PostgreSQL (the admin queries are plain SQL on both)."""
     return await server_factory(db_url, users=("alice", "bob", "admin"))
 

@@ -58,7 +58,7 @@ async def test_same_id_other_input_is_conflict_and_changes_nothing(md):
         assert mine["content"] == "b"
 
 
-async def test_retry_after_restart_changes_nothing(server_factory, db_url):
+async def test_retry_after_restart_changes_nothing(db_url, server_factory):
     live = await server_factory(db_url, users=("alice",))
     crid = str(uuid.uuid4())
     async with live.client("alice") as c:

@@ -46,7 +46,7 @@ async def until_idle_after_runs(sub, events: list[dict[str, Any]], n: int, timeo
 
 
 @pytest.fixture
-async def busy(server_factory, db_url):
+async def busy(db_url, server_factory):
     """A session answering a long message, with three messages queued by a first client; a second client
     watches from the start."""
     live = await server_factory(db_url, users=("alice",), echo_delay=0.002, sweep_seconds=0.2)

@@ -25,7 +25,7 @@ async def until(check: Callable[[], Awaitable[bool]], timeout: float = 20) -> No
             await asyncio.sleep(0.05)
 
 
-async def test_concurrent_creates_stop_exactly_at_the_session_limit(server_factory, db_url):
+async def test_concurrent_creates_stop_exactly_at_the_session_limit(db_url, server_factory):
     live = await server_factory(db_url, max_sessions_per_user=5, db_pool_timeout_seconds=60)
     calls = [(live.url, live.tokens["alice"], "session.create", {"title": f"s{i}"}) for i in range(50)]
     answers = await all_at_once(calls)
@@ -38,7 +38,7 @@ async def test_concurrent_creates_stop_exactly_at_the_session_limit(server_facto
         await c.mutation("session.create", {})  # a deleted session makes room
 
 
-async def test_copies_of_one_create_at_the_limit_all_answer_with_its_session(server_factory, db_url):
+async def test_copies_of_one_create_at_the_limit_all_answer_with_its_session(db_url, server_factory):
     """The copies of a create repeated with its clientRequestId queue on the user lock behind the first: the
     first takes the last place, and each copy answers with its session, not with the limit it reached."""
     live = await server_factory(db_url, users=("alice",), max_sessions_per_user=1, db_pool_timeout_seconds=60)
@@ -50,7 +50,7 @@ async def test_copies_of_one_create_at_the_limit_all_answer_with_its_session(ser
         assert len((await c.query("session.list", {}))["items"]) == 1
 
 
-async def test_concurrent_enqueues_and_sends_stop_exactly_at_the_queue_limit(server_factory, db_url):
+async def test_concurrent_enqueues_and_sends_stop_exactly_at_the_queue_limit(db_url, server_factory):
     """While a run is in progress, ``message.enqueueMessage`` and ``message.send`` (busy policy ``enqueue``) both
     add to the queue under the session's lock: 50 at once against a limit of 5 queue exactly 5."""
     live = await server_factory(
@@ -72,7 +72,7 @@ async def test_concurrent_enqueues_and_sends_stop_exactly_at_the_queue_limit(ser
         await c.mutation("run.abort", {"sessionId": sid})
 
 
-async def test_concurrent_sends_stop_exactly_at_the_active_run_cap(server_factory, db_url):
+async def test_concurrent_sends_stop_exactly_at_the_active_run_cap(db_url, server_factory):
     """20 sends to 20 idle sessions at once against a cap of 3 runs in progress: 3 start, 17 are refused with
     nothing stored. A message queued meanwhile waits in its queue (never lost, never sent twice) and goes once a
     run of the user ends."""

@@ -32,7 +32,7 @@ def nested(depth: int) -> dict:
 
 
 @pytest.fixture
-async def bounded(server_factory, db_url):
+async def bounded(db_url, server_factory):
     live = await server_factory(db_url, users=("alice",), max_frame_bytes=65_536)
     c = TrpcClient(live.url, live.tokens["alice"])
     await c.connect()

@@ -124,7 +124,7 @@ async def test_an_sse_stream_that_is_not_read_is_ended_not_buffered(server_facto
         assert ids == list(range(1, len(ids) + 1)) and len(ids) < 132  # a prefix in order, then the end
 
 
-async def test_an_exhausted_pool_answers_retryable_not_internal(server_factory, pg_url):
+async def test_an_exhausted_pool_answers_retryable_not_internal(pg_url, server_factory):
     """Every PostgreSQL connection taken (by a stand-in for long transactions): another user's call fails fast
     with SERVICE_UNAVAILABLE, and works again once connections are free."""
     live = await server_factory(pg_url, users=("alice",), db_pool_timeout_seconds=0.5)

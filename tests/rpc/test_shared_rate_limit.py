@@ -21,7 +21,7 @@ def private_redis():
     r.kill()
 
 
-async def test_replicas_fall_back_to_their_own_buckets_while_redis_is_away(server_factory, pg_url, private_redis):
+async def test_replicas_fall_back_to_their_own_buckets_while_redis_is_away(pg_url, server_factory, private_redis):
     settings = {"bus_url": private_redis.url, "rate_limit_per_second": RATE, "rate_limit_burst": BURST}
     first = await server_factory(pg_url, users=("alice",), **settings)
     second = await server_factory(pg_url, users=("alice",), tokens=first.tokens, **settings)

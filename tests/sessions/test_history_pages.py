@@ -18,7 +18,7 @@ async def _history(c, sid: str, count: int) -> None:
         )
 
 
-async def test_session_get_pages_a_long_history(server_factory, db_url):
+async def test_session_get_pages_a_long_history(db_url, server_factory):
     live = await server_factory(db_url, users=("alice", "bob"))
     async with live.client("alice") as c:
         sid = (await c.mutation("session.create", {}))["id"]

@@ -9,7 +9,7 @@ from session_helpers import LONG, LONG_MODEL_TITLE, LONG_TITLE, caught_up, title
 from server.client import TrpcError
 
 
-async def test_switch_updates_metadata_and_records_a_system_message(server_factory, db_url):
+async def test_switch_updates_metadata_and_records_a_system_message(db_url, server_factory):
     live = await server_factory(db_url, **FAST)
     async with live.client() as c:
         s = await c.mutation("session.create", {"metadata": {"directory": "/srv/app", "agent": "coder"}})

@@ -17,7 +17,7 @@ from server.services.titles import TITLE_INSTRUCTION
 from server.settings import SettingsError, load_settings
 
 
-async def test_first_message_sets_the_title_in_its_transaction(server_factory, db_url):
+async def test_first_message_sets_the_title_in_its_transaction(db_url, server_factory):
     live = await server_factory(db_url, **FAST)
     async with live.client() as c:
         s = await c.mutation("session.create", {})
@@ -108,7 +108,7 @@ def test_title_mode_setting_is_validated():
         load_settings(title_mode="llm")
 
 
-async def test_model_title_after_the_first_answer(server_factory, db_url):
+async def test_model_title_after_the_first_answer(db_url, server_factory):
     model_engine = await server_factory(db_url, title_mode="model", **FAST)
     observe_titles(model_engine)
     async with model_engine.client() as c:

@@ -86,7 +86,7 @@ async def wait_for(cond: Any, timeout: float = 30, what: str = "condition") -> N
 # --- a burst of resumes far beyond the pool --------------------------------------------------------------
 
 
-async def test_a_burst_of_resumes_far_beyond_the_pool_gets_every_event_once(server_factory, db_url):
+async def test_a_burst_of_resumes_far_beyond_the_pool_gets_every_event_once(db_url, server_factory):
     # The pool gives up on a waiter after 50 ms: without admission, a burst this size would fail reads.
     live = await server_factory(db_url, users=("alice",), db_pool_timeout_seconds=0.05)
     rng = random.Random(7)
@@ -169,7 +169,7 @@ async def second_device(live: Any) -> tuple[str, str]:
     return token, me["deviceId"]
 
 
-async def test_a_revoked_token_is_refused_on_its_next_subscribe_although_cached(server_factory, pg_url, redis_url):
+async def test_a_revoked_token_is_refused_on_its_next_subscribe_although_cached(pg_url, server_factory, redis_url):
     a = await server_factory(pg_url, users=("alice",), bus_url=redis_url)
     b = await server_factory(pg_url, users=(), tokens=a.tokens, bus_url=redis_url)
     async with a.client("alice") as c:
@@ -200,7 +200,7 @@ async def test_a_revoked_token_is_refused_on_its_next_subscribe_although_cached(
     assert await subscribe_once(b, token2, sid) == WS_CLOSE_UNAUTHORIZED
 
 
-async def test_a_deleted_session_is_not_subscribable_through_the_owner_cache(server_factory, db_url):
+async def test_a_deleted_session_is_not_subscribable_through_the_owner_cache(db_url, server_factory):
     live = await server_factory(db_url, users=("alice", "bob"))
     async with live.client("alice") as c:
         sid = (await c.mutation("session.create", {"queuePaused": True}))["id"]

@@ -30,7 +30,7 @@ async def outcome(call) -> object:
 
 
 @pytest.fixture
-async def server(server_factory, db_url):
+async def server(db_url, server_factory):
     return await server_factory(db_url, max_queue_length=6, max_content_chars=100)
 
 
