@@ -28,8 +28,9 @@ from .files import Files, create_storage
 from .files.http import file_routes
 from .protocol import close_codes
 from .protocol.errors import RpcError
+from .protocol.inputs import url_problem
 from .pubsub import Bus, create_bus
-from .rpc.http import HttpTransport, bearer_token, plain_error_response
+from .rpc.http import HttpTransport, bearer_token, plain_error_response, request_error
 from .rpc.limits import ConnectionSlots, RateLimiter
 from .rpc.ws import WsConnection
 from .services.auth import AuthService, LinkError
@@ -318,6 +319,11 @@ class ChatsyncApp:
         self.http_endpoint = http_endpoint
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] in ("http", "websocket"):
+            problem = url_problem(scope["path"], scope["query_string"])
+            if problem is not None:
+                await self._refuse(scope, receive, send, problem)
+                return
         if scope["type"] == "websocket":
             scope[RAW_SEND_KEY] = send
             if scope["path"] == scope.get("root_path", "") + "/trpc":
@@ -333,6 +339,17 @@ class ChatsyncApp:
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+    async def _refuse(self, scope: Any, receive: Any, send: Any, problem: str) -> None:
+        """``BAD_REQUEST`` for a URL no route may see (``protocol.inputs.url_problem``): in tRPC's shape under
+        ``/trpc/``, the plain one elsewhere; a WebSocket upgrade is refused (403)."""
+        if scope["type"] == "websocket":
+            await WebSocket(scope, receive, send).close(code=1008)
+            return
+        err = RpcError("BAD_REQUEST", problem)
+        trpc = scope["path"].startswith(scope.get("root_path", "") + "/trpc/")
+        response = request_error(err) if trpc else plain_error_response(err, headers={"cache-control": "no-store"})
+        await response(scope, receive, send)
 
 
 async def drain_app(app: ChatsyncApp | Starlette) -> None:
