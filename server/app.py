@@ -264,7 +264,7 @@ def create_app(settings: Settings, *, announce_owner_token: bool = True) -> Chat
     routes += web_routes(settings)  # last: the web app answers paths nothing above claimed
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.chatsync = state
-    return ChatsyncApp(app, ws_endpoint, http_endpoint)
+    return ChatsyncApp(app, ws_endpoint, http_endpoint, settings)
 
 
 RAW_SEND_KEY = "chatsync.raw_send"
@@ -312,8 +312,9 @@ class ChatsyncApp:
     WebSocket and SSE stream (about 4 KiB each, a fifth of what an idle connection costs), and none of them
     acts on what these endpoints answer (they map every error themselves; uvicorn answers 500 for a bug)."""
 
-    def __init__(self, app: Starlette, ws_endpoint: Any, http_endpoint: Any) -> None:
+    def __init__(self, app: Starlette, ws_endpoint: Any, http_endpoint: Any, settings: Settings) -> None:
         self.app = app
+        self.settings = settings
         self.state = app.state
         self.ws_endpoint = ws_endpoint
         self.http_endpoint = http_endpoint

@@ -43,16 +43,19 @@ def request_error(err: RpcError) -> Response:
     return _json({"error": error_shape(err)}, err.http_status)
 
 
+def plain_error_body(err: RpcError) -> bytes:
+    """``{"error": {"code", "message", "retryAfterMs"?}}``: see :func:`plain_error_response`."""
+    body: dict[str, Any] = {"code": err.code, "message": err.message}
+    if err.retry_after_ms is not None:
+        body["retryAfterMs"] = err.retry_after_ms
+    return orjson.dumps({"error": body})
+
+
 def plain_error_response(err: RpcError, headers: dict[str, str] | None = None) -> Response:
     """The error answer of chatsync's plain HTTP endpoints (the admin API, files, device links):
     ``{"error": {"code", "message", "retryAfterMs"?}}`` with the code's HTTP status. ``/trpc`` answers with
     tRPC's own shape (:func:`error_shape`) instead."""
-    body: dict[str, Any] = {"code": err.code, "message": err.message}
-    if err.retry_after_ms is not None:
-        body["retryAfterMs"] = err.retry_after_ms
-    return Response(
-        orjson.dumps({"error": body}), status_code=err.http_status, media_type="application/json", headers=headers
-    )
+    return Response(plain_error_body(err), status_code=err.http_status, media_type="application/json", headers=headers)
 
 
 def bearer_token(request: HTTPConnection) -> str | None:
