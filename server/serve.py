@@ -17,7 +17,9 @@ from .settings import Settings, is_loopback
 log = logging.getLogger("chatsync")
 
 RESERVED_DESCRIPTORS = 128
-"""Descriptors kept for the process's own use (database and bus connections, logs, the listening socket)."""
+"""At least this many descriptors (and an eighth of the limit) are kept from client connections: for the
+process's own (database and bus connections, logs, the listening socket) and for files being uploaded or
+downloaded."""
 
 
 def raise_descriptor_limit() -> tuple[int, int]:
@@ -33,11 +35,10 @@ def raise_descriptor_limit() -> tuple[int, int]:
 
 
 def socket_budget(descriptor_limit: int) -> int:
-    """How many client connections ``descriptor_limit`` descriptors carry: every connection may hold a second
-    one (an upload's temporary file, a download's open file), and the process keeps some for itself."""
+    """How many client connections ``descriptor_limit`` descriptors carry (see :data:`RESERVED_DESCRIPTORS`)."""
     if descriptor_limit == resource.RLIM_INFINITY:
         return 1 << 30
-    return max(8, (descriptor_limit - RESERVED_DESCRIPTORS) // 2)
+    return max(8, descriptor_limit - max(RESERVED_DESCRIPTORS, descriptor_limit // 8))
 
 
 class ChatsyncServer(uvicorn.Server):

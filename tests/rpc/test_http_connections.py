@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
-from urllib.parse import urlsplit
 
+import httpx
 import orjson
 import pytest
+from rawhttp import raw, read_response, read_until_closed, request, send_until_stopped, until
 
 from server import metrics
 from server.rpc.uvicorn_http import http_gate
@@ -32,49 +32,9 @@ async def server(server_factory, sqlite_url):
     )
 
 
-@contextlib.asynccontextmanager
-async def raw(live) -> AsyncIterator[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
-    url = urlsplit(live.url)
-    reader, writer = await asyncio.open_connection(url.hostname, url.port)
-    try:
-        yield reader, writer
-    finally:
-        writer.close()
-        with contextlib.suppress(ConnectionError):
-            await writer.wait_closed()
-
-
-async def read_until_closed(reader: asyncio.StreamReader) -> bytes:
-    """Everything the server sends until it closes the connection (a reset counts as closed)."""
-    got = b""
-    with contextlib.suppress(ConnectionError):
-        while chunk := await asyncio.wait_for(reader.read(65536), 30):
-            got += chunk
-    return got
-
-
-async def read_response(reader: asyncio.StreamReader) -> tuple[int, dict[str, str], bytes]:
-    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30)
-    lines = head.decode().split("\r\n")
-    headers = dict(line.lower().split(": ", 1) for line in lines[1:] if line)
-    body = await reader.readexactly(int(headers.get("content-length", "0")))
-    return int(lines[0].split()[1]), headers, body
-
-
-async def until(predicate, timeout: float = 30) -> None:
-    async with asyncio.timeout(timeout):
-        while not predicate():
-            await asyncio.sleep(0.01)
-
-
-def request(path: str, token: str | None = None, method: str = "GET", extra: str = "") -> bytes:
-    auth = f"authorization: Bearer {token}\r\n" if token else ""
-    return f"{method} {path} HTTP/1.1\r\nhost: test\r\n{auth}{extra}\r\n".encode()
-
-
 async def test_unfinished_headers_are_answered_408_and_closed(server):
     before = metrics.COUNTERS.http_closes["header-timeout"]
-    async with raw(server) as (reader, writer), raw(server) as (silent, _):
+    async with raw(server.url) as (reader, writer), raw(server.url) as (silent, _):
         writer.write(b"GET /healthz HTTP/1.1\r\nhost: te")
         answer = await read_until_closed(reader)
         assert answer.startswith(b"HTTP/1.1 408 ")
@@ -84,7 +44,7 @@ async def test_unfinished_headers_are_answered_408_and_closed(server):
 
 
 async def test_headers_in_time_are_served_on_a_kept_alive_connection(server):
-    async with raw(server) as (reader, writer):
+    async with raw(server.url) as (reader, writer):
         for _ in range(3):
             writer.write(request("/healthz"))
             status, _headers, body = await read_response(reader)
@@ -93,7 +53,7 @@ async def test_headers_in_time_are_served_on_a_kept_alive_connection(server):
 
 async def test_a_stalled_body_is_answered_408_and_the_app_sees_the_client_leave(server):
     token = server.tokens["alice"]
-    async with raw(server) as (reader, writer):
+    async with raw(server.url) as (reader, writer):
         writer.write(request("/trpc/session.create", token, "POST", "content-length: 100\r\n") + b'{"title": "x')
         answer = await read_until_closed(reader)
     assert answer.startswith(b"HTTP/1.1 408 ")
@@ -104,7 +64,7 @@ async def test_a_stalled_body_is_answered_408_and_the_app_sees_the_client_leave(
 async def test_a_body_sent_slowly_but_steadily_is_served(server):
     token = server.tokens["alice"]
     body = orjson.dumps({"title": "slow but steady"})
-    async with raw(server) as (reader, writer):
+    async with raw(server.url) as (reader, writer):
         writer.write(request("/trpc/session.create", token, "POST", f"content-length: {len(body)}\r\n"))
         for i in range(0, len(body), 4):
             writer.write(body[i : i + 4])
@@ -113,23 +73,11 @@ async def test_a_body_sent_slowly_but_steadily_is_served(server):
     assert status == 200 and orjson.loads(reply)["result"]["data"]["title"] == "slow but steady"
 
 
-async def send_until_stopped(writer: asyncio.StreamWriter, limit: int) -> int:
-    """Write body bytes until the server stops taking them (or ``limit``); returns how many it took."""
-    chunk = b"x" * 65536
-    sent = 0
-    with contextlib.suppress(ConnectionError):
-        while sent < limit:
-            writer.write(chunk)
-            await asyncio.wait_for(writer.drain(), 30)
-            sent += len(chunk)
-    return sent
-
-
 @pytest.mark.parametrize("framing", ["content-length", "chunked"])
 async def test_an_early_answer_reads_at_most_the_drain_bound_then_closes(server, framing):
     """An unauthenticated upload of a huge body: 401 at once, and the body is not read on and on."""
     extra = "content-length: 10000000000\r\n" if framing == "content-length" else "transfer-encoding: chunked\r\n"
-    async with raw(server) as (reader, writer):
+    async with raw(server.url) as (reader, writer):
         writer.write(request("/files", None, "POST", extra + "content-type: multipart/form-data; boundary=b\r\n"))
         if framing == "chunked":
             writer.write(b"7fffffff\r\n")  # one chunk of 2 GiB
@@ -141,7 +89,7 @@ async def test_an_early_answer_reads_at_most_the_drain_bound_then_closes(server,
 
 
 async def test_a_short_rest_is_drained_and_the_connection_carries_on(server):
-    async with raw(server) as (reader, writer):
+    async with raw(server.url) as (reader, writer):
         body = b"x" * (DRAIN // 2)
         writer.write(request("/files", None, "POST", f"content-length: {len(body)}\r\n") + body)
         status, _headers, _body = await read_response(reader)
@@ -155,10 +103,10 @@ async def test_past_the_connection_bound_an_idle_connection_makes_room_and_a_bus
     token = server.tokens["alice"]
     async with contextlib.AsyncExitStack() as stack:
         # Six connections that never finish their headers: each new one past the bound closes the oldest.
-        idle = [await stack.enter_async_context(raw(server)) for _ in range(6)]
+        idle = [await stack.enter_async_context(raw(server.url)) for _ in range(6)]
         for _reader, writer in idle:
             writer.write(b"GET / HTTP/1.1\r\n")
-        async with raw(server) as (reader, writer):
+        async with raw(server.url) as (reader, writer):
             writer.write(request("/healthz"))
             assert (await read_response(reader))[0] == 200
         assert await read_until_closed(idle[0][0]) == b""  # the oldest made room: closed without an answer
@@ -166,12 +114,12 @@ async def test_past_the_connection_bound_an_idle_connection_makes_room_and_a_bus
         # Six requests whose bodies are on their way: nobody can make room, so the next is refused.
         for _reader, writer in idle[1:]:
             writer.close()
-        busy = [await stack.enter_async_context(raw(server)) for _ in range(6)]
+        busy = [await stack.enter_async_context(raw(server.url)) for _ in range(6)]
         for _reader, writer in busy:
             writer.write(request("/trpc/session.create", token, "POST", "content-length: 10\r\n") + b"{")
         gate = http_gate(server.server.config.http)
         await until(lambda: len(gate.live) == 6 and not gate.waiting)  # all six are busy with their requests
-        async with raw(server) as (reader, writer):
+        async with raw(server.url) as (reader, writer):
             writer.write(request("/healthz"))
             status, headers, body = await read_response(reader)
             assert status == 503 and headers["retry-after"] == "2" and headers["connection"] == "close"
@@ -179,6 +127,18 @@ async def test_past_the_connection_bound_an_idle_connection_makes_room_and_a_bus
             assert await read_until_closed(reader) == b""
         for reader, _writer in busy:  # their bodies never come: the deadline ends them
             assert (await read_until_closed(reader)).startswith(b"HTTP/1.1 408 ")
-        async with raw(server) as (reader, writer):  # and there is room again
+        async with raw(server.url) as (reader, writer):  # and there is room again
             writer.write(request("/healthz"))
             assert (await read_response(reader))[0] == 200
+
+
+async def test_an_ordinary_client_reads_the_early_answer_to_a_long_upload(server):
+    """A client that writes its whole body before reading (httpx) still reads the answer, though the server
+    stops reading the rest: it flushes the answer and shuts its side first, and the client reads it when its
+    write fails. (An asyncio-based client cannot: its transport closes itself on the failed write.)"""
+
+    def post() -> httpx.Response:
+        return httpx.post(f"{server.url}/files", content=b"x" * (64 << 20), timeout=30)
+
+    reply = await asyncio.to_thread(post)
+    assert reply.status_code == 401 and reply.json()["error"]["code"] == "UNAUTHORIZED"
