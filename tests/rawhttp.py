@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 from collections.abc import AsyncIterator
 from urllib.parse import urlsplit
 
@@ -61,7 +62,12 @@ async def send_until_stopped(writer: asyncio.StreamWriter, limit: int) -> int:
 
 
 async def until(predicate, timeout: float = 30) -> None:
-    """Wait for ``predicate()`` to hold."""
+    """Wait for ``predicate()`` (or, when it returns an awaitable, what that gives) to hold."""
     async with asyncio.timeout(timeout):
-        while not predicate():
+        while True:
+            held = predicate()
+            if inspect.isawaitable(held):
+                held = await held
+            if held:
+                return
             await asyncio.sleep(0.01)

@@ -118,7 +118,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
 
     # --- the connection ----------------------------------------------------------------------------------
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]  # as uvicorn
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]  # uvicorn's own signature
         super().connection_made(transport)
         gate = self.gate
         if (len(gate.live) >= gate.max_connections or len(self.connections) > gate.max_sockets) and (

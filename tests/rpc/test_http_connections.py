@@ -41,6 +41,9 @@ async def test_unfinished_headers_are_answered_408_and_closed(server):
         assert orjson.loads(answer.split(b"\r\n\r\n", 1)[1])["error"]["code"] == "TIMEOUT"
         assert (await read_until_closed(silent)).startswith(b"HTTP/1.1 408 ")  # one that never sent a byte
     assert metrics.COUNTERS.http_closes["header-timeout"] == before + 2
+    async with httpx.AsyncClient(base_url=server.url) as http:
+        scraped = (await http.get("/metrics")).text
+    assert f'chatsync_http_closes_total{{reason="header-timeout"}} {before + 2}' in scraped
 
 
 async def test_headers_in_time_are_served_on_a_kept_alive_connection(server):
