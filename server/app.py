@@ -28,7 +28,7 @@ from .files import Files, create_storage
 from .files.http import file_routes
 from .protocol import close_codes
 from .protocol.errors import RpcError
-from .protocol.inputs import url_problem
+from .protocol.inputs import check_json, url_problem
 from .pubsub import Bus, create_bus
 from .rpc.http import HttpTransport, bearer_token, plain_error_response, request_error
 from .rpc.limits import ConnectionSlots, RateLimiter
@@ -228,8 +228,11 @@ def create_app(settings: Settings, *, announce_owner_token: bool = True) -> Chat
             code, device_name = body.get("code"), body.get("deviceName")
             if not isinstance(code, str) or (device_name is not None and not isinstance(device_name, str)):
                 raise ValueError
+            check_json(body)
         except (ValueError, AttributeError, orjson.JSONDecodeError):
             return _auth_error("Send JSON {code, deviceName}.")
+        except RpcError as exc:
+            return _auth_error(exc.message)
         try:
             answer = await services.auth.exchange_link(code, device_name.strip()[:200] if device_name else None)
         except LinkError as exc:

@@ -1,6 +1,7 @@
 """Characters no database column can hold (NUL) are refused as ``BAD_REQUEST`` wherever they can arrive — in a
-tRPC input (directly or inside an opaque cursor), in an HTTP path or query parameter of the admin API, the file
-endpoints or any other route — on SQLite and on PostgreSQL, never an ``INTERNAL_SERVER_ERROR``."""
+tRPC input (directly or inside an opaque cursor), in the JSON of ``POST /auth/link``, in an HTTP path or query
+parameter of the admin API, the file endpoints or any other route — on SQLite and on PostgreSQL, never an
+``INTERNAL_SERVER_ERROR``."""
 
 from __future__ import annotations
 
@@ -80,3 +81,13 @@ async def test_file_download_and_any_url(server):
     with pytest.raises(InvalidStatus) as refused:  # a WebSocket upgrade too, before it is accepted
         await connect(server.url.replace("http", "ws") + "/trpc?x=%00", additional_headers=bearer(server, "alice"))
     assert refused.value.response.status_code == 403
+
+
+async def test_device_link_name(server):
+    async with server.client("alice") as c:
+        link = await c.mutation("auth.createLink", {"deviceName": "phone"})
+    code = link["code"]
+    async with httpx.AsyncClient(base_url=server.url) as http:
+        assert_bad_request(await http.post("/auth/link", json={"code": code, "deviceName": "ph\x00one"}))
+        spent = await http.post("/auth/link", json={"code": code, "deviceName": "phone"})  # the code is still good
+        assert spent.status_code == 200 and spent.json()["user"]["name"] == "alice"
