@@ -7,9 +7,23 @@ import asyncio
 import contextlib
 import inspect
 from collections.abc import AsyncIterator
+from pathlib import Path
 from urllib.parse import urlsplit
 
 Conn = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+
+
+def _kernel_buffers() -> int:
+    """The most a receiving and a sending TCP socket buffer may hold here (the largest sizes the kernel
+    tunes them to), or 64 MiB when that cannot be read."""
+    try:
+        return sum(int(Path(f"/proc/sys/net/ipv4/{name}").read_text().split()[2]) for name in ("tcp_rmem", "tcp_wmem"))
+    except (OSError, ValueError, IndexError):
+        return 64 << 20
+
+
+KERNEL_BUFFERS = _kernel_buffers()
+"""What a client may have written that the server never read: the bound on top of what the server took."""
 
 
 @contextlib.asynccontextmanager

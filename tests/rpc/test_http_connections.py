@@ -11,25 +11,28 @@ import contextlib
 import httpx
 import orjson
 import pytest
-from rawhttp import raw, read_response, read_until_closed, request, send_until_stopped, until
+from rawhttp import KERNEL_BUFFERS, raw, read_response, read_until_closed, request, send_until_stopped, until
 
 from server import metrics
 from server.rpc.uvicorn_http import http_gate
 
 DRAIN = 64 * 1024
-SLACK = 16 * 1024 * 1024  # what the two kernels' socket buffers may hold besides what the server read
+
+
+async def start(server_factory, sqlite_url, **overrides):
+    settings = {
+        "http_header_timeout_seconds": 0.5,
+        "http_body_timeout_seconds": 0.5,
+        "http_drain_bytes": DRAIN,
+        "max_http_connections": 6,
+        **overrides,
+    }
+    return await server_factory(sqlite_url, users=("alice",), **settings)
 
 
 @pytest.fixture
 async def server(server_factory, sqlite_url):
-    return await server_factory(
-        sqlite_url,
-        users=("alice",),
-        http_header_timeout_seconds=0.5,
-        http_body_timeout_seconds=0.5,
-        http_drain_bytes=DRAIN,
-        max_http_connections=6,
-    )
+    return await start(server_factory, sqlite_url)
 
 
 async def test_unfinished_headers_are_answered_408_and_closed(server):
@@ -64,14 +67,15 @@ async def test_a_stalled_body_is_answered_408_and_the_app_sees_the_client_leave(
         assert (await c.query("session.list", {}))["items"] == []  # the half-sent call changed nothing
 
 
-async def test_a_body_sent_slowly_but_steadily_is_served(server):
+async def test_a_body_sent_slowly_but_steadily_is_served(server_factory, sqlite_url):
+    server = await start(server_factory, sqlite_url, http_body_timeout_seconds=2.0)
     token = server.tokens["alice"]
     body = orjson.dumps({"title": "slow but steady"})
     async with raw(server.url) as (reader, writer):
         writer.write(request("/trpc/session.create", token, "POST", f"content-length: {len(body)}\r\n"))
-        for i in range(0, len(body), 4):
-            writer.write(body[i : i + 4])
-            await asyncio.sleep(0.1)  # the client's pace: each gap well inside the body deadline
+        for i in range(0, len(body), 3):  # longer than the deadline in all, each gap well inside it
+            writer.write(body[i : i + 3])
+            await asyncio.sleep(0.3)
         status, _headers, reply = await read_response(reader)
     assert status == 200 and orjson.loads(reply)["result"]["data"]["title"] == "slow but steady"
 
@@ -88,7 +92,7 @@ async def test_an_early_answer_reads_at_most_the_drain_bound_then_closes(server,
         sent = await send_until_stopped(writer, 1 << 30)
         got = await answer
     assert got.startswith(b"HTTP/1.1 401 ")
-    assert sent < DRAIN + SLACK  # without a bound the server reads all 1 GiB (and on, for ever)
+    assert sent < DRAIN + KERNEL_BUFFERS  # without a bound the server reads all 1 GiB (and on, for ever)
 
 
 async def test_a_short_rest_is_drained_and_the_connection_carries_on(server):
@@ -102,7 +106,10 @@ async def test_a_short_rest_is_drained_and_the_connection_carries_on(server):
         assert status == 200
 
 
-async def test_past_the_connection_bound_an_idle_connection_makes_room_and_a_busy_one_does_not(server):
+async def test_past_the_connection_bound_an_idle_connection_makes_room_and_a_busy_one_does_not(
+    server_factory, sqlite_url
+):
+    server = await start(server_factory, sqlite_url, http_header_timeout_seconds=30, http_body_timeout_seconds=1)
     token = server.tokens["alice"]
     async with contextlib.AsyncExitStack() as stack:
         # Six connections that never finish their headers: each new one past the bound closes the oldest.
