@@ -22,10 +22,10 @@ connection costs a file descriptor, and the process has a fixed number of those.
   write side shut, nothing more is read, and the socket is closed :data:`LINGER_SECONDS` later.
 * **Connection bound** — at most ``max_connections`` plain HTTP connections (an SSE stream is one; a
   WebSocket stops being one once upgraded) and at most ``max_sockets`` connections of any kind. A
-  connection past either bound first makes room by closing the connection that has waited longest without
-  a request in progress (still sending its headers, or idle between requests: the cheapest to close and
-  the likeliest to be a stalled client); when every connection is busy with a request, the new one is
-  answered ``503`` with ``Retry-After`` and closed.
+  connection past either bound first makes room by closing one closing anyway after an early answer, else
+  the connection that has waited longest without a request in progress (still sending its headers, or idle
+  between requests: the cheapest to close and the likeliest to be a stalled client); when every connection
+  is busy with a request, the new one is answered ``503`` with ``Retry-After`` and closed.
 
 The bounds are shared by every connection of a server through one :class:`HttpGate`.
 """
@@ -86,14 +86,18 @@ class HttpGate:
     live: set[GuardedHttpProtocol] = field(default_factory=set)
     # Connections with no request in progress, oldest first (a dict keeps insertion order): who makes room.
     waiting: dict[GuardedHttpProtocol, None] = field(default_factory=dict)
+    # Connections closing after an early answer (:data:`LINGER_SECONDS`): the first to go when room is needed.
+    lingering: set[GuardedHttpProtocol] = field(default_factory=set)
 
     def forget(self, conn: GuardedHttpProtocol) -> None:
         self.live.discard(conn)
         self.waiting.pop(conn, None)
+        self.lingering.discard(conn)
 
     def make_room(self) -> bool:
-        """Close the connection that has waited longest without a request in progress; False if none has."""
-        victim = next(iter(self.waiting), None)
+        """Close a lingering connection, else the one that has waited longest without a request in progress;
+        False if there is none."""
+        victim = next(iter(self.lingering), None) or next(iter(self.waiting), None)
         if victim is None:
             return False
         victim.close_now("evicted")
@@ -118,7 +122,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
 
     # --- the connection ----------------------------------------------------------------------------------
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]  # uvicorn's own signature
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]  # as uvicorn's
         super().connection_made(transport)
         gate = self.gate
         if (len(gate.live) >= gate.max_connections or len(self.connections) > gate.max_sockets) and (
@@ -245,8 +249,13 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         if now < deadline:
             self._arm(deadline)
             return
+        # A 408 only where no other answer is under way (pipelined requests: an earlier one's).
         cycle = self.cycle
-        if self._phase is _Phase.HEADERS or cycle is None or not cycle.response_started:
+        if self._phase is _Phase.HEADERS:
+            quiet = cycle is None or cycle.response_complete
+        else:
+            quiet = not self.pipeline and not cycle.response_started
+        if quiet:
             self.transport.write(TIMEOUT_RESPONSE)
         self.close_now(reason)
 
@@ -255,9 +264,8 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         flushed and the write side shut, so the client can read it, then the socket is closed."""
         metrics.COUNTERS.http_closes[reason] += 1
         self._phase = _Phase.DONE
-        # Still counted until closed, and the first to go when room is needed.
         self.gate.waiting.pop(self, None)
-        self.gate.waiting[self] = None
+        self.gate.lingering.add(self)  # still counted until closed, and the first to go when room is needed
         transport = self.transport
         self.flow.pause_reading()
         if not transport.can_write_eof():
