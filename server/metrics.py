@@ -27,7 +27,7 @@ class Counters:
         self.deliveries = 0  # events written to subscribers (one event to one subscriber = 1)
         self.slow_consumer_closes = 0  # connections closed with 4000 because their buffer was full
         # HTTP connections the server closed on its own, by why (``rpc/uvicorn_http.py``): header-timeout,
-        # body-timeout, drain-limit, evicted (to make room), refused (no room).
+        # body-timeout, send-timeout, drain-limit, evicted (to make room), refused (no room).
         self.http_closes: Counter[str] = Counter()
 
 

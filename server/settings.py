@@ -75,9 +75,9 @@ class Settings(BaseSettings):
     max_connections: int = Field(default=10_000, ge=1)
     auth_timeout_seconds: float = Field(default=10.0, gt=0)
     # Plain HTTP connections (every one until it becomes a WebSocket; SSE streams too). A request's line and
-    # headers must arrive within the header timeout; a body that stops arriving for the body timeout ends
-    # its connection; after an answer given before a request's body ended, at most the drain bytes more of
-    # it are read (server/rpc/uvicorn_http.py).
+    # headers must arrive within the header timeout; a body that stops arriving (or an answer the client
+    # stops reading) for the body timeout ends its connection; after an answer given before a request's body
+    # ended, at most the drain bytes more of it are read (server/rpc/uvicorn_http.py).
     max_http_connections: int = Field(default=10_000, ge=1)
     http_header_timeout_seconds: float = Field(default=10.0, gt=0)
     http_body_timeout_seconds: float = Field(default=30.0, gt=0)

@@ -289,8 +289,8 @@ class AdminApi:
             (
                 "chatsync_http_closes_total",
                 "counter",
-                "HTTP connections the server closed on its own: header-timeout, body-timeout, drain-limit, "
-                "evicted (to make room for a new one), refused (no room).",
+                "HTTP connections the server closed on its own: header-timeout, body-timeout, send-timeout, "
+                "drain-limit, evicted (to make room for a new one), refused (no room).",
                 [({"reason": r}, n) for r, n in sorted(c.http_closes.items())],
             ),
             (

@@ -15,6 +15,8 @@ connection costs a file descriptor, and the process has a fixed number of those.
   the client disconnect (Starlette's ``ClientDisconnect``), so an upload cleans up as for any client that
   went away. Time when the server is the one not reading (the app has not asked for more, or owes a
   ``100 Continue``) does not count.
+* **Answers not read** — an answer the client stops taking (the socket's buffer full for ``body_timeout``
+  seconds without draining below its low-water mark) ends the connection.
 * **Early answers** — once the answer to a request is complete while its body is not, at most
   ``drain_bytes`` more of the body are read and dropped (so that an ordinary client, which writes its whole
   body before reading, gets to read the answer, and the connection can carry its next request); a body
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -117,6 +120,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._phase = _Phase.HEADERS
         self._since = 0.0  # HEADERS: when the request (or connection) began; BODY: when a body byte last came
         self._timer: asyncio.TimerHandle | None = None
+        self._unread_since: float | None = None  # when the client stopped taking the answer (writes paused)
         self._received = 0  # body bytes of the current request
         self._drained = 0  # of those, read after its answer was complete
 
@@ -222,6 +226,15 @@ class GuardedHttpProtocol(HttpToolsProtocol):
                 return
         self.gate.waiting[self] = None
 
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        self._unread_since = self.loop.time()
+        self._arm(self._unread_since + self.gate.body_timeout)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self._unread_since = None
+
     # --- deadlines ----------------------------------------------------------------------------------------
 
     def _arm(self, deadline: float) -> None:
@@ -234,30 +247,34 @@ class GuardedHttpProtocol(HttpToolsProtocol):
 
     def _check(self) -> None:
         self._timer = None
+        if self._phase is _Phase.DONE:
+            return
         now = self.loop.time()
+        deadline, reason = math.inf, ""
         if self._phase is _Phase.HEADERS:
-            deadline = self._since + self.gate.header_timeout
-            reason = "header-timeout"
+            deadline, reason = self._since + self.gate.header_timeout, "header-timeout"
         elif self._phase is _Phase.BODY:
             cycle = self.cycle
             if self.flow.read_paused or (cycle is not None and cycle.waiting_for_100_continue):
                 self._since = now  # the server is the one not reading: the client is not stalling
-            deadline = self._since + self.gate.body_timeout
-            reason = "body-timeout"
-        else:
+            deadline, reason = self._since + self.gate.body_timeout, "body-timeout"
+        if self._unread_since is not None and self._unread_since + self.gate.body_timeout < deadline:
+            deadline, reason = self._unread_since + self.gate.body_timeout, "send-timeout"
+        if deadline == math.inf:
             return
         if now < deadline:
             self._arm(deadline)
             return
-        # A 408 only where no other answer is under way (pipelined requests: an earlier one's).
-        cycle = self.cycle
-        if self._phase is _Phase.HEADERS:
-            quiet = cycle is None or cycle.response_complete
-        else:
-            quiet = not self.pipeline and not cycle.response_started
-        if quiet:
+        if reason != "send-timeout" and self._may_answer():
             self.transport.write(TIMEOUT_RESPONSE)
         self.close_now(reason)
+
+    def _may_answer(self) -> bool:
+        """Whether a 408 would be the only answer under way (pipelining: an earlier request's may be)."""
+        cycle = self.cycle
+        if self._phase is _Phase.HEADERS:
+            return cycle is None or cycle.response_complete
+        return not self.pipeline and not cycle.response_started
 
     def _stop_reading(self, reason: str) -> None:
         """End a connection whose answer is complete without reading the rest of its request: the answer is

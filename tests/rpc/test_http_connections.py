@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
+from urllib.parse import urlsplit
 
 import httpx
 import orjson
@@ -152,3 +154,27 @@ async def test_an_ordinary_client_reads_the_early_answer_to_a_long_upload(server
 
     reply = await asyncio.to_thread(post)
     assert reply.status_code == 401 and reply.json()["error"]["code"] == "UNAUTHORIZED"
+
+
+async def test_an_answer_the_client_stops_reading_ends_its_connection(server):
+    """A download nobody reads does not hold its connection (and its open file) for ever."""
+    token = server.tokens["alice"]
+    size = 16 << 20
+    async with httpx.AsyncClient(base_url=server.url, timeout=60) as http:
+        uploaded = await http.post(
+            "/files", files={"file": ("big.bin", b"\x01" * size)}, headers={"authorization": f"Bearer {token}"}
+        )
+    file_id = uploaded.json()["id"]
+    before = metrics.COUNTERS.http_closes["send-timeout"]
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # so the kernel does not take it all for us
+    sock.setblocking(False)
+    await asyncio.get_running_loop().sock_connect(sock, (urlsplit(server.url).hostname, urlsplit(server.url).port))
+    reader, writer = await asyncio.open_connection(sock=sock, limit=1 << 16)
+    try:
+        writer.write(request(f"/files/{file_id}", token))
+        await until(lambda: metrics.COUNTERS.http_closes["send-timeout"] == before + 1)
+        got = await read_until_closed(reader)
+    finally:
+        writer.close()
+    assert got.startswith(b"HTTP/1.1 200 ") and len(got) < size
