@@ -27,8 +27,10 @@ from .engine import MemoryStreamBuffer, Orchestrator
 from .files import Files, create_storage
 from .files.http import file_routes
 from .protocol import close_codes
+from .protocol.errors import RpcError
+from .protocol.inputs import url_problem
 from .pubsub import Bus, create_bus
-from .rpc.http import HttpTransport, bearer_token
+from .rpc.http import HttpTransport, bearer_token, plain_error_response, request_error
 from .rpc.limits import ConnectionSlots, RateLimiter, SharedRateLimiter
 from .rpc.ws import WsConnection
 from .services.auth import AuthService
@@ -283,7 +285,7 @@ def create_app(settings: Settings, *, announce_owner_token: bool = True) -> Chat
     routes += web_routes(settings)  # last: the web app answers paths nothing above claimed
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.chatsync = state
-    return ChatsyncApp(app, ws_endpoint, http_endpoint)
+    return ChatsyncApp(app, ws_endpoint, http_endpoint, settings)
 
 
 RAW_SEND_KEY = "chatsync.raw_send"
@@ -318,13 +320,19 @@ class ChatsyncApp:
     WebSocket and SSE stream (about 4 KiB each, a fifth of what an idle connection costs), and none of them
     acts on what these endpoints answer (they map every error themselves; uvicorn answers 500 for a bug)."""
 
-    def __init__(self, app: Starlette, ws_endpoint: Any, http_endpoint: Any) -> None:
+    def __init__(self, app: Starlette, ws_endpoint: Any, http_endpoint: Any, settings: Settings) -> None:
         self.app = app
+        self.settings = settings
         self.state = app.state
         self.ws_endpoint = ws_endpoint
         self.http_endpoint = http_endpoint
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] in ("http", "websocket"):
+            problem = url_problem(scope["path"], scope["query_string"])
+            if problem is not None:
+                await self._refuse(scope, receive, send, problem)
+                return
         if scope["type"] == "websocket":
             scope[RAW_SEND_KEY] = send
             if scope["path"] == scope.get("root_path", "") + "/trpc":
@@ -340,6 +348,17 @@ class ChatsyncApp:
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+    async def _refuse(self, scope: Any, receive: Any, send: Any, problem: str) -> None:
+        """``BAD_REQUEST`` for a URL no route may see (``protocol.inputs.url_problem``): in tRPC's shape under
+        ``/trpc/``, the plain one elsewhere; a WebSocket upgrade is refused (403)."""
+        if scope["type"] == "websocket":
+            await WebSocket(scope, receive, send).close(code=1008)
+            return
+        err = RpcError("BAD_REQUEST", problem)
+        trpc = scope["path"].startswith(scope.get("root_path", "") + "/trpc/")
+        response = request_error(err) if trpc else plain_error_response(err, headers={"cache-control": "no-store"})
+        await response(scope, receive, send)
 
 
 async def drain_app(app: ChatsyncApp | Starlette) -> None:

@@ -20,12 +20,15 @@ PROCESS_START = time.time()
 class Counters:
     """The process's counters. ``events`` is keyed by durable event type (``run-finished``, ...)."""
 
-    __slots__ = ("deliveries", "events", "slow_consumer_closes")
+    __slots__ = ("deliveries", "events", "http_closes", "slow_consumer_closes")
 
     def __init__(self) -> None:
         self.events: Counter[str] = Counter()
         self.deliveries = 0  # events written to subscribers (one event to one subscriber = 1)
         self.slow_consumer_closes = 0  # connections closed with 4000 because their buffer was full
+        # HTTP connections the server closed on its own, by why (``rpc/uvicorn_http.py``): header-timeout,
+        # body-timeout, send-timeout, drain-limit, evicted (to make room), refused (no room).
+        self.http_closes: Counter[str] = Counter()
 
 
 COUNTERS = Counters()

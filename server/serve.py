@@ -1,15 +1,44 @@
-"""Running the app under uvicorn with chatsync's graceful shutdown."""
+"""Running the app under uvicorn with chatsync's graceful shutdown and bounded HTTP connections."""
 
 from __future__ import annotations
 
+import logging
+import resource
 from typing import Any
 
 import uvicorn
 
 from . import logredact
 from .app import ChatsyncApp, drain_app
+from .rpc.uvicorn_http import HttpGate, guarded_http_protocol, http_gate
 from .rpc.uvicorn_ws import LeanWebSocketProtocol
-from .settings import Settings
+from .settings import Settings, is_loopback
+
+log = logging.getLogger("chatsync")
+
+RESERVED_DESCRIPTORS = 128
+"""At least this many descriptors (and an eighth of the limit) are kept from client connections: for the
+process's own (database and bus connections, logs, the listening socket) and for files being uploaded or
+downloaded."""
+
+
+def raise_descriptor_limit() -> tuple[int, int]:
+    """Raise this process's soft limit on open file descriptors to its hard limit; returns (before, now)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError):
+            return soft, soft
+        return soft, hard
+    return soft, soft
+
+
+def socket_budget(descriptor_limit: int) -> int:
+    """How many client connections ``descriptor_limit`` descriptors carry (see :data:`RESERVED_DESCRIPTORS`)."""
+    if descriptor_limit == resource.RLIM_INFINITY:
+        return 1 << 30
+    return max(8, descriptor_limit - max(RESERVED_DESCRIPTORS, descriptor_limit // 8))
 
 
 class ChatsyncServer(uvicorn.Server):
@@ -18,6 +47,8 @@ class ChatsyncServer(uvicorn.Server):
     Shutdown order: stop accepting, send tRPC's ``reconnect`` notification to every WebSocket and end every
     SSE stream with a retryable error, let outbound buffers drain, then let uvicorn close what is left.
     (uvicorn alone would close WebSockets with 1012 before the app's lifespan shutdown ran.)
+
+    At start it raises the descriptor limit as far as it goes and bounds connections by it (and says so).
     """
 
     def __init__(self, config: uvicorn.Config) -> None:
@@ -28,7 +59,37 @@ class ChatsyncServer(uvicorn.Server):
     async def startup(self, sockets: Any = None) -> None:
         # uvicorn configures its loggers when the config loads; the filter goes on after that.
         logredact.install()
+        self._bound_connections()
+        self._warn_about_links()
         await super().startup(sockets)
+
+    def _bound_connections(self) -> None:
+        before, now = raise_descriptor_limit()
+        budget = socket_budget(now)
+        gate = http_gate(self.config.http)
+        if gate is not None:
+            gate.max_sockets = budget
+        raised = f" (raised from {before})" if now != before else ""
+        log.info("open file descriptor limit %d%s: up to %d client connections at once", now, raised, budget)
+        if budget < self.app.settings.max_connections:
+            log.warning(
+                "the open file descriptor limit (%d) carries %d connections, fewer than CHATSYNC_MAX_CONNECTIONS "
+                "(%d): raise the hard limit (ulimit -Hn, LimitNOFILE=) to serve that many",
+                now,
+                budget,
+                self.app.settings.max_connections,
+            )
+
+    def _warn_about_links(self) -> None:
+        if self.app.settings.public_url or self.config.uds or self.config.fd is not None:
+            return
+        if not is_loopback(self.config.host):
+            log.warning(
+                "serving on %s without CHATSYNC_PUBLIC_URL: device sign-in links will name whatever address the "
+                "asking client used (its Host header); set CHATSYNC_PUBLIC_URL to the address other devices "
+                "reach this server at",
+                self.config.host,
+            )
 
     async def shutdown(self, sockets: Any = None) -> None:
         for server in self.servers:
@@ -38,6 +99,13 @@ class ChatsyncServer(uvicorn.Server):
 
 
 def uvicorn_config(app: ChatsyncApp, settings: Settings, host: str, port: int, **extra: Any) -> uvicorn.Config:
+    gate = HttpGate(
+        header_timeout=settings.http_header_timeout_seconds,
+        body_timeout=settings.http_body_timeout_seconds,
+        drain_bytes=settings.http_drain_bytes,
+        max_connections=settings.max_http_connections,
+        max_sockets=socket_budget(resource.getrlimit(resource.RLIMIT_NOFILE)[0]),
+    )
     options: dict[str, Any] = {
         "log_level": settings.log_level,
         # Larger than our own limit, so an oversized frame reaches us and gets a typed error.
@@ -45,6 +113,8 @@ def uvicorn_config(app: ChatsyncApp, settings: Settings, host: str, port: int, *
         "ws_ping_interval": 20.0,
         "ws_ping_timeout": 20.0,
         "lifespan": "on",
+        # uvicorn's httptools protocol with deadlines and bounds on connections (rpc/uvicorn_http.py).
+        "http": guarded_http_protocol(gate),
         # The sans-I/O protocol lets connections write frames straight to the transport (rpc/outbox.py);
         # this subclass of it keeps less state per connection (rpc/uvicorn_ws.py).
         "ws": LeanWebSocketProtocol,

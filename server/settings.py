@@ -74,6 +74,14 @@ class Settings(BaseSettings):
     # WebSockets plus SSE streams one process holds open (what an idle one costs: docs/performance.md).
     max_connections: int = Field(default=10_000, ge=1)
     auth_timeout_seconds: float = Field(default=10.0, gt=0)
+    # Plain HTTP connections (every one until it becomes a WebSocket; SSE streams too). A request's line and
+    # headers must arrive within the header timeout; a body that stops arriving (or an answer the client
+    # stops reading) for the body timeout ends its connection; after an answer given before a request's body
+    # ended, at most the drain bytes more of it are read (server/rpc/uvicorn_http.py).
+    max_http_connections: int = Field(default=10_000, ge=1)
+    http_header_timeout_seconds: float = Field(default=10.0, gt=0)
+    http_body_timeout_seconds: float = Field(default=30.0, gt=0)
+    http_drain_bytes: int = Field(default=1024 * 1024, ge=0)
     max_sessions_per_user: int = Field(default=10_000, ge=1)
     # Runs in progress (streaming, or waiting for tool outputs or approvals) one user may have at once, over
     # every replica.
@@ -139,7 +147,7 @@ class Settings(BaseSettings):
 
     @property
     def listens_on_loopback(self) -> bool:
-        return self.host in ("127.0.0.1", "localhost", "::1") or self.host.startswith("127.")
+        return is_loopback(self.host)
 
     def link_base(self, seen_as: str | None = None) -> str:
         """Where device sign-in links point: ``public_url``, else how the client reached us, else host:port."""
@@ -156,6 +164,11 @@ class Settings(BaseSettings):
         if value is not None and not value.startswith(("http://", "https://")):
             raise ValueError("must start with http:// or https://")
         return value
+
+
+def is_loopback(host: str) -> bool:
+    """Whether listening on ``host`` reaches this machine only."""
+    return host in ("127.0.0.1", "localhost", "::1") or host.startswith("127.")
 
 
 def load_settings(**overrides: Any) -> Settings:

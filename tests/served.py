@@ -87,9 +87,11 @@ def _wait_healthy(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
 
 
 @contextlib.contextmanager
-def serve(tmp: Path, users: tuple[str, ...], **settings: str) -> Iterator[Served]:
+def serve(
+    tmp: Path, users: tuple[str, ...], *, command_prefix: tuple[str, ...] = (), **settings: str
+) -> Iterator[Served]:
     """``chatsync serve`` on ``tmp/db.sqlite`` with ``users`` created first; ``settings`` are ``CHATSYNC_*``
-    variables (``ECHO_DELAY="0.05"``)."""
+    variables (``ECHO_DELAY="0.05"``); ``command_prefix`` runs the server under another command (``prlimit``)."""
     port = free_port()
     env = {
         **os.environ,
@@ -105,7 +107,11 @@ def serve(tmp: Path, users: tuple[str, ...], **settings: str) -> Iterator[Served
     url = f"http://127.0.0.1:{port}"
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [str(CHATSYNC), "serve"], env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            [*command_prefix, str(CHATSYNC), "serve"],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
         )
     try:
         _wait_healthy(url, proc, log)

@@ -287,6 +287,13 @@ class AdminApi:
                 [({}, c.slow_consumer_closes)],
             ),
             (
+                "chatsync_http_closes_total",
+                "counter",
+                "HTTP connections the server closed on its own: header-timeout, body-timeout, send-timeout, "
+                "drain-limit, evicted (to make room for a new one), refused (no room).",
+                [({"reason": r}, n) for r, n in sorted(c.http_closes.items())],
+            ),
+            (
                 "chatsync_bus_reconnects_total",
                 "counter",
                 "Times the bus listener reconnected after an error.",

@@ -17,9 +17,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..protocol.errors import RpcError, to_rpc_error
+from ..protocol.inputs import check_json
 from ..rpc.http import plain_error_response
 from ..rpc.limits import RateLimiter
-from ..rpc.registry import check_json
 from ..services.auth import MAX_DEVICE_NAME
 from ..services.links import LinkError
 from ..settings import Settings

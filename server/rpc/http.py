@@ -38,20 +38,24 @@ def _json(body: Any, status: int, extra: dict[str, str] | None = None) -> Respon
     )
 
 
-def _request_error(err: RpcError) -> Response:
+def request_error(err: RpcError) -> Response:
+    """tRPC's answer to an HTTP request that fails as a whole (before any procedure is called)."""
     return _json({"error": error_shape(err)}, err.http_status)
+
+
+def plain_error_body(err: RpcError) -> bytes:
+    """``{"error": {"code", "message", "retryAfterMs"?}}``: see :func:`plain_error_response`."""
+    body: dict[str, Any] = {"code": err.code, "message": err.message}
+    if err.retry_after_ms is not None:
+        body["retryAfterMs"] = err.retry_after_ms
+    return orjson.dumps({"error": body})
 
 
 def plain_error_response(err: RpcError, headers: dict[str, str] | None = None) -> Response:
     """The error answer of chatsync's plain HTTP endpoints (the admin API, files, device links):
     ``{"error": {"code", "message", "retryAfterMs"?}}`` with the code's HTTP status. ``/trpc`` answers with
     tRPC's own shape (:func:`error_shape`) instead."""
-    body: dict[str, Any] = {"code": err.code, "message": err.message}
-    if err.retry_after_ms is not None:
-        body["retryAfterMs"] = err.retry_after_ms
-    return Response(
-        orjson.dumps({"error": body}), status_code=err.http_status, media_type="application/json", headers=headers
-    )
+    return Response(plain_error_body(err), status_code=err.http_status, media_type="application/json", headers=headers)
 
 
 def bearer_token(request: HTTPConnection) -> str | None:
@@ -83,16 +87,16 @@ class HttpTransport:
                 return StreamingResponse(
                     self._sse_error(err, proc.path), media_type="text/event-stream", headers=SSE_HEADERS
                 )
-            return _request_error(err)
+            return request_error(err)
         ctx = Context(user=None, services=self.services, transport="http", base_url=str(request.base_url).rstrip("/"))
         ctx.sign_in(principal)
 
         try:
             inputs = await self._read_inputs(request, is_batch, len(paths))
         except RpcError as err:
-            return _request_error(err)
+            return request_error(err)
         if is_batch and len(paths) > self.settings.max_batch_size:
-            return _request_error(RpcError("BAD_REQUEST", "Batch call exceeds maximum size"))
+            return request_error(RpcError("BAD_REQUEST", "Batch call exceeds maximum size"))
 
         procs: list[Procedure | RpcError] = []
         for path in paths:
@@ -102,7 +106,7 @@ class HttpTransport:
                 procs.append(err)
         kinds = {p.kind for p in procs if isinstance(p, Procedure)}
         if len(kinds) > 1:
-            return _request_error(RpcError("BAD_REQUEST", "Cannot mix procedure types in call"))
+            return request_error(RpcError("BAD_REQUEST", "Cannot mix procedure types in call"))
 
         if not is_batch and isinstance(procs[0], Procedure) and procs[0].kind == "subscription":
             return await self._subscription(request, ctx, procs[0], inputs[0])

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from ..domain.models import jsonable as to_jsonable
 from ..protocol.errors import RpcError
+from ..protocol.inputs import check_json
 from ..store.models import User
 
 if TYPE_CHECKING:
@@ -88,35 +89,6 @@ class Procedure:
             return self.input_model.model_validate({} if raw is None else raw)
         except ValidationError as exc:
             raise RpcError("BAD_REQUEST", _validation_message(exc)) from None
-
-
-MAX_JSON_DEPTH = 32
-MAX_INT = 2**63 - 1  # every integer column is at most a BIGINT
-
-
-def check_json(value: Any) -> None:
-    """Refuse, for every procedure at once, what no field may hold and what would only fail later: nesting
-    deeper than :data:`MAX_JSON_DEPTH` (it could be stored, then not serialised back), integers outside 64 bits
-    (a database column would refuse them), and NUL characters (PostgreSQL text cannot hold them)."""
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, str):
-            if "\x00" in item:
-                raise RpcError("BAD_REQUEST", "Invalid input: strings may not contain NUL (\\u0000)")
-        elif isinstance(item, bool) or item is None or isinstance(item, float):
-            continue
-        elif isinstance(item, int):
-            if not -MAX_INT - 1 <= item <= MAX_INT:
-                raise RpcError("BAD_REQUEST", "Invalid input: integers must fit in 64 bits")
-        elif isinstance(item, (dict, list)):
-            if depth > MAX_JSON_DEPTH:
-                raise RpcError("BAD_REQUEST", f"Invalid input: nested deeper than {MAX_JSON_DEPTH} levels")
-            if isinstance(item, dict):
-                stack.extend((k, depth) for k in item)
-                stack.extend((v, depth + 1) for v in item.values())
-            else:
-                stack.extend((v, depth + 1) for v in item)
 
 
 def _validation_message(exc: ValidationError) -> str:

@@ -1,5 +1,5 @@
-"""Everything chatsync knows of uvicorn's internals, in one place (tested with the uvicorn versions
-pyproject.toml allows).
+"""Everything chatsync knows of uvicorn's WebSocket internals, in one place (tested with the uvicorn versions
+pyproject.toml allows; its HTTP protocol is ``uvicorn_http.py``'s).
 
 * :class:`LeanWebSocketProtocol`, uvicorn's sans-I/O WebSocket protocol with less memory per idle
   connection. An idle subscribed connection is mostly bookkeeping, and the per-process connection count is

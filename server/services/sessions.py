@@ -29,6 +29,7 @@ from ..domain import models as wire
 from ..domain.models import TitleSource
 from ..llm import PROVIDER_IDS, default_provider_id, known_provider
 from ..protocol.errors import RpcError
+from ..protocol.inputs import check_text
 from ..store import eventlog, repo
 from ..store.db import Database
 from ..store.models import ChatSession, User, utcnow
@@ -54,6 +55,7 @@ def decode_cursor(cursor: str) -> tuple[datetime, str]:
         raise RpcError("BAD_REQUEST", "Invalid cursor") from exc
     if when.tzinfo is None or len(sid) > 64:  # never one we made: ours carry their UTC offset
         raise RpcError("BAD_REQUEST", "Invalid cursor")
+    check_text(sid)  # decoded here, so past the input check every input gets
     return when, sid
 
 

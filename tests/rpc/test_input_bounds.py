@@ -18,7 +18,7 @@ from websockets.asyncio.client import connect
 from server.api import build_router
 from server.api.inputs import MAX_INSTRUCTIONS
 from server.client import TrpcClient, TrpcError
-from server.rpc.registry import MAX_JSON_DEPTH
+from server.protocol.inputs import MAX_JSON_DEPTH
 
 PROCEDURES = build_router().procedures
 
