@@ -17,7 +17,7 @@ from starlette.routing import Route
 
 from ..protocol.errors import RpcError, to_rpc_error
 from ..rpc.http import bearer_token, plain_error_response
-from .service import OFFLOAD_BYTES, Files, Upload
+from .service import Files, Upload
 from .sniff import IMAGE_TYPES
 
 if TYPE_CHECKING:
@@ -31,6 +31,9 @@ MULTIPART_SLACK = 64 * 1024
 # One part's headers: names and values together, and how many (the parser's own bounds are set to match).
 MAX_PART_HEADER_BYTES = 16 * 1024
 MAX_PART_HEADERS = 32
+# Body chunks at least this large are parsed and digested on a worker thread (smaller ones cost less than the
+# hand-over).
+OFFLOAD_BYTES = 32 * 1024
 # After a limit is hit, read (and drop) at most this much more of the body, so an ordinary client gets to
 # read the 413 instead of failing to write the rest; past it the connection is closed.
 DRAIN_BYTES = 16 * 1024 * 1024
@@ -134,8 +137,7 @@ def _boundary(request: Request) -> bytes:
 
 
 async def _receive(request: Request, up: Upload, boundary: bytes) -> Response:
-    """Parse the multipart body as it arrives, writing the ``file`` part's bytes to ``up``. Large chunks are
-    parsed on a worker thread (the parser is pure Python), so the event loop is never held by one."""
+    """Parse the multipart body as it arrives, writing the ``file`` part's bytes to ``up``."""
     part = _Parts()
     parser = MultipartParser(
         boundary, part.callbacks(), max_header_count=MAX_PART_HEADERS, max_header_size=MAX_PART_HEADER_BYTES
@@ -146,22 +148,32 @@ async def _receive(request: Request, up: Upload, boundary: bytes) -> Response:
         if body_bytes > up.limit + MULTIPART_SLACK:  # other parts are dropped, but they are bounded too
             raise up.too_large()
         if len(chunk) >= OFFLOAD_BYTES:
-            await asyncio.to_thread(parser.write, chunk)
+            pieces = await asyncio.to_thread(_parse, parser, part, up, chunk)
         else:
-            parser.write(chunk)
-        if part.error is not None:
-            raise part.error
-        for data in part.take():
-            await up.write(data)
-    parser.finalize()
-    if part.error is not None:
-        raise part.error
-    for data in part.take():
-        await up.write(data)
+            pieces = _parse(parser, part, up, chunk)
+        for data in pieces:
+            await up.store(data)
+    for data in _parse(parser, part, up, None):
+        await up.store(data)
     if not part.ended:
         raise RpcError("BAD_REQUEST", "The body has no complete part named \"file\"")
     info = await up.finish(part.filename)
     return Response(orjson.dumps(info.wire()), media_type="application/json", headers={"cache-control": "no-store"})
+
+
+def _parse(parser: MultipartParser, part: _Parts, up: Upload, chunk: bytes | None) -> list[bytes]:
+    """Feed the parser the next chunk of the body (``None``: the body ended) and digest the file's bytes it
+    gave. Only computation, so a large chunk is handed to a worker thread: the event loop is not held by it."""
+    if chunk is None:
+        parser.finalize()
+    else:
+        parser.write(chunk)
+    if part.error is not None:
+        raise part.error
+    pieces = part.take()
+    for data in pieces:
+        up.digest(data)
+    return pieces
 
 
 class _Parts:

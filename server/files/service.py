@@ -51,8 +51,6 @@ STALE_UPLOAD = timedelta(hours=6)
 MAX_NAME_CHARS = 255
 # What an upload of unknown size reserves at first, and how much more each time its bytes pass the reservation.
 RESERVE_STEP = 1024 * 1024
-# Chunks at least this large are hashed and sniffed on a worker thread, so the event loop is not held by them.
-OFFLOAD_BYTES = 32 * 1024
 
 
 @dataclass(frozen=True)
@@ -171,9 +169,9 @@ class Files:
     # --- uploading ----------------------------------------------------------------------------------------
 
     def upload(self, user_id: str, *, least: int = 0, most: int | None = None) -> Upload:
-        """``async with files.upload(user) as up: await up.write(...); info = await up.finish(name)``; leaving
-        the block without ``finish`` (an error, a client that went away) removes everything written and frees
-        what the upload reserved. ``least`` and ``most``: what the request says of the file's size, if anything
+        """``async with files.upload(user) as up:``, then ``up.digest(data); await up.store(data)`` for each
+        piece in order, and ``info = await up.finish(name)``. Leaving the block without ``finish`` (an error, a
+        client that went away) removes everything written and frees what the upload reserved. ``least`` and ``most``: what the request says of the file's size, if anything
         (a body's length bounds it), so a file that cannot fit is refused before any of it is read."""
         return Upload(self, user_id, least, most)
 
@@ -355,8 +353,14 @@ class Upload:
         self._reserved = hold
         self._renew_at = time.monotonic() + settings.upload_lease_seconds / 2
 
-    async def write(self, data: bytes) -> None:
-        """Store the next chunk, or raise ``PAYLOAD_TOO_LARGE`` before storing anything past a limit."""
+    def digest(self, data: bytes) -> None:
+        """Hash and sniff the next piece of the file (before :meth:`store` takes it). Only computation: it may
+        run on a worker thread, one call at a time."""
+        self._hash.update(data)
+        self._sniffer.feed(data)
+
+    async def store(self, data: bytes) -> None:
+        """Store the next piece, or raise ``PAYLOAD_TOO_LARGE`` before storing anything past a limit."""
         size = self.size + len(data)
         if size > self.limit:
             raise self.too_large()
@@ -364,16 +368,8 @@ class Upload:
             await self._reserve(size, min(max(size, self._reserved + RESERVE_STEP), self.limit))
         elif time.monotonic() >= self._renew_at:
             await self._reserve(size, self._reserved)
-        if len(data) >= OFFLOAD_BYTES:
-            await asyncio.to_thread(self._digest, data)
-        else:
-            self._digest(data)
         self.size = size
         await self._writer.write(data)
-
-    def _digest(self, data: bytes) -> None:
-        self._hash.update(data)
-        self._sniffer.feed(data)
 
     async def finish(self, name: str | None) -> FileInfo:
         """Commit the bytes and name them; returns the file (sharing an identical earlier blob if there is one)."""
