@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, and_, delete, exists, select, update
+from sqlalchemy import CursorResult, and_, bindparam, delete, exists, select, update
 from sqlalchemy.exc import IntegrityError
 
 from ..protocol.errors import RpcError
@@ -171,8 +171,9 @@ class Files:
     def upload(self, user_id: str, *, least: int = 0, most: int | None = None) -> Upload:
         """``async with files.upload(user) as up:``, then ``up.digest(data); await up.store(data)`` for each
         piece in order, and ``info = await up.finish(name)``. Leaving the block without ``finish`` (an error, a
-        client that went away) removes everything written and frees what the upload reserved. ``least`` and ``most``: what the request says of the file's size, if anything
-        (a body's length bounds it), so a file that cannot fit is refused before any of it is read."""
+        client that went away) removes everything written and frees what the upload reserved. ``least`` and
+        ``most``: what the request says of the file's size, if anything (a body's length bounds it), so a file
+        that cannot fit is refused before any of it is read."""
         return Upload(self, user_id, least, most)
 
     async def usage(self, user_id: str) -> quota.Usage:
@@ -334,6 +335,8 @@ class Upload:
         settings = self.files.settings
         async with self.files.db.write() as s:
             await lock_user(s, self.user_id)
+            if self._started and (await s.execute(_WRITING, {"bid": self.blob_id})).first() is None:
+                raise _lapsed()  # the collector took it
             now = utcnow()
             usage = await quota.usage(s, self.user_id, now, besides=self.blob_id)
             quota.check(settings, usage, holding=need, under_way=True)
@@ -342,13 +345,9 @@ class Upload:
             if not self._started:
                 s.add(FileBlob(id=self.blob_id, user_id=self.user_id, size=hold, state="writing", expires_at=expires))
             else:
-                renewed = await s.execute(
-                    update(FileBlob)
-                    .where(FileBlob.id == self.blob_id, FileBlob.state == "writing")
-                    .values(size=hold, expires_at=expires)
+                await s.execute(
+                    update(FileBlob).where(FileBlob.id == self.blob_id).values(size=hold, expires_at=expires)
                 )
-                if not cast(CursorResult[Any], renewed).rowcount:
-                    raise _lapsed()
         self._started = True
         self._reserved = hold
         self._renew_at = time.monotonic() + settings.upload_lease_seconds / 2
@@ -405,6 +404,8 @@ class Upload:
         """Under the owner's lock, re-check the bounds with the file's real size and make it a file."""
         async with self.files.db.write() as s:
             await lock_user(s, self.user_id)
+            if (await s.execute(_WRITING, {"bid": self.blob_id})).first() is None:
+                raise _lapsed()  # the collector took it
             existing = (
                 await s.execute(
                     select(FileBlob.id).where(
@@ -418,13 +419,11 @@ class Upload:
                 await s.execute(delete(FileBlob).where(FileBlob.id == self.blob_id))
                 blob_id = existing
             else:
-                completed = await s.execute(
+                await s.execute(
                     update(FileBlob)
-                    .where(FileBlob.id == self.blob_id, FileBlob.state == "writing")
+                    .where(FileBlob.id == self.blob_id)
                     .values(sha256=digest, size=self.size, media_type=media_type, state="complete", expires_at=None)
                 )
-                if not cast(CursorResult[Any], completed).rowcount:
-                    raise _lapsed()
                 blob_id = self.blob_id
             s.add(StoredFile(id=file_id, user_id=self.user_id, blob_id=blob_id, name=name))
         return blob_id
@@ -445,6 +444,9 @@ class Upload:
                 await s.execute(delete(FileBlob).where(FileBlob.id == self.blob_id))
         if state != "complete":
             await self._writer.abort()
+
+
+_WRITING = select(FileBlob.id).where(FileBlob.id == bindparam("bid"), FileBlob.state == "writing")
 
 
 def _lapsed() -> RpcError:

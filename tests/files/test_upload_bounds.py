@@ -109,6 +109,27 @@ async def test_a_failed_or_cut_off_upload_gives_back_its_reservation(server_fact
     assert len(await _stored_ids(live)) == 1
 
 
+async def test_a_stalled_upload_loses_its_reservation(server_factory: Any, db_url: str) -> None:
+    """Past the lease, an upload that sent nothing holds nothing: the room goes to others. If it sends again it
+    goes on when it still fits, and is given up (408) when the collector took its bytes meanwhile."""
+    live = await server_factory(db_url, max_user_file_bytes=400_000, upload_lease_seconds=1)
+    alice, files = await user_id(live, "alice"), live.services.files
+    resumed = await HeldUpload(live.url, live.tokens["alice"], os.urandom(150_000), "resumed").start()
+    given_up = await HeldUpload(live.url, live.tokens["alice"], os.urandom(150_000), "given-up").start()
+    await until(lambda: _holding(files, alice, in_flight=2))
+    await until(lambda: _holding(files, alice, in_flight=0))  # both leases lapsed: nothing is held
+    assert (await upload(live, os.urandom(200_000), "meanwhile")).status_code == 200  # 2 x 150 KB would not fit
+    status, _headers, _body = await resumed.finish()
+    assert status == 200
+    await files.collect()  # takes the lapsed upload's row (and any bytes it wrote)
+    status, _headers, body = await given_up.finish()
+    assert status == 408 and body["error"]["code"] == "TIMEOUT", body
+    assert "CHATSYNC_UPLOAD_LEASE_SECONDS" in body["error"]["message"]
+    usage = await files.usage(alice)
+    assert (usage.files, usage.stored, usage.in_flight) == (2, 350_000, 0)
+    assert len(await _stored_ids(live)) == 2
+
+
 async def _holding(files: Any, user: str, *, in_flight: int) -> bool:
     usage = await files.usage(user)
     return usage.in_flight == in_flight and (in_flight > 0 or usage.held == 0)
