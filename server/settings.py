@@ -107,6 +107,11 @@ class Settings(BaseSettings):
     file_grace_seconds: float = Field(default=24 * 3600.0, ge=0)
     # How often unreferenced files are looked for.
     file_sweep_seconds: float = Field(default=300.0, gt=0)
+    # Uploads one user may have under way at once, over every replica.
+    max_uploads_in_flight_per_user: int = Field(default=4, ge=1)
+    # An upload under way holds its bytes against its owner's quota; the hold is renewed as the bytes arrive
+    # and lapses this long after the last renewal (so what a server that died mid-upload held is freed).
+    upload_lease_seconds: float = Field(default=60.0, gt=0)
     # Which models take images, beyond the built-in rule: ``provider:glob=on|off`` items, comma-separated, first
     # match wins (docs/attachments.md).
     vision_models: str = ""

@@ -81,7 +81,9 @@ export interface Files {
    * {@link FileRequestError}: `PAYLOAD_TOO_LARGE` (413, with the server's message) past a limit,
    * `UNAUTHORIZED` (401) for a refused token. An upload that got no answer is sent again: one cut off midway
    * left nothing on the server, and one whose answer was lost left a file no message uses, which the server
-   * collects (identical bytes are stored once per user either way).
+   * collects (identical bytes are stored once per user either way). One answered 429 (the user has as many
+   * uploads under way as the server allows at once) waits as `Retry-After` says and is sent again, for up to
+   * {@link BUSY_WAIT_MS} in all.
    */
   upload(file: Blob, options?: FileRequestOptions & { name?: string }): Promise<UploadedFile>;
   /** The bytes of an uploaded file of this user (`NOT_FOUND` for anyone else's). */
@@ -89,6 +91,15 @@ export interface Files {
 }
 
 const defaultSleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** How long a request waits in all while the server answers 429 before that answer is the error. */
+const BUSY_WAIT_MS = 5 * 60_000;
+
+/** The answer's `Retry-After` (seconds) in milliseconds: 1 s when absent, within 0.25-30 s. */
+function retryAfterMs(res: Response): number {
+  const seconds = Number(res.headers.get("retry-after") ?? "1");
+  return Math.min(Math.max(Number.isFinite(seconds) ? seconds * 1000 : 1000, 250), 30_000);
+}
 
 /** `http://host:port` (or `.../trpc`) → `http://host:port/files`. */
 export function filesEndpoint(url: string): string {
@@ -115,7 +126,8 @@ export function createFiles(options: FilesOptions): Files {
 
   async function request(url: string, init: () => RequestInit, signal?: AbortSignal): Promise<Response> {
     const doFetch = options.fetch ?? globalThis.fetch;
-    for (let n = 1; ; n++) {
+    let waited = 0;
+    for (let n = 1; ; ) {
       let res: Response;
       try {
         res = await doFetch(url, { ...init(), ...(signal ? { signal } : {}) });
@@ -124,7 +136,16 @@ export function createFiles(options: FilesOptions): Files {
         if (signal?.aborted || n >= retry.attempts) {
           throw new FileRequestError(signal?.aborted ? "the request was aborted" : String((err as Error)?.message ?? err), 0, "NO_ANSWER");
         }
-        await sleep(retryDelay(retry, n));
+        await sleep(retryDelay(retry, n++));
+        continue;
+      }
+      // 429: the user's other uploads fill what the server lets run at once (or the rate limit): nothing was
+      // stored, so wait as told and send it again.
+      if (res.status === 429 && waited < BUSY_WAIT_MS && !signal?.aborted) {
+        const ms = retryAfterMs(res);
+        await res.body?.cancel();
+        waited += ms;
+        await sleep(ms);
         continue;
       }
       if (!res.ok) throw await failure(res);

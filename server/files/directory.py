@@ -70,10 +70,10 @@ class _DirectoryWriter(BlobWriter):
             await self._flush()
 
     async def _flush(self) -> None:
-        data, self._pending, self._pending_bytes = b"".join(self._pending), [], 0
+        pending, self._pending, self._pending_bytes = self._pending, [], 0
         if self._file is None:
             self._file = await asyncio.to_thread(self._open)
-        await asyncio.to_thread(self._file.write, data)
+        await asyncio.to_thread(self._file.writelines, pending)  # copied there, not on the event loop
 
     def _open(self) -> BinaryIO:
         self.part.parent.mkdir(parents=True, exist_ok=True)

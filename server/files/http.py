@@ -3,12 +3,13 @@ storage (no part is ever held whole), and downloads streamed back to their owner
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 import orjson
-from python_multipart.exceptions import ParseError
+from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
@@ -27,7 +28,12 @@ if TYPE_CHECKING:
 FILE_FIELD = "file"
 # What a body may carry beyond the file itself: boundaries, part headers, small other fields.
 MULTIPART_SLACK = 64 * 1024
+# One part's headers: names and values together, and how many (the parser's own bounds are set to match).
 MAX_PART_HEADER_BYTES = 16 * 1024
+MAX_PART_HEADERS = 32
+# Body chunks at least this large are parsed and digested on a worker thread (smaller ones cost less than the
+# hand-over).
+OFFLOAD_BYTES = 32 * 1024
 # After a limit is hit, read (and drop) at most this much more of the body, so an ordinary client gets to
 # read the 413 instead of failing to write the rest; past it the connection is closed.
 DRAIN_BYTES = 16 * 1024 * 1024
@@ -53,12 +59,16 @@ def file_routes(services: Callable[[], Services]) -> list[Route]:
         try:
             owner = await user_id(request)
             await services().limiter.admit(owner)  # an upload is a mutation like any other
+            boundary = _boundary(request)
+            declared = request.headers.get("content-length", "")
             files: Files = services().files
-            async with files.upload(owner) as up:
-                return await _receive(request, up)
+            most = int(declared) if declared.isdigit() else None
+            least = max(most - MULTIPART_SLACK, 0) if most is not None else 0
+            async with files.upload(owner, least=least, most=most) as up:
+                return await _receive(request, up, boundary)
         except ClientDisconnect:
             return Response(status_code=400)  # nobody reads it; the upload was discarded on the way out
-        except ParseError as exc:
+        except FormParserError as exc:
             return error("BAD_REQUEST", f"The body is not valid multipart/form-data: {exc}")
         except RpcError as exc:
             if exc.code == "PAYLOAD_TOO_LARGE":
@@ -101,7 +111,9 @@ def file_routes(services: Callable[[], Services]) -> list[Route]:
             "x-content-type-options": "nosniff",
             # Opened directly, a file is still inert: no scripts, no plugins, not framed by other origins.
             "content-security-policy": "default-src 'none'; sandbox",
-            "cache-control": "private, max-age=86400",
+            # A file is its owner's, and its id is all it takes to ask for it: no cache (a browser's, a shared
+            # proxy's) keeps a copy that outlives the file or reaches someone else.
+            "cache-control": "no-store",
         }
         return StreamingResponse(body(), media_type=media_type, headers=headers)
 
@@ -116,38 +128,52 @@ def _filename_params(name: str) -> str:
     return f"filename=\"{fallback}\"; filename*=UTF-8''{quote(name, safe='')}"
 
 
-async def _receive(request: Request, up: Upload) -> Response:
-    """Parse the multipart body as it arrives, writing the ``file`` part's bytes to ``up``."""
+def _boundary(request: Request) -> bytes:
     content_type, params = parse_options_header(request.headers.get("content-type", ""))
     boundary = params.get(b"boundary")
     if content_type != b"multipart/form-data" or not boundary:
         raise RpcError("BAD_REQUEST", "Send multipart/form-data with one part named \"file\"")
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit():
-        too_large = up.too_large(int(declared) - MULTIPART_SLACK)
-        if too_large is not None:
-            raise too_large
+    return boundary
+
+
+async def _receive(request: Request, up: Upload, boundary: bytes) -> Response:
+    """Parse the multipart body as it arrives, writing the ``file`` part's bytes to ``up``."""
     part = _Parts()
-    parser = MultipartParser(boundary, part.callbacks())
+    parser = MultipartParser(
+        boundary, part.callbacks(), max_header_count=MAX_PART_HEADERS, max_header_size=MAX_PART_HEADER_BYTES
+    )
     body_bytes = 0
     async for chunk in request.stream():
         body_bytes += len(chunk)
         if body_bytes > up.limit + MULTIPART_SLACK:  # other parts are dropped, but they are bounded too
-            raise up.too_large(body_bytes - MULTIPART_SLACK) or RpcError("PAYLOAD_TOO_LARGE")
-        parser.write(chunk)
-        if part.error is not None:
-            raise part.error
-        for data in part.take():
-            await up.write(data)
-    parser.finalize()
-    if part.error is not None:
-        raise part.error
-    for data in part.take():
-        await up.write(data)
+            raise up.too_large()
+        if len(chunk) >= OFFLOAD_BYTES:
+            pieces = await asyncio.to_thread(_parse, parser, part, up, chunk)
+        else:
+            pieces = _parse(parser, part, up, chunk)
+        for data in pieces:
+            await up.store(data)
+    for data in _parse(parser, part, up, None):
+        await up.store(data)
     if not part.ended:
         raise RpcError("BAD_REQUEST", "The body has no complete part named \"file\"")
     info = await up.finish(part.filename)
     return Response(orjson.dumps(info.wire()), media_type="application/json", headers={"cache-control": "no-store"})
+
+
+def _parse(parser: MultipartParser, part: _Parts, up: Upload, chunk: bytes | None) -> list[bytes]:
+    """Feed the parser the next chunk of the body (``None``: the body ended) and digest the file's bytes it
+    gave. Only computation, so a large chunk is handed to a worker thread: the event loop is not held by it."""
+    if chunk is None:
+        parser.finalize()
+    else:
+        parser.write(chunk)
+    if part.error is not None:
+        raise part.error
+    pieces = part.take()
+    for data in pieces:
+        up.digest(data)
+    return pieces
 
 
 class _Parts:

@@ -8,6 +8,10 @@ Invariants, and the failure each prevents:
   drops its own bytes and names that blob (the unique ``(user_id, sha256)`` settles two uploads racing).
 * A blob is deleted only when no file row names it; ``files.blob_id`` has no cascade, so the database refuses
   a delete that races with an upload taking the blob.
+* An upload reserves room for its bytes before it stores any, under its owner's lock, and the file is named
+  only after the bounds are checked again under that lock with its real size (``quota``): concurrent uploads,
+  on any replica, never pass a per-user bound together. The reservation is the upload's writing blob row; it
+  is renewed while bytes arrive, freed when the upload ends, and lapses when its server stops renewing it.
 * A file is collected when no live session references it (``file_refs``) and it was left alone
   (``touched_at``) for the grace period; taking it for a message touches it first, so the collector does not
   take a file out from under a message being written. Files only deleted sessions referenced go at once.
@@ -18,6 +22,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import time
+import unicodedata
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import suppress
@@ -25,21 +31,26 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, and_, delete, exists, func, select, update
+from sqlalchemy import CursorResult, and_, bindparam, delete, exists, select, update
 from sqlalchemy.exc import IntegrityError
 
 from ..protocol.errors import RpcError
 from ..settings import Settings
 from ..store.db import Database
 from ..store.models import ChatSession, FileBlob, FileRef, StoredFile, utcnow
+from ..store.repo import lock_user
+from . import quota
+from .quota import mib
 from .sniff import Sniffer
 from .storage import FileStorage
 
 log = logging.getLogger(__name__)
 
-# An upload not finished after this long is abandoned (its process died mid-upload); the collector removes it.
+# An upload written before reservations lapsed (no ``expires_at``) is abandoned after this long.
 STALE_UPLOAD = timedelta(hours=6)
 MAX_NAME_CHARS = 255
+# What an upload of unknown size reserves at first, and how much more each time its bytes pass the reservation.
+RESERVE_STEP = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -71,14 +82,40 @@ def not_found() -> RpcError:
 
 
 def clean_name(name: str | None) -> str:
-    """A display name: the last path component, without control characters, at most 255 characters."""
+    """A display name: the last path component, at most 255 characters, without control or format characters
+    (bidirectional overrides, zero-width characters) save joiners that join (:func:`_joins`); every kind of
+    space becomes a plain one."""
     name = (name or "").replace("\\", "/").rsplit("/", 1)[-1]
-    name = "".join(ch for ch in name if ch.isprintable()).strip()
-    return name[:MAX_NAME_CHARS] or "file"
+    kept: list[str] = []
+    for i, ch in enumerate(name):
+        if ch.isprintable():
+            kept.append(ch)
+        elif unicodedata.category(ch) in ("Zs", "Zl", "Zp"):
+            kept.append(" ")
+        elif ch in _JOINERS and kept and i + 1 < len(name) and _joins(ch, kept[-1], name[i + 1]):
+            kept.append(ch)
+    return "".join(kept).strip()[:MAX_NAME_CHARS] or "file"
 
 
-def _mib(n: int) -> str:
-    return f"{n / 1048576:g} MiB" if n >= 1048576 else f"{n} bytes"
+ZWNJ, ZWJ = "\u200c", "\u200d"
+_JOINERS = (ZWNJ, ZWJ)
+_EMOJI_MODIFIERS = frozenset("\ufe0f\U0001f3fb\U0001f3fc\U0001f3fd\U0001f3fe\U0001f3ff")
+
+
+def _joins(joiner: str, before: str, after: str) -> bool:
+    """A joiner is kept where it does its work: a zero-width joiner between two pieces of an emoji sequence
+    (👨‍👩‍👧, 🏳️‍🌈); either joiner between two letters or marks (Persian, Indic scripts shape by them)."""
+    if _letter(before) and _letter(after):
+        return True
+    return joiner == ZWJ and _pictograph(after) and (_pictograph(before) or before in _EMOJI_MODIFIERS)
+
+
+def _letter(ch: str) -> bool:
+    return unicodedata.category(ch)[0] in "LM"
+
+
+def _pictograph(ch: str) -> bool:
+    return unicodedata.category(ch) == "So"
 
 
 class Files:
@@ -131,21 +168,18 @@ class Files:
 
     # --- uploading ----------------------------------------------------------------------------------------
 
-    def upload(self, user_id: str) -> Upload:
-        """``async with files.upload(user) as up: await up.write(...); info = await up.finish(name)``; leaving
-        the block without ``finish`` (an error, a client that went away) removes everything written."""
-        return Upload(self, user_id)
+    def upload(self, user_id: str, *, least: int = 0, most: int | None = None) -> Upload:
+        """``async with files.upload(user) as up:``, then ``up.digest(data); await up.store(data)`` for each
+        piece in order, and ``info = await up.finish(name)``. Leaving the block without ``finish`` (an error, a
+        client that went away) removes everything written and frees what the upload reserved. ``least`` and
+        ``most``: what the request says of the file's size, if anything (a body's length bounds it), so a file
+        that cannot fit is refused before any of it is read."""
+        return Upload(self, user_id, least, most)
 
-    async def usage(self, user_id: str) -> tuple[int, int]:
-        """(bytes stored, files kept) for the user."""
+    async def usage(self, user_id: str) -> quota.Usage:
+        """The user's bytes stored, files kept and uploads under way (with the bytes those hold)."""
         async with self.db.read() as s:
-            stored = (
-                await s.execute(select(func.coalesce(func.sum(FileBlob.size), 0)).where(FileBlob.user_id == user_id))
-            ).scalar_one()
-            count = (
-                await s.execute(select(func.count()).select_from(StoredFile).where(StoredFile.user_id == user_id))
-            ).scalar_one()
-        return int(stored), int(count)
+            return await quota.usage(s, user_id, utcnow())
 
     # --- attachments --------------------------------------------------------------------------------------
 
@@ -167,7 +201,7 @@ class Files:
         if total > limit:
             raise RpcError(
                 "PAYLOAD_TOO_LARGE",
-                f"the files of one message exceed {_mib(limit)} together (CHATSYNC_MAX_MESSAGE_FILE_BYTES)",
+                f"the files of one message exceed {mib(limit)} together (CHATSYNC_MAX_MESSAGE_FILE_BYTES)",
             )
         return [found[item["fileId"]].attachment() if "fileId" in item else dict(item) for item in items]
 
@@ -203,7 +237,10 @@ class Files:
 
     async def _collect_blobs(self, now: Any) -> int:
         named = exists().where(StoredFile.blob_id == FileBlob.id)
-        orphan = and_(~named, (FileBlob.state == "complete") | (FileBlob.created_at < now - STALE_UPLOAD))
+        lapsed = (FileBlob.expires_at < now) | (
+            FileBlob.expires_at.is_(None) & (FileBlob.created_at < now - STALE_UPLOAD)
+        )
+        orphan = and_(~named, (FileBlob.state == "complete") | lapsed)
         async with self.db.read() as s:
             blob_ids = list((await s.execute(select(FileBlob.id).where(orphan).limit(1000))).scalars())
         removed = 0
@@ -263,59 +300,85 @@ def _info(row: Any) -> FileInfo:
 
 
 class Upload:
-    """One upload in progress: hashes, sniffs, counts and stores each chunk as it arrives."""
+    """One upload in progress: reserves room for its bytes under its owner's bounds, then hashes, sniffs, counts
+    and stores each chunk as it arrives (renewing and growing the reservation as needed)."""
 
-    def __init__(self, files: Files, user_id: str) -> None:
+    def __init__(self, files: Files, user_id: str, least: int = 0, most: int | None = None) -> None:
         self.files = files
         self.user_id = user_id
         self.blob_id = str(uuid.uuid4())
         self.size = 0
+        self.limit = files.settings.max_file_bytes
+        self._least = least
+        self._most = most
         self._hash = hashlib.sha256()
         self._sniffer = Sniffer()
         self._writer = files.storage.writer(self.blob_id)
-        self.limit = files.settings.max_file_bytes
-        self.limit_message = ""
+        self._reserved = 0
+        self._renew_at = 0.0  # time.monotonic() past which the reservation is renewed at the next chunk
+        self._started = False
         self._done = False
 
+    def too_large(self) -> RpcError:
+        return RpcError("PAYLOAD_TOO_LARGE", f"the file exceeds {mib(self.limit)} (CHATSYNC_MAX_FILE_BYTES)")
+
     async def __aenter__(self) -> Upload:
-        settings = self.files.settings
-        stored, count = await self.files.usage(self.user_id)
-        if count >= settings.max_files_per_user:
-            raise RpcError(
-                "PAYLOAD_TOO_LARGE",
-                f"you keep {count} files already, the most allowed "
-                "(CHATSYNC_MAX_FILES_PER_USER); delete sessions that carry some",
-            )
-        room = settings.max_user_file_bytes - stored
-        if room < self.limit:
-            self.limit = max(room, 0)
-            self.limit_message = (
-                f"the upload does not fit your storage quota of "
-                f"{_mib(settings.max_user_file_bytes)} (CHATSYNC_MAX_USER_FILE_BYTES)"
-            )
-        else:
-            self.limit_message = f"the file exceeds {_mib(self.limit)} (CHATSYNC_MAX_FILE_BYTES)"
-        async with self.files.db.write() as s:
-            s.add(FileBlob(id=self.blob_id, user_id=self.user_id, sha256=None, size=0, state="writing"))
+        if self._least > self.limit:
+            raise self.too_large()
+        first = min(self._most if self._most is not None else RESERVE_STEP, self.limit)
+        await self._reserve(self._least, max(first, self._least))
         return self
 
-    async def write(self, data: bytes) -> None:
-        """Store the next chunk, or raise ``PAYLOAD_TOO_LARGE`` before storing anything past a limit."""
-        if self.size + len(data) > self.limit:
-            raise RpcError("PAYLOAD_TOO_LARGE", self.limit_message)
-        self.size += len(data)
+    async def _reserve(self, need: int, want: int) -> None:
+        """Hold between ``need`` and ``want`` bytes for this upload (as much as fits), for another lease, under
+        the owner's lock; the documented error when not even ``need`` fits, or another bound is reached."""
+        settings = self.files.settings
+        async with self.files.db.write() as s:
+            await lock_user(s, self.user_id)
+            if self._started and (await s.execute(_WRITING, {"bid": self.blob_id})).first() is None:
+                raise _lapsed()  # the collector took it
+            now = utcnow()
+            usage = await quota.usage(s, self.user_id, now, besides=self.blob_id)
+            quota.check(settings, usage, holding=need, under_way=True)
+            hold = max(need, min(want, quota.room(settings, usage)))
+            expires = now + timedelta(seconds=settings.upload_lease_seconds)
+            if not self._started:
+                s.add(FileBlob(id=self.blob_id, user_id=self.user_id, size=hold, state="writing", expires_at=expires))
+            else:
+                await s.execute(
+                    update(FileBlob).where(FileBlob.id == self.blob_id).values(size=hold, expires_at=expires)
+                )
+        self._started = True
+        self._reserved = hold
+        self._renew_at = time.monotonic() + settings.upload_lease_seconds / 2
+
+    def digest(self, data: bytes) -> None:
+        """Hash and sniff the next piece of the file (before :meth:`store` takes it). Only computation: it may
+        run on a worker thread, one call at a time."""
         self._hash.update(data)
         self._sniffer.feed(data)
-        await self._writer.write(data)
 
-    def too_large(self, declared: int) -> RpcError | None:
-        """The error for a body that declares more bytes than any file may have, before reading any of it."""
-        return RpcError("PAYLOAD_TOO_LARGE", self.limit_message) if declared > self.limit else None
+    async def store(self, data: bytes) -> None:
+        """Store the next piece, or raise ``PAYLOAD_TOO_LARGE`` before storing anything past a limit."""
+        size = self.size + len(data)
+        if size > self.limit:
+            raise self.too_large()
+        if size > self._reserved:
+            await self._reserve(size, min(max(size, self._reserved + RESERVE_STEP), self.limit))
+        elif time.monotonic() >= self._renew_at:
+            await self._reserve(size, self._reserved)
+        self.size = size
+        await self._writer.write(data)
 
     async def finish(self, name: str | None) -> FileInfo:
         """Commit the bytes and name them; returns the file (sharing an identical earlier blob if there is one)."""
         digest, media_type = self._hash.hexdigest(), self._sniffer.media_type
-        await self._writer.commit()
+        if time.monotonic() >= self._renew_at:  # the collector must not take the bytes while they are committed
+            await self._reserve(self.size, self._reserved)
+        try:
+            await self._writer.commit()
+        except FileNotFoundError:  # the collector took an upload whose reservation lapsed
+            raise _lapsed() from None
         file_id = uuid.uuid4().hex
         for _attempt in range(3):
             try:
@@ -338,7 +401,11 @@ class Upload:
         )
 
     async def _name(self, file_id: str, name: str, digest: str, media_type: str) -> str:
+        """Under the owner's lock, re-check the bounds with the file's real size and make it a file."""
         async with self.files.db.write() as s:
+            await lock_user(s, self.user_id)
+            if (await s.execute(_WRITING, {"bid": self.blob_id})).first() is None:
+                raise _lapsed()  # the collector took it
             existing = (
                 await s.execute(
                     select(FileBlob.id).where(
@@ -346,6 +413,8 @@ class Upload:
                     )
                 )
             ).scalar()
+            usage = await quota.usage(s, self.user_id, utcnow(), besides=self.blob_id)
+            quota.check(self.files.settings, usage, holding=0 if existing else self.size, under_way=False)
             if existing is not None:
                 await s.execute(delete(FileBlob).where(FileBlob.id == self.blob_id))
                 blob_id = existing
@@ -353,24 +422,35 @@ class Upload:
                 await s.execute(
                     update(FileBlob)
                     .where(FileBlob.id == self.blob_id)
-                    .values(sha256=digest, size=self.size, media_type=media_type, state="complete")
+                    .values(sha256=digest, size=self.size, media_type=media_type, state="complete", expires_at=None)
                 )
                 blob_id = self.blob_id
             s.add(StoredFile(id=file_id, user_id=self.user_id, blob_id=blob_id, name=name))
         return blob_id
 
     async def __aexit__(self, exc_type: object, exc: object, tb: object) -> None:
-        if self._done:
+        if self._done or not self._started:
             return
         # Shielded: a client that went away cancels the request, and the cleanup must still run to the end.
         await asyncio.shield(self._discard())
 
     async def _discard(self) -> None:
-        # The row first: bytes without a row are found by ``collect_stray_bytes`` should this stop halfway. A
-        # blob that became complete (``finish`` interrupted after its transaction) is a file: keep it.
+        # The row first (it frees the reservation): bytes without a row are found by ``collect_stray_bytes``
+        # should this stop halfway. A blob that became complete (``finish`` interrupted after its transaction)
+        # is a file: keep it.
         async with self.files.db.write() as s:
             state = (await s.execute(select(FileBlob.state).where(FileBlob.id == self.blob_id))).scalar()
             if state == "writing":
                 await s.execute(delete(FileBlob).where(FileBlob.id == self.blob_id))
         if state != "complete":
             await self._writer.abort()
+
+
+_WRITING = select(FileBlob.id).where(FileBlob.id == bindparam("bid"), FileBlob.state == "writing")
+
+
+def _lapsed() -> RpcError:
+    return RpcError(
+        "TIMEOUT",
+        "the upload stalled for longer than CHATSYNC_UPLOAD_LEASE_SECONDS and was given up; send it again",
+    )

@@ -283,8 +283,10 @@ class Event(Base):
 class FileBlob(Base):
     """Stored bytes, once per user and content (``sha256``); the storage backend keeps them under ``id``.
 
-    ``state`` is ``writing`` while an upload streams in (``sha256`` still unknown), then ``complete``. A
-    blob whose upload never finished is removed by the file collector (``server.files``)."""
+    ``state`` is ``writing`` while an upload streams in (``sha256`` still unknown), then ``complete``. While
+    writing, the row is the upload's reservation: ``size`` is the bytes it holds against its owner's quota and
+    ``expires_at`` when that hold lapses unless the upload renews it (a server that died mid-upload stops
+    renewing). A blob whose upload never finished is removed by the file collector (``server.files``)."""
 
     __tablename__ = "file_blobs"
     __table_args__ = (UniqueConstraint("user_id", "sha256"),)
@@ -296,6 +298,7 @@ class FileBlob(Base):
     media_type: Mapped[str] = mapped_column(String(100), default="application/octet-stream")
     state: Mapped[str] = mapped_column(String(16), default="writing")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+    expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
 
 
 class StoredFile(Base):

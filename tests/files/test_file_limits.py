@@ -4,22 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 import pytest
-from file_helpers import stored_nothing, upload
+from file_helpers import stored_nothing, until, upload
 
 from server.client import TrpcError
-
-
-async def _until(condition: Callable[[], Any], timeout: float = 20) -> None:
-    """Wait for an observable condition of the server's state."""
-    async with asyncio.timeout(timeout):
-        while not await condition():
-            await asyncio.sleep(0.02)
 
 
 async def test_file_too_large_is_refused_and_nothing_is_stored(
@@ -65,7 +58,7 @@ async def test_user_quota_and_file_count(server_factory: Any, db_url: str, files
     assert (await upload(live, b"b", "b")).status_code == 200
     fourth = await upload(live, b"c", "c")
     assert fourth.status_code == 413 and "CHATSYNC_MAX_FILES_PER_USER" in fourth.json()["error"]["message"]
-    assert (await live.services.files.usage(await _alice(live)))[1] == 3
+    assert (await live.services.files.usage(await _alice(live))).files == 3
 
 
 async def _alice(live: Any) -> str:
@@ -107,9 +100,9 @@ async def test_cut_off_upload_leaves_nothing(files_server: Any) -> None:
     async def partly_stored() -> bool:
         return not await storage.is_empty()
 
-    await _until(partly_stored)  # the upload is under way: bytes are in storage
+    await until(partly_stored)  # the upload is under way: bytes are in storage
     writer.transport.abort()
-    await _until(lambda: stored_nothing(files_server))
+    await until(lambda: stored_nothing(files_server))
     reader.feed_eof()
 
 

@@ -1,22 +1,30 @@
 """Two ``chatsync serve`` replicas on one PostgreSQL database with the database storage backend: a file
-uploaded through one is read and attached through the other."""
+uploaded through one is read and attached through the other, and a user's bounds hold over both at once."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx
+from file_helpers import HeldUpload, refused_at_once
+from sqlalchemy import func, select
 from testkit import free_port, start_process, wait_ready
 
 from server.client import ChatClient
 from server.services.auth import AuthService
 from server.store import migrate
 from server.store.db import Database
+from server.store.models import FileBlob, StoredFile
 
 
-async def test_replicas_share_files(pg_url: str, tmp_path: Path) -> None:
+@asynccontextmanager
+async def _replicas(pg_url: str, tmp_path: Path, **settings: str) -> AsyncIterator[tuple[list[str], str]]:
+    """Two replicas (their URLs) and alice's token; ``settings`` are more ``CHATSYNC_*`` variables."""
     async with Database(pg_url) as db:
         await migrate.upgrade(db)
         _user, token = await AuthService(db).create_user("alice")
@@ -32,11 +40,21 @@ async def test_replicas_share_files(pg_url: str, tmp_path: Path) -> None:
                 "CHATSYNC_BUS_URL": "memory://",
                 "CHATSYNC_LOG_LEVEL": "warning",
                 "CHATSYNC_TEST_LOG": str(tmp_path / f"replica-{i}.log"),
+                **{f"CHATSYNC_{k}": v for k, v in settings.items()},
             }
             procs.append(start_process(env))
             urls.append(f"http://127.0.0.1:{port}")
         for url, proc in zip(urls, procs):
             await wait_ready(url, proc)
+        yield urls, token
+    finally:
+        for proc in procs:
+            proc.terminate()
+            proc.wait(20)
+
+
+async def test_replicas_share_files(pg_url: str, tmp_path: Path) -> None:
+    async with _replicas(pg_url, tmp_path) as (urls, token):
         data = os.urandom(900_000)
         auth = {"authorization": f"Bearer {token}"}
         async with httpx.AsyncClient(headers=auth, timeout=60) as http:
@@ -49,7 +67,16 @@ async def test_replicas_share_files(pg_url: str, tmp_path: Path) -> None:
             session = await chat.create_session(queue_paused=True)
             queued = await chat.enqueue(session.id, "see the scan", [file_id])
             assert queued.attachments[0]["name"] == "scan.bin"
-    finally:
-        for proc in procs:
-            proc.terminate()
-            proc.wait(20)
+
+
+async def test_uploads_under_way_are_capped_over_both_replicas(pg_url: str, tmp_path: Path) -> None:
+    async with _replicas(pg_url, tmp_path, MAX_UPLOADS_IN_FLIGHT_PER_USER="4") as (urls, token):
+        held = await asyncio.gather(
+            *(HeldUpload(urls[i % 2], token, os.urandom(200_000), f"{i}").start() for i in range(50))
+        )
+        under_way = await refused_at_once(held, admitted=4)
+        assert [(await h.finish())[0] for h in under_way] == [200] * 4
+        async with Database(pg_url) as db, db.read() as s:
+            files = (await s.execute(select(func.count()).select_from(StoredFile))).scalar()
+            blobs = (await s.execute(select(FileBlob.state))).scalars().all()
+        assert files == 4 and blobs == ["complete"] * 4

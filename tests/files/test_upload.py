@@ -10,6 +10,7 @@ import httpx
 from file_helpers import download, stored_nothing, upload, user_id
 from sqlalchemy import func, select
 
+from server.files import clean_name
 from server.store.models import FileBlob
 
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + os.urandom(64)
@@ -103,6 +104,68 @@ async def test_names_keep_their_characters(files_server: Any) -> None:
     disposition = got.headers["content-disposition"]
     assert "filename*=UTF-8''r%C3%A9sum%C3%A9%202026%20%22final%22.txt" in disposition
     assert 'filename="r_sum_ 2026 _final_.txt"' in disposition
+    family = "\U0001f468\u200d\U0001f469\u200d\U0001f467 family.png"  # one emoji, joined by zero-width joiners
+    reply = await upload(files_server, b"x", family)
+    assert reply.json()["name"] == family
+    got = await download(files_server, reply.json()["id"])
+    assert (
+        "filename*=UTF-8''%F0%9F%91%A8%E2%80%8D%F0%9F%91%A9%E2%80%8D%F0%9F%91%A7%20family.png"
+        in got.headers["content-disposition"]
+    )
+    spoof = await upload(files_server, b"x", "invoice\u202egnp.exe")  # shown as "invoiceexe.png" if kept
+    assert spoof.json()["name"] == "invoicegnp.exe"
+
+
+def test_name_cleaning() -> None:
+    kept = [
+        "\U0001f3f3\ufe0f\u200d\U0001f308 flag.png",
+        "\U0001f469\U0001f3fd\u200d\U0001f4bb dev.txt",
+        "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645.txt",  # Persian: the non-joiner shapes the word
+    ]
+    for name in kept:
+        assert clean_name(name) == name, name
+    cleaned = {
+        "\u2067evil\u2069\u202d.txt\u202c": "evil.txt",  # isolates and overrides
+        "a\u200bb\u200e\u200fc\ufeff.txt": "abc.txt",  # zero-width space, direction marks, BOM
+        "\u200d\U0001f468 \u200d.txt": "\U0001f468 .txt",  # joiners that join nothing
+        "x\u200d.png": "x.png",
+        "tab\there\nnew\x00line\x7f.txt": "tabherenewline.txt",
+        "\u65e5\u672c\u3000\u8a9e\u00a0.txt": "\u65e5\u672c \u8a9e .txt",  # every space becomes a plain one
+        "C:\\Users\\me\\..\\a.txt": "a.txt",
+        "\u202e\u200b": "file",
+        "x" * 300: "x" * 255,
+    }
+    for raw, expected in cleaned.items():
+        assert clean_name(raw) == expected, raw
+
+
+async def test_downloads_are_not_kept_by_caches(files_server: Any) -> None:
+    for data in (b"notes", PNG):
+        got = await download(files_server, (await upload(files_server, data, "f")).json()["id"])
+        assert got.headers["cache-control"] == "no-store"
+
+
+async def test_part_headers_up_to_the_documented_bound(files_server: Any) -> None:
+    """A part's headers may take 16 KiB (names and values), in up to 32 lines; one line may use all of it."""
+    auth = {"authorization": f"Bearer {files_server.tokens['alice']}"}
+
+    async def send(headers: bytes) -> httpx.Response:
+        body = b'--b\r\ncontent-disposition: form-data; name="file"; filename="h.txt"\r\n' + headers
+        async with httpx.AsyncClient(base_url=files_server.url) as http:
+            return await http.post(
+                "/files",
+                content=body + b"\r\nhello\r\n--b--\r\n",
+                headers={**auth, "content-type": "multipart/form-data; boundary=b"},
+            )
+
+    one_long = b"x-note: " + b"y" * 15_000 + b"\r\n"
+    assert (await send(one_long)).status_code == 200
+    many = b"".join(b"x-%d: v\r\n" % i for i in range(31))
+    assert (await send(many)).status_code == 200
+    for past in (b"x-note: " + b"y" * 16_400 + b"\r\n", many + b"x-last: v\r\n"):
+        reply = await send(past)
+        assert reply.status_code == 400 and reply.json()["error"]["code"] == "BAD_REQUEST", reply.text
+    assert (await files_server.services.files.usage(await user_id(files_server, "alice"))).files == 2
 
 
 async def test_malformed_bodies_are_bad_requests(files_server: Any) -> None:
@@ -116,13 +179,13 @@ async def test_malformed_bodies_are_bad_requests(files_server: Any) -> None:
         b"--b\r\n" + b"x-long: " + b"y" * 20_000 + b"\r\n\r\nz\r\n--b--\r\n",
     ]
     async with httpx.AsyncClient(base_url=files_server.url) as http:
-        for body in bodies:
+        for body, boundary in [(body, "b") for body in bodies] + [(b"--" + b"q" * 300 + b"\r\n", "q" * 300)]:
             reply = await http.post(
                 "/files",
                 content=body,
                 headers={
                     "authorization": f"Bearer {files_server.tokens['alice']}",
-                    "content-type": "multipart/form-data; boundary=b",
+                    "content-type": f"multipart/form-data; boundary={boundary}",
                 },
             )
             assert reply.status_code == 400 and reply.json()["error"]["code"] == "BAD_REQUEST", (body, reply.text)

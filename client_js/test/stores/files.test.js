@@ -112,6 +112,38 @@ describe('files against a real server', { skip: skipReason }, () => {
     assert.equal(missing.code, 'NOT_FOUND');
   });
 
+  test('more files at once than the server lets upload together: each waits its turn and all arrive', T, async () => {
+    const c = client();
+    const sent = Array.from({ length: 10 }, (_, i) => Buffer.alloc(300_000, i + 1));
+    const ups = await Promise.all(sent.map((bytes, i) => c.files.upload(new Blob([bytes]), { name: `part-${i}.bin` })));
+    assert.deepEqual(ups.map((u) => u.sha256), sent.map(sha256));
+  });
+
+  test('a 429 is waited out as Retry-After says, then sent again; past the budget it is the error', async () => {
+    const busy = () => new Response(JSON.stringify({ error: { code: 'TOO_MANY_REQUESTS', message: 'too many uploads' } }),
+      { status: 429, headers: { 'retry-after': '2' } });
+    const done = { id: 'f1', name: 'a.txt', mediaType: 'text/plain', size: 1, sha256: 'x' };
+    let calls = 0;
+    const slept = [];
+    const files = lib.createFiles({
+      url: 'http://server.invalid', token: 't', sleep: async (ms) => { slept.push(ms); },
+      fetch: async () => (++calls <= 2 ? busy() : new Response(JSON.stringify(done), { status: 200 })),
+    });
+    assert.deepEqual(await files.upload(new Blob(['x']), { name: 'a.txt' }), done);
+    assert.equal(calls, 3);
+    assert.deepEqual(slept, [2000, 2000]);
+
+    let waited = 0;
+    const never = lib.createFiles({
+      url: 'http://server.invalid', token: 't', sleep: async (ms) => { waited += ms; }, fetch: async () => busy(),
+    });
+    const err = await never.upload(new Blob(['x']), { name: 'a.txt' }).then(() => null, (e) => e);
+    assert.ok(err instanceof lib.FileRequestError);
+    assert.equal(err.status, 429);
+    assert.equal(err.code, 'TOO_MANY_REQUESTS');
+    assert.equal(waited, 5 * 60_000);
+  });
+
   test('an upload cut off midway is sent again and arrives whole', T, async () => {
     const p = await cuttingProxy(64 * 1024);
     try {
