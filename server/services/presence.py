@@ -57,7 +57,7 @@ def channel(session_id: str) -> str:
     return f"@presence:{session_id}"
 
 
-@dataclass
+@dataclass(eq=False)
 class _Watcher:
     emit: Emit
     own_key: str
