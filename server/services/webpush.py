@@ -18,15 +18,17 @@ import ipaddress
 import socket
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-import aiohttp
-from aiohttp.abc import AbstractResolver, ResolveResult
-from aiohttp.resolver import DefaultResolver
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from py_vapid import Vapid02
-from pywebpush import WebPusher
+
+if TYPE_CHECKING:
+    import aiohttp
+
+# The HTTP client and the push libraries are imported when the first message is sent: a process that never
+# sends one (most tests, most replicas for a while) does not pay for loading them.
 
 SEND_TIMEOUT_SECONDS = 10.0
 MAX_ENDPOINT_CHARS = 2048
@@ -98,23 +100,28 @@ def _is_literal(host: str) -> bool:
     return True
 
 
-class PublicResolver(AbstractResolver):
+def public_resolver() -> Any:
     """The HTTP client's resolver: the system's answers, less every address that is not public."""
+    from aiohttp.abc import AbstractResolver, ResolveResult
+    from aiohttp.resolver import DefaultResolver
 
-    def __init__(self) -> None:
-        self._inner = DefaultResolver()
+    class PublicResolver(AbstractResolver):
+        def __init__(self) -> None:
+            self._inner = DefaultResolver()
 
-    async def resolve(
-        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
-    ) -> list[ResolveResult]:
-        found = await self._inner.resolve(host, port, family)
-        public = [r for r in found if public_address(str(r["host"]))]
-        if not public:
-            raise OSError(f"{host} has no public address")
-        return public
+        async def resolve(
+            self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+        ) -> list[ResolveResult]:
+            found = await self._inner.resolve(host, port, family)
+            public = [r for r in found if public_address(str(r["host"]))]
+            if not public:
+                raise OSError(f"{host} has no public address")
+            return public
 
-    async def close(self) -> None:
-        await self._inner.close()
+        async def close(self) -> None:
+            await self._inner.close()
+
+    return PublicResolver()
 
 
 @dataclass
@@ -135,8 +142,6 @@ def new_private_key() -> str:
 
 def load_private_key(text: str) -> ec.EllipticCurvePrivateKey:
     """A VAPID private key given as PEM or as the base64url P-256 scalar."""
-    from cryptography.hazmat.primitives import serialization
-
     stripped = text.strip()
     if stripped.startswith("-----BEGIN"):
         key = serialization.load_pem_private_key(stripped.encode(), password=None)
@@ -151,8 +156,6 @@ def load_private_key(text: str) -> ec.EllipticCurvePrivateKey:
 
 def public_key_of(key: ec.EllipticCurvePrivateKey) -> str:
     """The application server key browsers subscribe with: the uncompressed point, base64url."""
-    from cryptography.hazmat.primitives import serialization
-
     return b64url(
         key.public_key().public_bytes(serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint)
     )
@@ -162,15 +165,17 @@ class Sender:
     """Posts push messages through one HTTP client (connections reused), guarded as the module says."""
 
     def __init__(self, key: ec.EllipticCurvePrivateKey, subject: str, allow_insecure: bool) -> None:
-        self.vapid = Vapid02(private_key=key)
+        self.key = key
         self.subject = subject
         self.allow_insecure = allow_insecure
         self._http: aiohttp.ClientSession | None = None
 
     def _client(self) -> aiohttp.ClientSession:
+        import aiohttp
+
         if self._http is None:
             connector = aiohttp.TCPConnector(
-                resolver=None if self.allow_insecure else PublicResolver(), limit=64, ttl_dns_cache=None
+                resolver=None if self.allow_insecure else public_resolver(), limit=64, ttl_dns_cache=None
             )
             timeout = aiohttp.ClientTimeout(total=SEND_TIMEOUT_SECONDS)
             self._http = aiohttp.ClientSession(connector=connector, timeout=timeout)
@@ -188,12 +193,16 @@ class Sender:
             check_url(endpoint, self.allow_insecure)
         except EndpointRefused as exc:
             return Delivery(None, error=str(exc), refused=True)
+        import aiohttp
+        from py_vapid import Vapid02
+        from pywebpush import WebPusher
+
         subscription = {"endpoint": endpoint, "keys": {"p256dh": p256dh, "auth": auth}}
         body: Any = WebPusher(subscription).encode(payload, "aes128gcm")["body"]
         parts = urlsplit(endpoint)
         audience = f"{parts.scheme}://{parts.netloc}"
         claims = {"aud": audience, "sub": self.subject, "exp": int(time.time()) + VAPID_EXPIRY_SECONDS}
-        headers: dict[str, str] = dict(self.vapid.sign(claims))
+        headers: dict[str, str] = dict(Vapid02(private_key=self.key).sign(claims))
         headers.update(
             {
                 "TTL": str(ttl),
