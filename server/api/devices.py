@@ -67,6 +67,7 @@ def register(router: Router) -> None:
 
     @router.query("push.publicKey")
     async def push_public_key(ctx: Context, _inp: Any) -> Any:
+        ctx.require_user()
         return ctx.services.push.public_key
 
     @router.query("push.subscriptions")
