@@ -63,7 +63,9 @@ class Browser:
     @property
     def p256dh(self) -> str:
         return b64(
-            self.key.public_key().public_bytes(serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint)
+            self.key.public_key().public_bytes(
+                serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint
+            )
         )
 
     def keys(self) -> dict[str, str]:

@@ -28,8 +28,14 @@ async def test_a_device_sees_another_open_type_hide_and_close(md):
         assert reply["heartbeatSeconds"] < reply["ttlSeconds"]
         seen = await until(watch, lambda i: bool(others(i)))
         assert others(seen) == [
-            {"deviceId": others(seen)[0]["deviceId"], "deviceName": "phone", "visible": True, "focused": True,
-             "typing": False, "current": False}
+            {
+                "deviceId": others(seen)[0]["deviceId"],
+                "deviceName": "phone",
+                "visible": True,
+                "focused": True,
+                "typing": False,
+                "current": False,
+            }
         ]
         await phone.mutation("presence.update", {"sessionId": sid, "visible": True, "focused": True, "typing": True})
         await until(watch, lambda i: bool(others(i)) and others(i)[0]["typing"])

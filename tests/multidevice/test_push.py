@@ -118,7 +118,12 @@ async def test_approve_from_the_notification(pushy):
     phone_token = await server.services.auth.create_token("alice", "phone")
     async with server.client("alice") as laptop, TrpcClient(server.url, phone_token) as phone:
         await phone.mutation("push.subscribe", receiver.subscription("phone"))
-        tool = {"name": "calculator", "description": "maths", "parameters": {"type": "object"}, "requiresApproval": True}
+        tool = {
+            "name": "calculator",
+            "description": "maths",
+            "parameters": {"type": "object"},
+            "requiresApproval": True,
+        }
         sid = (await laptop.mutation("session.create", {"tools": [tool]}))["id"]
         events = await laptop.subscribe("session.events", {"sessionId": sid, "lastEventId": "0"})
         await laptop.mutation("message.send", {"sessionId": sid, "content": '/tool calculator {"expression": "6*7"}'})
@@ -149,7 +154,12 @@ async def test_a_revoked_devices_capability_decides_nothing(pushy):
     async with server.client("alice") as laptop, TrpcClient(server.url, phone_token) as phone:
         await phone.mutation("push.subscribe", receiver.subscription("phone"))
         phone_id = (await phone.query("auth.me"))["deviceId"]
-        tool = {"name": "calculator", "description": "maths", "parameters": {"type": "object"}, "requiresApproval": True}
+        tool = {
+            "name": "calculator",
+            "description": "maths",
+            "parameters": {"type": "object"},
+            "requiresApproval": True,
+        }
         sid = (await laptop.mutation("session.create", {"tools": [tool]}))["id"]
         await laptop.mutation("message.send", {"sessionId": sid, "content": '/tool calculator {"expression": "1"}'})
         got = await receiver.wait_for(lambda r: len(r) >= 1)
