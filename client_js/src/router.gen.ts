@@ -143,7 +143,7 @@ export type PushDecideInput = {
 };
 export type PushKeys = {
   /** min length 1; max length 200 */
-  p256Dh: string;
+  p256dh: string;
   /** min length 1; max length 100 */
   auth: string;
 };

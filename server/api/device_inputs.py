@@ -30,7 +30,7 @@ class DraftClear(SessionRef):
 
 
 class PushKeys(StrictInput):
-    p256dh: str = Field(min_length=1, max_length=200)
+    p256dh: str = Field(alias="p256dh", min_length=1, max_length=200)  # as browsers name it, not camelCased
     auth: str = Field(min_length=1, max_length=100)
 
 
