@@ -16,7 +16,9 @@ from server.tui import ChatApp
 pytestmark = pytest.mark.timeout(60)
 
 
-async def test_the_terminal_reports_open_typing_and_leaving(server_factory: Callable[..., Any], sqlite_url: str) -> None:
+async def test_the_terminal_reports_open_typing_and_leaving(
+    server_factory: Callable[..., Any], sqlite_url: str
+) -> None:
     server = await server_factory(sqlite_url)
     phone = await server.services.auth.create_token("alice", "phone")
     async with ChatClient(server.url, server.tokens["alice"]) as chat, TrpcClient(server.url, phone) as other:
