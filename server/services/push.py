@@ -80,6 +80,7 @@ MAX_RETRY_AFTER_SECONDS = 60.0
 ANSWER_TTL_SECONDS = 24 * 3600
 BODY_CHARS = 240
 SENT_KEEP = timedelta(days=2)  # ``push_sent`` rows older than this go (runs do not last that long)
+SENT_TRIM_EVERY = 100  # records between two trims of ``push_sent``, per process
 
 Approve = Callable[[User, str, str, bool, str | None], Awaitable[Any]]
 """``(user, session id, call id, approved, device name)``: decide an approval as ``tool.approve`` does."""
@@ -119,6 +120,7 @@ class PushService:
         self._sends: set[asyncio.Task[None]] = set()
         self._slots = asyncio.Semaphore(MAX_CONCURRENT_SENDS)
         self.dropped = 0  # jobs a full queue refused
+        self._recorded = 0
         self.backoff = FIRST_BACKOFF_SECONDS
 
     # --- lifecycle ----------------------------------------------------------------------------------------
@@ -288,7 +290,8 @@ class PushService:
             async with self.db.write() as s:
                 s.add(PushSent(run_id=job.run_id, kind=job.kind, created_at=now))
                 await s.flush()
-                if now.second == 0:  # about once a minute: forget what no run can still need
+                self._recorded += 1
+                if self._recorded % SENT_TRIM_EVERY == 0:  # now and then: forget what no run can still need
                     await s.execute(delete(PushSent).where(PushSent.created_at < now - SENT_KEEP))
         except IntegrityError:
             return False
