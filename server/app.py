@@ -34,11 +34,15 @@ from .rpc.http import HttpTransport, bearer_token, plain_error_response, request
 from .rpc.limits import ConnectionSlots, RateLimiter, SharedRateLimiter
 from .rpc.ws import WsConnection
 from .services.auth import AuthService
+from .services.drafts import DraftService
 from .services.links import SignInLinks
+from .services.presence import PresenceService
+from .services.push import PushService
 from .services.queue import QueueService
 from .services.runs import RunAwareSessionService, RunService
 from .services.sessions import SessionService
 from .services.titles import TitleService
+from .services.unread import UnreadService
 from .services.uow import UnitOfWork
 from .settings import Settings
 from .store import migrate
@@ -74,6 +78,10 @@ class Services:
     devices: revocation.DeviceConnections
     limiter: RateLimiter
     slots: ConnectionSlots
+    presence: PresenceService
+    drafts: DraftService
+    unread: UnreadService
+    push: PushService
     connections: set[WsConnection] = field(default_factory=set)
 
     async def stream_snapshots(self, session_id: str) -> list[dict[str, Any]]:
@@ -119,6 +127,19 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
         sessions = RunAwareSessionService(db, uow, runs=runs, titles=orchestrator.titles)
         sessions.default_provider, sessions.default_model = settings.default_provider, settings.default_model
         sessions.max_per_user = settings.max_sessions_per_user
+        unread = UnreadService(db, uow)
+        presence = PresenceService(db, bus, hub, bus.presence(), unread, settings.presence_ttl_seconds)
+        uow.visible = presence.visible
+        await presence.start()
+        stack.push_async_callback(presence.stop)
+
+        async def approve(user: Any, session_id: str, call_id: str, approved: bool, device_name: str | None) -> Any:
+            return await runs.approve(user, session_id, call_id, approved, None, None, device_name)
+
+        push = PushService(db, settings, approve)
+        await push.start()
+        stack.push_async_callback(push.stop)
+        uow.observers.append(push.observe)
         auth = AuthService(db, on_revoked=devices.revoked)
         devices.listeners.append(auth.forget_devices)  # revocations seen on the bus or by a poll evict tokens
         stack.push_async_callback(auth.flush_touches)  # before the database closes
@@ -140,6 +161,10 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
             runs=runs,
             titles=orchestrator.titles,
             files=files,
+            presence=presence,
+            drafts=DraftService(db, bus, presence, settings.max_content_chars),
+            unread=unread,
+            push=push,
         )
 
 

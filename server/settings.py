@@ -115,6 +115,20 @@ class Settings(BaseSettings):
     # Which models take images, beyond the built-in rule: ``provider:glob=on|off`` items, comma-separated, first
     # match wins (docs/attachments.md).
     vision_models: str = ""
+    # Devices that know about each other (docs/devices.md). A presence entry lives this long after its client's
+    # last update (clients refresh it every third of it), so a device that vanished drops out within it plus
+    # one refresh of the watchers (at most 5 s).
+    presence_ttl_seconds: float = Field(default=20.0, ge=0.5, le=25)
+    # Web Push: the VAPID private key (PEM, or the base64url P-256 scalar); unset: made on first start and kept
+    # in the database. The subject is the contact the push services see (mailto: or https:).
+    push_vapid_private_key: str | None = None
+    push_vapid_subject: str = "mailto:chatsync@localhost"
+    # Push endpoints must be https URLs on public addresses; this lifts both (for a local push service in tests).
+    push_allow_insecure_endpoints: bool = False
+    # Notifications waiting to be sent; past it a notification is dropped (and logged), never the run delayed.
+    push_queue_size: int = Field(default=1000, ge=1)
+    # How long the Approve/Deny actions of an approval notification stay valid (and its TTL at the push service).
+    push_action_seconds: float = Field(default=3600.0, ge=10, le=7 * 24 * 3600)
 
     @field_validator("allowed_origins", mode="before")
     @classmethod
@@ -162,6 +176,13 @@ class Settings(BaseSettings):
             return seen_as.rstrip("/")
         host = "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
         return f"http://{host}:{self.port}"
+
+    @field_validator("push_vapid_subject")
+    @classmethod
+    def _vapid_subject(cls, value: str) -> str:
+        if not value.startswith(("mailto:", "https://")):
+            raise ValueError("must start with mailto: or https://")
+        return value
 
     @field_validator("public_url")
     @classmethod

@@ -84,7 +84,15 @@ export type SendResult =
   | { status: "steered"; message: Message; runId: string };
 
 /** A page of `session.list`. `feedEventId` is where `session.feed` should start to miss nothing. */
-export type SessionPage = { items: Session[]; nextCursor: string | null; feedEventId: string };
+export type SessionPage = { items: (Session & SessionMarks)[]; nextCursor: string | null; feedEventId: string };
+
+/** What a session list shows beside the session: its queue's length, and whether it is unread (an answer, a
+ * failure or an approval request its owner has not looked at: `attention` says which). */
+export type SessionMarks = {
+  queueLength?: number;
+  unread?: boolean;
+  attention?: "answer" | "failure" | "approval" | null;
+};
 
 /** A page of `message.list`; `nextCursor` is the `before` of the previous page. */
 export type MessagePage = { items: Message[]; nextCursor: number | null };
@@ -93,7 +101,7 @@ export type MessagePage = { items: Message[]; nextCursor: number | null };
 export type SessionSummary = Pick<
   Session,
   "id" | "title" | "titleSource" | "status" | "provider" | "model" | "queuePaused" | "createdAt" | "updatedAt"
-> & { queueLength?: number };
+> & SessionMarks;
 
 /** What `session-updated` carries: every field of the session except the large ones (tools, system prompt,
  * defaults, metadata), which are there only when they changed. Merge it into the session you have. */
@@ -108,6 +116,35 @@ export type Device = { id: string; name: string; createdAt: number; lastUsedAt: 
 export type PendingLink = {
   id: string; deviceName: string | null; createdAt: number; expiresAt: number;
   madeBy: { id: string; name: string; current: boolean } | null;
+};
+
+/** A client that has a session open (`presence.watch`); `current` is the watcher's own. */
+export type PresenceDevice = {
+  deviceId: string | null; deviceName: string; visible: boolean; focused: boolean; typing: boolean; current: boolean;
+};
+
+/** A session's unsent composer text, per user (`draft.*`); `version` 0 is "no draft yet". */
+export type Draft = {
+  sessionId: string; text: string; attachments: FileInfo[]; version: number;
+  deviceId: string | null; deviceName: string | null; updatedAt: number | null;
+};
+
+/** An uploaded file as a message or a draft carries it. */
+export type FileInfo = { fileId: string; name: string; mediaType: string; size: number };
+
+/** `draft.save` / `draft.clear`: `saved` false when the draft had moved on (then `draft` is the newer one). */
+export type DraftWrite = { saved: boolean; draft: Draft };
+
+/** What `presence.watch` gives: the draft, the set of clients, and each change of either. */
+export type PresenceItem =
+  | { type: "presence"; sessionId: string; devices: PresenceDevice[] }
+  | { type: "draft"; sessionId: string; draft: Draft };
+
+export type PushEvent = "approval-needed" | "answer-finished" | "run-failed";
+
+/** A device's Web Push subscription (`push.subscriptions`). */
+export type PushSubscriptionInfo = {
+  endpoint: string; deviceId: string; deviceName: string; events: PushEvent[]; current: boolean;
 };
 """
 
@@ -180,6 +217,19 @@ OUTPUTS: dict[str, type[BaseModel] | str] = {
     "auth.devices": "Device[]",
     "auth.revokeDevice": "null",
     "auth.renameDevice": "Device",
+    # Devices that know about each other (docs/devices.md).
+    "presence.update": "{ ttlSeconds: number; heartbeatSeconds: number }",
+    "presence.leave": "null",
+    "presence.watch": "PresenceItem",
+    "draft.get": "Draft",
+    "draft.save": "DraftWrite",
+    "draft.clear": "DraftWrite",
+    "session.markRead": "null",
+    "push.publicKey": "string",
+    "push.subscriptions": "PushSubscriptionInfo[]",
+    "push.subscribe": "{ endpoint: string; deviceId: string; events: PushEvent[] }",
+    "push.unsubscribe": "null",
+    "push.decide": "{ resolved: true }",
 }
 
 

@@ -118,7 +118,7 @@ def start_process(env: dict[str, str]) -> subprocess.Popen:
         )
 
 
-async def wait_ready(url: str, proc: subprocess.Popen, timeout: float = 30) -> None:
+async def wait_ready(url: str, proc: subprocess.Popen, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     async with httpx.AsyncClient() as http:
         while time.monotonic() < deadline:

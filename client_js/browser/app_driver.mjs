@@ -8,8 +8,9 @@ import { createInterface } from "node:readline";
 import { launch } from "./app_helpers.mjs";
 import { scenarios as appScenarios } from "./app_scenarios.mjs";
 import { linkScenarios } from "./link_scenarios.mjs";
+import { presenceScenarios } from "./presence_scenarios.mjs";
 
-const scenarios = { ...appScenarios, ...linkScenarios };
+const scenarios = { ...appScenarios, ...linkScenarios, ...presenceScenarios };
 
 const url = process.env.CHATSYNC_URL;
 const browser = await launch();

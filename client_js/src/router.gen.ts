@@ -38,6 +38,22 @@ export type DeviceRefInput = {
   /** min length 1; max length 64 */
   deviceId: string;
 };
+export type DraftClearInput = {
+  /** min length 1; max length 64 */
+  sessionId: string;
+  /** min 0 */
+  baseVersion: number;
+};
+export type DraftSaveInput = {
+  /** min length 1; max length 64 */
+  sessionId: string;
+  /** max length 1000000 */
+  text: string;
+  /** max items 32 */
+  attachments?: FileRef[];
+  /** min 0 */
+  baseVersion: number;
+};
 export type EnqueueInput = {
   /** min length 1; max length 64 */
   clientRequestId?: string | null;
@@ -110,6 +126,37 @@ export type Notice = {
   fileId: string;
   name: string;
   message: string;
+};
+export type PresenceUpdateInput = {
+  /** min length 1; max length 64 */
+  sessionId: string;
+  visible: boolean;
+  /** @default false */
+  focused?: boolean;
+  /** @default false */
+  typing?: boolean;
+};
+export type PushDecideInput = {
+  /** min length 1; max length 2000 */
+  capability: string;
+  approved: boolean;
+};
+export type PushKeys = {
+  /** min length 1; max length 200 */
+  p256dh: string;
+  /** min length 1; max length 100 */
+  auth: string;
+};
+export type PushSubscribeInput = {
+  /** min length 1; max length 2048 */
+  endpoint: string;
+  keys: PushKeys;
+  /** max items 3 */
+  events?: ("approval-needed" | "answer-finished" | "run-failed")[] | null;
+};
+export type PushUnsubscribeInput = {
+  /** min length 1; max length 2048 */
+  endpoint: string;
 };
 export type QueuedMessage = {
   id: string;
@@ -356,7 +403,15 @@ export type SendResult =
   | { status: "steered"; message: Message; runId: string };
 
 /** A page of `session.list`. `feedEventId` is where `session.feed` should start to miss nothing. */
-export type SessionPage = { items: Session[]; nextCursor: string | null; feedEventId: string };
+export type SessionPage = { items: (Session & SessionMarks)[]; nextCursor: string | null; feedEventId: string };
+
+/** What a session list shows beside the session: its queue's length, and whether it is unread (an answer, a
+ * failure or an approval request its owner has not looked at: `attention` says which). */
+export type SessionMarks = {
+  queueLength?: number;
+  unread?: boolean;
+  attention?: "answer" | "failure" | "approval" | null;
+};
 
 /** A page of `message.list`; `nextCursor` is the `before` of the previous page. */
 export type MessagePage = { items: Message[]; nextCursor: number | null };
@@ -365,7 +420,7 @@ export type MessagePage = { items: Message[]; nextCursor: number | null };
 export type SessionSummary = Pick<
   Session,
   "id" | "title" | "titleSource" | "status" | "provider" | "model" | "queuePaused" | "createdAt" | "updatedAt"
-> & { queueLength?: number };
+> & SessionMarks;
 
 /** What `session-updated` carries: every field of the session except the large ones (tools, system prompt,
  * defaults, metadata), which are there only when they changed. Merge it into the session you have. */
@@ -380,6 +435,35 @@ export type Device = { id: string; name: string; createdAt: number; lastUsedAt: 
 export type PendingLink = {
   id: string; deviceName: string | null; createdAt: number; expiresAt: number;
   madeBy: { id: string; name: string; current: boolean } | null;
+};
+
+/** A client that has a session open (`presence.watch`); `current` is the watcher's own. */
+export type PresenceDevice = {
+  deviceId: string | null; deviceName: string; visible: boolean; focused: boolean; typing: boolean; current: boolean;
+};
+
+/** A session's unsent composer text, per user (`draft.*`); `version` 0 is "no draft yet". */
+export type Draft = {
+  sessionId: string; text: string; attachments: FileInfo[]; version: number;
+  deviceId: string | null; deviceName: string | null; updatedAt: number | null;
+};
+
+/** An uploaded file as a message or a draft carries it. */
+export type FileInfo = { fileId: string; name: string; mediaType: string; size: number };
+
+/** `draft.save` / `draft.clear`: `saved` false when the draft had moved on (then `draft` is the newer one). */
+export type DraftWrite = { saved: boolean; draft: Draft };
+
+/** What `presence.watch` gives: the draft, the set of clients, and each change of either. */
+export type PresenceItem =
+  | { type: "presence"; sessionId: string; devices: PresenceDevice[] }
+  | { type: "draft"; sessionId: string; draft: Draft };
+
+export type PushEvent = "approval-needed" | "answer-finished" | "run-failed";
+
+/** A device's Web Push subscription (`push.subscriptions`). */
+export type PushSubscriptionInfo = {
+  endpoint: string; deviceId: string; deviceName: string; events: PushEvent[]; current: boolean;
 };
 
 // --- events (docs/api.md "Events") ---
@@ -468,6 +552,9 @@ export interface Procedures {
   "auth.renameDevice": { kind: "mutation"; input: RenameDeviceInput; output: Device };
   "auth.revokeDevice": { kind: "mutation"; input: DeviceRefInput; output: null };
   "auth.revokeLink": { kind: "mutation"; input: LinkRefInput; output: null };
+  "draft.clear": { kind: "mutation"; input: DraftClearInput; output: DraftWrite };
+  "draft.get": { kind: "query"; input: SessionRefInput; output: Draft };
+  "draft.save": { kind: "mutation"; input: DraftSaveInput; output: DraftWrite };
   "message.addInstructions": { kind: "mutation"; input: AddInstructionsInput; output: { messages: Message[]; runId: string | null } };
   "message.clearQueue": { kind: "mutation"; input: SessionRefInput; output: null };
   "message.dequeueMessage": { kind: "mutation"; input: SessionRefInput; output: QueuedMessage | null };
@@ -481,6 +568,14 @@ export interface Procedures {
   "message.send": { kind: "mutation"; input: SendInput; output: SendResult };
   "message.sendQueuedNow": { kind: "mutation"; input: SendQueuedNowInput; output: { mode: "interrupt" | "steer" | "next"; runId: string | null } };
   "message.updateQueuedMessage": { kind: "mutation"; input: UpdateQueuedInput; output: QueuedMessage };
+  "presence.leave": { kind: "mutation"; input: SessionRefInput; output: null };
+  "presence.update": { kind: "mutation"; input: PresenceUpdateInput; output: { ttlSeconds: number; heartbeatSeconds: number } };
+  "presence.watch": { kind: "subscription"; input: SessionRefInput; output: PresenceItem };
+  "push.decide": { kind: "mutation"; input: PushDecideInput; output: { resolved: true } };
+  "push.publicKey": { kind: "query"; input: void; output: string };
+  "push.subscribe": { kind: "mutation"; input: PushSubscribeInput; output: { endpoint: string; deviceId: string; events: PushEvent[] } };
+  "push.subscriptions": { kind: "query"; input: void; output: PushSubscriptionInfo[] };
+  "push.unsubscribe": { kind: "mutation"; input: PushUnsubscribeInput; output: null };
   "run.abort": { kind: "mutation"; input: SessionRefInput; output: { aborted: boolean } };
   "session.clearTitle": { kind: "mutation"; input: SessionRefInput; output: Session };
   "session.create": { kind: "mutation"; input: SessionCreateInput | undefined; output: Session };
@@ -489,6 +584,7 @@ export interface Procedures {
   "session.feed": { kind: "subscription"; input: SessionFeedInput | undefined; output: FeedEventItem };
   "session.get": { kind: "query"; input: SessionGetInput; output: SessionState };
   "session.list": { kind: "query"; input: SessionListInput | undefined; output: SessionPage };
+  "session.markRead": { kind: "mutation"; input: SessionRefInput; output: null };
   "session.regenerateTitle": { kind: "mutation"; input: RegenerateTitleInput; output: Session };
   "session.setTitle": { kind: "mutation"; input: SetTitleInput; output: Session };
   "session.switchContext": { kind: "mutation"; input: SwitchContextInput; output: Session };
@@ -511,6 +607,11 @@ export type AppRouter = TRPCBuiltRouter<
       revokeDevice: TRPCMutationProcedure<{ input: DeviceRefInput; output: null; meta: object }>;
       revokeLink: TRPCMutationProcedure<{ input: LinkRefInput; output: null; meta: object }>;
     };
+    draft: {
+      clear: TRPCMutationProcedure<{ input: DraftClearInput; output: DraftWrite; meta: object }>;
+      get: TRPCQueryProcedure<{ input: SessionRefInput; output: Draft; meta: object }>;
+      save: TRPCMutationProcedure<{ input: DraftSaveInput; output: DraftWrite; meta: object }>;
+    };
     message: {
       addInstructions: TRPCMutationProcedure<{ input: AddInstructionsInput; output: { messages: Message[]; runId: string | null }; meta: object }>;
       clearQueue: TRPCMutationProcedure<{ input: SessionRefInput; output: null; meta: object }>;
@@ -526,6 +627,18 @@ export type AppRouter = TRPCBuiltRouter<
       sendQueuedNow: TRPCMutationProcedure<{ input: SendQueuedNowInput; output: { mode: "interrupt" | "steer" | "next"; runId: string | null }; meta: object }>;
       updateQueuedMessage: TRPCMutationProcedure<{ input: UpdateQueuedInput; output: QueuedMessage; meta: object }>;
     };
+    presence: {
+      leave: TRPCMutationProcedure<{ input: SessionRefInput; output: null; meta: object }>;
+      update: TRPCMutationProcedure<{ input: PresenceUpdateInput; output: { ttlSeconds: number; heartbeatSeconds: number }; meta: object }>;
+      watch: TRPCSubscriptionProcedure<{ input: SessionRefInput; output: AsyncIterable<PresenceItem, void, any>; meta: object }>;
+    };
+    push: {
+      decide: TRPCMutationProcedure<{ input: PushDecideInput; output: { resolved: true }; meta: object }>;
+      publicKey: TRPCQueryProcedure<{ input: void; output: string; meta: object }>;
+      subscribe: TRPCMutationProcedure<{ input: PushSubscribeInput; output: { endpoint: string; deviceId: string; events: PushEvent[] }; meta: object }>;
+      subscriptions: TRPCQueryProcedure<{ input: void; output: PushSubscriptionInfo[]; meta: object }>;
+      unsubscribe: TRPCMutationProcedure<{ input: PushUnsubscribeInput; output: null; meta: object }>;
+    };
     run: {
       abort: TRPCMutationProcedure<{ input: SessionRefInput; output: { aborted: boolean }; meta: object }>;
     };
@@ -537,6 +650,7 @@ export type AppRouter = TRPCBuiltRouter<
       feed: TRPCSubscriptionProcedure<{ input: SessionFeedInput | undefined; output: AsyncIterable<FeedEventItem, void, any>; meta: object }>;
       get: TRPCQueryProcedure<{ input: SessionGetInput; output: SessionState; meta: object }>;
       list: TRPCQueryProcedure<{ input: SessionListInput | undefined; output: SessionPage; meta: object }>;
+      markRead: TRPCMutationProcedure<{ input: SessionRefInput; output: null; meta: object }>;
       regenerateTitle: TRPCMutationProcedure<{ input: RegenerateTitleInput; output: Session; meta: object }>;
       setTitle: TRPCMutationProcedure<{ input: SetTitleInput; output: Session; meta: object }>;
       switchContext: TRPCMutationProcedure<{ input: SwitchContextInput; output: Session; meta: object }>;

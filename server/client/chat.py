@@ -245,6 +245,18 @@ class ChatClient:
             inp["reason"] = reason
         await self.trpc.mutation("tool.approve", inp)
 
+    # --- presence (docs/devices.md) -----------------------------------------------------------------------
+
+    async def report_presence(
+        self, session_id: str, *, visible: bool = True, focused: bool = True, typing: bool = False
+    ) -> float:
+        """Say this client has the session open; returns how many seconds until it should say so again."""
+        inp = {"sessionId": session_id, "visible": visible, "focused": focused, "typing": typing}
+        return float((await self.trpc.mutation("presence.update", inp))["heartbeatSeconds"])
+
+    async def leave_presence(self, session_id: str) -> None:
+        await self.trpc.mutation("presence.leave", {"sessionId": session_id})
+
     # --- files ------------------------------------------------------------------------------------------
 
     @property

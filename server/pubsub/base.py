@@ -12,6 +12,7 @@ from typing import Any
 
 from ..domain.events import EventEnvelope
 from .buckets import RateBuckets
+from .presence import MemoryPresence, PresenceStore
 from .streams import LocalStreams, StreamBuffer
 
 MessageHandler = Callable[[str, Sequence[EventEnvelope]], None]
@@ -66,6 +67,11 @@ class Bus(abc.ABC):
         """The token buckets every process on this bus shares (``buckets.py``), or None for a bus of one
         process, where each process's own buckets are the whole story."""
         return None
+
+    def presence(self) -> PresenceStore:
+        """Who has which session open (``presence.py``), shared by every process on this bus. The default
+        suits one process."""
+        return MemoryPresence()
 
     async def __aenter__(self) -> Bus:
         await self.connect()

@@ -37,3 +37,13 @@ def session_streams_key(prefix: str, session_id: str) -> str:
 def rate_key(prefix: str, user_id: str) -> str:
     """One user's request token bucket, shared by every replica (a hash: ``tokens``, ``at``)."""
     return f"{prefix}rate:{user_id}"
+
+
+def presence_key(prefix: str, session_id: str) -> str:
+    """The live presence entries of a session (a hash: client key -> ``expiresAt|entry JSON``)."""
+    return f"{prefix}presence:{{{session_id}}}"
+
+
+def presence_version_key(prefix: str, session_id: str) -> str:
+    """The counter that numbers a session's presence sets (in the session's slot, beside its hash)."""
+    return f"{prefix}presence-v:{{{session_id}}}"

@@ -34,6 +34,7 @@ from .keys import (
     stream_text_key,
 )
 from .redis_buckets import RedisRateBuckets
+from .redis_presence import RedisPresence
 from .streams import StreamBuffer
 
 log = logging.getLogger(__name__)
@@ -194,6 +195,9 @@ class RedisBus(Bus):
 
     def rate_buckets(self) -> RedisRateBuckets:
         return RedisRateBuckets(self)
+
+    def presence(self) -> RedisPresence:
+        return RedisPresence(self)
 
     # --- the listener ---------------------------------------------------------------------------------
 

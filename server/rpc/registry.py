@@ -45,6 +45,9 @@ class Context:
     device_name: str | None = None
     # Where the caller reached this server (``http://host:port``), for links it may hand to other devices.
     base_url: str | None = None
+    # A WebSocket's own id, and what to run when it closes (None over HTTP, where each call stands alone).
+    connection_id: str | None = None
+    on_close: list[Callable[[], Awaitable[None]]] | None = None
 
     def sign_in(self, principal: Principal | None) -> None:
         """Take the user and device of a ``services.auth.Principal`` (or nothing, for None)."""

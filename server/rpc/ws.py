@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections import deque
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any
@@ -58,7 +59,14 @@ class WsConnection:
         self.services = services
         self.settings = services.settings
         self.registry = registry
-        self.ctx = Context(user=None, services=services, transport="ws", base_url=_base_url(websocket))
+        self.ctx = Context(
+            user=None,
+            services=services,
+            transport="ws",
+            base_url=_base_url(websocket),
+            connection_id=uuid.uuid4().hex,
+            on_close=[],
+        )
         self._raw_send = raw_send
         self.outbox: Outbox = TaskOutbox(websocket, self.settings.send_queue_frames, self._overflow)
         self.subscriptions: dict[Any, asyncio.Task[None]] = {}
@@ -115,6 +123,9 @@ class WsConnection:
             for task in everything:
                 with suppress(asyncio.CancelledError, Exception):
                     await task
+            for closed in self.ctx.on_close or ():
+                with suppress(Exception):
+                    await closed()
             if self._close_code is not None:
                 await self.outbox.close(self._close_code)
             self._done = True

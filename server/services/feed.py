@@ -69,7 +69,15 @@ def summary(row: ChatSession | SessionHead, queue_length: int, updated_at: datet
         "queuePaused": bool(row.queue_paused),
         "createdAt": _ms(row.created_at),
         "updatedAt": _ms(updated_at if updated_at is not None else row.updated_at),
+        **unread_fields(row),
     }
+
+
+def unread_fields(row: ChatSession | SessionHead) -> dict[str, Any]:
+    """``unread``: an answer, a failure or an approval request the owner has not looked at yet
+    (``services.unread``); ``attention``: which (``answer``, ``failure``, ``approval``), or None."""
+    unread = int(row.attention_seq or 0) > int(row.seen_seq or 0)
+    return {"unread": unread, "attention": row.attention_kind if unread else None}
 
 
 async def queue_length(db: Executor, session_id: str) -> int:

@@ -186,7 +186,10 @@ class SessionService:
         page = rows[:limit]
         next_cursor = encode_cursor(page[-1]) if len(rows) > limit else None
         return {
-            "items": [{**repo.session_wire(r).wire(), "queueLength": lengths.get(r.id, 0)} for r in page],
+            "items": [
+                {**repo.session_wire(r).wire(), "queueLength": lengths.get(r.id, 0), **feed.unread_fields(r)}
+                for r in page
+            ],
             "nextCursor": next_cursor,
             "feedEventId": str(position),
         }

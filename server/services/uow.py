@@ -23,7 +23,7 @@ from ..store import eventlog, repo
 from ..store.db import Database
 from ..store.models import ChatSession, User, utcnow
 from ..store.prepared import Executor, PlainConnection
-from . import feed, requests
+from . import feed, requests, unread
 from .requests import RequestKey
 
 log = logging.getLogger(__name__)
@@ -42,6 +42,9 @@ _LOCK_SESSION_HEAD = (
         _SESSIONS.c.provider,
         _SESSIONS.c.model,
         _SESSIONS.c.created_at,
+        _SESSIONS.c.attention_seq,
+        _SESSIONS.c.attention_kind,
+        _SESSIONS.c.seen_seq,
     )
     .where(_SESSIONS.c.id == bindparam("sid"), _SESSIONS.c.deleted_at.is_(None))
     .with_for_update()
@@ -64,6 +67,10 @@ class SessionHead:
     provider: str
     model: str
     created_at: datetime | str  # a plain SQLite read hands back the stored text
+    # Unread (``services.unread``).
+    attention_seq: int = 0
+    attention_kind: str | None = None
+    seen_seq: int = 0
     updated_at: datetime | str | None = None
 
 
@@ -92,6 +99,10 @@ class SessionTxBase(Generic[DbT, RowT]):
     queue_length: int | None = None
     # How many runs the session's owner may have in progress at once (``transitions.begin_run``); None: no cap.
     max_active_runs: int | None = None
+    # Whether a device of the owner has the session in view now (``services.presence``), for unread marks.
+    visible: unread.Visible | None = None
+    # Set by ``finish``: an event that wants attention committed while a device had the session in view.
+    seen_in_view: bool = False
 
     def _advance(self, seq: int) -> None:
         """Move the row's ``last_seq`` in memory (``finish`` writes it)."""
@@ -129,6 +140,7 @@ class SessionTxBase(Generic[DbT, RowT]):
         now = utcnow()
         await eventlog.append(self.db, self.events, now, self.retention)
         await self._written(now)
+        self.seen_in_view = await unread.note(self.db, self.row, self.events, self.visible)
         await self._feed(now)
 
     async def _feed(self, now: datetime) -> None:
@@ -182,6 +194,10 @@ class UnitOfWork:
         self.bus = bus
         self.retention = retention
         self.max_active_runs = max_active_runs  # CHATSYNC_MAX_ACTIVE_RUNS_PER_USER
+        self.visible: unread.Visible | None = None  # set at start (``services.presence``)
+        # Told every committed transaction's events after they were published (``services.push``); each must
+        # return at once and never raise.
+        self.observers: list[Callable[[AnySessionTx], None]] = []
 
     @asynccontextmanager
     async def session(
@@ -195,7 +211,7 @@ class UnitOfWork:
         """
         async with self.db.write() as s:
             row = self._owned(await repo.get_session(s, session_id, lock=True), user, session_id, missing)
-            tx = SessionTx(s, row, self.retention, max_active_runs=self.max_active_runs)
+            tx = SessionTx(s, row, self.retention, max_active_runs=self.max_active_runs, visible=self.visible)
             yield tx
             await tx.finish()
         await self.publish_tx(tx)
@@ -231,6 +247,12 @@ class UnitOfWork:
         await self.publish(tx.row.id, tx.events)
         if tx.feed_events:
             await self.publish(feed.channel(tx.row.owner_id), tx.feed_events)
+        if tx.events:
+            for observer in self.observers:
+                try:
+                    observer(tx)
+                except Exception:
+                    log.warning("an observer of committed events failed", exc_info=True)
 
     async def publish(self, session_id: str, events: list[EventEnvelope]) -> None:
         """Best effort: a lost publish is repaired by subscribers reading the log, so never fail the call."""

@@ -183,6 +183,12 @@ class ChatSession(Base):
     # With abort_requested: the abort makes room for the queue's head (``message.sendQueuedNow``), so the run
     # ends without pausing the queue and the head is sent at once.
     abort_then_send: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # Unread (``services.unread``): the seq of the newest event that wants the owner's attention (an answer, a
+    # failure, an approval request), what it was, and the seq up to which the owner has looked at the session.
+    # Unread while ``attention_seq > seen_seq``.
+    attention_seq: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    attention_kind: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    seen_seq: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
 
 
 class Message(Base):
@@ -336,3 +342,59 @@ class FileChunk(Base):
     blob_id: Mapped[str] = mapped_column(String(36))
     seq: Mapped[int] = mapped_column(Integer, autoincrement=False)
     data: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class Draft(Base):
+    """The composer's unsent text of one session, per user (``services.drafts``). ``version`` grows by one with
+    every write, so a device writes only over the draft it last saw (compare and set); a cleared draft keeps its
+    row, with empty text, so its version goes on growing."""
+
+    __tablename__ = "drafts"
+    __table_args__ = (PrimaryKeyConstraint("user_id", "session_id"),)
+
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"), index=True)
+    text: Mapped[str] = mapped_column(Text, default="")
+    # Uploaded files not sent yet, as messages show them: ``{fileId, name, mediaType, size}``.
+    attachments: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+    version: Mapped[int] = mapped_column(BigInteger, default=0)
+    # The device that wrote it (None once that device is gone).
+    device_id: Mapped[str | None] = mapped_column(ForeignKey("api_tokens.id", ondelete="SET NULL"), nullable=True)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class PushSubscription(Base):
+    """A device's Web Push subscription (``services.push``): where its push service takes messages for it, the
+    keys its payloads are encrypted to (RFC 8291), and which kinds of notification it wants."""
+
+    __tablename__ = "push_subscriptions"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    device_id: Mapped[str] = mapped_column(ForeignKey("api_tokens.id", ondelete="CASCADE"), index=True)
+    endpoint: Mapped[str] = mapped_column(String(2048), unique=True)
+    p256dh: Mapped[str] = mapped_column(String(200))
+    auth: Mapped[str] = mapped_column(String(100))
+    events: Mapped[list[str]] = mapped_column(JSON, default=list)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class PushKey(Base):
+    """The server's VAPID key pair (RFC 8292), made on first start and shared by every replica: one row."""
+
+    __tablename__ = "push_keys"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    private_key: Mapped[str] = mapped_column(String(100))  # the P-256 scalar, base64url
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class PushSent(Base):
+    """Notifications already sent, one per kind per run at most: whichever replica inserts the row sends."""
+
+    __tablename__ = "push_sent"
+    __table_args__ = (PrimaryKeyConstraint("run_id", "kind"),)
+
+    run_id: Mapped[str] = mapped_column(String(36))
+    kind: Mapped[str] = mapped_column(String(24))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)

@@ -8,7 +8,10 @@ of deltas costs one redraw per frame, not one per delta.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Awaitable
+from contextlib import suppress
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -26,6 +29,7 @@ from .widgets import ApprovalBar, MessageView, QueueList, StatusLine, message_ke
 
 PLACEHOLDER = "Message · enter sends (queued while the model answers) · /attach PATH adds a file"
 EDIT_PLACEHOLDER = "Editing a queued message · enter saves · escape cancels"
+TYPING_SECONDS = 3.0  # typing shows on the other devices until this long after the last key
 
 
 def _reference(attachment: dict[str, Any]) -> dict[str, Any]:
@@ -67,6 +71,9 @@ class ChatApp(App[None]):
         self._widgets: dict[str, MessageView] = {}
         self._dirty = True
         self._timer: Timer | None = None
+        # Presence (docs/devices.md): the open session is reported, refreshed, and typing in the prompt shown.
+        self._presence: asyncio.Task[None] | None = None
+        self._typing_until = 0.0
 
     def compose(self) -> ComposeResult:
         yield StatusLine(id="status")
@@ -108,6 +115,7 @@ class ChatApp(App[None]):
     async def on_unmount(self) -> None:
         if self._timer is not None:
             self._timer.stop()
+        await self._stop_presence()
         if self.view is not None:
             await self.view.close()
         if self.chat is not None:
@@ -118,8 +126,10 @@ class ChatApp(App[None]):
         assert self.chat is not None
         view = await self.chat.open_session(session_id)
         if self.view is not None:
+            await self._stop_presence()
             await self.view.close()
         self.view = view
+        self._presence = asyncio.create_task(self._report_presence(session_id))
         self.editing = None
         self._widgets.clear()
         await self._history.remove_children()
@@ -129,6 +139,41 @@ class ChatApp(App[None]):
 
     def _on_change(self, change: Change) -> None:
         self._dirty = True
+
+    # --- presence ---------------------------------------------------------------------------------------
+
+    async def _report_presence(self, session_id: str) -> None:
+        """Report the open session until another is opened, refreshing it as the server asks; typing in the
+        prompt shows as typing for a few seconds after the last key."""
+        assert self.chat is not None
+        typing = False
+        while True:
+            try:
+                wait = await self.chat.report_presence(session_id, typing=typing)
+            except Exception:  # offline or refused: presence is best effort, try again shortly
+                wait = 5.0
+            deadline = time.monotonic() + wait
+            while time.monotonic() < deadline:
+                now_typing = time.monotonic() < self._typing_until
+                if now_typing != typing:
+                    typing = now_typing
+                    break
+                await asyncio.sleep(0.25)
+
+    async def _stop_presence(self) -> None:
+        task, self._presence = self._presence, None
+        if task is None:
+            return
+        task.cancel()
+        with suppress(asyncio.CancelledError):
+            await task
+        if self.chat is not None and self.view is not None:
+            with suppress(Exception):
+                await self.chat.leave_presence(self.view.session_id)
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "prompt" and event.value:
+            self._typing_until = time.monotonic() + TYPING_SECONDS
 
     # --- drawing ------------------------------------------------------------------------------------------
 

@@ -37,7 +37,7 @@ class Replica:
                 [sys.executable, "-m", "server.cli", "serve"], env=self.env, stdout=log, stderr=subprocess.STDOUT
             )
 
-    async def ready(self, timeout: float = 30) -> None:
+    async def ready(self, timeout: float = 120) -> None:
         deadline = time.monotonic() + timeout
         async with httpx.AsyncClient() as http:
             while time.monotonic() < deadline:

@@ -25,6 +25,11 @@ CALLER_SCOPED = (
     "auth.devices",
     "auth.createLink",
     "auth.links",
+    "push.publicKey",
+    "push.subscriptions",
+    "push.subscribe",
+    "push.unsubscribe",
+    "push.decide",  # its capability is the credential: a wrong one is UNAUTHORIZED for anyone
 )
 
 
@@ -66,6 +71,18 @@ def valid_input(path: str, sid: str, qid: str):
         "auth.renameDevice": {"deviceId": "no-such-device", "name": "phone"},
         "auth.links": None,
         "auth.revokeLink": {"linkId": "no-such-link"},
+        "presence.update": {**base, "visible": True, "typing": True},
+        "presence.leave": base,
+        "presence.watch": base,
+        "draft.get": base,
+        "draft.save": {**base, "text": "half typed", "baseVersion": 0},
+        "draft.clear": {**base, "baseVersion": 0},
+        "session.markRead": base,
+        "push.publicKey": None,
+        "push.subscriptions": None,
+        "push.subscribe": {"endpoint": "https://push.example.com/x", "keys": {"p256dh": "BA", "auth": "AA"}},
+        "push.unsubscribe": {"endpoint": "https://push.example.com/x"},
+        "push.decide": {"capability": "not-a-capability", "approved": True},
     }[path]
 
 

@@ -5,6 +5,8 @@ import { send } from "../stores/actions";
 import { addFiles, restore, takeReady } from "../stores/attachments";
 import { act } from "../stores/call";
 import { AttachmentChips } from "./AttachmentChips";
+import { DraftOffer } from "./DraftOffer";
+import { composerChanged, draftSent } from "../stores/presence";
 
 const WHILE_BUSY: Record<string, string> = {
   enqueue: "The model is answering: Enter adds your message to the queue.",
@@ -44,6 +46,7 @@ export function Composer() {
     if (!files) return;
     if (!content.trim() && !files.length) return;
     setText("");
+    draftSent();
     const attachments = files.map((f) => f.uploaded!);
     void act("Sending", () => send(content, attachments).catch((err) => {
       setText((t) => t || content);
@@ -81,9 +84,11 @@ export function Composer() {
             addFiles(e.dataTransfer.files);
           }}>
       <AttachmentChips />
+      <DraftOffer text={text} setText={setText} />
       <label for="message" class="sr-only">Message</label>
       <textarea id="message" ref={box} rows={2} value={text} placeholder="Message"
-                aria-describedby="composer-hint" onInput={(e) => setText(e.currentTarget.value)}
+                aria-describedby="composer-hint"
+                onInput={(e) => { setText(e.currentTarget.value); composerChanged(e.currentTarget.value); }}
                 onKeyDown={onKeyDown} onPaste={onPaste} />
       <div class="composer-buttons">
         <button type="button" onClick={() => picker.current?.click()}>Attach files</button>

@@ -6,6 +6,7 @@ import { MessageLog } from "./MessageLog";
 import { RunStatus } from "./RunStatus";
 import { QueuePanel } from "./QueuePanel";
 import { Composer } from "./Composer";
+import { PresenceStatus } from "./PresenceStatus";
 
 export function Conversation({ sessionId }: { sessionId: string }) {
   const state = useStore($loadState);
@@ -19,6 +20,7 @@ export function Conversation({ sessionId }: { sessionId: string }) {
       <MessageLog key={sessionId} />
       <RunStatus />
       <QueuePanel />
+      <PresenceStatus />
       <Composer />
     </section>
   );

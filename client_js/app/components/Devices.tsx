@@ -5,6 +5,7 @@ import {
 } from "../stores/devices";
 import { act } from "../stores/call";
 import type { Device, PendingLink } from "../lib/chatsync";
+import { NotificationSettings } from "./NotificationSettings";
 
 const when = (ms: number | null) => (ms ? new Date(ms).toLocaleString() : "never");
 const time = (ms: number) => new Date(ms).toLocaleTimeString();
@@ -81,6 +82,7 @@ export function Devices() {
           </ul>
         </>
       )}
+      <NotificationSettings />
     </section>
   );
 }

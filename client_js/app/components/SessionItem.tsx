@@ -34,6 +34,7 @@ export function SessionItem({ s, current }: { s: SessionSummary; current: boolea
         <span class="session-meta">
           {STATUS[s.status] && <span class={`badge badge-${s.status}`}>{STATUS[s.status]}</span>}
           {!!s.queueLength && <span class="badge">{s.queueLength} queued</span>}
+          {s.unread && <span class="badge badge-unread">unread</span>}
         </span>
       </a>
       {mode === "confirm" ? (

@@ -1,0 +1,86 @@
+// Devices that know about each other, in the web app (tests/web/test_web_presence.py): one user's laptop and phone
+// as two browser contexts. Controls and regions are found by role, accessible name and text, as a person (or a
+// screen reader) finds them.
+import { devices, openApp, until } from "./app_helpers.mjs";
+
+const message = (page) => page.getByRole("textbox", { name: "Message" });
+
+export const presenceScenarios = {
+  /** The phone sees the laptop open the chat and type; the laptop's draft is offered on the phone, taken and
+   * sent there, and cleared on the laptop; the laptop closes and drops out; an answer nobody looks at marks the
+   * chat unread in the phone's list until the phone opens it. */
+  async presence_and_drafts({ browser, url, laptop, phone, sessionId, otherId, laptopName, checkpoint }) {
+    return devices(browser, url, [{ token: laptop }, { token: phone }], async ([d1, d2], problems) => {
+      await openApp(d2.page, `/s/${sessionId}`);
+      await openApp(d1.page, `/s/${sessionId}`);
+      const seen = {};
+      const status = d2.page.getByRole("status").filter({ hasText: "Also open on" });
+      await status.waitFor();
+      seen.alsoOpen = (await status.textContent()).trim();
+
+      await message(d1.page).pressSequentially("hello from the laptop", { delay: 20 });
+      await d2.page.getByText(`${laptopName} is typing…`).waitFor();
+      const offer = d2.page.getByRole("group", { name: "Draft from another device" });
+      await offer.getByText(`Draft from ${laptopName}`).waitFor();
+      seen.offered = (await offer.textContent()).replace(/\s+/g, " ");
+      await offer.getByRole("button", { name: "Use draft" }).click();
+      seen.taken = await message(d2.page).inputValue();
+      await message(d2.page).press("Enter");
+      seen.laptopComposer = await until(() => message(d1.page).inputValue(), (v) => v === "", {
+        what: "the laptop's composer emptied",
+      });
+      await checkpoint("sent", seen);
+
+      await d1.page.close();
+      await until(() => d2.page.getByText("Also open on").count(), (n) => n === 0, { what: "the laptop gone" });
+      seen.gone = true;
+
+      await d2.page.goto(`/s/${otherId}`);
+      await checkpoint("elsewhere", null); // the test has the first chat answered while no device looks at it
+      const nav = d2.page.getByRole("navigation", { name: "Sessions" });
+      const unread = nav.getByRole("link", { name: /unread/ });
+      await unread.waitFor();
+      seen.unreadName = (await unread.textContent()).replace(/\s+/g, " ");
+      await unread.click();
+      await until(() => nav.getByRole("link", { name: /unread/ }).count(), (n) => n === 0, { what: "read" });
+      seen.problems = problems();
+      return seen;
+    });
+  },
+
+  /** A push delivered to the service worker (DevTools: ServiceWorker.deliverPushMessage) shows a notification
+   * with the payload's title, body and Approve/Deny actions. */
+  async push_shows_a_notification({ browser, url, token, payload }) {
+    return devices(browser, url, [{ token }], async ([d], problems) => {
+      await openApp(d.page, "/");
+      const origin = new URL(url).origin;
+      await d.context.grantPermissions(["notifications"], { origin });
+      const registration = await d.page.evaluate(async () => {
+        const reg = await navigator.serviceWorker.ready;
+        return reg.scope;
+      });
+      const cdp = await d.context.newCDPSession(d.page);
+      await cdp.send("ServiceWorker.enable");
+      const versions = [];
+      cdp.on("ServiceWorker.workerRegistrationUpdated", (e) => versions.push(...e.registrations));
+      const regs = await until(async () => versions, (v) => v.some((r) => r.scopeURL === registration), {
+        what: "the worker's registration",
+      });
+      const reg = regs.find((r) => r.scopeURL === registration);
+      await cdp.send("ServiceWorker.deliverPushMessage", {
+        origin, registrationId: reg.registrationId, data: JSON.stringify(payload),
+      });
+      const shown = await until(
+        () => d.page.evaluate(async () => (await (await navigator.serviceWorker.ready).getNotifications())
+          .map((n) => ({ title: n.title, body: n.body, tag: n.tag, actions: n.actions.map((a) => a.action) }))),
+        (list) => list.length > 0, { what: "a notification" });
+      const cached = await d.page.evaluate(async () => {
+        const names = await caches.keys();
+        const keys = [];
+        for (const name of names) for (const r of await (await caches.open(name)).keys()) keys.push(new URL(r.url).pathname);
+        return keys;
+      });
+      return { shown, cached, problems: problems() };
+    });
+  },
+};
