@@ -23,6 +23,7 @@ from starlette.websockets import WebSocket
 from .admin.api import AdminApi
 from .api import build_router
 from .api.link_http import link_routes
+from .api.transcripts_http import transcript_routes
 from .engine import MemoryStreamBuffer, Orchestrator
 from .files import Files, create_storage
 from .files.http import file_routes
@@ -119,6 +120,7 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
         sessions = RunAwareSessionService(db, uow, runs=runs, titles=orchestrator.titles)
         sessions.default_provider, sessions.default_model = settings.default_provider, settings.default_model
         sessions.max_per_user = settings.max_sessions_per_user
+        sessions.search_scan = settings.search_scan_sessions
         auth = AuthService(db, on_revoked=devices.revoked)
         devices.listeners.append(auth.forget_devices)  # revocations seen on the bus or by a poll evict tokens
         stack.push_async_callback(auth.flush_touches)  # before the database closes
@@ -278,6 +280,7 @@ def create_app(settings: Settings, *, announce_owner_token: bool = True) -> Chat
         Route("/trpc/{path:path}", http_endpoint, methods=["GET", "POST", "HEAD"]),
         *link_routes(lambda: state["services"], settings),
         *file_routes(lambda: state["services"]),
+        *transcript_routes(lambda: state["services"], settings),
         Route("/healthz", healthz),
         Route("/readyz", readyz),
     ]

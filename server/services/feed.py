@@ -69,6 +69,8 @@ def summary(row: ChatSession | SessionHead, queue_length: int, updated_at: datet
         "queuePaused": bool(row.queue_paused),
         "createdAt": _ms(row.created_at),
         "updatedAt": _ms(updated_at if updated_at is not None else row.updated_at),
+        "pinned": bool(row.pinned),
+        "archived": bool(row.archived),
     }
 
 

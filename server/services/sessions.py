@@ -38,25 +38,40 @@ from .requests import MISSING, RequestKey
 from .titles import TitleService, apply_title
 from .uow import UnitOfWork, can_read
 
-UPDATABLE = ("provider", "model", "system_prompt", "defaults", "tools", "tool_mode", "busy_policy", "disable_streaming")
+UPDATABLE = (
+    "provider",
+    "model",
+    "system_prompt",
+    "defaults",
+    "tools",
+    "tool_mode",
+    "busy_policy",
+    "disable_streaming",
+    "pinned",
+    "archived",
+)
 _WIRE_NAMES = {"system_prompt": "systemPrompt"}
 
 
 def encode_cursor(row: ChatSession) -> str:
-    raw = f"{row.created_at.isoformat()}|{row.id}".encode()
+    """Where the next page of the owner's list starts: after this session (``repo.ListKey``)."""
+    raw = f"{int(row.pinned)}|{row.created_at.isoformat()}|{row.id}".encode()
     return base64.urlsafe_b64encode(raw).decode()
 
 
-def decode_cursor(cursor: str) -> tuple[datetime, str]:
+def decode_cursor(cursor: str) -> repo.ListKey:
     try:
-        created, sid = base64.urlsafe_b64decode(cursor.encode()).decode().split("|", 1)
+        parts = base64.urlsafe_b64decode(cursor.encode()).decode().split("|", 2)
+        if len(parts) == 2:  # made before pinned sessions came first: they were all unpinned
+            parts.insert(0, "0")
+        pinned, created, sid = parts
         when = datetime.fromisoformat(created)
     except Exception as exc:
         raise RpcError("BAD_REQUEST", "Invalid cursor") from exc
-    if when.tzinfo is None or len(sid) > 64:  # never one we made: ours carry their UTC offset
+    if pinned not in ("0", "1") or when.tzinfo is None or len(sid) > 64:  # never one we made
         raise RpcError("BAD_REQUEST", "Invalid cursor")
     check_text(sid)  # decoded here, so past the input check every input gets
-    return when, sid
+    return pinned == "1", when, sid
 
 
 class SessionService:
@@ -69,6 +84,7 @@ class SessionService:
     default_provider: str | None = None
     default_model: str | None = None
     max_per_user: int | None = None  # CHATSYNC_MAX_SESSIONS_PER_USER
+    search_scan: int = 200  # CHATSYNC_SEARCH_SCAN_SESSIONS
 
     def resolve_model(self, provider: str | None, model: str | None) -> tuple[str, str]:
         """The provider is the caller's, else ``CHATSYNC_DEFAULT_PROVIDER``, else the first provider whose
@@ -121,12 +137,14 @@ class SessionService:
             last_seq=0,
             created_at=now,
             updated_at=now,
+            pinned=False,
+            archived=False,
         )
         session = repo.session_wire(row)
         try:
             async with self.db.write() as s:
                 if self.max_per_user is not None:
-                    replayed = await self._check_room(s, user, self.max_per_user, request)
+                    replayed = await self.check_room(s, user, self.max_per_user, request)
                     if replayed is not MISSING:
                         return replayed
                 s.add(row)
@@ -148,7 +166,7 @@ class SessionService:
         return session
 
     @staticmethod
-    async def _check_room(db: AsyncSession, user: User, limit: int, request: RequestKey | None) -> Any:
+    async def check_room(db: AsyncSession, user: User, limit: int, request: RequestKey | None) -> Any:
         """Under the user's lock, in the transaction that inserts the session: ``PRECONDITION_FAILED`` when the
         user has ``limit`` live sessions already, else ``requests.MISSING``. Concurrent creates, on any replica,
         take the lock in turn, so each counts what the ones before it committed. A copy of this create (the same
@@ -175,16 +193,23 @@ class SessionService:
             raise RpcError("NOT_FOUND", "Session not found")
         return row
 
-    async def list(self, user: User, limit: int, cursor: str | None, search: str | None) -> dict[str, Any]:
+    async def list(
+        self, user: User, limit: int, cursor: str | None, search: str | None, archived: bool | None = False
+    ) -> dict[str, Any]:
+        """A page of the owner's list (pinned first, then newest first). With ``search``, a page examines at most
+        ``search_scan`` sessions (``repo.list_sessions``), so it may hold fewer than ``limit`` with a
+        ``nextCursor`` to examine the next ones."""
         after = decode_cursor(cursor) if cursor else None
+        term = search.strip() if search else None
         async with self.db.read() as s:
             # The feed's position first: whatever changes after it reaches a ``session.feed`` started there,
             # so a list plus that feed never misses a change (it may repeat one the list already shows).
             position = await eventlog.FEED_LOG.last_seq(s, feed.channel(user.id)) or 0
-            rows = await repo.list_sessions(s, user.id, limit=limit + 1, after=after, search=search)
-            lengths = await repo.queue_lengths(s, [r.id for r in rows[:limit]])
-        page = rows[:limit]
-        next_cursor = encode_cursor(page[-1]) if len(rows) > limit else None
+            page, last = await repo.list_sessions(
+                s, user.id, limit=limit, after=after, search=term, archived=archived, scan=self.search_scan
+            )
+            lengths = await repo.queue_lengths(s, [r.id for r in page])
+        next_cursor = encode_cursor(last) if last is not None else None
         return {
             "items": [{**repo.session_wire(r).wire(), "queueLength": lengths.get(r.id, 0)} for r in page],
             "nextCursor": next_cursor,

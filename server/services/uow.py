@@ -42,6 +42,8 @@ _LOCK_SESSION_HEAD = (
         _SESSIONS.c.provider,
         _SESSIONS.c.model,
         _SESSIONS.c.created_at,
+        _SESSIONS.c.pinned,
+        _SESSIONS.c.archived,
     )
     .where(_SESSIONS.c.id == bindparam("sid"), _SESSIONS.c.deleted_at.is_(None))
     .with_for_update()
@@ -64,6 +66,8 @@ class SessionHead:
     provider: str
     model: str
     created_at: datetime | str  # a plain SQLite read hands back the stored text
+    pinned: bool
+    archived: bool
     updated_at: datetime | str | None = None
 
 

@@ -183,6 +183,10 @@ class ChatSession(Base):
     # With abort_requested: the abort makes room for the queue's head (``message.sendQueuedNow``), so the run
     # ends without pausing the queue and the head is sent at once.
     abort_then_send: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # How the owner keeps the list: pinned sessions come first; archived ones leave the main list (``session.list``
+    # shows them only when asked for with ``archived``). Changed with ``session.update``, shown by ``session.feed``.
+    pinned: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    archived: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
 
 class Message(Base):
