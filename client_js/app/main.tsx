@@ -1,4 +1,5 @@
 import "./boot";
+import "./stores/document-title";
 import { render } from "preact";
 import { App } from "./components/App";
 import "./styles.css";

@@ -46,7 +46,7 @@ def transcript_routes(services: Callable[[], Services], settings: Settings) -> l
 
     def transcripts() -> Transcripts:
         s = services()
-        return Transcripts(s.db, s.uow, s.sessions)
+        return Transcripts(s.db, s.sessions)
 
     async def export(request: Request) -> Response:
         try:

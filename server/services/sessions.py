@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import uuid
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
@@ -105,15 +106,10 @@ class SessionService:
         return chosen, model
 
     async def create(self, user: User, fields: dict[str, Any], request: RequestKey | None = None) -> Any:
-        """A new session, announced on the owner's feed in the same transaction. A repeated ``request``
-        returns the first call's session (two copies racing: the loser finds the winner's record under the user
-        lock, or its record insert fails; it answers with the winner's). ``max_per_user`` is checked under
-        the user lock in the inserting transaction, so concurrent creates cannot pass it together."""
-        if request is not None:
-            async with self.db.read() as s:
-                replayed = await requests.replay(s, request)
-            if replayed is not MISSING:
-                return replayed
+        """A new session (see :meth:`insert`)."""
+        replayed = await self.replayed(request)
+        if replayed is not MISSING:
+            return replayed
         now = utcnow()
         provider, model = self.resolve_model(fields.get("provider"), fields.get("model"))
         row = ChatSession(
@@ -140,25 +136,49 @@ class SessionService:
             pinned=False,
             archived=False,
         )
+        return await self.insert(user, row, request)
+
+    async def replayed(self, request: RequestKey | None) -> Any:
+        """The first reply to a repeated ``request`` (read before any work), else ``requests.MISSING``."""
+        if request is None:
+            return MISSING
+        async with self.db.read() as s:
+            return await requests.replay(s, request)
+
+    async def insert(
+        self,
+        user: User,
+        row: ChatSession,
+        request: RequestKey | None,
+        fill: Callable[[AsyncSession], Awaitable[None]] | None = None,
+    ) -> Any:
+        """Store the new session ``row`` of ``user`` — with what ``fill`` writes in the same transaction (an
+        import's messages) — announced on the owner's feed in that transaction too; returns the session.
+
+        A repeated ``request`` returns the first call's session (two copies racing: the loser finds the winner's
+        record under the user lock, or its record insert fails; it answers with the winner's). ``max_per_user``
+        is checked under the user lock in the inserting transaction, so concurrent calls cannot pass it
+        together."""
         session = repo.session_wire(row)
         try:
             async with self.db.write() as s:
                 if self.max_per_user is not None:
-                    replayed = await self.check_room(s, user, self.max_per_user, request)
+                    replayed = await self._check_room(s, user, self.max_per_user, request)
                     if replayed is not MISSING:
                         return replayed
                 s.add(row)
                 await s.flush()
+                if fill is not None:
+                    await fill(s)
                 env = await eventlog.append_feed(
-                    s, user.id, events.feed_session_created(row.id, feed.summary(row, 0)), now
+                    s, user.id, events.feed_session_created(row.id, feed.summary(row, 0)), row.created_at
                 )
                 if request is not None:
-                    await requests.record(s, [requests.record_row(request, session, now)])
+                    await requests.record(s, [requests.record_row(request, session, row.created_at)])
         except IntegrityError:
             if request is None:
                 raise
-            async with self.db.read() as s:
-                replayed = await requests.replay(s, request)
+            replayed = await self.replayed(request)
             if replayed is MISSING:
                 raise
             return replayed
@@ -166,7 +186,7 @@ class SessionService:
         return session
 
     @staticmethod
-    async def check_room(db: AsyncSession, user: User, limit: int, request: RequestKey | None) -> Any:
+    async def _check_room(db: AsyncSession, user: User, limit: int, request: RequestKey | None) -> Any:
         """Under the user's lock, in the transaction that inserts the session: ``PRECONDITION_FAILED`` when the
         user has ``limit`` live sessions already, else ``requests.MISSING``. Concurrent creates, on any replica,
         take the lock in turn, so each counts what the ones before it committed. A copy of this create (the same

@@ -24,9 +24,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 from sqlalchemy import insert, select
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
 
-from ..domain import events
 from ..domain import models as wire
 from ..domain.models import (
     BusyPolicy,
@@ -42,13 +41,11 @@ from ..domain.models import (
 from ..files import refs
 from ..llm import PROVIDER_IDS, known_provider
 from ..protocol.errors import RpcError
-from ..store import eventlog, repo
+from ..store import repo
 from ..store.db import Database
 from ..store.models import ChatSession, FileBlob, Message, StoredFile, User, utcnow
-from . import feed, requests
 from .requests import MISSING, RequestKey
 from .sessions import SessionService
-from .uow import UnitOfWork
 
 FORMAT = "chatsync.session"
 VERSION = 1
@@ -112,9 +109,8 @@ def _when(ms: int | None, default: datetime) -> datetime:
 class Transcripts:
     """Export and import of whole sessions (``GET /sessions/{id}/export``, ``POST /sessions/import``)."""
 
-    def __init__(self, db: Database, uow: UnitOfWork, sessions: SessionService) -> None:
+    def __init__(self, db: Database, sessions: SessionService) -> None:
         self.db = db
-        self.uow = uow
         self.sessions = sessions
 
     async def export(self, user: User, session_id: str) -> dict[str, Any]:
@@ -144,11 +140,9 @@ class Transcripts:
 
     async def import_(self, user: User, transcript: Transcript, request: RequestKey | None) -> dict[str, Any]:
         """A new session of ``user`` holding the transcript's messages (see the module docstring)."""
-        if request is not None:
-            async with self.db.read() as s:
-                replayed = await requests.replay(s, request)
-            if replayed is not MISSING:
-                return replayed  # type: ignore[no-any-return]
+        replayed = await self.sessions.replayed(request)
+        if replayed is not MISSING:
+            return replayed  # type: ignore[no-any-return]
         meta = transcript.session
         if meta.provider is not None and not known_provider(meta.provider):
             raise RpcError("BAD_REQUEST", f"unknown provider {meta.provider!r}; known: {', '.join(PROVIDER_IDS)}")
@@ -178,37 +172,17 @@ class Transcripts:
             pinned=meta.pinned,
             archived=False,
         )
-        try:
-            async with self.db.write() as s:
-                if self.sessions.max_per_user is not None:
-                    replayed = await self.sessions.check_room(s, user, self.sessions.max_per_user, request)
-                    if replayed is not MISSING:
-                        return replayed  # type: ignore[no-any-return]
-                owned = await _owned_files(s, user.id, transcript.messages)
-                rows = [_message_row(row.id, i, m, owned, now) for i, m in enumerate(transcript.messages, 1)]
-                s.add(row)
-                await s.flush()
-                if rows:
-                    await s.execute(insert(Message.__table__), rows)
-                for r in rows:
-                    await refs.link(s, row.id, r["attachments"])
-                await s.flush()
-                env = await eventlog.append_feed(
-                    s, user.id, events.feed_session_created(row.id, feed.summary(row, 0)), now
-                )
-                session = repo.session_wire(row).wire()
-                if request is not None:
-                    await requests.record(s, [requests.record_row(request, session, now)])
-        except IntegrityError:
-            if request is None:
-                raise
-            async with self.db.read() as s:
-                replayed = await requests.replay(s, request)
-            if replayed is MISSING:
-                raise
-            return replayed  # type: ignore[no-any-return]
-        await self.uow.publish(feed.channel(user.id), [env])
-        return session
+
+        async def messages(s: AsyncSession) -> None:
+            owned = await _owned_files(s, user.id, transcript.messages)
+            rows = [_message_row(row.id, i, m, owned, now) for i, m in enumerate(transcript.messages, 1)]
+            if rows:
+                await s.execute(insert(Message.__table__), rows)
+            for r in rows:
+                await refs.link(s, row.id, r["attachments"])
+
+        session = await self.sessions.insert(user, row, request, messages)
+        return session.wire() if isinstance(session, wire.Session) else session
 
 
 async def _owned_files(db: Any, user_id: str, messages: list[ImportedMessage]) -> dict[str, dict[str, Any]]:

@@ -175,3 +175,17 @@ async def test_refusals_are_typed_and_change_nothing(tx):
         # fields a newer server may add are passed over, not refused
         newer = {**export, "messages": [{"role": "user", "content": "hi", "outcome": "ok", "parentId": None}]}
         assert (await h.post("/sessions/import", json=newer)).status_code == 200
+
+
+async def test_an_import_past_the_sessions_bound_is_refused(server_factory, db_url):
+    live = await server_factory(db_url, users=("alice",), max_sessions_per_user=1, **FAST)
+    async with http(live) as h, live.client("alice") as c:
+        s = await c.mutation("session.create", {"title": "the only one"})
+        export = (await h.get(f"/sessions/{s['id']}/export")).content
+        reply = await h.post("/sessions/import", content=export, headers={"idempotency-key": "one-too-many"})
+        assert reply.status_code == 412 and reply.json()["error"]["code"] == "PRECONDITION_FAILED"
+        assert await session_ids(c) == [s["id"]]
+        await c.mutation("session.delete", {"sessionId": s["id"]})
+        # the refusal was not recorded: the same key imports once there is room
+        again = await h.post("/sessions/import", content=export, headers={"idempotency-key": "one-too-many"})
+        assert again.status_code == 200 and await session_ids(c) == [again.json()["id"]]
