@@ -56,6 +56,22 @@ export const organiseScenarios = {
     });
   },
 
+  /** The sidebar's sections, in order, and which of the given chats each lists. */
+  async groups({ browser, url, token, titles }) {
+    return devices(browser, url, [{ token }], async ([d], problems) => {
+      await openApp(d.page, "/devices");
+      await row(nav(d.page), titles[0]).waitFor();
+      const headings = await nav(d.page).getByRole("heading", { level: 2 }).allTextContents();
+      const where = {};
+      for (const heading of headings) {
+        for (const title of await listTitles(nav(d.page).getByRole("list", { name: heading, exact: true }))) {
+          if (titles.includes(title)) where[title] = heading;
+        }
+      }
+      return { headings, where, problems: problems() };
+    });
+  },
+
   /** Pin on one device moves the chat into "Pinned" on the other; archive hides it from the list there, and
    * "Archived chats" shows it until it is restored. */
   async pin({ browser, url, token, checkpoint }) {
@@ -120,9 +136,10 @@ export const organiseScenarios = {
       const shown = await log(d2.page).locator("[data-role]").evaluateAll((ms) => ms.map((m) => m.dataset.role));
       const codeShown = await log(d2.page).getByRole("group", { name: "Code: python" }).count();
       const announced = await d2.page.getByRole("status", { name: "Answer status" }).textContent();
+      const axe = await axeScan(d2.page);
       await checkpoint("imported", { importedId });
       return { json: { name: json.name, text: json.text }, markdown: { name: markdown.name, text: markdown.text },
-               importedId, shown, codeShown, announced, problems: problems() };
+               importedId, shown, codeShown, announced, axe, problems: problems() };
     });
   },
 

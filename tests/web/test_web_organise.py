@@ -7,9 +7,11 @@ client_js/browser/organise_scenarios.mjs."""
 from __future__ import annotations
 
 import json
+import sqlite3
 import struct
 import time
 import zlib
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from web_support import Api, Driver, WebServer
@@ -76,6 +78,31 @@ def test_search_finds_message_text_and_follows_a_rename_on_the_other_device(
     assert "Today" in seen["groups"]
 
 
+def test_chats_are_grouped_by_the_day_they_were_started(web_server: WebServer, browser: Driver) -> None:
+    api = web_server.api("bob")
+    local_noon = datetime.now().astimezone().replace(hour=12, minute=0, second=0, microsecond=0)
+    ages = {"Started today": None, "Started yesterday": 1, "Started three days ago": 3, "Started in the spring": 60}
+    made = {title: api.mutate("session.create", {"title": title})["id"] for title in ages}
+    # The server takes a session's start from its own clock: move three of them back, in its database.
+    with sqlite3.connect(web_server.log.parent / "db.sqlite", timeout=30) as db:
+        for title, days in ages.items():
+            if days is not None:
+                when = (local_noon - timedelta(days=days)).astimezone(UTC)
+                (stored,) = db.execute("SELECT created_at FROM sessions WHERE id = ?", (made[title],)).fetchone()
+                sep = " " if " " in stored else "T"
+                db.execute("UPDATE sessions SET created_at = ? WHERE id = ?", (when.isoformat(sep), made[title]))
+    seen = browser.run("groups", token=web_server.tokens["bob"], titles=list(ages))
+    no_problems(seen)
+    assert seen["where"] == {
+        "Started today": "Today",
+        "Started yesterday": "Yesterday",
+        "Started three days ago": "Previous 7 days",
+        "Started in the spring": "Older",
+    }
+    order = ["Pinned", "Today", "Yesterday", "Previous 7 days", "Older"]
+    assert seen["headings"] == [h for h in order if h in seen["headings"]]
+
+
 def test_pin_on_one_device_moves_the_chat_on_the_other(web_server: WebServer, browser: Driver) -> None:
     api = web_server.api("bob")
     sid = api.mutate("session.create", {"title": "Pin me"})["id"]
@@ -127,6 +154,7 @@ def test_export_then_import_gives_the_same_transcript(web_server: WebServer, bro
     assert seen["shown"] == ["user", "assistant", "user", "assistant"]
     assert seen["codeShown"] == 1  # in the answer: what the user typed is shown as typed
     assert seen["announced"] == "Imported “Exported chat”"
+    assert seen["axe"] == []
 
 
 def test_code_blocks_copy_and_are_highlighted_once_loaded(web_server: WebServer, browser: Driver) -> None:
