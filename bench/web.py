@@ -10,7 +10,8 @@ with ``--messages`` messages (half questions with a little markdown, half their 
   every message `session.get` returned (the newest 200) is in the log;
 * stream: one ``--words``-word answer arriving at 200 tokens/s in that session, with every main-thread task
   over 50 ms the browser reports (Long Tasks API);
-* size: the built JavaScript and CSS, raw and gzipped (level 9).
+* size: the built JavaScript the first load fetches, the CSS, and the JavaScript loaded only on demand (the
+  syntax highlighter), raw and gzipped (level 9).
 
 Prints the median and spread over runs. Needs the app built (bash scripts/setup.sh).
 """
@@ -23,6 +24,7 @@ import glob
 import gzip
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -67,10 +69,17 @@ async def fill(url: str, token: str, exchanges: int) -> str:
             await asyncio.sleep(0.5)
 
 
-def sizes() -> tuple[int, int, int, int]:
-    js = b"".join(open(p, "rb").read() for p in sorted(glob.glob(os.path.join(DIST, "*.js"))))
+def sizes() -> tuple[int, int, int, int, int, int]:
+    """JavaScript the first load fetches (the scripts index.html names), raw and gzipped; CSS; and the
+    JavaScript loaded only on demand (the syntax highlighter), raw and gzipped."""
+    with open(os.path.join(DIST, "..", "index.html")) as f:
+        first = {os.path.basename(name) for name in re.findall(r'src="/assets/([^"]+\.js)"', f.read())}
+    scripts = sorted(glob.glob(os.path.join(DIST, "*.js")))
+    js = b"".join(open(p, "rb").read() for p in scripts if os.path.basename(p) in first)
+    later = b"".join(open(p, "rb").read() for p in scripts if os.path.basename(p) not in first)
     css = b"".join(open(p, "rb").read() for p in sorted(glob.glob(os.path.join(DIST, "*.css"))))
-    return len(js), len(gzip.compress(js, 9)), len(css), len(gzip.compress(css, 9))
+    js_gz, css_gz, later_gz = (len(gzip.compress(b, 9)) for b in (js, css, later))
+    return len(js), js_gz, len(css), css_gz, len(later), later_gz
 
 
 def prepared(db: str, messages: int) -> tuple[str | None, str | None]:
@@ -117,10 +126,11 @@ def main() -> None:
     args = ap.parse_args()
     if not glob.glob(os.path.join(DIST, "*.js")):
         sys.exit("bench/web.py: the app is not built (bash scripts/setup.sh)")
-    js, js_gz, css, css_gz = sizes()
+    js, js_gz, css, css_gz, later, later_gz = sizes()
     print(
-        f"size: JavaScript {js / 1024:.1f} KiB, gzipped {js_gz / 1024:.1f} KiB; CSS {css / 1024:.1f} KiB, "
-        f"gzipped {css_gz / 1024:.1f} KiB"
+        f"size: JavaScript of the first load {js / 1024:.1f} KiB, gzipped {js_gz / 1024:.1f} KiB; CSS "
+        f"{css / 1024:.1f} KiB, gzipped {css_gz / 1024:.1f} KiB; loaded on demand (highlighting) "
+        f"{later / 1024:.1f} KiB, gzipped {later_gz / 1024:.1f} KiB"
     )
     with tempfile.TemporaryDirectory() as tmp:
         db = args.db or os.path.join(tmp, "web.db")

@@ -23,6 +23,7 @@ from starlette.websockets import WebSocket
 from .admin.api import AdminApi
 from .api import build_router
 from .api.link_http import link_routes
+from .api.transcripts_http import transcript_routes
 from .engine import MemoryStreamBuffer, Orchestrator
 from .files import Files, create_storage
 from .files.http import file_routes
@@ -127,6 +128,7 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
         sessions = RunAwareSessionService(db, uow, runs=runs, titles=orchestrator.titles)
         sessions.default_provider, sessions.default_model = settings.default_provider, settings.default_model
         sessions.max_per_user = settings.max_sessions_per_user
+        sessions.search_scan = settings.search_scan_sessions
         unread = UnreadService(db, uow)
         presence = PresenceService(db, bus, hub, bus.presence(), unread, settings.presence_ttl_seconds)
         uow.visible = presence.visible
@@ -303,6 +305,7 @@ def create_app(settings: Settings, *, announce_owner_token: bool = True) -> Chat
         Route("/trpc/{path:path}", http_endpoint, methods=["GET", "POST", "HEAD"]),
         *link_routes(lambda: state["services"], settings),
         *file_routes(lambda: state["services"]),
+        *transcript_routes(lambda: state["services"], settings),
         Route("/healthz", healthz),
         Route("/readyz", readyz),
     ]

@@ -1,4 +1,4 @@
-"""``chatsync sessions ...``: list, show, delete and retitle sessions on a running server.
+"""``chatsync sessions ...``: list, show, delete, retitle, export and import sessions on a running server.
 
 The server address and token come from ``--url``/``--token`` or ``CHATSYNC_URL``/``CHATSYNC_TOKEN``. Output is a
 table for people, or the wire JSON with ``--json``. Errors are one line on stderr and an exit code that says what
@@ -11,9 +11,11 @@ import argparse
 import asyncio
 import os
 import sys
+import uuid
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -65,9 +67,9 @@ def add_parser(sub: Any) -> None:
     codes = "; ".join(f"{c} {what}" for c, what in EXIT_CODES.items())
     p = sub.add_parser("sessions", help="list and manage sessions on a running server", epilog=f"exit codes: {codes}")
     s = p.add_subparsers(dest="sessions_command", required=True)
-    s.add_parser("list", parents=[common], help="your sessions, newest first").add_argument(
-        "--search", default=None, help="only titles containing this"
-    )
+    p_list = s.add_parser("list", parents=[common], help="your sessions, pinned first, then newest first")
+    p_list.add_argument("--search", default=None, help="only sessions whose title or messages contain this")
+    p_list.add_argument("--archived", action="store_true", help="archived sessions instead of the others")
     s.add_parser("show", parents=[common], help="messages, queue, status and usage").add_argument("id")
     s.add_parser("delete", parents=[common], help="delete a session").add_argument("id")
     p_title = s.add_parser("set-title", parents=[common], help="set a title (never overwritten automatically)")
@@ -76,6 +78,12 @@ def add_parser(sub: Any) -> None:
     p_regen = s.add_parser("regenerate-title", parents=[common], help="derive the title again")
     p_regen.add_argument("id")
     p_regen.add_argument("--method", choices=["truncate", "model"], default=None)
+    p_export = s.add_parser("export", parents=[common], help="write a session out as JSON or Markdown")
+    p_export.add_argument("id")
+    p_export.add_argument("--format", choices=["json", "markdown"], default="json")
+    p_export.add_argument("-o", "--output", default=None, help="file to write (default: standard output)")
+    p_import = s.add_parser("import", parents=[common], help="a JSON export as a new session of yours")
+    p_import.add_argument("file", help="the export (- for standard input)")
 
 
 def resolve(args: argparse.Namespace) -> tuple[str, str | None]:
@@ -180,7 +188,7 @@ async def _run(args: argparse.Namespace, url: str, token: str | None) -> None:
     async with ChatClient(url, token, reconnect=False, connect_timeout=5) as chat:
         cmd = args.sessions_command
         if cmd == "list":
-            sessions = await chat.list_sessions(search=args.search)
+            sessions = await chat.list_sessions(search=args.search, archived=args.archived)
             if args.json:
                 _print_json([s.wire() for s in sessions])
             else:
@@ -197,6 +205,30 @@ async def _run(args: argparse.Namespace, url: str, token: str | None) -> None:
             else:
                 session = await chat.regenerate_title(args.id, args.method)
             _print_json(session.wire()) if args.json else print(session.title or "(untitled)")
+        elif cmd == "export":
+            _write_export(args.output, await chat.export_session(args.id, args.format))
+        elif cmd == "import":
+            # One id for every attempt: a retry after a lost reply finds the first import instead of adding one.
+            session = await chat.import_session(_read_export(args.file), request_id=str(uuid.uuid4()))
+            _print_json(session.wire()) if args.json else print(f"imported {session.id} {session.title}".rstrip())
+
+
+def _write_export(name: str | None, data: bytes) -> None:
+    if name is None:
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+        return
+    try:
+        Path(name).write_bytes(data)
+    except OSError as exc:
+        raise CliError(f"cannot write {name}: {exc.strerror}", EXIT_ERROR) from exc
+
+
+def _read_export(name: str) -> bytes:
+    try:
+        return sys.stdin.buffer.read() if name == "-" else Path(name).read_bytes()
+    except OSError as exc:
+        raise CliError(f"cannot read {name}: {exc.strerror}", EXIT_ERROR) from exc
 
 
 def run_async(coro_factory: Callable[[str, str | None], Coroutine[Any, Any, None]], args: argparse.Namespace) -> None:

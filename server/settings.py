@@ -83,6 +83,10 @@ class Settings(BaseSettings):
     http_body_timeout_seconds: float = Field(default=30.0, gt=0)
     http_drain_bytes: int = Field(default=1024 * 1024, ge=0)
     max_sessions_per_user: int = Field(default=10_000, ge=1)
+    # Sessions one ``session.list`` with a ``search`` examines (titles and message texts) before it answers.
+    search_scan_sessions: int = Field(default=200, ge=1, le=10_000)
+    # The largest body ``POST /sessions/import`` takes (a JSON export).
+    max_import_bytes: int = Field(default=20 * 1024 * 1024, ge=1024)
     # Runs in progress (streaming, or waiting for tool outputs or approvals) one user may have at once, over
     # every replica.
     max_active_runs_per_user: int = Field(default=20, ge=1)

@@ -101,6 +101,7 @@ export type MessagePage = { items: Message[]; nextCursor: number | null };
 export type SessionSummary = Pick<
   Session,
   "id" | "title" | "titleSource" | "status" | "provider" | "model" | "queuePaused" | "createdAt" | "updatedAt"
+  | "pinned" | "archived"
 > & SessionMarks;
 
 /** What `session-updated` carries: every field of the session except the large ones (tools, system prompt,

@@ -1,5 +1,6 @@
 import "./boot";
 import "./pwa";
+import "./stores/document-title";
 import { render } from "preact";
 import { App } from "./components/App";
 import "./styles.css";

@@ -10,6 +10,7 @@ import { createRequests, isNoAnswer, type Requests, type WriteInput } from "./re
 import type { AppRouter, Procedures } from "./router.gen.js";
 import { openSession, type FollowOptions, type OpenSession } from "./stores/session.js";
 import { watchSessions, type SessionList, type SessionListOptions } from "./stores/sessions.js";
+import { createTranscripts, type Transcripts } from "./transcripts.js";
 
 export interface ChatsyncClient {
   /** `connecting | connected | reconnecting | resumed | signed-out | closed`. */
@@ -22,6 +23,8 @@ export interface ChatsyncClient {
   readonly requests: Requests;
   /** Upload a file to attach it (`{fileId}`), and fetch one back: `POST /files`, `GET /files/{id}`. */
   readonly files: Files;
+  /** A session out as a file and back in: `GET /sessions/{id}/export`, `POST /sessions/import`. */
+  readonly transcripts: Transcripts;
   /** Follow the session list (call once; `close()` it when done). */
   watchSessions(options?: SessionListOptions): SessionList;
   /** Follow one session: stores plus actions. */
@@ -62,15 +65,17 @@ export function createChatsyncClient(options: ChatsyncOptions): ChatsyncClient {
     };
     return f;
   };
+  const http = {
+    url: options.url, token: options.token,
+    ...(options.fetch ? { fetch: options.fetch } : {}), ...(options.retry ? { retry: options.retry } : {}),
+  };
   return {
     connection: connection.state,
     closeCode: connection.closeCode,
     trpc: connection.trpc,
     requests,
-    files: createFiles({
-      url: options.url, token: options.token,
-      ...(options.fetch ? { fetch: options.fetch } : {}), ...(options.retry ? { retry: options.retry } : {}),
-    }),
+    files: createFiles(http),
+    transcripts: createTranscripts(http),
     watchSessions: (o) => track(watchSessions(connection, requests, o)),
     openSession: (id, o) => track(openSession(connection, requests, id, o)),
     createSession: (input = {}) => requests.write("session.create", input),

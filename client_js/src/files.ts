@@ -106,7 +106,7 @@ export function filesEndpoint(url: string): string {
   return `${url.replace(/\/+$/, "").replace(/\/trpc$/, "")}/files`;
 }
 
-async function failure(res: Response): Promise<FileRequestError> {
+export async function failure(res: Response): Promise<FileRequestError> {
   let body: { error?: { code?: unknown; message?: unknown } } | null = null;
   try {
     body = await res.json();

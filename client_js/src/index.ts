@@ -37,6 +37,7 @@ export {
   type WriteInput,
   type WritePath,
 } from "./requests.js";
+export { createTranscripts, sessionsEndpoint, type ExportFormat, type Transcripts } from "./transcripts.js";
 export { openSession, type OpenSession, type SessionSettings } from "./stores/session.js";
 export { followSession, type EventListener, type FollowOptions, type FollowStatus, type SessionFollower } from "./stores/follow.js";
 export { messageActions, messagesStore, type MessageActions, type SendOptions } from "./stores/messages.js";

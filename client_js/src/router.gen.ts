@@ -221,6 +221,10 @@ export type Session = {
   lastSeq: number;
   createdAt: number;
   updatedAt: number;
+  /** @default false */
+  pinned: boolean;
+  /** @default false */
+  archived: boolean;
 };
 export type SessionCreateInput = {
   /** min length 1; max length 64 */
@@ -265,6 +269,8 @@ export type SessionListInput = {
   cursor?: string | null;
   /** max length 200 */
   search?: string | null;
+  /** @default false */
+  archived?: boolean | null;
 };
 export type SessionMetadata = {
   /** max length 4096 */
@@ -299,6 +305,8 @@ export type SessionUpdateInput = {
   disableStreaming?: boolean | null;
   /** min length 1; max length 64 */
   sessionId: string;
+  pinned?: boolean | null;
+  archived?: boolean | null;
 };
 export type SetTitleInput = {
   /** min length 1; max length 64 */
@@ -420,6 +428,7 @@ export type MessagePage = { items: Message[]; nextCursor: number | null };
 export type SessionSummary = Pick<
   Session,
   "id" | "title" | "titleSource" | "status" | "provider" | "model" | "queuePaused" | "createdAt" | "updatedAt"
+  | "pinned" | "archived"
 > & SessionMarks;
 
 /** What `session-updated` carries: every field of the session except the large ones (tools, system prompt,

@@ -113,7 +113,7 @@ class AdminApi:
         if status is not None and status not in _STATUSES:
             raise RpcError("BAD_REQUEST", f"status must be one of {', '.join(sorted(_STATUSES))}")
         limit = _int_param(request, "limit", 50, 1, 200)
-        after = decode_cursor(q["cursor"]) if q.get("cursor") else None
+        after = decode_cursor(q["cursor"])[1:] if q.get("cursor") else None  # newest first, pinned or not
         async with self.services.db.read() as s:
             rows = await repo.admin_list_sessions(
                 s, owner=q.get("owner") or None, status=status, limit=limit + 1, after=after

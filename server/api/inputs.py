@@ -65,10 +65,13 @@ class SessionList(StrictInput):
     limit: int = Field(default=50, ge=1, le=200)
     cursor: str | None = Field(default=None, max_length=500)
     search: str | None = Field(default=None, max_length=200)
+    # Archived sessions only (true), the others (false), or both (null).
+    archived: bool | None = False
 
 
 class SessionUpdate(SessionRef, SessionSettings):
-    pass
+    pinned: bool | None = None
+    archived: bool | None = None
 
 
 class SetTitle(SessionRef):

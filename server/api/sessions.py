@@ -41,7 +41,7 @@ def register(router: Router) -> None:
 
     @router.query("session.list", inputs.SessionList)
     async def list_(ctx: Context, inp: inputs.SessionList) -> Any:
-        return await ctx.services.sessions.list(ctx.require_user(), inp.limit, inp.cursor, inp.search)
+        return await ctx.services.sessions.list(ctx.require_user(), inp.limit, inp.cursor, inp.search, inp.archived)
 
     @router.query("session.get", inputs.SessionGet)
     async def get(ctx: Context, inp: inputs.SessionGet) -> Any:
@@ -49,7 +49,8 @@ def register(router: Router) -> None:
 
     @router.mutation("session.update", inputs.SessionUpdate)
     async def update(ctx: Context, inp: inputs.SessionUpdate) -> Any:
-        return await ctx.services.sessions.update(ctx.require_user(), inp.session_id, _given(inp, FIELDS))
+        changes = _given(inp, (*FIELDS, "pinned", "archived"))
+        return await ctx.services.sessions.update(ctx.require_user(), inp.session_id, changes)
 
     @router.mutation("session.delete", inputs.SessionRef)
     async def delete(ctx: Context, inp: inputs.SessionRef) -> Any:

@@ -18,12 +18,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import httpx
 
 from ..domain.models import BusyPolicy, Message, QueuedMessage, Session, SessionSnapshot
-from .trpc import TrpcClient, TrpcError
+from .trpc import ConnectionLost, TrpcClient, TrpcError
 from .view import Change, SessionView
 
 DEFAULT_URL = "http://127.0.0.1:8787"
@@ -107,13 +107,16 @@ class ChatClient:
 
     # --- sessions ---------------------------------------------------------------------------------------
 
-    async def list_sessions(self, search: str | None = None, limit: int | None = None) -> list[Session]:
-        """Your sessions, newest first (all pages, or the first ``limit``)."""
+    async def list_sessions(
+        self, search: str | None = None, limit: int | None = None, archived: bool | None = False
+    ) -> list[Session]:
+        """Your sessions, pinned first, then newest first (all pages, or the first ``limit``); ``search`` matches
+        titles and message texts; ``archived``: only archived ones (True), the others (False) or all (None)."""
         out: list[Session] = []
         cursor: str | None = None
         while True:
             page_size = 200 if limit is None else min(200, limit - len(out))
-            inp: dict[str, Any] = {"limit": page_size}
+            inp: dict[str, Any] = {"limit": page_size, "archived": archived}
             if cursor:
                 inp["cursor"] = cursor
             if search:
@@ -286,6 +289,40 @@ class ChatClient:
         if reply.status_code != 200:
             raise _http_error(reply)
         return reply.content
+
+    async def export_session(self, session_id: str, format: str = "json", *, timeout: float = 300) -> bytes:
+        """``GET /sessions/{id}/export``: the session as JSON (re-importable) or ``markdown``."""
+        async with httpx.AsyncClient(base_url=self.http_url, timeout=timeout) as http:
+            try:
+                reply = await http.get(
+                    f"/sessions/{quote(session_id, safe='')}/export",
+                    params={"format": format},
+                    headers={"authorization": f"Bearer {self.trpc.token}"},
+                )
+            except httpx.TransportError as exc:
+                raise ConnectionLost(f"export: {exc}") from exc
+        if reply.status_code != 200:
+            raise _http_error(reply)
+        return reply.content
+
+    async def import_session(self, export: bytes, request_id: str | None = None, *, timeout: float = 300) -> Session:
+        """``POST /sessions/import``: a JSON export as a new session. With ``request_id`` (the
+        ``Idempotency-Key``), sending it again after a lost reply imports nothing more."""
+        headers = {"authorization": f"Bearer {self.trpc.token}", "content-type": "application/json"}
+        if request_id is not None:
+            headers["idempotency-key"] = request_id
+        attempts = 3 if request_id is not None else 1  # without a key a repeat could import twice
+        async with httpx.AsyncClient(base_url=self.http_url, timeout=timeout) as http:
+            for attempt in range(attempts):
+                try:
+                    reply = await http.post("/sessions/import", content=export, headers=headers)
+                    break
+                except httpx.TransportError as exc:
+                    if attempt == attempts - 1:
+                        raise ConnectionLost(f"import: {exc}") from exc
+        if reply.status_code != 200:
+            raise _http_error(reply)
+        return Session.model_validate(reply.json())
 
     # --- live -------------------------------------------------------------------------------------------
 

@@ -89,6 +89,9 @@ class Session(WireModel):
     last_seq: int
     created_at: int
     updated_at: int
+    # Shown first in the owner's list / kept out of it (``session.list``'s ``archived``).
+    pinned: bool = False
+    archived: bool = False
 
 
 class ToolCall(WireModel):

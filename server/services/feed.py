@@ -70,6 +70,8 @@ def summary(row: ChatSession | SessionHead, queue_length: int, updated_at: datet
         "createdAt": _ms(row.created_at),
         "updatedAt": _ms(updated_at if updated_at is not None else row.updated_at),
         **unread_fields(row),
+        "pinned": bool(row.pinned),
+        "archived": bool(row.archived),
     }
 
 

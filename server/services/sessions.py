@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import uuid
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
@@ -38,25 +39,40 @@ from .requests import MISSING, RequestKey
 from .titles import TitleService, apply_title
 from .uow import UnitOfWork, can_read
 
-UPDATABLE = ("provider", "model", "system_prompt", "defaults", "tools", "tool_mode", "busy_policy", "disable_streaming")
+UPDATABLE = (
+    "provider",
+    "model",
+    "system_prompt",
+    "defaults",
+    "tools",
+    "tool_mode",
+    "busy_policy",
+    "disable_streaming",
+    "pinned",
+    "archived",
+)
 _WIRE_NAMES = {"system_prompt": "systemPrompt"}
 
 
 def encode_cursor(row: ChatSession) -> str:
-    raw = f"{row.created_at.isoformat()}|{row.id}".encode()
+    """Where the next page of the owner's list starts: after this session (``repo.ListKey``)."""
+    raw = f"{int(row.pinned)}|{row.created_at.isoformat()}|{row.id}".encode()
     return base64.urlsafe_b64encode(raw).decode()
 
 
-def decode_cursor(cursor: str) -> tuple[datetime, str]:
+def decode_cursor(cursor: str) -> repo.ListKey:
     try:
-        created, sid = base64.urlsafe_b64decode(cursor.encode()).decode().split("|", 1)
+        parts = base64.urlsafe_b64decode(cursor.encode()).decode().split("|", 2)
+        if len(parts) == 2:  # made before pinned sessions came first: they were all unpinned
+            parts.insert(0, "0")
+        pinned, created, sid = parts
         when = datetime.fromisoformat(created)
     except Exception as exc:
         raise RpcError("BAD_REQUEST", "Invalid cursor") from exc
-    if when.tzinfo is None or len(sid) > 64:  # never one we made: ours carry their UTC offset
+    if pinned not in ("0", "1") or when.tzinfo is None or len(sid) > 64:  # never one we made
         raise RpcError("BAD_REQUEST", "Invalid cursor")
     check_text(sid)  # decoded here, so past the input check every input gets
-    return when, sid
+    return pinned == "1", when, sid
 
 
 class SessionService:
@@ -69,6 +85,7 @@ class SessionService:
     default_provider: str | None = None
     default_model: str | None = None
     max_per_user: int | None = None  # CHATSYNC_MAX_SESSIONS_PER_USER
+    search_scan: int = 200  # CHATSYNC_SEARCH_SCAN_SESSIONS
 
     def resolve_model(self, provider: str | None, model: str | None) -> tuple[str, str]:
         """The provider is the caller's, else ``CHATSYNC_DEFAULT_PROVIDER``, else the first provider whose
@@ -89,15 +106,10 @@ class SessionService:
         return chosen, model
 
     async def create(self, user: User, fields: dict[str, Any], request: RequestKey | None = None) -> Any:
-        """A new session, announced on the owner's feed in the same transaction. A repeated ``request``
-        returns the first call's session (two copies racing: the loser finds the winner's record under the user
-        lock, or its record insert fails; it answers with the winner's). ``max_per_user`` is checked under
-        the user lock in the inserting transaction, so concurrent creates cannot pass it together."""
-        if request is not None:
-            async with self.db.read() as s:
-                replayed = await requests.replay(s, request)
-            if replayed is not MISSING:
-                return replayed
+        """A new session (see :meth:`insert`)."""
+        replayed = await self.replayed(request)
+        if replayed is not MISSING:
+            return replayed
         now = utcnow()
         provider, model = self.resolve_model(fields.get("provider"), fields.get("model"))
         row = ChatSession(
@@ -121,7 +133,32 @@ class SessionService:
             last_seq=0,
             created_at=now,
             updated_at=now,
+            pinned=False,
+            archived=False,
         )
+        return await self.insert(user, row, request)
+
+    async def replayed(self, request: RequestKey | None) -> Any:
+        """The first reply to a repeated ``request`` (read before any work), else ``requests.MISSING``."""
+        if request is None:
+            return MISSING
+        async with self.db.read() as s:
+            return await requests.replay(s, request)
+
+    async def insert(
+        self,
+        user: User,
+        row: ChatSession,
+        request: RequestKey | None,
+        fill: Callable[[AsyncSession], Awaitable[None]] | None = None,
+    ) -> Any:
+        """Store the new session ``row`` of ``user`` — with what ``fill`` writes in the same transaction (an
+        import's messages) — announced on the owner's feed in that transaction too; returns the session.
+
+        A repeated ``request`` returns the first call's session (two copies racing: the loser finds the winner's
+        record under the user lock, or its record insert fails; it answers with the winner's). ``max_per_user``
+        is checked under the user lock in the inserting transaction, so concurrent calls cannot pass it
+        together."""
         session = repo.session_wire(row)
         try:
             async with self.db.write() as s:
@@ -131,16 +168,17 @@ class SessionService:
                         return replayed
                 s.add(row)
                 await s.flush()
+                if fill is not None:
+                    await fill(s)
                 env = await eventlog.append_feed(
-                    s, user.id, events.feed_session_created(row.id, feed.summary(row, 0)), now
+                    s, user.id, events.feed_session_created(row.id, feed.summary(row, 0)), row.created_at
                 )
                 if request is not None:
-                    await requests.record(s, [requests.record_row(request, session, now)])
+                    await requests.record(s, [requests.record_row(request, session, row.created_at)])
         except IntegrityError:
             if request is None:
                 raise
-            async with self.db.read() as s:
-                replayed = await requests.replay(s, request)
+            replayed = await self.replayed(request)
             if replayed is MISSING:
                 raise
             return replayed
@@ -175,16 +213,23 @@ class SessionService:
             raise RpcError("NOT_FOUND", "Session not found")
         return row
 
-    async def list(self, user: User, limit: int, cursor: str | None, search: str | None) -> dict[str, Any]:
+    async def list(
+        self, user: User, limit: int, cursor: str | None, search: str | None, archived: bool | None = False
+    ) -> dict[str, Any]:
+        """A page of the owner's list (pinned first, then newest first). With ``search``, a page examines at most
+        ``search_scan`` sessions (``repo.list_sessions``), so it may hold fewer than ``limit`` with a
+        ``nextCursor`` to examine the next ones."""
         after = decode_cursor(cursor) if cursor else None
+        term = search.strip() if search else None
         async with self.db.read() as s:
             # The feed's position first: whatever changes after it reaches a ``session.feed`` started there,
             # so a list plus that feed never misses a change (it may repeat one the list already shows).
             position = await eventlog.FEED_LOG.last_seq(s, feed.channel(user.id)) or 0
-            rows = await repo.list_sessions(s, user.id, limit=limit + 1, after=after, search=search)
-            lengths = await repo.queue_lengths(s, [r.id for r in rows[:limit]])
-        page = rows[:limit]
-        next_cursor = encode_cursor(page[-1]) if len(rows) > limit else None
+            page, last = await repo.list_sessions(
+                s, user.id, limit=limit, after=after, search=term, archived=archived, scan=self.search_scan
+            )
+            lengths = await repo.queue_lengths(s, [r.id for r in page])
+        next_cursor = encode_cursor(last) if last is not None else None
         return {
             "items": [
                 {**repo.session_wire(r).wire(), "queueLength": lengths.get(r.id, 0), **feed.unread_fields(r)}

@@ -42,6 +42,8 @@ _LOCK_SESSION_HEAD = (
         _SESSIONS.c.provider,
         _SESSIONS.c.model,
         _SESSIONS.c.created_at,
+        _SESSIONS.c.pinned,
+        _SESSIONS.c.archived,
         _SESSIONS.c.attention_seq,
         _SESSIONS.c.attention_kind,
         _SESSIONS.c.seen_seq,
@@ -67,6 +69,8 @@ class SessionHead:
     provider: str
     model: str
     created_at: datetime | str  # a plain SQLite read hands back the stored text
+    pinned: bool
+    archived: bool
     # Unread (``services.unread``).
     attention_seq: int = 0
     attention_kind: str | None = None

@@ -189,6 +189,10 @@ class ChatSession(Base):
     attention_seq: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     attention_kind: Mapped[str | None] = mapped_column(String(16), nullable=True)
     seen_seq: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    # How the owner keeps the list: pinned sessions come first; archived ones leave the main list (``session.list``
+    # shows them only when asked for with ``archived``). Changed with ``session.update``, shown by ``session.feed``.
+    pinned: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    archived: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
 
 class Message(Base):

@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy import Row, bindparam, delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import aliased
 
 from ..domain import models as wire
 from .models import ApiToken, ChatSession, Event, Message, QueuedMessage, Run, ToolCallRow, User
@@ -65,17 +66,86 @@ async def get_session(db: AsyncSession, session_id: str, *, lock: bool = False) 
     return (await db.execute(stmt, {"sid": session_id})).scalar_one_or_none()
 
 
+# Search (``session.list``'s ``search``): a case-insensitive substring of the title or of a message's text. No
+# index can serve ``LIKE '%term%'``, so what one call reads is bounded instead (docs/api.md "Limits"): it examines
+# at most ``scan`` of the owner's sessions, in list order after the cursor, and in each of those only the newest
+# SEARCH_MESSAGES_PER_SESSION user and assistant messages, each up to its first SEARCH_MESSAGE_CHARS characters.
+SEARCH_MESSAGES_PER_SESSION = 1000
+SEARCH_MESSAGE_CHARS = 10_000
+SEARCHED_ROLES = ("user", "assistant")
+
+
+def like_pattern(term: str) -> str:
+    """``%term%`` with LIKE's wildcards (and the escape character itself) taken literally (``ESCAPE '\\'``)."""
+    escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+ListKey = tuple[bool, datetime, str]
+"""Where a page of the owner's list ends: (pinned, created_at, id) of its last session."""
+
+
+def _in_list_order(stmt: Any, after: ListKey | None, limit: int) -> Any:
+    """One page of the owner's list: pinned first, then newest first, starting after ``after``."""
+    if after is not None:
+        pinned, created, sid = after
+        later = (ChatSession.created_at < created) | ((ChatSession.created_at == created) & (ChatSession.id < sid))
+        if pinned:
+            stmt = stmt.where(ChatSession.pinned.is_(False) | (ChatSession.pinned.is_(True) & later))
+        else:
+            stmt = stmt.where(ChatSession.pinned.is_(False) & later)
+    order = (ChatSession.pinned.desc(), ChatSession.created_at.desc(), ChatSession.id.desc())
+    return stmt.order_by(*order).limit(limit)
+
+
+def _message_matches(session_id: Any, pattern: str) -> Any:
+    """Whether one of the session's newest searched messages contains the pattern (bounded: see above)."""
+    latest = aliased(Message)
+    newest = select(func.max(latest.ordinal)).where(latest.session_id == session_id).scalar_subquery()
+    return (
+        select(Message.id)
+        .where(
+            Message.session_id == session_id,
+            Message.ordinal > newest - SEARCH_MESSAGES_PER_SESSION,
+            Message.role.in_(SEARCHED_ROLES),
+            func.substr(Message.content, 1, SEARCH_MESSAGE_CHARS).ilike(pattern, escape="\\"),
+        )
+        .exists()
+    )
+
+
 async def list_sessions(
-    db: AsyncSession, owner_id: str | None, *, limit: int, after: tuple[datetime, str] | None, search: str | None
-) -> Sequence[ChatSession]:
-    """Newest first; ``after`` is the (created_at, id) of the last row of the previous page."""
-    stmt = select(ChatSession).where(ChatSession.deleted_at.is_(None))
-    if owner_id is not None:
-        stmt = stmt.where(ChatSession.owner_id == owner_id)
-    if search:
-        escaped = search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        stmt = stmt.where(ChatSession.title.ilike(f"%{escaped}%", escape="\\"))
-    return (await db.execute(_newest_first(stmt, after, limit))).scalars().all()
+    db: AsyncSession,
+    owner_id: str,
+    *,
+    limit: int,
+    after: ListKey | None,
+    search: str | None = None,
+    archived: bool | None = False,
+    scan: int = 200,
+) -> tuple[Sequence[ChatSession], ChatSession | None]:
+    """The owner's live sessions in list order (pinned first, then newest first), at most ``limit``, starting
+    after ``after``; ``archived`` picks archived or other sessions (None: both).
+
+    Returns the page and, when more may follow, the session the next page starts after: the page's last when
+    it is full, or — for a search that examined ``scan`` sessions without filling the page — the last session it
+    examined (which may not be in the page)."""
+    stmt = select(ChatSession).where(ChatSession.owner_id == owner_id, ChatSession.deleted_at.is_(None))
+    if archived is not None:
+        stmt = stmt.where(ChatSession.archived.is_(archived))
+    if not search:
+        rows = (await db.execute(_in_list_order(stmt, after, limit + 1))).scalars().all()
+        return rows[:limit], rows[limit - 1] if len(rows) > limit else None
+    examined = _in_list_order(stmt, after, scan).subquery()
+    window = aliased(ChatSession, examined)
+    pattern = like_pattern(search)
+    matching = select(window).where(window.title.ilike(pattern, escape="\\") | _message_matches(window.id, pattern))
+    order = (window.pinned.desc(), window.created_at.desc(), window.id.desc())
+    rows = (await db.execute(matching.order_by(*order).limit(limit + 1))).scalars().all()
+    if len(rows) > limit:
+        return rows[:limit], rows[limit - 1]
+    last = (await db.execute(select(window).order_by(*order).offset(scan - 1).limit(1))).scalar_one_or_none()
+    return rows, last
 
 
 async def count_sessions(db: AsyncSession, owner_id: str) -> int:
@@ -138,6 +208,8 @@ def session_wire(row: ChatSession) -> wire.Session:
         last_seq=row.last_seq,
         created_at=ms(row.created_at),
         updated_at=ms(row.updated_at),
+        pinned=row.pinned,
+        archived=row.archived,
     )
 
 

@@ -2,11 +2,14 @@ import { useEffect, useState } from "preact/hooks";
 import { fileAttachments, formatSize, type FileAttachmentInfo } from "../lib/chatsync";
 import { fileBlob, saveFile } from "../stores/files";
 import { act } from "../stores/call";
+import { ImagePreview } from "./ImagePreview";
 
-/** An image attachment, fetched with the token and shown from a blob: URL this view revokes when it goes. */
+/** An image attachment, fetched with the token and shown from a blob: URL this view revokes when it goes; a
+ * click shows it at full size (ImagePreview). */
 function Thumbnail({ file }: { file: FileAttachmentInfo }) {
   const [url, setUrl] = useState<string | null>(null);
   const [failed, setFailed] = useState(false);
+  const [preview, setPreview] = useState(false);
   useEffect(() => {
     let made: string | null = null;
     let gone = false;
@@ -22,11 +25,14 @@ function Thumbnail({ file }: { file: FileAttachmentInfo }) {
   }, [file.fileId]);
   if (failed) return <FileChip file={file} />;
   return (
-    <button type="button" class="thumb" title={`Save ${file.name} (${formatSize(file.size)})`}
-            onClick={() => act("Saving", () => saveFile(file.fileId, file.name))}>
-      {url ? <img src={url} alt={file.name} data-file-id={file.fileId} />
-           : <span class="thumb-loading">{file.name}</span>}
-    </button>
+    <>
+      <button type="button" class="thumb" title={`${file.name} (${formatSize(file.size)})`} aria-haspopup="dialog"
+              disabled={!url} onClick={() => setPreview(true)}>
+        {url ? <img src={url} alt={file.name} data-file-id={file.fileId} />
+             : <span class="thumb-loading">{file.name}</span>}
+      </button>
+      {preview && url && <ImagePreview file={file} url={url} onClose={() => setPreview(false)} />}
+    </>
   );
 }
 

@@ -8,6 +8,9 @@
 // A streaming answer is cut into blocks (paragraphs, lists, code fences): every block but the last is
 // settled — later text cannot change it — and rendered once; only the last block is rendered again as
 // tokens arrive. `splitBlocks` does the cutting, incrementally from where it stopped.
+//
+// Code blocks at the top level of an answer are not HTML here but `code` segments (language and text), shown
+// by the CodeBlock component: a copy button, the language, and highlighting once the block is settled.
 import { Marked, type Token, type Tokens } from "marked";
 import DOMPurify from "dompurify";
 
@@ -50,24 +53,53 @@ function renderTokens(tokens: Token[], links: Record<string, unknown>): string {
   return sanitize(md.parser(list as any));
 }
 
-// Finished answers are rendered in one piece, once: a chat opened again (or re-rendered) reuses the HTML.
-const finished = new Map<string, string>();
+/** A piece of a rendered answer: sanitised HTML, or a code block's language (first word of its info string,
+ * possibly empty) and text. A segment, once settled, is never changed: components may keep it by identity. */
+export type Segment = { kind: "html"; html: string } | { kind: "code"; lang: string; code: string };
+
+function codeSegment(tok: Tokens.Code): Segment {
+  return { kind: "code", lang: (tok.lang ?? "").trim().split(/\s+/)[0] ?? "", code: tok.text };
+}
+
+/** Segments of consecutive tokens: runs of non-code tokens become one HTML segment each. */
+function segmentsOf(tokens: Token[], links: Record<string, unknown>): Segment[] {
+  const out: Segment[] = [];
+  let run: Token[] = [];
+  const flush = () => {
+    if (run.some((t) => t.type !== "space")) out.push({ kind: "html", html: renderTokens(run, links) });
+    run = [];
+  };
+  for (const tok of tokens) {
+    if (tok.type === "code") {
+      flush();
+      out.push(codeSegment(tok as Tokens.Code));
+    } else {
+      run.push(tok);
+    }
+  }
+  flush();
+  return out;
+}
+
+// Finished answers are rendered in one piece, once: a chat opened again (or re-rendered) reuses the segments.
+const finished = new Map<string, Segment[]>();
 const FINISHED_KEPT = 2000;
 
-/** Sanitised HTML of a whole finished text, cached by the text. */
-export function renderFinished(text: string): string {
-  let html = finished.get(text);
-  if (html === undefined) {
-    html = sanitize(md.parse(text) as string);
+/** The segments of a whole finished text, cached by the text. */
+export function renderFinished(text: string): Segment[] {
+  let segments = finished.get(text);
+  if (segments === undefined) {
+    const tokens = md.lexer(text);
+    segments = segmentsOf(tokens, (tokens as any).links ?? {});
     if (finished.size >= FINISHED_KEPT) finished.delete(finished.keys().next().value!);
-    finished.set(text, html);
+    finished.set(text, segments);
   }
-  return html;
+  return segments;
 }
 
 export interface Blocks {
-  /** Settled blocks' HTML, in order; never changed once pushed. */
-  settled: string[];
+  /** Settled blocks, in order; never changed once pushed. */
+  settled: Segment[];
   /** UTF-16 index in the text up to which it was cut into settled blocks. */
   consumed: number;
   /** The text that was cut, to notice when the text was replaced rather than extended. */
@@ -77,10 +109,11 @@ export interface Blocks {
 export const emptyBlocks = (): Blocks => ({ settled: [], consumed: 0, source: "" });
 
 /**
- * Cuts `text` into settled blocks plus the HTML of the unsettled tail. `prev` is reused when `text` extends
- * the text it was made from; when `final`, every block is settled (the answer is complete).
+ * Cuts `text` into settled blocks plus the unsettled tail (the last block, still growing; null when there is
+ * none). `prev` is reused when `text` extends the text it was made from; when `final`, every block is settled
+ * (the answer is complete).
  */
-export function splitBlocks(prev: Blocks, text: string, final: boolean): { blocks: Blocks; tail: string } {
+export function splitBlocks(prev: Blocks, text: string, final: boolean): { blocks: Blocks; tail: Segment | null } {
   let blocks = prev;
   if (!text.startsWith(prev.source.slice(0, prev.consumed))) blocks = emptyBlocks();
   const rest = text.slice(blocks.consumed);
@@ -92,8 +125,12 @@ export function splitBlocks(prev: Blocks, text: string, final: boolean): { block
   for (let i = 0; i < keep; i++) {
     const tok = tokens[i];
     consumed += tok.raw.length;
-    if (tok.type !== "space") settled.push(renderTokens([tok], links));
+    if (tok.type === "code") settled.push(codeSegment(tok as Tokens.Code));
+    else if (tok.type !== "space") settled.push({ kind: "html", html: renderTokens([tok], links) });
   }
-  const tail = keep < tokens.length ? renderTokens(tokens.slice(keep), links) : "";
+  const open = tokens.slice(keep);
+  let tail: Segment | null = null;
+  if (open.length === 1 && open[0].type === "code") tail = codeSegment(open[0] as Tokens.Code);
+  else if (open.length) tail = { kind: "html", html: renderTokens(open, links) };
   return { blocks: { settled, consumed, source: text }, tail };
 }

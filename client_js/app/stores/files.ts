@@ -39,9 +39,14 @@ export function fileBlob(fileId: string): Promise<Blob> {
   return entry.blob;
 }
 
-/** Saves a file under its name: a blob: URL on a temporary link, revoked once the browser has it. */
+/** Saves a file under its name. */
 export async function saveFile(fileId: string, name: string): Promise<void> {
-  const url = URL.createObjectURL(await fileBlob(fileId));
+  saveBlob(await fileBlob(fileId), name);
+}
+
+/** Hands bytes to the browser to save: a blob: URL on a temporary link, revoked once the browser has it. */
+export function saveBlob(blob: Blob, name: string): void {
+  const url = URL.createObjectURL(blob);
   const a = document.createElement("a");
   a.href = url;
   a.download = name;

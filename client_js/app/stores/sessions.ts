@@ -1,33 +1,102 @@
 // The signed-in user's sessions for the sidebar: the library's live list (session.list, then session.feed),
-// so titles, statuses and queue lengths change here whichever device changed them.
+// so titles, statuses, pins and queue lengths change here whichever device changed them. The main list shows
+// archived chats or the others ($showArchived); a search is a second live list of the server's results.
 import { atom } from "nanostores";
 import { $client } from "./auth";
-import type { Session, SessionList, SessionListItem } from "../lib/chatsync";
+import { saveBlob } from "./files";
+import { newClientRequestId, type Session, type SessionList, type SessionListItem } from "../lib/chatsync";
 
 export const $sessionList = atom<readonly SessionListItem[]>([]);
 export const $sessionsLoaded = atom(false);
+/** The list shows archived chats instead of the others. */
+export const $showArchived = atom(false);
+/** What the search box holds; results follow it a moment after typing stops. */
+export const $searchText = atom("");
+/** The server's results for the search (titles and message texts); null while there is no search. */
+export const $searchResults = atom<readonly SessionListItem[] | null>(null);
+/** More results may be found in older chats (`loadMoreResults`). */
+export const $searchHasMore = atom(false);
+export const $searchLoaded = atom(false);
 
+const SEARCH_DELAY_MS = 250;
 let list: SessionList | null = null;
 let unsubscribe: (() => void)[] = [];
+let search: SessionList | null = null;
+let searchUnsubscribe: (() => void)[] = [];
+let searchTimer: ReturnType<typeof setTimeout> | null = null;
 
 export function startSessions(): void {
   const client = $client.get();
   if (!client) return;
-  stopSessions();
-  list = client.watchSessions({ limit: 100 });
+  stopList();
+  list = client.watchSessions({ limit: 100, archived: $showArchived.get() });
   unsubscribe = [
     list.items.subscribe((items) => $sessionList.set(items)),
     list.status.subscribe((s) => $sessionsLoaded.set(s !== "loading")),
   ];
+  startSearch();
 }
 
-export function stopSessions(): void {
+function stopList(): void {
   for (const u of unsubscribe) u();
   unsubscribe = [];
   list?.close();
   list = null;
+}
+
+export function stopSessions(): void {
+  stopList();
+  stopSearch();
   $sessionList.set([]);
   $sessionsLoaded.set(false);
+}
+
+/** Shows archived chats (or the others again), searching among them if a search is on. */
+export function showArchived(on: boolean): void {
+  if ($showArchived.get() === on) return;
+  $showArchived.set(on);
+  $sessionList.set([]);
+  $sessionsLoaded.set(false);
+  startSessions();
+}
+
+function stopSearch(): void {
+  if (searchTimer) clearTimeout(searchTimer);
+  searchTimer = null;
+  for (const u of searchUnsubscribe) u();
+  searchUnsubscribe = [];
+  search?.close();
+  search = null;
+}
+
+function startSearch(): void {
+  stopSearch();
+  const client = $client.get();
+  const text = $searchText.get().trim();
+  if (!client || !text) {
+    $searchResults.set(null);
+    $searchHasMore.set(false);
+    return;
+  }
+  $searchLoaded.set(false);
+  search = client.watchSessions({ limit: 50, search: text, archived: $showArchived.get() });
+  searchUnsubscribe = [
+    search.items.subscribe((items) => $searchResults.set(items)),
+    search.hasMore.subscribe((more) => $searchHasMore.set(more)),
+    search.status.subscribe((s) => $searchLoaded.set(s !== "loading")),
+  ];
+}
+
+/** The search box changed: search once typing pauses (an empty box ends the search at once). */
+export function setSearch(text: string): void {
+  $searchText.set(text);
+  if (searchTimer) clearTimeout(searchTimer);
+  if (!text.trim()) return startSearch();
+  searchTimer = setTimeout(startSearch, SEARCH_DELAY_MS);
+}
+
+export function loadMoreResults(): Promise<void> {
+  return search?.loadMore() ?? Promise.resolve();
 }
 
 function client() {
@@ -47,4 +116,21 @@ export async function renameSession(sessionId: string, title: string): Promise<v
 
 export async function deleteSession(sessionId: string): Promise<void> {
   await client().requests.mutate("session.delete", { sessionId });
+}
+
+/** Pinned chats come first in every device's list; archived ones leave it (they stay under "Archived chats"). */
+export async function organise(sessionId: string, change: { pinned?: boolean; archived?: boolean }): Promise<void> {
+  await client().requests.mutate("session.update", { sessionId, ...change });
+}
+
+/** Saves the chat as a file (`GET /sessions/{id}/export`), named after its title. */
+export async function exportSession(s: SessionListItem, format: "json" | "markdown"): Promise<void> {
+  const blob = await client().transcripts.export(s.id, format);
+  const name = (s.title || "chat").replace(/[\\/:*?"<>|\u0000-\u001f]+/g, " ").trim().slice(0, 80) || "chat";
+  saveBlob(blob, `${name}.${format === "json" ? "json" : "md"}`);
+}
+
+/** A JSON export as a new chat (`POST /sessions/import`): one key for the file, so a retry imports it once. */
+export function importSession(file: Blob): Promise<Session> {
+  return client().transcripts.import(file, { requestId: newClientRequestId() });
 }

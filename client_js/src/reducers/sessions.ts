@@ -1,6 +1,6 @@
 /**
  * The caller's list of sessions: read from `session.list` (with its `feedEventId`), kept by `session.feed`.
- * Order is `session.list`'s: newest first by creation time, then id.
+ * Order is `session.list`'s: pinned sessions first, then newest first by creation time, then id.
  */
 import type { FeedEvent, Session, SessionPage, SessionSummary } from "../router.gen.js";
 
@@ -17,9 +17,22 @@ export interface SessionsState {
 
 export const emptySessions: SessionsState = Object.freeze({ items: [], feedSeq: 0, nextCursor: null }) as SessionsState;
 
-function newerFirst(a: SessionListItem, b: SessionListItem): number {
+/** `session.list`'s order: pinned first, then newer first (creation time, then id). */
+export function listOrder(a: SessionListItem, b: SessionListItem): number {
+  if (!!a.pinned !== !!b.pinned) return a.pinned ? -1 : 1;
   if (a.createdAt !== b.createdAt) return b.createdAt - a.createdAt;
   return a.id < b.id ? 1 : a.id > b.id ? -1 : 0;
+}
+
+/**
+ * Which sessions a list holds, as `session.list` was asked: `archived` (true: archived only; false: the
+ * others; null: both), and `search` — whether it holds search results, which the feed cannot tell (it does not
+ * carry message texts): sessions it already holds are updated (or leave when `archived` says so), new ones
+ * are never added; read the results again to see them.
+ */
+export interface ListScope {
+  archived?: boolean | null;
+  search?: boolean;
 }
 
 export function sessionsFromPage(page: SessionPage): SessionsState {
@@ -33,20 +46,26 @@ export function appendPage(state: SessionsState, page: SessionPage): SessionsSta
 }
 
 /** Whether `item` falls inside the part of the list that is loaded. */
-function inLoadedRange(state: SessionsState, item: SessionListItem): boolean {
-  const last = state.items[state.items.length - 1];
-  return state.nextCursor === null || last === undefined || newerFirst(item, last) <= 0;
+function inLoadedRange(items: SessionListItem[], nextCursor: string | null, item: SessionListItem): boolean {
+  const last = items[items.length - 1];
+  return nextCursor === null || last === undefined || listOrder(item, last) <= 0;
 }
 
-function put(state: SessionsState, summary: SessionSummary): SessionListItem[] {
+function put(state: SessionsState, summary: SessionSummary, scope: ListScope): SessionListItem[] {
   const i = state.items.findIndex((s) => s.id === summary.id);
-  if (i >= 0) {
+  const item: SessionListItem = i >= 0 ? { ...state.items[i]!, ...summary } : summary;
+  const belongs = scope.archived == null || !!item.archived === scope.archived;
+  const rest = i >= 0 ? state.items.filter((_s, j) => j !== i) : state.items;
+  if (!belongs) return i >= 0 ? rest : state.items;
+  if (i < 0 && scope.search) return state.items;
+  if (i >= 0 && !!item.pinned === !!state.items[i]!.pinned) {
     const items = state.items.slice();
-    items[i] = { ...items[i]!, ...summary };
+    items[i] = item;
     return items;
   }
-  if (!inLoadedRange(state, summary)) return state.items;
-  return [...state.items, summary].sort(newerFirst);
+  // New, or moved (pinned or unpinned): in its place, if that place is within what is loaded.
+  if (!inLoadedRange(rest, state.nextCursor, item)) return rest;
+  return [...rest, item].sort(listOrder);
 }
 
 /**
@@ -57,6 +76,7 @@ export function applyFeed(
   state: SessionsState,
   id: string,
   e: FeedEvent,
+  scope: ListScope = {},
 ): { state: SessionsState; duplicate: boolean; resync?: true } {
   const seq = Number(id);
   if (Number.isFinite(seq) && seq <= state.feedSeq) return { state, duplicate: true };
@@ -65,7 +85,7 @@ export function applyFeed(
   switch (e.type) {
     case "session-created":
     case "session-updated":
-      return { state: { ...state, items: put(state, e.session), feedSeq }, duplicate: false };
+      return { state: { ...state, items: put(state, e.session, scope), feedSeq }, duplicate: false };
     case "session-deleted":
       return { state: { ...state, items: state.items.filter((s) => s.id !== e.sessionId), feedSeq }, duplicate: false };
     default:

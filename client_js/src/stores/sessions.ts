@@ -1,8 +1,12 @@
 /**
- * The caller's sessions, live: `session.list` (newest first) with its `feedEventId`, then `session.feed` from
- * that id, so sessions created, renamed, busy or deleted on any client show here. A `resync-required`, a failed
- * feed or a skipped seq reads the list again; a repeated feed item (seq at or below the last applied) is
- * ignored. Older pages load on demand with {@link SessionList.loadMore}.
+ * The caller's sessions, live: `session.list` (pinned first, then newest first) with its `feedEventId`, then
+ * `session.feed` from that id, so sessions created, renamed, pinned, archived, busy or deleted on any client
+ * show here. A `resync-required`, a failed feed or a skipped seq reads the list again; a repeated feed item (seq
+ * at or below the last applied) is ignored. Older pages load on demand with {@link SessionList.loadMore}.
+ *
+ * Search results (`search`) are the server's (titles and message texts): the feed updates the sessions they
+ * hold (a rename shows at once), and every change it reports reads the results again shortly after, so a
+ * session that came to match (or stopped matching) joins (or leaves) them.
  */
 import { atom, type ReadableAtom } from "nanostores";
 import type { Unsubscribable } from "@trpc/server/observable";
@@ -30,13 +34,20 @@ export interface SessionList {
 export interface SessionListOptions {
   /** Page size of `session.list`. @default 50 */
   limit?: number;
-  /** Only sessions whose title matches. */
+  /** Only sessions whose title or messages contain this (the server's search; results may come in pages). */
   search?: string;
+  /** Archived sessions only (true), the others (false), or both (null). @default false */
+  archived?: boolean | null;
+  /** How long after a feed change search results are read again, in ms. @default 300 */
+  searchRefreshMs?: number;
 }
 
 export function watchSessions(connection: Connection, requests: Requests, options: SessionListOptions = {}): SessionList {
   const limit = options.limit ?? 50;
-  const search = options.search ? { search: options.search } : {};
+  const archived = options.archived === undefined ? false : options.archived;
+  const filters = { archived, ...(options.search ? { search: options.search } : {}) };
+  const scope = { archived, search: !!options.search };
+  let refreshTimer: ReturnType<typeof setTimeout> | null = null;
   let state: SessionsState | null = null;
   const $items = atom<SessionListItem[]>([]);
   const $status = atom<SessionListStatus>("loading");
@@ -70,7 +81,7 @@ export function watchSessions(connection: Connection, requests: Requests, option
     if (state) $status.set("resyncing");
     let page;
     try {
-      page = await requests.query("session.list", { limit, ...search });
+      page = await requests.query("session.list", { limit, ...filters });
     } catch (err) {
       if (gen === generation) later(err);
       return;
@@ -97,9 +108,10 @@ export function watchSessions(connection: Connection, requests: Requests, option
           if (item.type === "resync-required") void load();
           return;
         }
-        const { state: next, resync } = applyFeed(state, item.id, item.data);
+        const { state: next, resync, duplicate } = applyFeed(state, item.id, item.data, scope);
         if (resync) return void load();
         commit(next);
+        if (scope.search && !duplicate) searchAgain();
       },
       onError(err: unknown) {
         if (gen === generation) later(err);
@@ -115,6 +127,15 @@ export function watchSessions(connection: Connection, requests: Requests, option
     });
   }
 
+  /** Search results are read again once the feed has been quiet for a moment (a burst costs one read). */
+  function searchAgain() {
+    if (refreshTimer) clearTimeout(refreshTimer);
+    refreshTimer = setTimeout(() => {
+      refreshTimer = null;
+      if (!closed) void load();
+    }, options.searchRefreshMs ?? 300);
+  }
+
   void load();
   return {
     items: $items,
@@ -123,7 +144,7 @@ export function watchSessions(connection: Connection, requests: Requests, option
     ready,
     async loadMore() {
       if (!state?.nextCursor) return;
-      const page = await requests.query("session.list", { limit, cursor: state.nextCursor, ...search });
+      const page = await requests.query("session.list", { limit, cursor: state.nextCursor, ...filters });
       if (state) commit(appendPage(state, page));
     },
     refresh: load,
@@ -132,6 +153,7 @@ export function watchSessions(connection: Connection, requests: Requests, option
       generation++;
       sub?.unsubscribe();
       if (timer) clearTimeout(timer);
+      if (refreshTimer) clearTimeout(refreshTimer);
       $status.set("closed");
     },
   };
