@@ -1,0 +1,17 @@
+"""A file enqueued into one session while the session that carried it is deleted: the enqueue is either
+acknowledged and the file kept, or refused with ``NOT_FOUND``; never an error, never a lost file."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from file_helpers import download
+from scenario_kit import attach_while_deleting
+
+
+async def test_enqueue_racing_a_delete_never_loses_the_file(server_factory: Any, db_url: str) -> None:
+    live = await server_factory(db_url, file_sweep_seconds=0.05)  # the collector races the enqueues too
+    acknowledged, wrong = await attach_while_deleting([live.url], live.tokens["alice"], db_url, 60)
+    assert wrong == []
+    await live.services.files.collect()
+    assert [(await download(live, fid)).status_code for fid in acknowledged] == [200] * len(acknowledged)
