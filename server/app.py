@@ -33,6 +33,7 @@ from .rpc.http import HttpTransport, bearer_token, plain_error_response
 from .rpc.limits import ConnectionSlots, RateLimiter
 from .rpc.ws import WsConnection
 from .services.auth import AuthService, LinkError
+from .services.purge import Purger
 from .services.queue import QueueService
 from .services.runs import RunAwareSessionService, RunService
 from .services.sessions import SessionService
@@ -93,7 +94,9 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
         await devices.start()
         stack.push_async_callback(devices.stop)
         uow = UnitOfWork(db, bus, settings.event_retention)
+        uow.max_request_records = settings.max_request_records_per_user
         files = await stack.enter_async_context(Files(db, create_storage(settings, db), settings))
+        await stack.enter_async_context(Purger(db, files, settings))
         tools = ToolRegistry()
         register_builtins(tools)
         # Entered after the bus and the database, so it is closed (runs written down) before them.

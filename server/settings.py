@@ -95,6 +95,12 @@ class Settings(BaseSettings):
     # Which models take images, beyond the built-in rule: ``provider:glob=on|off`` items, comma-separated, first
     # match wins (docs/attachments.md).
     vision_models: str = ""
+    # A deleted session's rows (messages, events, queue, runs, tool calls, file references) are kept this long, so
+    # a subscriber still catching up reads the session's end, then purged; every replica looks for them this often.
+    deleted_session_retention_seconds: float = Field(default=60.0, ge=0)
+    purge_sweep_seconds: float = Field(default=60.0, gt=0)
+    # Exactly-once records (``clientRequestId``) kept per user besides the 25 hours; the oldest go first.
+    max_request_records_per_user: int = Field(default=10_000, ge=1)
 
     @field_validator("allowed_origins", mode="before")
     @classmethod

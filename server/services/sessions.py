@@ -33,7 +33,7 @@ from ..store import eventlog, repo
 from ..store.db import Database
 from ..store.models import ChatSession, User, utcnow
 from . import feed, requests, transitions
-from .requests import MISSING, RequestKey
+from .requests import MISSING, Expand, RequestKey
 from .titles import TitleService, apply_title
 from .uow import UnitOfWork, can_read
 
@@ -55,6 +55,47 @@ def decode_cursor(cursor: str) -> tuple[datetime, str]:
     if when.tzinfo is None or len(sid) > 64:  # never one we made: ours carry their UTC offset
         raise RpcError("BAD_REQUEST", "Invalid cursor")
     return when, sid
+
+
+def new_session_row(
+    user: User, fields: dict[str, Any], session_id: str, now: datetime, provider: str, model: str
+) -> ChatSession:
+    """The row ``session.create`` inserts for these fields (Python names; see ``api/sessions.py``)."""
+    return ChatSession(
+        id=session_id,
+        owner_id=user.id,
+        title=fields.get("title") or "",
+        title_source="user" if fields.get("title") else "none",
+        provider=provider,
+        model=model,
+        system_prompt=fields.get("system_prompt"),
+        defaults=fields.get("defaults") or {},
+        tools=fields.get("tools") or [],
+        tool_mode=fields.get("tool_mode") or "parallel",
+        busy_policy=fields.get("busy_policy") or "enqueue",
+        disable_streaming=bool(fields.get("disable_streaming")),
+        meta=fields.get("metadata") or {},
+        status="idle",
+        queue_paused=bool(fields.get("queue_paused")),
+        usage_input_tokens=0,
+        usage_output_tokens=0,
+        last_seq=0,
+        created_at=now,
+        updated_at=now,
+    )
+
+
+def _created_again(user: User, fields: dict[str, Any]) -> Expand:
+    """Rebuilds a ``session.create`` reply from its receipt (id, time, provider, model) and the repeated call's
+    fields, which are the first call's: the session as it was created, whatever happened to it since."""
+
+    async def expand(receipt: dict[str, Any]) -> wire.Session:
+        when = datetime.fromisoformat(receipt["createdAt"])
+        return repo.session_wire(
+            new_session_row(user, fields, receipt["id"], when, receipt["provider"], receipt["model"])
+        )
+
+    return expand
 
 
 class SessionService:
@@ -90,9 +131,10 @@ class SessionService:
         """A new session, announced on the owner's feed in the same transaction. A repeated ``request``
         returns the first call's session (two copies racing: the loser's record insert fails, it rolls
         back and answers with the winner's)."""
+        again = _created_again(user, fields)
         if request is not None:
             async with self.db.read() as s:
-                replayed = await requests.replay(s, request)
+                replayed = await requests.replay(s, request, again)
             if replayed is not MISSING:
                 return replayed
         now = utcnow()
@@ -103,28 +145,7 @@ class SessionService:
                     raise RpcError(
                         "PRECONDITION_FAILED", f"At most {self.max_per_user} sessions per user; delete some first"
                     )
-        row = ChatSession(
-            id=str(uuid.uuid4()),
-            owner_id=user.id,
-            title=fields.get("title") or "",
-            title_source="user" if fields.get("title") else "none",
-            provider=provider,
-            model=model,
-            system_prompt=fields.get("system_prompt"),
-            defaults=fields.get("defaults") or {},
-            tools=fields.get("tools") or [],
-            tool_mode=fields.get("tool_mode") or "parallel",
-            busy_policy=fields.get("busy_policy") or "enqueue",
-            disable_streaming=bool(fields.get("disable_streaming")),
-            meta=fields.get("metadata") or {},
-            status="idle",
-            queue_paused=bool(fields.get("queue_paused")),
-            usage_input_tokens=0,
-            usage_output_tokens=0,
-            last_seq=0,
-            created_at=now,
-            updated_at=now,
-        )
+        row = new_session_row(user, fields, str(uuid.uuid4()), now, provider, model)
         session = repo.session_wire(row)
         try:
             async with self.db.write() as s:
@@ -134,12 +155,14 @@ class SessionService:
                     s, user.id, events.feed_session_created(row.id, feed.summary(row, 0)), now
                 )
                 if request is not None:
-                    await requests.record(s, [requests.record_row(request, session, now)])
+                    receipt = {"id": row.id, "createdAt": now.isoformat(), "provider": provider, "model": model}
+                    rows = [requests.record_row(request, receipt, now)]
+                    await requests.record(s, rows, self.uow.max_request_records)
         except IntegrityError:
             if request is None:
                 raise
             async with self.db.read() as s:
-                replayed = await requests.replay(s, request)
+                replayed = await requests.replay(s, request, again)
             if replayed is MISSING:
                 raise
             return replayed
