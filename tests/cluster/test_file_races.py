@@ -7,7 +7,13 @@ from scenario_kit import attach_while_deleting
 
 
 async def test_enqueue_racing_a_delete_on_another_replica_never_loses_the_file(cluster_factory):
-    # The collector runs all the time on both replicas, so it races the enqueues too.
-    cluster = await cluster_factory(2, CHATSYNC_FILES_URL="database:", CHATSYNC_FILE_SWEEP_SECONDS="0.05")
+    # The collector and the purge of deleted sessions run all the time on both replicas: they race too.
+    cluster = await cluster_factory(
+        2,
+        CHATSYNC_FILES_URL="database:",
+        CHATSYNC_FILE_SWEEP_SECONDS="0.05",
+        CHATSYNC_DELETED_SESSION_RETENTION_SECONDS="0",
+        CHATSYNC_PURGE_SWEEP_SECONDS="0.05",
+    )
     _acknowledged, wrong = await attach_while_deleting(cluster.urls, cluster.tokens["alice"], cluster.database_url, 60)
     assert wrong == []

@@ -10,7 +10,10 @@ from scenario_kit import attach_while_deleting
 
 
 async def test_enqueue_racing_a_delete_never_loses_the_file(server_factory: Any, db_url: str) -> None:
-    live = await server_factory(db_url, file_sweep_seconds=0.05)  # the collector races the enqueues too
+    # The collector and the purge of deleted sessions run all the time: they race the enqueues too.
+    live = await server_factory(
+        db_url, file_sweep_seconds=0.05, deleted_session_retention_seconds=0, purge_sweep_seconds=0.05
+    )
     acknowledged, wrong = await attach_while_deleting([live.url], live.tokens["alice"], db_url, 60)
     assert wrong == []
     await live.services.files.collect()
