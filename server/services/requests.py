@@ -2,10 +2,10 @@
 
 A client that lost the reply to a write (its network dropped after the server committed) cannot tell
 whether the write happened, so it sends it again with the same ``clientRequestId``. The server keeps, per
-user, the id, which procedure it was, a digest of the input and the reply, written **in the write's own
-transaction** — so either both the change and the record exist, or neither does. A repeat finds the record
-and gets the first reply back with nothing changed; the same id with another input or procedure is
-``CONFLICT`` (a client bug: reusing an id for a different write).
+user, the id, which procedure it was, a digest of the input and a receipt of the reply (below), written **in
+the write's own transaction** — so either both the change and the record exist, or neither does. A repeat
+finds the record and gets the first reply back with nothing changed; the same id with another input or
+procedure is ``CONFLICT`` (a client bug: reusing an id for a different write).
 
 Where a repeat is looked up, and the race it closes:
 
@@ -25,10 +25,10 @@ What a record keeps, and how a repeat gets its reply:
 
 How long records are kept:
 
-* At least :data:`RETENTION` (the sweeper deletes older ones), and at most the newest
-  ``CHATSYNC_MAX_REQUEST_RECORDS_PER_USER`` of each user: records are numbered 1, 2, 3, ... per user under the
-  user's row lock (``users.request_seq``; lock order: session row, then user row), and the transaction that
-  writes record N deletes record N - max. A repeat of an id that was dropped is applied again.
+* :data:`RETENTION` (the sweeper deletes older ones), unless the user made
+  ``CHATSYNC_MAX_REQUEST_RECORDS_PER_USER`` newer ones first: records are numbered 1, 2, 3, ... per user under
+  the user's row lock (``users.request_seq``; lock order: session row, then user row), and the transaction
+  that writes record N deletes record N - max. A repeat of an id that was dropped is applied again.
 """
 
 from __future__ import annotations
