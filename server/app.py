@@ -38,6 +38,7 @@ from .services.auth import AuthService
 from .services.drafts import DraftService
 from .services.links import SignInLinks
 from .services.presence import PresenceService
+from .services.purge import Purger
 from .services.push import PushService
 from .services.queue import QueueService
 from .services.runs import RunAwareSessionService, RunService
@@ -105,7 +106,9 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
         await devices.start()
         stack.push_async_callback(devices.stop)
         uow = UnitOfWork(db, bus, settings.event_retention, max_active_runs=settings.max_active_runs_per_user)
+        uow.max_request_records = settings.max_request_records_per_user
         files = await stack.enter_async_context(Files(db, create_storage(settings, db), settings))
+        await stack.enter_async_context(Purger(db, files, settings))
         tools = ToolRegistry()
         register_builtins(tools)
         # Entered after the bus and the database, so it is closed (runs written down) before them.

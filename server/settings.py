@@ -133,6 +133,12 @@ class Settings(BaseSettings):
     push_queue_size: int = Field(default=1000, ge=1)
     # How long the Approve/Deny actions of an approval notification stay valid (and its TTL at the push service).
     push_action_seconds: float = Field(default=3600.0, ge=10, le=7 * 24 * 3600)
+    # A deleted session's rows (messages, events, queue, runs, tool calls, file references) are kept this long, so
+    # a subscriber still catching up reads the session's end, then purged; every replica looks for them this often.
+    deleted_session_retention_seconds: float = Field(default=60.0, ge=0)
+    purge_sweep_seconds: float = Field(default=60.0, gt=0)
+    # Exactly-once records (``clientRequestId``) kept per user besides the 25 hours; the oldest go first.
+    max_request_records_per_user: int = Field(default=10_000, ge=1)
 
     @field_validator("allowed_origins", mode="before")
     @classmethod

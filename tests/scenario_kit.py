@@ -101,3 +101,64 @@ async def sse_lines(url: str, token: str, sid: str, out: list[str], opened: asyn
                 out.append(line)
                 if line.startswith("data: {}"):
                     opened.set()
+
+
+async def attach_while_deleting(
+    urls: list[str], token: str, database_url: str, rounds: int
+) -> tuple[list[str], list[str]]:
+    """``rounds`` times: a file that session A's queue carries is enqueued into session B through the last of
+    ``urls`` while A is deleted through the first. Returns the files whose enqueue was acknowledged, and every
+    way a round went wrong: an error other than ``NOT_FOUND``, or an acknowledged enqueue whose file is gone or
+    not referenced by B (the collector would take it)."""
+    from sqlalchemy import func, select
+
+    from server.client import TrpcError
+    from server.store.db import Database
+    from server.store.models import FileRef, StoredFile
+
+    wrong: list[str] = []
+    acknowledged: list[str] = []
+    auth = {"authorization": f"Bearer {token}"}
+    async with (
+        httpx.AsyncClient(headers=auth, timeout=60) as http,
+        TrpcClient(urls[0], token) as deleter,
+        TrpcClient(urls[-1], token) as attacher,
+        Database(database_url) as db,
+    ):
+        for i in range(rounds):
+            up = await http.post(urls[i % len(urls)] + "/files", files={"file": (f"f{i}.txt", f"round {i}".encode())})
+            assert up.status_code == 200, up.text
+            fid = up.json()["id"]
+            a = (await deleter.mutation("session.create", {"queuePaused": True}))["id"]
+            b = (await attacher.mutation("session.create", {"queuePaused": True}))["id"]
+            await deleter.mutation(
+                "message.enqueueMessage", {"sessionId": a, "content": "a", "attachments": [{"fileId": fid}]}
+            )
+            deleted, enqueued = await asyncio.gather(
+                deleter.mutation("session.delete", {"sessionId": a}),
+                attacher.mutation(
+                    "message.enqueueMessage", {"sessionId": b, "content": "b", "attachments": [{"fileId": fid}]}
+                ),
+                return_exceptions=True,
+            )
+            if isinstance(deleted, BaseException):
+                wrong.append(f"round {i}: delete failed: {deleted!r}")
+            if isinstance(enqueued, TrpcError):
+                if enqueued.code != "NOT_FOUND":
+                    wrong.append(f"round {i}: enqueue answered {enqueued.code}: {enqueued.message}")
+                queue = await attacher.query("message.getQueuedMessages", {"sessionId": b})
+                if queue:
+                    wrong.append(f"round {i}: a refused enqueue left {queue}")
+                continue
+            if isinstance(enqueued, BaseException):
+                raise enqueued
+            acknowledged.append(fid)
+            async with db.read() as s:
+                kept = (await s.execute(select(func.count()).where(StoredFile.id == fid))).scalar_one()
+                refs = (
+                    await s.execute(select(func.count()).where(FileRef.file_id == fid, FileRef.session_id == b))
+                ).scalar_one()
+            got = await http.get(f"{urls[-1]}/files/{fid}")
+            if not kept or not refs or got.status_code != 200 or got.content != f"round {i}".encode():
+                wrong.append(f"round {i}: acknowledged; file rows {kept}, refs {refs}, GET {got.status_code}")
+    return acknowledged, wrong

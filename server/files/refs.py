@@ -1,6 +1,13 @@
 """Which sessions reference which files (``file_refs``), kept inside the transaction that writes the message
 or queued message, so the collector sees a file as taken exactly when a message carries it.
 
+A reference and the collector never cross: :func:`link` locks each file's row (``FOR KEY SHARE`` on
+PostgreSQL) before writing the reference, and the collector (``Files._delete_files``) locks the rows it is
+about to delete (``FOR UPDATE``, skipping rows locked by a reference in progress) and checks the references
+again under that lock. So either the reference commits first and the collector sees it, or the file is
+deleted first and the reference finds no row: ``NOT_FOUND``, and the write that carried it changes nothing.
+On SQLite every write transaction holds the one write lock, which serialises the two the same way.
+
 These run in queue transactions too (``UnitOfWork.queue``), which take constant statements only
 (``store.prepared``): hence one statement per file, with bound parameters.
 """
@@ -16,7 +23,8 @@ from ..store.models import FileRef, Message, QueuedMessage, StoredFile
 from ..store.prepared import Executor
 from .service import not_found
 
-_FILE_EXISTS = select(StoredFile.id).where(StoredFile.id == bindparam("fid"))
+# Held until the transaction ends: the file cannot be deleted under the reference being written.
+_LOCK_FILE = select(StoredFile.id).where(StoredFile.id == bindparam("fid")).with_for_update(read=True, key_share=True)
 _LINK = insert(FileRef.__table__).from_select(
     ["file_id", "session_id"],
     select(StoredFile.id, bindparam("sid", type_=String)).where(
@@ -51,10 +59,13 @@ def file_ids(attachments: Iterable[dict[str, Any]] | None) -> list[str]:
 
 
 async def link(db: Executor, session_id: str, attachments: Iterable[dict[str, Any]] | None) -> None:
-    """Record that the session carries these files; ``NOT_FOUND`` if one is gone (the transaction fails)."""
-    for fid in file_ids(attachments):
-        if (await db.execute(_FILE_EXISTS, {"fid": fid})).first() is None:
+    """Record that the session carries these files; ``NOT_FOUND`` if one is gone (the transaction fails).
+    Every file is locked before the first reference is written, in id order."""
+    fids = sorted(file_ids(attachments))
+    for fid in fids:
+        if (await db.execute(_LOCK_FILE, {"fid": fid})).first() is None:
             raise not_found()
+    for fid in fids:
         await db.execute(_LINK, {"fid": fid, "sid": session_id})
 
 

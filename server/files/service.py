@@ -15,6 +15,8 @@ Invariants, and the failure each prevents:
 * A file is collected when no live session references it (``file_refs``) and it was left alone
   (``touched_at``) for the grace period; taking it for a message touches it first, so the collector does not
   take a file out from under a message being written. Files only deleted sessions referenced go at once.
+* A reference and a deletion of the same file are serialised by row locks (``refs``): a message whose
+  reference committed keeps its file; one that loses the race is ``NOT_FOUND`` and writes nothing.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, and_, bindparam, delete, exists, select, update
+from sqlalchemy import ColumnElement, CursorResult, and_, bindparam, delete, exists, select, update
 from sqlalchemy.exc import IntegrityError
 
 from ..protocol.errors import RpcError
@@ -213,27 +215,33 @@ class Files:
         blobs' bytes were removed."""
         now = utcnow()
         cutoff = now - timedelta(seconds=self.settings.file_grace_seconds)
-        live_ref = exists().where(
-            FileRef.file_id == StoredFile.id, FileRef.session_id == ChatSession.id, ChatSession.deleted_at.is_(None)
-        )
         any_ref = exists().where(FileRef.file_id == StoredFile.id)
-        async with self.db.write() as s:
-            await s.execute(delete(StoredFile).where(~live_ref, (StoredFile.touched_at < cutoff) | any_ref))
+        await self._delete_files(and_(~_LIVE_REF, (StoredFile.touched_at < cutoff) | any_ref))
         return await self._collect_blobs(now)
 
     async def forget_session(self, session_id: str) -> int:
         """After a session is deleted: remove the files only it referenced (no grace: nothing can send them)."""
-        live_elsewhere = exists().where(
-            FileRef.file_id == StoredFile.id, FileRef.session_id == ChatSession.id, ChatSession.deleted_at.is_(None)
-        )
         of_session = exists().where(FileRef.file_id == StoredFile.id, FileRef.session_id == session_id)
         try:
-            async with self.db.write() as s:
-                await s.execute(delete(StoredFile).where(of_session, ~live_elsewhere))
+            await self._delete_files(and_(of_session, ~_LIVE_REF))
             return await self._collect_blobs(utcnow())
         except Exception:  # the session is gone either way; the collector takes its files at its next sweep
             log.warning("removing the files of deleted session %s failed", session_id, exc_info=True)
             return 0
+
+    async def _delete_files(self, unused: ColumnElement[bool]) -> None:
+        """Delete the files ``unused`` selects, a batch per transaction. A batch's rows are locked first —
+        skipping any that a reference being written holds (``refs.link``): still unused, they go at a later
+        sweep — and ``unused`` is checked again under the lock, by a statement that sees every reference
+        committed before the lock was granted. So a file is never deleted under a reference that commits."""
+        while True:
+            async with self.db.write() as s:
+                locked = select(StoredFile.id).where(unused).limit(_DELETE_BATCH).with_for_update(skip_locked=True)
+                ids = list((await s.execute(locked)).scalars())
+                if ids:
+                    await s.execute(delete(StoredFile).where(StoredFile.id.in_(ids), unused))
+            if len(ids) < _DELETE_BATCH:
+                return
 
     async def _collect_blobs(self, now: Any) -> int:
         named = exists().where(StoredFile.blob_id == FileBlob.id)
@@ -287,6 +295,12 @@ class Files:
             with suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), self.settings.file_sweep_seconds)
 
+
+# A live (not deleted) session references the file.
+_LIVE_REF = exists().where(
+    FileRef.file_id == StoredFile.id, FileRef.session_id == ChatSession.id, ChatSession.deleted_at.is_(None)
+)
+_DELETE_BATCH = 500
 
 _INFO = select(
     StoredFile.id, StoredFile.user_id, StoredFile.name, FileBlob.media_type, FileBlob.size, FileBlob.sha256

@@ -34,7 +34,7 @@ from ..files import refs as file_refs
 from ..protocol.errors import RpcError
 from ..store import repo
 from ..store.models import QueuedMessage, User
-from .requests import MISSING, RequestKey
+from .requests import MISSING, Expand, RequestKey
 from .uow import AnySessionTx, QueueTx, SessionTx, UnitOfWork, can_read
 
 _INSERT_QUEUED = insert(QueuedMessage.__table__)
@@ -42,6 +42,24 @@ _INSERT_QUEUED = insert(QueuedMessage.__table__)
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def queued_receipt(item_id: str, enqueued_at: int) -> dict[str, Any]:
+    """What an exactly-once record keeps of a queued message (``services.requests``): its id and time."""
+    return {"id": item_id, "enqueuedAt": enqueued_at}
+
+
+def queued_again(
+    receipt: dict[str, Any], content: str, attachments: list[dict[str, Any]], client_request_id: str | None
+) -> wire.QueuedMessage:
+    """The queued message a repeated write first made, from its receipt and the repeat's own input."""
+    return wire.QueuedMessage(
+        id=receipt["id"],
+        content=content,
+        attachments=attachments,
+        enqueued_at=receipt["enqueuedAt"],
+        client_request_id=client_request_id,
+    )
 
 
 # --- the rules, inside a locked session's transaction ---------------------------------------------------------
@@ -151,6 +169,13 @@ def find(items: list[QueuedMessage], message_id: str) -> QueuedMessage:
     return item
 
 
+def _enqueued_again(content: str, attachments: list[dict[str, Any]], request: RequestKey) -> Expand:
+    async def expand(receipt: dict[str, Any]) -> wire.QueuedMessage:
+        return queued_again(receipt, content, attachments, request.request_id)
+
+    return expand
+
+
 # --- the queue procedures ---------------------------------------------------------------------------------
 
 
@@ -234,7 +259,7 @@ class QueueService:
                                 raise RpcError("CONFLICT", "clientRequestId was already used for a different request")
                             results.append(earlier[1])
                             continue
-                        replayed = await tx.replay(request)
+                        replayed = await tx.replay(request, _enqueued_again(content, attachments, request))
                     except RpcError as exc:
                         results.append(exc)
                         continue
@@ -246,7 +271,7 @@ class QueueService:
                     results.append(full)
                     continue
                 item = await appender.add(content, attachments, request.request_id if request is not None else None)
-                tx.remember(request, item)
+                tx.remember(request, queued_receipt(item.id, item.enqueued_at))
                 if request is not None:
                     seen[request.request_id] = (request, item.wire())
                 results.append(item)

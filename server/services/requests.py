@@ -2,10 +2,10 @@
 
 A client that lost the reply to a write (its network dropped after the server committed) cannot tell
 whether the write happened, so it sends it again with the same ``clientRequestId``. The server keeps, per
-user, the id, which procedure it was, a digest of the input and the reply, written **in the write's own
-transaction** — so either both the change and the record exist, or neither does. A repeat finds the record
-and gets the first reply back with nothing changed; the same id with another input or procedure is
-``CONFLICT`` (a client bug: reusing an id for a different write).
+user, the id, which procedure it was, a digest of the input and a receipt of the reply (below), written **in
+the write's own transaction** — so either both the change and the record exist, or neither does. A repeat
+finds the record and gets the first reply back with nothing changed; the same id with another input or
+procedure is ``CONFLICT`` (a client bug: reusing an id for a different write).
 
 Where a repeat is looked up, and the race it closes:
 
@@ -15,35 +15,64 @@ Where a repeat is looked up, and the race it closes:
 * ``session.create`` has no row to lock: a copy that loses the race fails on the record's primary key, rolls
   back, and answers with the winner's reply (:class:`DuplicateRequest`).
 
-Records are kept at least :data:`RETENTION` (the sweeper deletes older ones), so the table is bounded by
-what clients write in that time.
+What a record keeps, and how a repeat gets its reply:
+
+* A record keeps a *receipt*, not the reply: the ids of what the write made and the few values it chose (a
+  queued message's id and time, a new session's id, time and model), a few hundred bytes whatever the write
+  carried. A repeat rebuilds the reply from the receipt (the ``expand`` given to :func:`replay`), from its own
+  input — the same as the first call's, since the digests match — and from the rows the ids name, read again.
+  A reply stored whole (a record written before receipts, ``seq`` 0) is returned as it is.
+
+How long records are kept:
+
+* :data:`RETENTION` (the sweeper deletes older ones), unless the user made
+  ``CHATSYNC_MAX_REQUEST_RECORDS_PER_USER`` newer ones first: records are numbered 1, 2, 3, ... per user under
+  the user's row lock (``users.request_seq``; lock order: session row, then user row), and the transaction
+  that writes record N deletes record N - max. A repeat of an id that was dropped is applied again.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from itertools import groupby
 from typing import Any, cast
 
 import orjson
 from pydantic import BaseModel
-from sqlalchemy import CursorResult, bindparam, delete, insert, select
+from sqlalchemy import CursorResult, bindparam, delete, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from ..domain.models import jsonable
 from ..protocol.errors import RpcError
-from ..store.models import ClientRequest
+from ..store.models import ClientRequest, User
 from ..store.prepared import Executor
 
 RETENTION = timedelta(hours=25)  # promised: 24 hours; the extra hour absorbs clock skew between replicas
+MAX_PER_USER = 10_000  # CHATSYNC_MAX_REQUEST_RECORDS_PER_USER's default
 
 _TABLE = ClientRequest.__table__
-_LOOKUP = select(_TABLE.c.procedure, _TABLE.c.input_hash, _TABLE.c.result).where(
+_USERS = User.__table__
+_LOOKUP = select(_TABLE.c.procedure, _TABLE.c.input_hash, _TABLE.c.result, _TABLE.c.seq).where(
     _TABLE.c.user_id == bindparam("uid"), _TABLE.c.request_id == bindparam("rid")
 )
 _INSERT = insert(_TABLE)
+_NUMBER = (
+    update(_USERS)
+    .where(_USERS.c.id == bindparam("uid"))
+    .values(request_seq=_USERS.c.request_seq + bindparam("n"))
+    .returning(_USERS.c.request_seq)
+)
+# The records that fell out of the user's newest ``max`` when ``n`` were added (a range of the (user, seq) index).
+_DROP_OLDEST = delete(_TABLE).where(
+    _TABLE.c.user_id == bindparam("uid"), _TABLE.c.seq > bindparam("after"), _TABLE.c.seq <= bindparam("upto")
+)
 _TRIM = delete(_TABLE).where(_TABLE.c.created_at < bindparam("before"))
+
+Expand = Callable[[Any], Awaitable[Any]]
+"""Rebuilds a write's reply from its receipt (see the module doc)."""
 
 
 class DuplicateRequest(Exception):
@@ -79,35 +108,49 @@ MISSING: Any = _Missing()
 """What :func:`replay` returns when the request was not made before."""
 
 
-async def replay(db: Executor, key: RequestKey | None) -> Any:
+async def replay(db: Executor, key: RequestKey | None, expand: Expand | None = None) -> Any:
     """The first reply to this request, or :data:`MISSING`. ``db`` is an ORM session or a plain connection
-    inside the caller's transaction. The same id for another input or procedure is ``CONFLICT``."""
+    inside the caller's transaction; ``expand`` rebuilds the reply from the receipt the write recorded (without
+    it, the receipt is returned). The same id for another input or procedure is ``CONFLICT``."""
     if key is None:
         return MISSING
     found = (await db.execute(_LOOKUP, {"uid": key.user_id, "rid": key.request_id})).first()
     if found is None:
         return MISSING
-    procedure, input_hash, result = found
+    procedure, input_hash, result, seq = found
     if procedure != key.procedure or input_hash != key.input_hash:
         raise RpcError("CONFLICT", "clientRequestId was already used for a different request")
-    return orjson.loads(result)
+    recorded = orjson.loads(result)
+    if not seq or expand is None:  # seq 0: written before receipts, the whole reply
+        return recorded
+    return await expand(recorded)
 
 
-def record_row(key: RequestKey, result: Any, now: datetime) -> dict[str, Any]:
+def record_row(key: RequestKey, receipt: Any, now: datetime) -> dict[str, Any]:
+    """A record of the write ``key`` whose reply ``receipt`` rebuilds (see the module doc)."""
     return {
         "user_id": key.user_id,
         "request_id": key.request_id,
         "procedure": key.procedure,
         "input_hash": key.input_hash,
-        "result": orjson.dumps(jsonable(result)).decode(),
+        "result": orjson.dumps(jsonable(receipt)).decode(),
         "created_at": now,
     }
 
 
-async def record(db: Executor, rows: list[dict[str, Any]]) -> None:
-    """Write records made by :func:`record_row` (inside the write's transaction)."""
-    if rows:
-        await db.execute(_INSERT, rows[0] if len(rows) == 1 else rows)
+async def record(db: Executor, rows: list[dict[str, Any]], max_per_user: int) -> None:
+    """Write records made by :func:`record_row` (inside the write's transaction), numbered after the user's
+    newest, and drop those of the user's records that fall out of its newest ``max_per_user``."""
+    for user_id, group in groupby(rows, key=lambda row: row["user_id"]):
+        mine = list(group)
+        n = len(mine)
+        last = int((await db.execute(_NUMBER, {"uid": user_id, "n": n})).one()[0])
+        for i, row in enumerate(mine):
+            row["seq"] = last - n + 1 + i
+        await db.execute(_INSERT, mine[0] if n == 1 else mine)
+        upto = last - max_per_user
+        if upto > 0:
+            await db.execute(_DROP_OLDEST, {"uid": user_id, "after": upto - n, "upto": upto})
 
 
 async def trim(db: AsyncSession, now: datetime) -> int:

@@ -40,7 +40,7 @@ from ..store.models import ChatSession, User
 from . import queue, transitions
 from .lease import lease_live
 from .queue import QueueService
-from .requests import MISSING, RequestKey
+from .requests import MISSING, Expand, RequestKey
 from .sessions import SessionService
 from .uow import SessionTx, UnitOfWork
 
@@ -71,6 +71,42 @@ class RunDriver(Protocol):
 
     def partial_text(self, session_id: str, message_id: str) -> str | None:
         """The text streamed so far of a message this process streams, or None."""
+
+
+def _receipt(result: dict[str, Any]) -> dict[str, Any]:
+    """What an exactly-once record keeps of a reply of this module (``services.requests``): its messages by id,
+    its queued message by id and time, the rest (status, run ids, flags) as it is."""
+    receipt = dict(result)
+    if "message" in result:
+        receipt["message"] = result["message"]["id"]
+    if "messages" in result:
+        receipt["messages"] = [m["id"] for m in result["messages"]]
+    if "queued" in result:
+        receipt["queued"] = queue.queued_receipt(result["queued"]["id"], result["queued"]["enqueuedAt"])
+    return receipt
+
+
+def _again(
+    tx: SessionTx, content: str = "", attachments: list[dict[str, Any]] | None = None, crid: str | None = None
+) -> Expand:
+    """Rebuilds a reply from its :func:`_receipt`: the messages read again (a live session keeps every message),
+    a queued message from the repeated call's own ``content`` and ``attachments``."""
+
+    async def expand(receipt: dict[str, Any]) -> dict[str, Any]:
+        reply = dict(receipt)
+        ids = ([receipt["message"]] if "message" in receipt else []) + list(receipt.get("messages", ()))
+        found = {m.id: repo.message_wire(m).wire() for m in await repo.messages_by_id(tx.db, ids)}
+        if len(found) != len(set(ids)):
+            raise RpcError("NOT_FOUND", "Message not found")
+        if "message" in receipt:
+            reply["message"] = found[receipt["message"]]
+        if "messages" in receipt:
+            reply["messages"] = [found[i] for i in receipt["messages"]]
+        if "queued" in receipt:
+            reply["queued"] = queue.queued_again(receipt["queued"], content, attachments or [], crid).wire()
+        return reply
+
+    return expand
 
 
 class RunService:
@@ -113,7 +149,7 @@ class RunService:
             started = None
             result: dict[str, Any] | None = None
             async with self.uow.session(user, session_id) as tx:
-                replayed = await tx.replay(request)
+                replayed = await tx.replay(request, _again(tx, content, attachments, crid))
                 if replayed is not MISSING:
                     return replayed
                 row = tx.row
@@ -151,7 +187,7 @@ class RunService:
                     started = run.id
                     result = {"status": "started", "message": repo.message_wire(message).wire(), "runId": run.id}
                 if result is not None:
-                    tx.remember(request, result)
+                    tx.remember(request, _receipt(result))
             if started is not None:
                 self.o.start(session_id, started)
             if result is not None:
@@ -192,16 +228,16 @@ class RunService:
         crid = request.request_id if request is not None else None
         started = None
         async with self.uow.session(user, session_id) as tx:
-            replayed = await tx.replay(request)
+            replayed = await tx.replay(request, _again(tx))
             if replayed is not MISSING:
                 return replayed
             messages = await transitions.add_system_messages(tx, instructions, crid)
             if respond and tx.row.run_id is None:
-                run = await transitions.begin_run(tx, self.o.owner, self._lease, "instructions", client_request_id=crid)
-                started = run.id
-            result = tx.remember(
-                request, {"messages": [repo.message_wire(m).wire() for m in messages], "runId": started}
-            )
+                started = (
+                    await transitions.begin_run(tx, self.o.owner, self._lease, "instructions", client_request_id=crid)
+                ).id
+            result = {"messages": [repo.message_wire(m).wire() for m in messages], "runId": started}
+            tx.remember(request, _receipt(result))
         if started is not None:
             self.o.start(session_id, started)
         return result
@@ -225,7 +261,7 @@ class RunService:
             self._check(item["output"])
         resumed = None
         async with self.uow.session(user, session_id) as tx:
-            replayed = await tx.replay(request)
+            replayed = await tx.replay(request, _again(tx))
             if replayed is not MISSING:
                 return replayed
             messages = []
@@ -248,7 +284,8 @@ class RunService:
                 messages.append(repo.message_wire(message).wire())
             run = await transitions.maybe_resume(tx, self.o.owner, self._lease)
             resumed = run.id if run is not None else None
-            result = tx.remember(request, {"messages": messages, "resumed": resumed is not None})
+            result = {"messages": messages, "resumed": resumed is not None}
+            tx.remember(request, _receipt(result))
         if resumed is not None:
             self.o.start(session_id, resumed)
         return result

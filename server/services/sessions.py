@@ -35,7 +35,7 @@ from ..store import eventlog, repo
 from ..store.db import Database
 from ..store.models import ChatSession, User, utcnow
 from . import feed, requests, transitions
-from .requests import MISSING, RequestKey
+from .requests import MISSING, Expand, RequestKey
 from .titles import TitleService, apply_title
 from .uow import UnitOfWork, can_read
 
@@ -75,6 +75,49 @@ def decode_cursor(cursor: str) -> repo.ListKey:
     return pinned == "1", when, sid
 
 
+def new_session_row(
+    user: User, fields: dict[str, Any], session_id: str, now: datetime, provider: str, model: str
+) -> ChatSession:
+    """The row ``session.create`` inserts for these fields (Python names; see ``api/sessions.py``)."""
+    return ChatSession(
+        id=session_id,
+        owner_id=user.id,
+        title=fields.get("title") or "",
+        title_source="user" if fields.get("title") else "none",
+        provider=provider,
+        model=model,
+        system_prompt=fields.get("system_prompt"),
+        defaults=fields.get("defaults") or {},
+        tools=fields.get("tools") or [],
+        tool_mode=fields.get("tool_mode") or "parallel",
+        busy_policy=fields.get("busy_policy") or "enqueue",
+        disable_streaming=bool(fields.get("disable_streaming")),
+        meta=fields.get("metadata") or {},
+        status="idle",
+        queue_paused=bool(fields.get("queue_paused")),
+        usage_input_tokens=0,
+        usage_output_tokens=0,
+        last_seq=0,
+        created_at=now,
+        updated_at=now,
+        pinned=False,
+        archived=False,
+    )
+
+
+def _created_again(user: User, fields: dict[str, Any]) -> Expand:
+    """Rebuilds a ``session.create`` reply from its receipt (id, time, provider, model) and the repeated call's
+    fields, which are the first call's: the session as it was created, whatever happened to it since."""
+
+    async def expand(receipt: dict[str, Any]) -> wire.Session:
+        when = datetime.fromisoformat(receipt["createdAt"])
+        return repo.session_wire(
+            new_session_row(user, fields, receipt["id"], when, receipt["provider"], receipt["model"])
+        )
+
+    return expand
+
+
 class SessionService:
     def __init__(self, db: Database, uow: UnitOfWork, titles: TitleService | None = None) -> None:
         self.db = db
@@ -107,43 +150,22 @@ class SessionService:
 
     async def create(self, user: User, fields: dict[str, Any], request: RequestKey | None = None) -> Any:
         """A new session (see :meth:`insert`)."""
-        replayed = await self.replayed(request)
+        again = _created_again(user, fields)
+        replayed = await self.replayed(request, again)
         if replayed is not MISSING:
             return replayed
         now = utcnow()
         provider, model = self.resolve_model(fields.get("provider"), fields.get("model"))
-        row = ChatSession(
-            id=str(uuid.uuid4()),
-            owner_id=user.id,
-            title=fields.get("title") or "",
-            title_source="user" if fields.get("title") else "none",
-            provider=provider,
-            model=model,
-            system_prompt=fields.get("system_prompt"),
-            defaults=fields.get("defaults") or {},
-            tools=fields.get("tools") or [],
-            tool_mode=fields.get("tool_mode") or "parallel",
-            busy_policy=fields.get("busy_policy") or "enqueue",
-            disable_streaming=bool(fields.get("disable_streaming")),
-            meta=fields.get("metadata") or {},
-            status="idle",
-            queue_paused=bool(fields.get("queue_paused")),
-            usage_input_tokens=0,
-            usage_output_tokens=0,
-            last_seq=0,
-            created_at=now,
-            updated_at=now,
-            pinned=False,
-            archived=False,
-        )
-        return await self.insert(user, row, request)
+        row = new_session_row(user, fields, str(uuid.uuid4()), now, provider, model)
+        return await self.insert(user, row, request, again=again)
 
-    async def replayed(self, request: RequestKey | None) -> Any:
-        """The first reply to a repeated ``request`` (read before any work), else ``requests.MISSING``."""
+    async def replayed(self, request: RequestKey | None, again: Expand | None = None) -> Any:
+        """The first reply to a repeated ``request`` (read before any work), else ``requests.MISSING``; ``again``
+        rebuilds it from the recorded receipt (without it the record holds the whole reply)."""
         if request is None:
             return MISSING
         async with self.db.read() as s:
-            return await requests.replay(s, request)
+            return await requests.replay(s, request, again)
 
     async def insert(
         self,
@@ -151,6 +173,7 @@ class SessionService:
         row: ChatSession,
         request: RequestKey | None,
         fill: Callable[[AsyncSession], Awaitable[None]] | None = None,
+        again: Expand | None = None,
     ) -> Any:
         """Store the new session ``row`` of ``user`` — with what ``fill`` writes in the same transaction (an
         import's messages) — announced on the owner's feed in that transaction too; returns the session.
@@ -158,12 +181,13 @@ class SessionService:
         A repeated ``request`` returns the first call's session (two copies racing: the loser finds the winner's
         record under the user lock, or its record insert fails; it answers with the winner's). ``max_per_user``
         is checked under the user lock in the inserting transaction, so concurrent calls cannot pass it
-        together."""
+        together. With ``again`` the record keeps a receipt (id, time, provider, model) that ``again`` turns back
+        into the session; without it (an import) the record keeps the session."""
         session = repo.session_wire(row)
         try:
             async with self.db.write() as s:
                 if self.max_per_user is not None:
-                    replayed = await self._check_room(s, user, self.max_per_user, request)
+                    replayed = await self._check_room(s, user, self.max_per_user, request, again)
                     if replayed is not MISSING:
                         return replayed
                 s.add(row)
@@ -174,11 +198,20 @@ class SessionService:
                     s, user.id, events.feed_session_created(row.id, feed.summary(row, 0)), row.created_at
                 )
                 if request is not None:
-                    await requests.record(s, [requests.record_row(request, session, row.created_at)])
+                    receipt: Any = session
+                    if again is not None:
+                        receipt = {
+                            "id": row.id,
+                            "createdAt": row.created_at.isoformat(),
+                            "provider": row.provider,
+                            "model": row.model,
+                        }
+                    rows = [requests.record_row(request, receipt, row.created_at)]
+                    await requests.record(s, rows, self.uow.max_request_records)
         except IntegrityError:
             if request is None:
                 raise
-            replayed = await self.replayed(request)
+            replayed = await self.replayed(request, again)
             if replayed is MISSING:
                 raise
             return replayed
@@ -186,7 +219,9 @@ class SessionService:
         return session
 
     @staticmethod
-    async def _check_room(db: AsyncSession, user: User, limit: int, request: RequestKey | None) -> Any:
+    async def _check_room(
+        db: AsyncSession, user: User, limit: int, request: RequestKey | None, again: Expand | None
+    ) -> Any:
         """Under the user's lock, in the transaction that inserts the session: ``PRECONDITION_FAILED`` when the
         user has ``limit`` live sessions already, else ``requests.MISSING``. Concurrent creates, on any replica,
         take the lock in turn, so each counts what the ones before it committed. A copy of this create (the same
@@ -194,7 +229,7 @@ class SessionService:
         the session it just made."""
         await repo.lock_user(db, user.id)
         if request is not None:
-            replayed = await requests.replay(db, request)
+            replayed = await requests.replay(db, request, again)
             if replayed is not MISSING:
                 return replayed
         if await repo.count_sessions(db, user.id) >= limit:

@@ -107,6 +107,8 @@ class SessionTxBase(Generic[DbT, RowT]):
     visible: unread.Visible | None = None
     # Set by ``finish``: an event that wants attention committed while a device had the session in view.
     seen_in_view: bool = False
+    # Exactly-once records kept per user (CHATSYNC_MAX_REQUEST_RECORDS_PER_USER).
+    max_records: int = requests.MAX_PER_USER
 
     def _advance(self, seq: int) -> None:
         """Move the row's ``last_seq`` in memory (``finish`` writes it)."""
@@ -125,20 +127,21 @@ class SessionTxBase(Generic[DbT, RowT]):
         self.events.append(env)
         return env
 
-    async def replay(self, key: RequestKey | None) -> Any:
-        """The first reply to this client request if it was made before (see ``services.requests``), else
-        ``requests.MISSING``. Call it with the session locked, before changing anything."""
-        return await requests.replay(self.db, key)
+    async def replay(self, key: RequestKey | None, expand: requests.Expand | None = None) -> Any:
+        """The first reply to this client request if it was made before, rebuilt by ``expand`` from the receipt
+        :meth:`remember` kept (see ``services.requests``), else ``requests.MISSING``. Call it with the session
+        locked, before changing anything."""
+        return await requests.replay(self.db, key, expand)
 
-    def remember(self, key: RequestKey | None, result: Any) -> Any:
-        """Record ``result`` as the reply to the client request ``key`` (committed with this transaction)."""
+    def remember(self, key: RequestKey | None, receipt: Any) -> None:
+        """Record ``receipt`` (what rebuilds the reply) for the client request ``key``, committed with this
+        transaction."""
         if key is not None:
-            self.records.append(requests.record_row(key, result, utcnow()))
-        return result
+            self.records.append(requests.record_row(key, receipt, utcnow()))
 
     async def finish(self) -> None:
         if self.records:
-            await requests.record(self.db, self.records)
+            await requests.record(self.db, self.records, self.max_records)
         if not self.events:
             return
         now = utcnow()
@@ -202,6 +205,7 @@ class UnitOfWork:
         # Told every committed transaction's events after they were published (``services.push``); each must
         # return at once and never raise.
         self.observers: list[Callable[[AnySessionTx], None]] = []
+        self.max_request_records = requests.MAX_PER_USER  # CHATSYNC_MAX_REQUEST_RECORDS_PER_USER
 
     @asynccontextmanager
     async def session(
@@ -215,7 +219,10 @@ class UnitOfWork:
         """
         async with self.db.write() as s:
             row = self._owned(await repo.get_session(s, session_id, lock=True), user, session_id, missing)
-            tx = SessionTx(s, row, self.retention, max_active_runs=self.max_active_runs, visible=self.visible)
+            tx = SessionTx(
+                s, row, self.retention, max_active_runs=self.max_active_runs, visible=self.visible,
+                max_records=self.max_request_records,
+            )
             yield tx
             await tx.finish()
         await self.publish_tx(tx)
@@ -233,7 +240,7 @@ class UnitOfWork:
             found = (await db.execute(_LOCK_SESSION_HEAD, {"sid": session_id})).first()
             head = self._owned(SessionHead(*found) if found is not None else None, user, session_id)
             head.queue_paused = bool(head.queue_paused)  # SQLite's 0/1 when read without SQLAlchemy
-            tx = QueueTx(db, head, self.retention)
+            tx = QueueTx(db, head, self.retention, max_records=self.max_request_records)
             yield tx
             await tx.finish()
         await self.publish_tx(tx)

@@ -76,6 +76,9 @@ class User(Base):
     # Sequence number of the newest event in the user's session feed (``user_events``); bumped under this
     # row's lock by every transaction that changes what the feed shows.
     feed_seq: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    # Sequence number of the user's newest exactly-once record (``client_requests.seq``); bumped under this row's
+    # lock by every transaction that writes one, so the records of a user are numbered 1, 2, 3, ...
+    request_seq: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
 
 
 class ApiToken(Base):
@@ -120,19 +123,27 @@ class LinkCode(Base):
 
 
 class ClientRequest(Base):
-    """The outcome of a write made with a ``clientRequestId``: a retry with the same id gets this result back
-    instead of doing the write again. Written in the write's own transaction; trimmed by age."""
+    """The outcome of a write made with a ``clientRequestId``: a retry with the same id gets the same reply back
+    instead of doing the write again. Written in the write's own transaction; trimmed by age, and to the newest
+    ``CHATSYNC_MAX_REQUEST_RECORDS_PER_USER`` of each user (by ``seq``)."""
 
     __tablename__ = "client_requests"
-    __table_args__ = (PrimaryKeyConstraint("user_id", "request_id"),)
+    __table_args__ = (
+        PrimaryKeyConstraint("user_id", "request_id"),
+        Index("ix_client_requests_user_seq", "user_id", "seq"),
+    )
 
     user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
     request_id: Mapped[str] = mapped_column(String(64))
     procedure: Mapped[str] = mapped_column(String(64))
     # sha256 of the call's input (without the id): the same id with another input is a conflict.
     input_hash: Mapped[str] = mapped_column(String(64))
-    result: Mapped[str] = mapped_column(Text)  # the reply's JSON, exactly as first sent
+    # A receipt (JSON): the ids of what the write made and the few values it chose, from which a repeat rebuilds
+    # the reply (``services.requests``). Rows with ``seq`` 0 were written before receipts: the whole reply.
+    result: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+    # 1, 2, 3, ... per user (``users.request_seq``): the order in which the per-user bound drops the oldest.
+    seq: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
 
 
 class UserEvent(Base):
@@ -172,7 +183,8 @@ class ChatSession(Base):
     last_seq: Mapped[int] = mapped_column(BigInteger, default=0)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
-    deleted_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    # Set by session.delete; the purge (``services.purge``) removes the row and everything of it a while later.
+    deleted_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True, index=True)
     # The run in progress (running or requires-action), or None when idle. See server/services/lease.py.
     run_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
     # The run lease: which process drives the run and until when (compare-and-set under the row lock).

@@ -271,6 +271,13 @@ async def first_answer_after(db: AsyncSession, session_id: str, ordinal: int) ->
     return (await db.execute(stmt)).scalar_one_or_none()
 
 
+async def messages_by_id(db: AsyncSession, ids: list[str]) -> Sequence[Message]:
+    """The messages with these ids (in no particular order; missing ones are left out)."""
+    if not ids:
+        return []
+    return (await db.execute(select(Message).where(Message.id.in_(ids)))).scalars().all()
+
+
 def message_wire(row: Message) -> wire.Message:
     return wire.Message(
         id=row.id,

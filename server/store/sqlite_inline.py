@@ -14,6 +14,10 @@ What that costs, and how it is contained:
   loop; so connections opened for a running server turn that off and :class:`Checkpointer` does the work from
   a worker thread once a second (``PRAGMA wal_checkpoint(PASSIVE)``: it never waits for, nor blocks, the
   writer or the readers).
+* The write-ahead log keeps the size it grew to (SQLite reuses the file rather than shrink it): a burst of
+  writes once left it near a gigabyte until shutdown. ``journal_size_limit`` makes the first commit after a
+  complete checkpoint cut it back to :data:`JOURNAL_SIZE_LIMIT`, and :class:`Checkpointer` empties it
+  (``wal_checkpoint(TRUNCATE)``) once the database is idle while the log is over :data:`IDLE_TRUNCATE_BYTES`.
 * A long transaction (a megabyte of messages in one write) is many calls back to back, none of which would
   otherwise give the loop back until it commits: every other connection of the process would wait for it.
   :func:`share_loop` lets the loop run other work between two calls once the calls have held it for
@@ -31,9 +35,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import sqlite3
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
@@ -42,6 +48,9 @@ log = logging.getLogger(__name__)
 IsolationLevel = Literal["DEFERRED", "EXCLUSIVE", "IMMEDIATE"] | None  # sqlite3's (None: autocommit)
 
 BUSY_TIMEOUT_S = 10.0
+JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024  # what the write-ahead log is cut back to after a complete checkpoint
+IDLE_TRUNCATE_BYTES = 4 * 1024 * 1024  # an idle database's log larger than this is emptied
+TRUNCATE_WAIT_MS = 100  # how long an idle truncation waits for readers (writers wait meanwhile) before giving up
 SHARE_AFTER_S = 0.002
 _FIRST_BACKOFF_S = 0.002
 _MAX_BACKOFF_S = 0.1
@@ -237,7 +246,9 @@ class InlineConnection:
 
 
 class Checkpointer:
-    """Checkpoints the database at ``path`` from a worker thread every ``interval`` seconds (see above).
+    """Checkpoints the database at ``path`` from a worker thread every ``interval`` seconds (see above), and
+    empties the write-ahead log once the database is idle: when two checkpoints in a row found the whole log
+    checkpointed and nothing written since, and the log file is over :data:`IDLE_TRUNCATE_BYTES`.
 
     Cancelling the task that awaits a checkpoint does not stop the thread running it, so the connection is
     used and closed only under ``_lock``: a close waits for a checkpoint still under way, and a checkpoint
@@ -255,18 +266,30 @@ class Checkpointer:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="sqlite-checkpointer")
 
     async def _run(self) -> None:
+        previous: tuple[int, int] | None = None
         while True:
             await asyncio.sleep(self.interval)
             try:
-                await asyncio.to_thread(self.checkpoint, "PASSIVE")
+                previous = await asyncio.to_thread(self._tick, previous)
             except sqlite3.Error:
                 log.warning("SQLite checkpoint failed; retrying in %s s", self.interval, exc_info=True)
 
-    def checkpoint(self, mode: str) -> None:
-        """Runs in a worker thread (its own connection; the sqlite3 module releases the GIL meanwhile)."""
+    def _tick(self, previous: tuple[int, int] | None) -> tuple[int, int] | None:
+        """One passive checkpoint, then an idle truncation when due; returns what the next tick compares with."""
+        busy, frames, done = self.checkpoint("PASSIVE")
+        now = (frames, done)
+        idle = not busy and frames == done and now == previous
+        if idle and frames > 0 and wal_size(self.path) > IDLE_TRUNCATE_BYTES:
+            self.checkpoint("TRUNCATE", wait_ms=TRUNCATE_WAIT_MS)
+            return None
+        return now
+
+    def checkpoint(self, mode: str, wait_ms: int = 1000) -> tuple[int, int, int]:
+        """Runs in a worker thread (its own connection; the sqlite3 module releases the GIL meanwhile). Returns
+        SQLite's answer: (1 if it could not finish, frames in the log, frames checkpointed)."""
         with self._lock:
             if self._closed:
-                return
+                return (1, -1, -1)
             if self._conn is None:
                 self._conn = sqlite3.connect(
                     self.path,
@@ -275,7 +298,9 @@ class Checkpointer:
                     check_same_thread=False,
                     uri=self.path.startswith("file:"),
                 )
-            self._conn.execute(f"PRAGMA wal_checkpoint({mode})").fetchall()
+            self._conn.execute(f"PRAGMA busy_timeout={int(wait_ms)}")
+            busy, frames, done = self._conn.execute(f"PRAGMA wal_checkpoint({mode})").fetchone()
+            return int(busy), int(frames), int(done)
 
     def _close_connection(self) -> None:
         with self._lock:
@@ -298,13 +323,25 @@ class Checkpointer:
         await asyncio.to_thread(self._close_connection)
 
 
+def wal_size(path: str) -> int:
+    """The size of the write-ahead log of the database at ``path`` (a file name or a ``file:`` URI); 0 if none."""
+    if path.startswith("file:"):
+        path = urllib.parse.unquote(urllib.parse.urlsplit(path).path)
+    try:
+        return os.path.getsize(path + "-wal")
+    except OSError:
+        return 0
+
+
 def configure(conn: sqlite3.Connection, *, background_checkpoints: bool) -> None:
     """The settings every connection of the server gets: WAL so readers never block the writer, no fsync per
-    commit, no busy waiting inside SQLite (see the module docstring), foreign keys enforced."""
+    commit, no busy waiting inside SQLite (see the module docstring), foreign keys enforced, a log cut back
+    after checkpoints."""
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA busy_timeout=0")
     conn.execute("PRAGMA foreign_keys=ON")
+    conn.execute(f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT}")
     if background_checkpoints:
         conn.execute("PRAGMA wal_autocheckpoint=0")  # a worker thread checkpoints instead (Checkpointer)
 

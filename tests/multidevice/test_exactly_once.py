@@ -191,3 +191,120 @@ async def test_old_records_are_trimmed(md):
         left = (await s.execute(select(ClientRequest.request_id))).scalars().all()
         assert left == ["keep"]
         assert (await s.execute(select(func.count()).select_from(ClientRequest))).scalar_one() == 1
+
+
+async def _records(md, user: str = "alice") -> dict[str, tuple[int, int]]:
+    """The user's records: request id -> (seq, size of what the record keeps)."""
+    from sqlalchemy import func, select
+
+    from server.store.models import ClientRequest, User
+
+    async with md.services.db.read() as s:
+        rows = await s.execute(
+            select(ClientRequest.request_id, ClientRequest.seq, func.length(ClientRequest.result))
+            .join(User, User.id == ClientRequest.user_id)
+            .where(User.name == user)
+        )
+        return {rid: (seq, size) for rid, seq, size in rows.all()}
+
+
+async def test_records_are_compact_and_a_repeat_answers_as_the_first(md):
+    """Records keep receipts of a few hundred bytes whatever the write carried; a repeat rebuilds the first
+    reply from them (and from its own input), for every write that takes a clientRequestId."""
+    big = "x" * 90_000
+    tools = [{"name": f"tool_{i}", "description": big[:4000], "executor": "client"} for i in range(100)]
+    tools.append({"name": "ask_user", "executor": "client"})
+    async with md.client("alice") as c:
+        create = {"title": "big", "tools": tools, "systemPrompt": big, "clientRequestId": "c-big"}
+        session = await c.mutation("session.create", create)
+        sid = session["id"]
+        busy = (await c.mutation("session.create", {"queuePaused": True, "clientRequestId": "c-2"}))["id"]
+        calls = [
+            ("message.enqueueMessage", {"sessionId": busy, "content": big, "clientRequestId": "q-big"}),
+            ("message.send", {"sessionId": sid, "content": big, "clientRequestId": "s-big"}),
+            ("message.addInstructions", {"sessionId": sid, "instructions": [big[:50_000]] * 2, "clientRequestId": "i"}),
+        ]
+        firsts = [await c.mutation(path, inp) for path, inp in calls]
+        sub = await c.subscribe("session.events", {"sessionId": sid, "lastEventId": "0"})
+        await _next_of(sub, "run-finished")
+        tool_send = {"sessionId": sid, "content": "/tool ask_user {}", "clientRequestId": "s-tool"}
+        await c.mutation("message.send", tool_send)
+        call = await _next_of(sub, "tool-call-ready")
+        submit = {
+            "sessionId": sid,
+            "toolOutputs": [{"callId": call["callId"], "output": big}],
+            "clientRequestId": "o-big",
+        }
+        calls.append(("tool.submitOutputs", submit))
+        firsts.append(await c.mutation("tool.submitOutputs", submit))
+        await _next_of(sub, "run-finished")
+        await sub.close()
+        records = await _records(md)
+        assert max(size for _seq, size in records.values()) < 400, records
+        last = (await c.query("session.get", {"sessionId": sid}))["lastEventId"]
+        assert await c.mutation("session.create", create) == session
+        for (path, inp), first in zip(calls, firsts):
+            assert await c.mutation(path, inp) == first, path
+        assert (await c.query("session.get", {"sessionId": sid}))["lastEventId"] == last
+        assert len(await c.query("message.getQueuedMessages", {"sessionId": busy})) == 1
+        # A repeated create answers with the session as it was created, whatever happened to it since.
+        await c.mutation("session.setTitle", {"sessionId": sid, "title": "renamed"})
+        assert await c.mutation("session.create", create) == session
+
+
+async def test_a_record_written_before_receipts_replays_its_whole_reply(md):
+    """Records written by an earlier version keep the whole reply (``seq`` 0); a repeat still gets it."""
+    import orjson
+    from sqlalchemy import update
+
+    from server.store.models import ClientRequest
+
+    async with md.client("alice") as c:
+        sid = (await c.mutation("session.create", {"queuePaused": True}))["id"]
+        inp = {"sessionId": sid, "content": "old", "clientRequestId": "legacy"}
+        first = await c.mutation("message.enqueueMessage", inp)
+        async with md.services.db.write() as s:
+            await s.execute(
+                update(ClientRequest)
+                .where(ClientRequest.request_id == "legacy")
+                .values(seq=0, result=orjson.dumps(first).decode())
+            )
+        assert await c.mutation("message.enqueueMessage", inp) == first
+        assert len(await c.query("message.getQueuedMessages", {"sessionId": sid})) == 1
+
+
+async def test_records_per_user_are_bounded_oldest_first(server_factory, db_url):
+    """At most CHATSYNC_MAX_REQUEST_RECORDS_PER_USER records per user, under concurrent writes from several
+    connections into several sessions; the oldest go first, other users' stay."""
+    live = await server_factory(db_url, users=("alice", "bob"), max_request_records_per_user=5)
+    async with live.client("bob") as bob:
+        bsid = (await bob.mutation("session.create", {"queuePaused": True, "clientRequestId": "b-0"}))["id"]
+        await bob.mutation("message.enqueueMessage", {"sessionId": bsid, "content": "b", "clientRequestId": "b-1"})
+    clients = [live.client("alice") for _ in range(3)]
+    for c in clients:
+        await c.connect()
+    try:
+        sids = [(await c.mutation("session.create", {"queuePaused": True}))["id"] for c in clients]
+
+        def enqueue(sid: str, rid: str) -> dict[str, Any]:
+            return {"sessionId": sid, "content": rid, "clientRequestId": rid}
+
+        async def write(c, sid: str) -> None:
+            for i in range(20):
+                await c.mutation("message.enqueueMessage", enqueue(sid, f"{sid}-{i}"))
+
+        await asyncio.gather(*(write(c, sid) for c, sid in zip(clients, sids)))
+        records = await _records(live)
+        assert sorted(seq for seq, _size in records.values()) == [56, 57, 58, 59, 60]
+        assert set(await _records(live, "bob")) == {"b-0", "b-1"}
+        lengths = [len(await clients[0].query("message.getQueuedMessages", {"sessionId": sid})) for sid in sids]
+        assert lengths == [20, 20, 20]
+        kept = max(records, key=lambda rid: records[rid][0])
+        sid = kept.rsplit("-", 1)[0]
+        await clients[0].mutation("message.enqueueMessage", enqueue(sid, kept))  # a repeat: nothing added
+        assert len(await clients[0].query("message.getQueuedMessages", {"sessionId": sid})) == 20
+        await clients[0].mutation("message.enqueueMessage", enqueue(sid, f"{sid}-0"))  # dropped: applied again
+        assert len(await clients[0].query("message.getQueuedMessages", {"sessionId": sid})) == 21
+    finally:
+        for c in clients:
+            await c.close()

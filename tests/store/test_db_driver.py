@@ -4,6 +4,7 @@ PostgreSQL connections cut while idle in the pool are replaced before use."""
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 import subprocess
 import sys
@@ -218,3 +219,27 @@ def test_closing_the_checkpointer_mid_checkpoint_waits_for_it():
     done = subprocess.run([sys.executable, "-c", _CHECKPOINT_RACE], capture_output=True, text=True, timeout=100)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "closed 300 times"
+
+
+async def test_sqlite_write_ahead_log_is_emptied_once_idle_after_a_burst(tmp_path, monkeypatch):
+    """A burst grows the write-ahead log (SQLite keeps its size); once nothing is written the checkpointer
+    empties it, and every connection caps what it keeps after a checkpoint (``journal_size_limit``)."""
+    monkeypatch.setattr(db_module, "CHECKPOINT_SECONDS", 0.05)
+    path = tmp_path / "burst.db"
+    async with Database(f"sqlite+aiosqlite:///{path}") as db:
+        await migrate.upgrade(db)
+        for open_tx in (db.write, db.read):
+            async with open_tx() as s:
+                limit = (await s.execute(text("PRAGMA journal_size_limit"))).scalar_one()
+                assert limit == sqlite_inline.JOURNAL_SIZE_LIMIT
+        async with db.write() as s:
+            insert_chunk = text("INSERT INTO file_chunks (blob_id, seq, data) VALUES ('burst', :seq, :data)")
+            for seq in range(24):
+                await s.execute(insert_chunk, {"seq": seq, "data": os.urandom(1 << 20)})
+        assert sqlite_inline.wal_size(str(path)) > 20 << 20
+        deadline = time.monotonic() + 30
+        while sqlite_inline.wal_size(str(path)) > 0 and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert sqlite_inline.wal_size(str(path)) == 0
+        async with db.read() as s:
+            assert (await s.execute(text("SELECT count(*) FROM file_chunks"))).scalar_one() == 24
