@@ -220,7 +220,11 @@ class UnitOfWork:
         async with self.db.write() as s:
             row = self._owned(await repo.get_session(s, session_id, lock=True), user, session_id, missing)
             tx = SessionTx(
-                s, row, self.retention, max_active_runs=self.max_active_runs, visible=self.visible,
+                s,
+                row,
+                self.retention,
+                max_active_runs=self.max_active_runs,
+                visible=self.visible,
                 max_records=self.max_request_records,
             )
             yield tx
