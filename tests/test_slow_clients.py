@@ -54,6 +54,7 @@ async def test_stalled_clients_are_closed_and_users_are_answered_throughout(tmp_
         HTTP_BODY_TIMEOUT_SECONDS="3",
         HTTP_DRAIN_BYTES=str(DRAIN),
         FILES_URL=str(tmp_path / "files"),
+        MAX_UPLOADS_IN_FLIGHT_PER_USER=str(STALLED_UPLOADS),  # one user stalls them all
     ) as server:
         assert "open file descriptor limit 256 (raised from 128): up to 128 client connections" in server.log_tail(
             100_000
