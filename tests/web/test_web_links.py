@@ -51,7 +51,7 @@ def test_a_link_to_another_account_asks_and_declining_keeps_the_sign_in(web_serv
     link = web_server.api("alice").mutate("auth.createLink", {})
 
     def check(label: str, data: dict[str, Any]) -> None:
-        assert pending(web_server, "alice") == [link["id"]], label  # the code is unspent
+        assert link["id"] in pending(web_server, "alice"), label  # the code is unspent
         if label == "asked":
             assert data["heading"] == "Switch account?"
             assert "account alice" in data["text"] and "signed in as carol" in data["text"]
@@ -91,7 +91,7 @@ def test_a_link_opened_signed_out_names_the_account_before_it_is_spent(web_serve
     link = web_server.api("alice").mutate("auth.createLink", {"deviceName": "reading tablet"})
 
     def check(label: str, data: dict[str, Any]) -> None:
-        assert pending(web_server, "alice") == [link["id"]], label
+        assert link["id"] in pending(web_server, "alice"), label
         if label == "named":
             assert data["heading"] == "Sign in with a link"
             assert "account alice" in data["text"] and "“reading tablet”" in data["text"]
