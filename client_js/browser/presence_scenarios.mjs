@@ -24,7 +24,8 @@ export const presenceScenarios = {
       await offer.getByText(`Draft from ${laptopName}`).waitFor();
       seen.offered = (await offer.textContent()).replace(/\s+/g, " ");
       await offer.getByRole("button", { name: "Use draft" }).click();
-      seen.taken = await message(d2.page).inputValue();
+      // The box is filled once the app has applied the draft; the test then checks its text.
+      seen.taken = await until(() => message(d2.page).inputValue(), (v) => v !== "", { what: "the draft taken" });
       await message(d2.page).press("Enter");
       seen.laptopComposer = await until(() => message(d1.page).inputValue(), (v) => v === "", {
         what: "the laptop's composer emptied",
