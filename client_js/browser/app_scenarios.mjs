@@ -450,7 +450,9 @@ export const scenarios = {
         const nav = page.getByRole("navigation", { name: "Sessions" });
         await nav.getByRole("button", { name: "New chat" }).waitFor();
         const navOverflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
-        await nav.getByRole("link").first().click();
+        // Its own chat (others of this user may be listed above it); opening one closes the menu.
+        await nav.locator(`[data-session-id="${sessionId}"]`).getByRole("link").click();
+        await nav.waitFor({ state: "hidden" });
         const composerVisible = await messageBox(page).isVisible();
         // A file with a long name: its chip is cut with an ellipsis, never wider than the screen.
         const long = "quarterly-report-with-a-very-long-name-that-goes-on-and-on-2026-final.txt";

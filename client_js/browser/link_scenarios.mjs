@@ -76,8 +76,9 @@ export const linkScenarios = {
       await stay.click();
       await connected(page);
       const nav = page.getByRole("navigation", { name: "Sessions" });
+      const before = page.url(); // "/" may already have opened one of her chats
       await nav.getByRole("button", { name: "New chat" }).click();
-      await page.waitForURL(/\/s\//);
+      await page.waitForURL((u) => u.pathname.startsWith("/s/") && u.href !== before);
       const box = page.getByRole("textbox", { name: "Message" });
       await box.fill("typed after staying signed in");
       await box.press("Enter");
