@@ -591,7 +591,10 @@ export const scenarios = {
                        chipsAfterSend: await chipNames(d1.page), busy: await busy(d1.page) };
       await checkpoint("queued", queued);
 
-      // The answer ends, the queued message goes out with its files: both devices show them.
+      // The answer ends, the queued message goes out with its files: both devices show them. The long answer
+      // has up to 30 s left to stream (more on a busy machine): the queue empties when it ends.
+      await until(() => d1.page.getByRole("list", { name: "Queued messages" }).getByRole("listitem").count(),
+        (n) => n === 0, { timeout: 180_000, what: "the queued message to go out after the long answer" });
       for (const p of [d1.page, d2.page]) {
         await until(() => shownFiles(p), (u) => u.length === 1 && u[0].images.length === 1 && u[0].images[0].loaded,
           { what: "the thumbnail" });
