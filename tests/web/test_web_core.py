@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from web_support import Driver, WebServer
 
 
@@ -36,3 +37,18 @@ def test_failed_denied_and_unknown_tool_calls_each_say_so(web_server: WebServer,
         edges = shown["edges"]
         assert edges[0] != edges[2] and edges[1] != edges[2] and edges[3] != edges[2]
     assert seen["axe"] == [[], []]
+
+
+@pytest.mark.parametrize("viewport", [{"width": 1280, "height": 800}, {"width": 390, "height": 844}])
+def test_the_conversation_follows_new_messages_unless_the_reader_scrolled_up(
+    web_server: WebServer, browser: Driver, viewport: dict[str, int]
+) -> None:
+    seen = browser.run("follow", token=web_server.tokens["alice"], viewport=viewport)
+    no_problems(seen)
+    # the newest message was in view on both devices after every send and every answer
+    for label in ("first sent", "queued 2", "queued 3", "answer 1", "answer 2", "answer 3", "long answered"):
+        assert f"{label} 1" in seen["checks"] and f"{label} 2" in seen["checks"]
+    # the reader who scrolled up stayed there while two messages arrived, and was told so
+    assert seen["count"] == "2 new messages"
+    assert seen["awayVisible"] is False and seen["topAfter"] == seen["topBefore"]
+    assert seen["axe"] == []
