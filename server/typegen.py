@@ -46,6 +46,8 @@ _SKIP_MODELS = {"WireModel", "StrictInput"}
 EXTRA_TYPES = """\
 export type TitleSource = Session["titleSource"];
 export type SessionStatus = Session["status"];
+/** How a tool call ended (a `tool` message's `outcome`, `tool-call-result`'s). */
+export type ToolOutcome = NonNullable<Message["outcome"]>;
 
 /** A tool call the current run is waiting on (`session.get`'s `run.pendingToolCalls`). */
 export type PendingToolCall = {
@@ -169,7 +171,7 @@ EVENT_TYPES: dict[str, str] = {
     " requiresApproval: boolean }",
     "tool-approval-requested": "{ callId: string }",
     "tool-approval-resolved": "{ callId: string; approved: boolean; decidedBy?: DecidedBy }",
-    "tool-call-result": "{ callId: string; output: string; isError: boolean }",
+    "tool-call-result": "{ callId: string; output: string; isError: boolean; outcome: ToolOutcome }",
     "session-updated": "{ session: SessionChanges }",
     "title-changed": "{ title: string; source: TitleSource }",
     "session-deleted": "{}",

@@ -308,7 +308,7 @@ export const scenarios = {
       await openApp(d2.page, path);
       await messageBox(d1.page).fill('please multiply\n/tool calculator {"expression": "6*7"}');
       await messageBox(d1.page).press("Enter");
-      const card = (p) => log(p).getByRole("region", { name: "Tool call: calculator" }).first();
+      const card = (p) => log(p).getByRole("group", { name: "Tool call: calculator" }).first();
       await card(d2.page).getByRole("button", { name: "Approve" }).waitFor();
       await card(d1.page).getByRole("button", { name: "Approve" }).waitFor();
       const argsShown = await card(d2.page).locator(".tool-args").textContent();
@@ -322,7 +322,7 @@ export const scenarios = {
       // A second call, denied on device 1 this time.
       await messageBox(d2.page).fill('and divide\n/tool calculator {"expression": "1/0"}');
       await messageBox(d2.page).press("Enter");
-      const second = (p) => log(p).getByRole("region", { name: "Tool call: calculator" }).nth(1);
+      const second = (p) => log(p).getByRole("group", { name: "Tool call: calculator" }).nth(1);
       await second(d1.page).getByRole("button", { name: "Deny" }).click();
       await second(d1.page).getByText("Denied on this device").waitFor();
       await second(d2.page).getByText(/^Denied on /).waitFor();
@@ -424,7 +424,7 @@ export const scenarios = {
         await openApp(d.page, `/s/${sessionId}`);
         await d.page.getByRole("list", { name: "Queued messages" }).waitFor();
         await log(d.page).locator("[data-role=assistant]").first().waitFor();
-        await d.page.getByRole("region", { name: /Tool call/ }).first().waitFor();
+        await d.page.getByRole("group", { name: /Tool call/ }).first().waitFor();
         const chat = await axeScan(d.page);
         await d.page.getByRole("link", { name: "Devices" }).click();
         await d.page.getByRole("heading", { name: "Devices" }).waitFor();

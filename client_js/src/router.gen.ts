@@ -104,6 +104,7 @@ export type Message = {
   createdAt: number;
   clientRequestId: string | null;
   notices: Notice[] | null;
+  outcome: "ok" | "error" | "denied" | "unknown-tool" | "cancelled" | null;
 };
 export type MessageListInput = {
   /** min length 1; max length 64 */
@@ -373,6 +374,8 @@ export type Usage = {
 
 export type TitleSource = Session["titleSource"];
 export type SessionStatus = Session["status"];
+/** How a tool call ended (a `tool` message's `outcome`, `tool-call-result`'s). */
+export type ToolOutcome = NonNullable<Message["outcome"]>;
 
 /** A tool call the current run is waiting on (`session.get`'s `run.pendingToolCalls`). */
 export type PendingToolCall = {
@@ -493,7 +496,7 @@ export type RunAbortedEvent = { type: "run-aborted"; sessionId: string; runId: s
 export type ToolCallReadyEvent = { type: "tool-call-ready"; sessionId: string; callId: string; name: string; arguments: string; executor: "client" | "server"; requiresApproval: boolean; };
 export type ToolApprovalRequestedEvent = { type: "tool-approval-requested"; sessionId: string; callId: string; };
 export type ToolApprovalResolvedEvent = { type: "tool-approval-resolved"; sessionId: string; callId: string; approved: boolean; decidedBy?: DecidedBy; };
-export type ToolCallResultEvent = { type: "tool-call-result"; sessionId: string; callId: string; output: string; isError: boolean; };
+export type ToolCallResultEvent = { type: "tool-call-result"; sessionId: string; callId: string; output: string; isError: boolean; outcome: ToolOutcome; };
 export type SessionUpdatedEvent = { type: "session-updated"; sessionId: string; session: SessionChanges; };
 export type TitleChangedEvent = { type: "title-changed"; sessionId: string; title: string; source: TitleSource; };
 export type SessionDeletedEvent = { type: "session-deleted"; sessionId: string; };
