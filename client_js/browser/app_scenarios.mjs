@@ -498,29 +498,6 @@ export const scenarios = {
     });
   },
 
-  /** Settings on one device show on the other: the session's provider and model; renaming this device. */
-  async settings({ browser, url, token, sessionId }) {
-    return devices(browser, url, [{ token }, { token }], async ([d1, d2], problems) => {
-      await openApp(d1.page, `/s/${sessionId}`);
-      await openApp(d2.page, `/s/${sessionId}`);
-      await d1.page.getByText(/^Model: /).click();
-      await d1.page.getByRole("combobox", { name: "Provider" }).selectOption("ollama");
-      await d1.page.getByRole("textbox", { name: "Model" }).fill("llama3.2");
-      await d1.page.getByRole("button", { name: "Apply" }).click();
-      await d2.page.getByText("Model: ollama / llama3.2").waitFor();
-      const otherDevice = await d2.page.getByText(/^Model: /).textContent();
-      await openApp(d1.page, "/devices");
-      const list = d1.page.getByRole("list", { name: "Signed-in devices" });
-      const mine = list.getByRole("listitem").filter({ hasText: "(this device)" });
-      await mine.getByRole("button", { name: "Rename" }).click();
-      // the item becomes a form (its "(this device)" label gives way to the name field)
-      await list.getByRole("textbox", { name: "Device name" }).fill("Kitchen laptop");
-      await list.getByRole("button", { name: "Save" }).click();
-      await list.getByText("Kitchen laptop (this device)").waitFor();
-      return { otherDevice, problems: problems() };
-    });
-  },
-
   /** A session that steers: what is typed during an answer joins that answer instead of the queue. */
   async steer({ browser, url, token, sessionId }) {
     return devices(browser, url, [{ token }], async ([d], problems) => {

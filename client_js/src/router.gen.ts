@@ -468,6 +468,18 @@ export type PresenceItem =
   | { type: "presence"; sessionId: string; devices: PresenceDevice[] }
   | { type: "draft"; sessionId: string; draft: Draft };
 
+/** A provider this server knows (`provider.list`): whether it can be used (else `reason` says why: no key), the
+ * models it knows, and whether the model is typed (`freeText`: an OpenAI-compatible server, Ollama). */
+export type ProviderInfo = {
+  id: string; label: string; available: boolean; reason: string | null; models: string[]; freeText: boolean;
+};
+
+/** A tool the server runs itself (`tool.builtins`), as a session declares it in `tools`. */
+export type ToolDefinitionInfo = {
+  name: string; description: string; parameters: Record<string, unknown>; executor: "client" | "server";
+  requiresApproval: boolean;
+};
+
 export type PushEvent = "approval-needed" | "answer-finished" | "run-failed";
 
 /** A device's Web Push subscription (`push.subscriptions`). */
@@ -580,6 +592,7 @@ export interface Procedures {
   "presence.leave": { kind: "mutation"; input: SessionRefInput; output: null };
   "presence.update": { kind: "mutation"; input: PresenceUpdateInput; output: { ttlSeconds: number; heartbeatSeconds: number } };
   "presence.watch": { kind: "subscription"; input: SessionRefInput; output: PresenceItem };
+  "provider.list": { kind: "query"; input: void; output: ProviderInfo[] };
   "push.decide": { kind: "mutation"; input: PushDecideInput; output: { resolved: true } };
   "push.publicKey": { kind: "query"; input: void; output: string };
   "push.subscribe": { kind: "mutation"; input: PushSubscribeInput; output: { endpoint: string; deviceId: string; events: PushEvent[] } };
@@ -599,6 +612,7 @@ export interface Procedures {
   "session.switchContext": { kind: "mutation"; input: SwitchContextInput; output: Session };
   "session.update": { kind: "mutation"; input: SessionUpdateInput; output: Session };
   "tool.approve": { kind: "mutation"; input: ApproveInput; output: { resolved: true } };
+  "tool.builtins": { kind: "query"; input: void; output: ToolDefinitionInfo[] };
   "tool.submitOutputs": { kind: "mutation"; input: SubmitOutputsInput; output: { messages: Message[]; resumed: boolean } };
 }
 export type ProcedurePath = keyof Procedures;
@@ -641,6 +655,9 @@ export type AppRouter = TRPCBuiltRouter<
       update: TRPCMutationProcedure<{ input: PresenceUpdateInput; output: { ttlSeconds: number; heartbeatSeconds: number }; meta: object }>;
       watch: TRPCSubscriptionProcedure<{ input: SessionRefInput; output: AsyncIterable<PresenceItem, void, any>; meta: object }>;
     };
+    provider: {
+      list: TRPCQueryProcedure<{ input: void; output: ProviderInfo[]; meta: object }>;
+    };
     push: {
       decide: TRPCMutationProcedure<{ input: PushDecideInput; output: { resolved: true }; meta: object }>;
       publicKey: TRPCQueryProcedure<{ input: void; output: string; meta: object }>;
@@ -667,6 +684,7 @@ export type AppRouter = TRPCBuiltRouter<
     };
     tool: {
       approve: TRPCMutationProcedure<{ input: ApproveInput; output: { resolved: true }; meta: object }>;
+      builtins: TRPCQueryProcedure<{ input: void; output: ToolDefinitionInfo[]; meta: object }>;
       submitOutputs: TRPCMutationProcedure<{ input: SubmitOutputsInput; output: { messages: Message[]; resumed: boolean }; meta: object }>;
     };
   }

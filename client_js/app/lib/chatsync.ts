@@ -6,7 +6,7 @@ export {
   createChatsyncClient, errorCode, fileAttachments, formatSize, newClientRequestId, TOKEN_REVOKED,
   type ChatsyncClient, type ConnectionState, type OpenSession, type SessionList, type SessionListItem,
   type Message, type QueueItem, type RunView, type Session, type Device, type PendingLink, type Decision,
-  type ToolCallPreview,
+  type ToolCallPreview, type ProviderInfo, type ToolDefinitionInfo, type SessionSettings, type ToolDefinition,
   type SessionEvent, type AttachmentInput, type FileAttachmentInfo, type UploadedFile,
 } from "../../src/index";
 

@@ -3,7 +3,7 @@
 // events, not these calls' replies, update what every device shows.
 import { $run, current } from "./conversation";
 import { announce } from "./announcer";
-import { errorCode, type AttachmentInput, type BusyPolicy, type UploadedFile } from "../lib/chatsync";
+import { errorCode, type AttachmentInput, type SessionSettings, type UploadedFile } from "../lib/chatsync";
 
 /** Sends what was typed: an idle session answers it at once; a busy one queues or steers it (its policy). */
 export async function send(content: string, attachments: readonly UploadedFile[] = []): Promise<void> {
@@ -34,5 +34,6 @@ export const sendQueuedNow = (messageId: string) => current().sendQueuedNow(mess
 export const clearQueue = () => current().clearQueue();
 export const pauseQueue = () => current().pauseQueue();
 export const resumeQueue = () => current().resumeQueue();
-export const updateModel = (provider: string, model: string) => current().setModel(provider, model);
-export const setBusyPolicy = (busyPolicy: BusyPolicy) => current().update({ busyPolicy });
+/** Changes the session's settings (provider and model, system prompt, tools, busy policy) for every device. */
+export const updateSettings = (settings: SessionSettings) => current().update(settings);
+export const regenerateTitle = (method: "truncate" | "model") => current().regenerateTitle(method);

@@ -1,0 +1,45 @@
+"""Session settings and devices in the web app, end to end in Chromium (client_js/browser/settings_scenarios.mjs):
+what is set in "Session settings" reaches the server and the next answer is made with it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from web_support import Driver, WebServer, answers
+
+
+def test_settings_made_in_the_app_reach_the_server_and_the_next_answer(web_server: WebServer, browser: Driver) -> None:
+    api = web_server.api("carol")
+    picker = {"name": "pick_color", "executor": "client", "description": "Asks the user for a colour"}
+    sid = api.mutate(
+        "session.create", {"title": "settings", "provider": "ollama", "model": "llama3.2", "tools": [picker]}
+    )["id"]
+
+    def check(label: str, _data: Any) -> None:
+        session = api.query("session.get", {"sessionId": sid})["session"]
+        assert (session["provider"], session["model"]) == ("echo", "echo-large")
+        assert session["systemPrompt"] == "Answer like a pirate."
+        assert session["busyPolicy"] == "steer"
+        assert [(t["name"], t["executor"]) for t in session["tools"]] == [
+            ("pick_color", "client"),
+            ("calculator", "server"),
+        ]
+
+    seen = browser.run("session_settings", check, token=web_server.tokens["carol"], sessionId=sid)
+    assert seen["problems"] == [], seen["problems"]
+    assert seen["axe"] == [], seen["axe"]
+    assert seen["before"] == {"provider": "ollama", "model": "llama3.2"}
+    assert "OLLAMA_HOST" in seen["hint"]  # the session's provider is not available here, and it says why
+    assert seen["openaiDisabled"]  # no key for it on this server: offered greyed out
+    assert seen["declared"] == ["pick_color (runs on a client)"]
+    assert seen["modelAfterSwitch"] == "echo"  # not ollama's llama3.2
+    expected = "[model echo-large; system prompt: Answer like a pirate.; tools: pick_color, calculator]"
+    assert seen["answer"].endswith(expected)
+    assert answers(api, sid)[-1]["content"].endswith(expected)
+    assert seen["reopened"] == {"prompt": "Answer like a pirate.", "calculator": True, "model": "echo-large"}
+
+
+def test_a_device_renamed_in_the_app_is_renamed_on_the_server(web_server: WebServer, browser: Driver) -> None:
+    seen = browser.run("rename_device", token=web_server.tokens["carol"])
+    assert seen["problems"] == [], seen["problems"]
+    assert "Kitchen laptop" in [d["name"] for d in web_server.api("carol").query("auth.devices", None)]
