@@ -232,6 +232,7 @@ OUTPUTS: dict[str, type[BaseModel] | str] = {
     "auth.devices": "Device[]",
     "auth.revokeDevice": "null",
     "auth.renameDevice": "Device",
+    "auth.watchDevices": "{ devices: Device[]; links: PendingLink[] }",
     # Devices that know about each other (docs/devices.md).
     "presence.update": "{ ttlSeconds: number; heartbeatSeconds: number }",
     "presence.leave": "null",

@@ -206,6 +206,7 @@ export const scenarios = {
       }
       await sameQueue(pages, (l) => l.length === 2, "two items on both");
       await d2.page.getByRole("button", { name: "Clear queue" }).click();
+      await d2.page.getByRole("button", { name: "Yes, clear it" }).click(); // it asks first
       await sameQueue(pages, (l) => l.length === 0, "the queue cleared on both");
       await checkpoint("cleared", { lists: await Promise.all(pages.map(queueTexts)) });
       await d2.page.getByRole("button", { name: "Stop" }).click();

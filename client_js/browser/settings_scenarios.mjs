@@ -1,9 +1,35 @@
 // The web app's session settings and device scenarios, run by app_driver.mjs for tests/web/test_web_settings.py.
 // Controls are found by role and accessible name.
-import { axeScan, devices, openApp, until } from "./app_helpers.mjs";
+import decodeQR from "qr/decode.js";
+import { axeScan, connection, devices, openApp, until } from "./app_helpers.mjs";
 
 const log = (page) => page.getByRole("log", { name: "Conversation" });
 const messageBox = (page) => page.getByRole("textbox", { name: "Message" });
+const pathOf = (link) => new URL(link).pathname + new URL(link).hash;
+const deviceList = (page) => page.getByRole("list", { name: "Signed-in devices" });
+const deviceNames = async (page) => deviceList(page).getByRole("listitem").locator(".device-name").allTextContents();
+
+/** What a phone's camera would read from the QR code on the page: the SVG's modules drawn as pixels (6 per
+ * module, white around), decoded by the same library's reader. */
+async function scanQr(page, name) {
+  const svg = page.getByRole("img", { name });
+  const size = Number(await svg.getAttribute("data-modules"));
+  const path = await svg.locator("path").getAttribute("d");
+  const viewBox = (await svg.getAttribute("viewBox")).split(" ").map(Number);
+  const scale = 6;
+  const side = viewBox[2] * scale;
+  const data = new Uint8Array(side * side * 4).fill(255);
+  for (const [, x, y] of path.matchAll(/M(\d+) (\d+)h1v1h-1z/g)) {
+    for (let dy = 0; dy < scale; dy++) {
+      for (let dx = 0; dx < scale; dx++) {
+        const at = ((Number(y) * scale + dy) * side + Number(x) * scale + dx) * 4;
+        data[at] = data[at + 1] = data[at + 2] = 0;
+      }
+    }
+  }
+  return { size, text: decodeQR({ width: side, height: side, data }) };
+}
+
 const assistantTexts = async (page) => (await log(page).locator("[data-role=assistant] .md").allTextContents())
   .map((t) => t.replace(/\s+/g, " ").trim());
 
@@ -54,6 +80,57 @@ export const settingsScenarios = {
       await again.waitFor({ state: "detached" });
       return { before, hint, openaiDisabled, declared, modelAfterSwitch, answer: answer.find((a) => a.includes("[model")),
                reopened, axe, problems: problems() };
+    });
+  },
+
+  /** "Link a device" with a "Device name": a QR code of the link; the device that opens it signs in under that
+   * name and shows on the Devices page without a reload, as does a link made elsewhere; revoking asks first;
+   * a linked device's "Sign out" forgets and revokes its token. */
+  async link_qr_and_live_devices({ browser, url, token, account, name, checkpoint }) {
+    return devices(browser, url, [{ token }, {}, {}], async ([d1, d2, d3], problems) => {
+      await openApp(d1.page, "/devices");
+      await deviceList(d1.page).waitFor();
+      await d1.page.getByRole("textbox", { name: "Device name" }).fill(name);
+      await d1.page.getByRole("button", { name: "Link a device" }).click();
+      const link = await d1.page.getByRole("textbox", { name: "Sign-in link" }).inputValue();
+      const qr = await scanQr(d1.page, `QR code of the sign-in link for ${name}`);
+      const axe = await axeScan(d1.page);
+
+      await d2.page.goto(pathOf(link));
+      await d2.page.getByRole("button", { name: `Sign in as ${account}` }).click();
+      await connection(d2.page).getByText("connected").waitFor();
+      // No reload on device 1: its list follows.
+      await deviceList(d1.page).getByText(name, { exact: true }).waitFor();
+      const linkGone = await d1.page.getByRole("textbox", { name: "Sign-in link" }).count() === 0;
+      const afterSignIn = await deviceNames(d1.page);
+
+      // A link made somewhere else (the test, as another device) shows up too.
+      const elsewhere = await checkpoint("signed-in", {});
+      const pending = d1.page.getByRole("list", { name: "Pending sign-in links" });
+      await pending.getByText(`For “${elsewhere.deviceName}”`).waitFor();
+
+      // Revoking asks; Cancel keeps the device.
+      const row = deviceList(d1.page).getByRole("listitem").filter({ hasText: name });
+      await row.getByRole("button", { name: "Revoke" }).click();
+      await row.getByRole("button", { name: "Cancel" }).click();
+      const keptAfterCancel = await row.count();
+      await checkpoint("cancelled", {});
+
+      // The link made elsewhere signs device 3 in; device 3 signs out.
+      await d3.page.goto(pathOf(elsewhere.url));
+      await d3.page.getByRole("button", { name: `Sign in as ${account}` }).click();
+      await connection(d3.page).getByText("connected").waitFor();
+      await deviceList(d1.page).getByText(elsewhere.deviceName, { exact: true }).waitFor();
+      await d3.page.getByRole("button", { name: "Sign out" }).click();
+      await d3.page.getByRole("textbox", { name: "Access token" }).waitFor();
+      const d3Token = await d3.page.evaluate(() => localStorage.getItem("chatsync.token"));
+      await deviceList(d1.page).getByText(elsewhere.deviceName, { exact: true }).waitFor({ state: "detached" });
+
+      await row.getByRole("button", { name: "Revoke" }).click();
+      await row.getByRole("button", { name: "Yes, revoke" }).click();
+      await d2.page.getByRole("textbox", { name: "Access token" }).waitFor(); // device 2 is signed out
+      await row.waitFor({ state: "detached" });
+      return { link, qr, axe, linkGone, afterSignIn, keptAfterCancel, d3Token, problems: problems() };
     });
   },
 

@@ -573,6 +573,7 @@ export interface Procedures {
   "auth.renameDevice": { kind: "mutation"; input: RenameDeviceInput; output: Device };
   "auth.revokeDevice": { kind: "mutation"; input: DeviceRefInput; output: null };
   "auth.revokeLink": { kind: "mutation"; input: LinkRefInput; output: null };
+  "auth.watchDevices": { kind: "subscription"; input: void; output: { devices: Device[]; links: PendingLink[] } };
   "draft.clear": { kind: "mutation"; input: DraftClearInput; output: DraftWrite };
   "draft.get": { kind: "query"; input: SessionRefInput; output: Draft };
   "draft.save": { kind: "mutation"; input: DraftSaveInput; output: DraftWrite };
@@ -629,6 +630,7 @@ export type AppRouter = TRPCBuiltRouter<
       renameDevice: TRPCMutationProcedure<{ input: RenameDeviceInput; output: Device; meta: object }>;
       revokeDevice: TRPCMutationProcedure<{ input: DeviceRefInput; output: null; meta: object }>;
       revokeLink: TRPCMutationProcedure<{ input: LinkRefInput; output: null; meta: object }>;
+      watchDevices: TRPCSubscriptionProcedure<{ input: void; output: AsyncIterable<{ devices: Device[]; links: PendingLink[] }, void, any>; meta: object }>;
     };
     draft: {
       clear: TRPCMutationProcedure<{ input: DraftClearInput; output: DraftWrite; meta: object }>;

@@ -3,6 +3,7 @@ what is set in "Session settings" reaches the server and the next answer is made
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from web_support import Driver, WebServer, answers
@@ -43,3 +44,31 @@ def test_a_device_renamed_in_the_app_is_renamed_on_the_server(web_server: WebSer
     seen = browser.run("rename_device", token=web_server.tokens["carol"])
     assert seen["problems"] == [], seen["problems"]
     assert "Kitchen laptop" in [d["name"] for d in web_server.api("carol").query("auth.devices", None)]
+
+
+def test_link_a_device_by_qr_code_and_the_devices_page_is_live(web_server: WebServer, browser: Driver) -> None:
+    api = web_server.api("bob")
+    name = f"Kitchen phone {uuid.uuid4().hex[:6]}"
+    other = f"Hall tablet {uuid.uuid4().hex[:6]}"
+    made: dict[str, Any] = {}
+
+    def named(device_name: str) -> list[dict[str, Any]]:
+        return [d for d in api.query("auth.devices", None) if d["name"] == device_name]
+
+    def check(label: str, _data: Any) -> Any:
+        if label == "signed-in":
+            assert len(named(name)) == 1  # the link carried the name: not the browser's "Chrome on Linux"
+            made.update(api.mutate("auth.createLink", {"deviceName": other}))
+            return {"url": made["url"], "deviceName": other}
+        assert label == "cancelled" and len(named(name)) == 1  # Cancel revoked nothing
+        return None
+
+    seen = browser.run("link_qr_and_live_devices", check, token=web_server.tokens["bob"], account="bob", name=name)
+    assert seen["problems"] == [], seen["problems"]
+    assert seen["axe"] == [], seen["axe"]
+    assert seen["qr"]["text"] == seen["link"]  # the QR code reads back as the link
+    assert seen["linkGone"]  # a spent link is not offered any more
+    assert name in seen["afterSignIn"]
+    assert seen["keptAfterCancel"] == 1
+    assert seen["d3Token"] is None
+    assert named(name) == [] and named(other) == []  # revoked, and signed out (its link-issued token revoked)

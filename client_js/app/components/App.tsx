@@ -1,6 +1,6 @@
 import { useStore } from "@nanostores/preact";
 import { useEffect, useState } from "preact/hooks";
-import { $client, $token } from "../stores/auth";
+import { $client, $token, signOutHere } from "../stores/auth";
 import { $linkPrompt } from "../stores/link";
 import { $route, navigate, sessionPath } from "../stores/route";
 import { $sessionList, $sessionsLoaded, startSessions, stopSessions } from "../stores/sessions";
@@ -45,6 +45,7 @@ function Shell() {
                 onClick={() => setMenu(!menu)}>Chats</button>
         <span class="brand">chatsync</span>
         <ConnectionStatus />
+        <button type="button" class="sign-out" onClick={() => void signOutHere()}>Sign out</button>
       </header>
       <Sidebar open={menu} />
       <main class="main">

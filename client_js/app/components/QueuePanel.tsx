@@ -4,6 +4,7 @@ import { $queue, $session } from "../stores/conversation";
 import { clearQueue, moveQueued, pauseQueue, resumeQueue } from "../stores/actions";
 import { act } from "../stores/call";
 import { QueueItem } from "./QueueItem";
+import { ConfirmButton } from "./ConfirmButton";
 
 /** Messages typed while the model answers, sent one by one when it is done; the same list on every device. */
 export function QueuePanel() {
@@ -24,7 +25,11 @@ export function QueuePanel() {
         {paused
           ? <button type="button" onClick={() => act("Resuming the queue", resumeQueue)}>Resume queue</button>
           : <button type="button" onClick={() => act("Pausing the queue", pauseQueue)}>Pause queue</button>}
-        {queue.length > 0 && <button type="button" onClick={() => act("Clearing the queue", clearQueue)}>Clear queue</button>}
+        {queue.length > 0 && (
+          <ConfirmButton label="Clear queue" confirm="Yes, clear it" danger={false}
+                         question={queue.length === 1 ? "Remove the queued message?" : `Remove all ${queue.length} queued messages?`}
+                         onConfirm={() => void act("Clearing the queue", clearQueue)} />
+        )}
       </div>
       <ol class="queue-list" aria-label="Queued messages">
         {queue.map((q, i) => (
