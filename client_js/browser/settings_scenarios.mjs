@@ -134,6 +134,33 @@ export const settingsScenarios = {
     });
   },
 
+  /** A file picked while the server cannot be reached: the chip says so (not the browser's raw "Failed to
+   * fetch"), offers Retry, and once the server answers again it uploads and goes with the message. */
+  async upload_outage({ browser, url, token, sessionId }) {
+    return devices(browser, url, [{ token }], async ([d], problems) => {
+      const { page } = d;
+      await openApp(page, `/s/${sessionId}`);
+      await page.route("**/files", (route) => route.abort("connectionrefused"));
+      const [chooser] = await Promise.all([page.waitForEvent("filechooser"),
+                                           page.getByRole("button", { name: "Attach files" }).click()]);
+      await chooser.setFiles([{ name: "outage.txt", mimeType: "text/plain", buffer: Buffer.from("kept through it") }]);
+      const chip = page.getByRole("list", { name: "Files to send" }).getByRole("listitem").filter({ hasText: "outage.txt" });
+      await chip.and(page.locator("[data-state=failed]")).waitFor();
+      const failedText = (await chip.textContent()).replace(/\s+/g, " ");
+      await messageBox(page).fill("with the file");
+      await messageBox(page).press("Enter");
+      const heldBack = await messageBox(page).inputValue(); // nothing is sent without its file
+      await page.unroute("**/files");
+      await chip.getByRole("button", { name: "Retry uploading outage.txt" }).click();
+      await chip.and(page.locator("[data-state=ready]")).waitFor();
+      await messageBox(page).press("Enter");
+      const answer = await until(() => assistantTexts(page), (t) => t.some((a) => a.includes("[received outage.txt")),
+                                 { what: "the answer naming the file" });
+      // The browser logs the refused requests themselves; the app logs nothing else.
+      return { failedText, heldBack, answer, problems: problems().filter((p) => !p.includes("net::ERR_CONNECTION_REFUSED")) };
+    });
+  },
+
   /** A device renamed in the Devices page. */
   async rename_device({ browser, url, token }) {
     return devices(browser, url, [{ token }], async ([d1], problems) => {

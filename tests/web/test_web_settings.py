@@ -72,3 +72,15 @@ def test_link_a_device_by_qr_code_and_the_devices_page_is_live(web_server: WebSe
     assert seen["keptAfterCancel"] == 1
     assert seen["d3Token"] is None
     assert named(name) == [] and named(other) == []  # revoked, and signed out (its link-issued token revoked)
+
+
+def test_an_upload_during_an_outage_says_so_and_retries(web_server: WebServer, browser: Driver) -> None:
+    api = web_server.api("carol")
+    sid = api.mutate("session.create", {"title": "upload outage"})["id"]
+    seen = browser.run("upload_outage", token=web_server.tokens["carol"], sessionId=sid)
+    assert seen["problems"] == [], seen["problems"]
+    assert "No connection to the server" in seen["failedText"] and "Failed to fetch" not in seen["failedText"]
+    assert seen["heldBack"] == "with the file"
+    users = [m for m in api.messages(sid) if m["role"] == "user"]
+    assert [m["content"] for m in users] == ["with the file"]
+    assert [a["name"] for a in users[0]["attachments"]] == ["outage.txt"]
