@@ -161,6 +161,73 @@ export const settingsScenarios = {
     });
   },
 
+  /** Approved on one device: after a reload, and on a device that opens the chat only afterwards, the card
+   * still says on which device it was approved. */
+  async approval_after_reload({ browser, url, token, sessionId }) {
+    return devices(browser, url, [{ token }, { token }], async ([d1, d2], problems) => {
+      await openApp(d1.page, `/s/${sessionId}`);
+      await messageBox(d1.page).fill('/tool calculator {"expression": "6*7"}');
+      await messageBox(d1.page).press("Enter");
+      await log(d1.page).getByRole("button", { name: "Approve" }).click();
+      const decision = log(d1.page).locator(".tool-decision");
+      await until(() => assistantTexts(d1.page), (t) => t.some((a) => a.includes("returned: 42")),
+                  { what: "the answer after the tool ran" });
+      const live = await decision.textContent();
+      await d1.page.reload();
+      await log(d1.page).getByText("returned: 42").waitFor();
+      const reloaded = await decision.textContent();
+      await openApp(d2.page, `/s/${sessionId}`);
+      await log(d2.page).getByText("returned: 42").waitFor();
+      const later = await log(d2.page).locator(".tool-decision").textContent();
+      return { live, reloaded, later, problems: problems() };
+    });
+  },
+
+  /** A phone, a user with no chats yet: the empty state has its own "New chat" (the sidebar's is hidden); New
+   * chat again reuses the empty chat; only the open chat's row shows its actions; the status line does not
+   * carry "Answer finished" into another chat; an empty queue shows no panel. */
+  async phone_first_chats({ browser, url, token }) {
+    return devices(browser, url, [{ token, viewport: { width: 390, height: 844 } }], async ([d], problems) => {
+      const { page } = d;
+      await openApp(page, "/");
+      const main = page.getByRole("main");
+      await main.getByText("No chats yet.").waitFor();
+      const emptyButtonVisible = await main.getByRole("button", { name: "New chat" }).isVisible();
+      const sidebarButtonVisible = await page.getByRole("navigation", { name: "Sessions" })
+        .getByRole("button", { name: "New chat" }).isVisible();
+      await main.getByRole("button", { name: "New chat" }).click();
+      await page.waitForURL(/\/s\//);
+      const first = page.url();
+      await page.getByRole("button", { name: "Chats" }).click();
+      const nav = page.getByRole("navigation", { name: "Sessions" });
+      await nav.getByRole("button", { name: "New chat" }).click();
+      await messageBox(page).waitFor();
+      const again = page.url();
+
+      await messageBox(page).fill("hello from the phone");
+      await messageBox(page).press("Enter");
+      const status = page.getByRole("status", { name: "Answer status" });
+      await status.getByText("Answer finished").waitFor();
+      const queuePanels = await page.getByRole("heading", { name: /queued/ }).count();
+      await page.getByRole("button", { name: "Chats" }).click();
+      await nav.getByRole("button", { name: "New chat" }).click();
+      await page.waitForURL((u) => u.href !== first);
+      const second = page.url();
+      await messageBox(page).waitFor();
+      const statusInNewChat = await status.textContent();
+      await page.getByRole("button", { name: "Chats" }).click();
+      const rows = nav.getByRole("listitem");
+      await until(() => rows.count(), (n) => n === 2, { what: "two chats in the list" });
+      const renameVisible = await Promise.all([0, 1].map(async (i) => ({
+        current: await rows.nth(i).getByRole("link").getAttribute("aria-current") === "page",
+        rename: await rows.nth(i).getByRole("button", { name: "Rename" }).isVisible(),
+      })));
+      const axe = await axeScan(page);
+      return { emptyButtonVisible, sidebarButtonVisible, first, again, second, statusInNewChat, queuePanels,
+               renameVisible, axe, problems: problems() };
+    });
+  },
+
   /** A device renamed in the Devices page. */
   async rename_device({ browser, url, token }) {
     return devices(browser, url, [{ token }], async ([d1], problems) => {

@@ -336,6 +336,13 @@ export type ToolCall = {
   id: string;
   name: string;
   arguments: string;
+  decision: ToolDecision | null;
+};
+export type ToolDecision = {
+  approved: boolean;
+  userName: string;
+  deviceName: string | null;
+  decidedAt: number;
 };
 export type ToolDefinition = {
   /** min length 1; max length 64; pattern ^[A-Za-z0-9_.-]+$ */

@@ -48,7 +48,7 @@ def test_queue_follows_every_device(web_server: WebServer, browser: Driver) -> N
         if "lists" in data:
             assert data["lists"][0] == data["lists"][1] == [preview(c) for c in queue], label
         if label == "enqueued":
-            assert len(queue) == 3 and data["heading"] == "3 message(s) queued"
+            assert len(queue) == 3 and data["heading"] == "3 messages queued"
             assert all(c.startswith(f"queued message number {i}") for i, c in enumerate(queue, 1))
         elif label == "paused":
             assert api.query("session.get", {"sessionId": sid})["session"]["queuePaused"] is True

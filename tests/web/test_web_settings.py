@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import httpx
 from web_support import Driver, WebServer, answers
 
 
@@ -84,3 +85,33 @@ def test_an_upload_during_an_outage_says_so_and_retries(web_server: WebServer, b
     users = [m for m in api.messages(sid) if m["role"] == "user"]
     assert [m["content"] for m in users] == ["with the file"]
     assert [a["name"] for a in users[0]["attachments"]] == ["outage.txt"]
+
+
+def test_who_approved_a_tool_call_shows_after_a_reload(web_server: WebServer, browser: Driver) -> None:
+    api = web_server.api("carol")
+    name = f"Desk PC {uuid.uuid4().hex[:6]}"
+    link = api.mutate("auth.createLink", {"deviceName": name})
+    spent = httpx.post(web_server.url + "/auth/link", json={"code": link["code"], "deviceName": None})
+    assert spent.status_code == 200, spent.text
+    calculator = next(t for t in api.query("tool.builtins") if t["name"] == "calculator")
+    sid = api.mutate("session.create", {"title": "approval kept", "tools": [{**calculator, "requiresApproval": True}]})[
+        "id"
+    ]
+    seen = browser.run("approval_after_reload", token=spent.json()["token"], sessionId=sid)
+    assert seen["problems"] == [], seen["problems"]
+    assert seen["live"] == "Approved on this device"
+    assert seen["reloaded"] == f"Approved on {name}"
+    assert seen["later"] == f"Approved on {name}"
+
+
+def test_first_chats_on_a_phone(web_server: WebServer, browser: Driver) -> None:
+    seen = browser.run("phone_first_chats", token=web_server.tokens["dana"])
+    assert seen["problems"] == [], seen["problems"]
+    assert seen["axe"] == [], seen["axe"]
+    assert seen["emptyButtonVisible"] and not seen["sidebarButtonVisible"]  # the hint's button is on screen
+    assert seen["again"] == seen["first"]  # New chat on an empty chat opens that one, no second empty chat
+    assert seen["second"] != seen["first"]  # once it has a message, New chat makes another
+    assert len(web_server.api("dana").query("session.list", {})["items"]) == 2
+    assert seen["statusInNewChat"] == ""  # "Answer finished" was about the other chat
+    assert seen["queuePanels"] == 0
+    assert sorted((r["current"], r["rename"]) for r in seen["renameVisible"]) == [(False, False), (True, True)]
