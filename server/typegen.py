@@ -143,6 +143,18 @@ export type PresenceItem =
   | { type: "presence"; sessionId: string; devices: PresenceDevice[] }
   | { type: "draft"; sessionId: string; draft: Draft };
 
+/** A provider this server knows (`provider.list`): whether it can be used (else `reason` says why: no key), the
+ * models it knows, and whether the model is typed (`freeText`: an OpenAI-compatible server, Ollama). */
+export type ProviderInfo = {
+  id: string; label: string; available: boolean; reason: string | null; models: string[]; freeText: boolean;
+};
+
+/** A tool the server runs itself (`tool.builtins`), as a session declares it in `tools`. */
+export type ToolDefinitionInfo = {
+  name: string; description: string; parameters: Record<string, unknown>; executor: "client" | "server";
+  requiresApproval: boolean;
+};
+
 export type PushEvent = "approval-needed" | "answer-finished" | "run-failed";
 
 /** A device's Web Push subscription (`push.subscriptions`). */
@@ -211,6 +223,8 @@ OUTPUTS: dict[str, type[BaseModel] | str] = {
     "tool.submitOutputs": "{ messages: Message[]; resumed: boolean }",
     "tool.approve": "{ resolved: true }",
     "run.abort": "{ aborted: boolean }",
+    "tool.builtins": "ToolDefinitionInfo[]",
+    "provider.list": "ProviderInfo[]",
     "auth.me": (
         "{ user: { id: string; name: string; role: string }; deviceId: string | null; deviceName: string | null }"
     ),
@@ -220,6 +234,7 @@ OUTPUTS: dict[str, type[BaseModel] | str] = {
     "auth.devices": "Device[]",
     "auth.revokeDevice": "null",
     "auth.renameDevice": "Device",
+    "auth.watchDevices": "{ devices: Device[]; links: PendingLink[] }",
     # Devices that know about each other (docs/devices.md).
     "presence.update": "{ ttlSeconds: number; heartbeatSeconds: number }",
     "presence.leave": "null",

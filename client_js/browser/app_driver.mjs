@@ -11,8 +11,10 @@ import { linkScenarios } from "./link_scenarios.mjs";
 import { presenceScenarios } from "./presence_scenarios.mjs";
 import { organiseScenarios } from "./organise_scenarios.mjs";
 import { coreScenarios } from "./core_scenarios.mjs";
+import { settingsScenarios } from "./settings_scenarios.mjs";
 
-const scenarios = { ...appScenarios, ...linkScenarios, ...presenceScenarios, ...organiseScenarios, ...coreScenarios };
+const scenarios = { ...appScenarios, ...linkScenarios, ...presenceScenarios, ...organiseScenarios, ...coreScenarios,
+                    ...settingsScenarios };
 
 const url = process.env.CHATSYNC_URL;
 const browser = await launch();

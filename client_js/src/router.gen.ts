@@ -337,6 +337,13 @@ export type ToolCall = {
   id: string;
   name: string;
   arguments: string;
+  decision: ToolDecision | null;
+};
+export type ToolDecision = {
+  approved: boolean;
+  userName: string;
+  deviceName: string | null;
+  decidedAt: number;
 };
 export type ToolDefinition = {
   /** min length 1; max length 64; pattern ^[A-Za-z0-9_.-]+$ */
@@ -471,6 +478,18 @@ export type PresenceItem =
   | { type: "presence"; sessionId: string; devices: PresenceDevice[] }
   | { type: "draft"; sessionId: string; draft: Draft };
 
+/** A provider this server knows (`provider.list`): whether it can be used (else `reason` says why: no key), the
+ * models it knows, and whether the model is typed (`freeText`: an OpenAI-compatible server, Ollama). */
+export type ProviderInfo = {
+  id: string; label: string; available: boolean; reason: string | null; models: string[]; freeText: boolean;
+};
+
+/** A tool the server runs itself (`tool.builtins`), as a session declares it in `tools`. */
+export type ToolDefinitionInfo = {
+  name: string; description: string; parameters: Record<string, unknown>; executor: "client" | "server";
+  requiresApproval: boolean;
+};
+
 export type PushEvent = "approval-needed" | "answer-finished" | "run-failed";
 
 /** A device's Web Push subscription (`push.subscriptions`). */
@@ -564,6 +583,7 @@ export interface Procedures {
   "auth.renameDevice": { kind: "mutation"; input: RenameDeviceInput; output: Device };
   "auth.revokeDevice": { kind: "mutation"; input: DeviceRefInput; output: null };
   "auth.revokeLink": { kind: "mutation"; input: LinkRefInput; output: null };
+  "auth.watchDevices": { kind: "subscription"; input: void; output: { devices: Device[]; links: PendingLink[] } };
   "draft.clear": { kind: "mutation"; input: DraftClearInput; output: DraftWrite };
   "draft.get": { kind: "query"; input: SessionRefInput; output: Draft };
   "draft.save": { kind: "mutation"; input: DraftSaveInput; output: DraftWrite };
@@ -583,6 +603,7 @@ export interface Procedures {
   "presence.leave": { kind: "mutation"; input: SessionRefInput; output: null };
   "presence.update": { kind: "mutation"; input: PresenceUpdateInput; output: { ttlSeconds: number; heartbeatSeconds: number } };
   "presence.watch": { kind: "subscription"; input: SessionRefInput; output: PresenceItem };
+  "provider.list": { kind: "query"; input: void; output: ProviderInfo[] };
   "push.decide": { kind: "mutation"; input: PushDecideInput; output: { resolved: true } };
   "push.publicKey": { kind: "query"; input: void; output: string };
   "push.subscribe": { kind: "mutation"; input: PushSubscribeInput; output: { endpoint: string; deviceId: string; events: PushEvent[] } };
@@ -602,6 +623,7 @@ export interface Procedures {
   "session.switchContext": { kind: "mutation"; input: SwitchContextInput; output: Session };
   "session.update": { kind: "mutation"; input: SessionUpdateInput; output: Session };
   "tool.approve": { kind: "mutation"; input: ApproveInput; output: { resolved: true } };
+  "tool.builtins": { kind: "query"; input: void; output: ToolDefinitionInfo[] };
   "tool.submitOutputs": { kind: "mutation"; input: SubmitOutputsInput; output: { messages: Message[]; resumed: boolean } };
 }
 export type ProcedurePath = keyof Procedures;
@@ -618,6 +640,7 @@ export type AppRouter = TRPCBuiltRouter<
       renameDevice: TRPCMutationProcedure<{ input: RenameDeviceInput; output: Device; meta: object }>;
       revokeDevice: TRPCMutationProcedure<{ input: DeviceRefInput; output: null; meta: object }>;
       revokeLink: TRPCMutationProcedure<{ input: LinkRefInput; output: null; meta: object }>;
+      watchDevices: TRPCSubscriptionProcedure<{ input: void; output: AsyncIterable<{ devices: Device[]; links: PendingLink[] }, void, any>; meta: object }>;
     };
     draft: {
       clear: TRPCMutationProcedure<{ input: DraftClearInput; output: DraftWrite; meta: object }>;
@@ -643,6 +666,9 @@ export type AppRouter = TRPCBuiltRouter<
       leave: TRPCMutationProcedure<{ input: SessionRefInput; output: null; meta: object }>;
       update: TRPCMutationProcedure<{ input: PresenceUpdateInput; output: { ttlSeconds: number; heartbeatSeconds: number }; meta: object }>;
       watch: TRPCSubscriptionProcedure<{ input: SessionRefInput; output: AsyncIterable<PresenceItem, void, any>; meta: object }>;
+    };
+    provider: {
+      list: TRPCQueryProcedure<{ input: void; output: ProviderInfo[]; meta: object }>;
     };
     push: {
       decide: TRPCMutationProcedure<{ input: PushDecideInput; output: { resolved: true }; meta: object }>;
@@ -670,6 +696,7 @@ export type AppRouter = TRPCBuiltRouter<
     };
     tool: {
       approve: TRPCMutationProcedure<{ input: ApproveInput; output: { resolved: true }; meta: object }>;
+      builtins: TRPCQueryProcedure<{ input: void; output: ToolDefinitionInfo[]; meta: object }>;
       submitOutputs: TRPCMutationProcedure<{ input: SubmitOutputsInput; output: { messages: Message[]; resumed: boolean }; meta: object }>;
     };
   }

@@ -97,10 +97,21 @@ class Session(WireModel):
     archived: bool = False
 
 
+class ToolDecision(WireModel):
+    """Who answered a tool call's approval and when (the first answer; it is kept with the call)."""
+
+    approved: bool
+    user_name: str
+    device_name: str | None = None
+    decided_at: int  # ms since the epoch
+
+
 class ToolCall(WireModel):
     id: str
     name: str
     arguments: str
+    # For a call that needed approval, once answered: by whom, on which device, when.
+    decision: ToolDecision | None = None
 
 
 class Notice(WireModel):

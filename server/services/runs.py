@@ -319,6 +319,9 @@ class RunService:
             # Who decided, so every other device can show it (the first answer wins; later ones are CONFLICT).
             decided_by = {"userId": user.id, "userName": user.name, "deviceName": device_name}
             tx.emit(events.tool_approval_resolved(call.id, approved, decided_by))
+            # Kept with the call on its message, so a device that loads the session later shows it too.
+            decision = {"approved": approved, "userName": user.name, "deviceName": device_name}
+            await transitions.record_decision(tx, call, decision)
             if not approved:
                 text = transitions.DENIED_RESULT + (f" Reason: {reason}" if reason else "")
                 await transitions.add_tool_result(tx, call, text, "denied")

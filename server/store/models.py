@@ -420,3 +420,14 @@ class PushSent(Base):
     run_id: Mapped[str] = mapped_column(String(36))
     kind: Mapped[str] = mapped_column(String(24))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+
+
+class ServerAddress(Base):
+    """Where a running server listens (one row per process, gone when it stops), so a command on its machine
+    (``chatsync link``) names the address it actually serves on, whatever port it was started with."""
+
+    __tablename__ = "server_addresses"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    url: Mapped[str] = mapped_column(String(2000))
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)

@@ -4,7 +4,7 @@
 import { atom } from "nanostores";
 import { $run, current } from "./conversation";
 import { announce } from "./announcer";
-import { errorCode, type AttachmentInput, type BusyPolicy, type UploadedFile } from "../lib/chatsync";
+import { errorCode, type AttachmentInput, type SessionSettings, type UploadedFile } from "../lib/chatsync";
 
 /** Counts this device's sends: the log goes back to its end on each (the reader wants to see what they sent). */
 export const $sends = atom(0);
@@ -39,5 +39,6 @@ export const sendQueuedNow = (messageId: string) => current().sendQueuedNow(mess
 export const clearQueue = () => current().clearQueue();
 export const pauseQueue = () => current().pauseQueue();
 export const resumeQueue = () => current().resumeQueue();
-export const updateModel = (provider: string, model: string) => current().setModel(provider, model);
-export const setBusyPolicy = (busyPolicy: BusyPolicy) => current().update({ busyPolicy });
+/** Changes the session's settings (provider and model, system prompt, tools, busy policy) for every device. */
+export const updateSettings = (settings: SessionSettings) => current().update(settings);
+export const regenerateTitle = (method: "truncate" | "model") => current().regenerateTitle(method);

@@ -43,8 +43,11 @@ export const $toolCalls = computed([$messages, $run, $previews, $decisions], (me
   for (const m of messages) {
     if (m.role === "assistant") {
       for (const c of m.toolCalls ?? []) {
-        calls.set(c.id, { callId: c.id, name: c.name, arguments: c.arguments, phase: "ready", approval: null,
-                          decidedBy: null, result: null });
+        // An answered approval is kept on the call (`decision`), so it shows after a reload too.
+        const d = c.decision;
+        calls.set(c.id, { callId: c.id, name: c.name, arguments: c.arguments, phase: "ready",
+                          approval: d ? (d.approved ? "approved" : "denied") : null,
+                          decidedBy: d ? d.deviceName || "another device" : null, result: null });
       }
     } else if (m.role === "tool" && m.toolCallId && calls.has(m.toolCallId)) {
       const c = calls.get(m.toolCallId)!;
