@@ -1,7 +1,7 @@
 """where running servers listen, for commands on their machine (chatsync link)
 
-Revision ID: 0013
-Revises: 0009
+Revision ID: 0011
+Revises: 0010
 Create Date: 2026-11-26
 """
 from typing import Sequence, Union
@@ -10,8 +10,8 @@ from alembic import op
 import sqlalchemy as sa
 
 
-revision: str = '0013'
-down_revision: Union[str, None] = '0009'
+revision: str = '0011'
+down_revision: Union[str, None] = '0010'
 branch_labels: Union[str, Sequence[str], None] = None
 depends_on: Union[str, Sequence[str], None] = None
 
