@@ -229,9 +229,13 @@ def tool_approval_requested(call_id: str) -> Event:
     return Event("tool-approval-requested", {"callId": call_id})
 
 
-def tool_approval_resolved(call_id: str, approved: bool, decided_by: dict[str, Any]) -> Event:
-    """``decided_by``: ``{userId, userName, deviceName}`` of whoever answered first."""
-    return Event("tool-approval-resolved", {"callId": call_id, "approved": approved, "decidedBy": decided_by})
+def tool_approval_resolved(call_id: str, approved: bool, decided_by: dict[str, Any], decided_at: int) -> Event:
+    """``decided_by``: ``{userId, userName, deviceName}`` of whoever answered first; ``decided_at`` in ms (the
+    same as the call's kept ``decision.decidedAt``)."""
+    return Event(
+        "tool-approval-resolved",
+        {"callId": call_id, "approved": approved, "decidedBy": decided_by, "decidedAt": decided_at},
+    )
 
 
 def tool_call_result(call_id: str, output: str, outcome: ToolOutcome) -> Event:

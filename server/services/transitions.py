@@ -478,11 +478,10 @@ async def maybe_resume(tx: SessionTx, owner: str, lease_seconds: float) -> Run |
 
 
 async def record_decision(tx: SessionTx, call: ToolCallRow, decision: dict[str, Any]) -> None:
-    """Put an approval's answer (``{approved, userName, deviceName}``, stamped now) on the call's entry in its
-    assistant message, where ``session.get`` and ``message.list`` show it."""
+    """Put an approval's answer (``{approved, userName, deviceName, decidedAt}``, as ``tool-approval-resolved``
+    says it) on the call's entry in its assistant message, where ``session.get`` and ``message.list`` show it."""
     message = await tx.db.get(Message, call.message_id)
     if message is None or not message.tool_calls:
         return
-    stamped = {**decision, "decidedAt": int(utcnow().timestamp() * 1000)}
     # A new list: JSON columns track assignment, not changes inside.
-    message.tool_calls = [{**c, "decision": stamped} if c.get("id") == call.id else c for c in message.tool_calls]
+    message.tool_calls = [{**c, "decision": decision} if c.get("id") == call.id else c for c in message.tool_calls]
