@@ -196,7 +196,10 @@ class RunTrace:
         self._run = run
         session_id.set(self.session_id)
         run_id.set(run)
-        if run is None or _tracer is None:
+        if run is None:
+            return
+        log.debug("run started")  # the session and run ids are the record's (server.logformat)
+        if _tracer is None:
             return
         from opentelemetry import context, trace
 
@@ -258,11 +261,11 @@ def delivery(env: Any, session: str, count: int) -> AbstractContextManager[Any]:
     return _delivery(parent, session, count)
 
 
-def current_trace_id() -> str | None:
-    """The trace id of the current span (for logs), or None."""
+def current_ids() -> tuple[str, str] | None:
+    """``(trace id, span id)`` of the current span, in hex (for logs), or None."""
     if _tracer is None:
         return None
     from opentelemetry import trace
 
     ctx = trace.get_current_span().get_span_context()
-    return f"{ctx.trace_id:032x}" if ctx.is_valid else None
+    return (f"{ctx.trace_id:032x}", f"{ctx.span_id:016x}") if ctx.is_valid else None

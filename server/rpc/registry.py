@@ -15,6 +15,7 @@ for the lot instead of one each.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
     # For the checker only: at run time the rpc layer imports nothing of the app that it serves.
     from ..app import Services
     from ..services.auth import Principal
+
+log = logging.getLogger(__name__)
 
 Kind = Literal["query", "mutation", "subscription"]
 
@@ -187,7 +190,10 @@ async def call(proc: Procedure, ctx: Context, raw_input: Any) -> Any:
         outcome = _outcome(exc)
         raise
     finally:
-        metrics.RPC_DURATION.labels(proc.path, outcome).observe(time.perf_counter() - started)
+        took = time.perf_counter() - started
+        metrics.RPC_DURATION.labels(proc.path, outcome).observe(took)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("%s %s %s in %.1f ms", ctx.transport, proc.path, outcome, took * 1000)
         tracing.end_request(tokens)
 
 

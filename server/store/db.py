@@ -119,7 +119,7 @@ class Database:
     @asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncSession]:
         """One transaction; commits when the block ends without an exception, rolls back otherwise."""
-        started = began = time.perf_counter()
+        started, began = time.perf_counter(), 0.0
         try:
             with tracing.span("db write"):
                 async with self._one_writer(), self._writes() as session, session.begin():
@@ -127,19 +127,21 @@ class Database:
                     began = _waited(_WRITE_WAIT, started)
                     yield session
         finally:
-            _WRITE_TX.observe(time.perf_counter() - began)
+            if began:  # not when no connection was had
+                _WRITE_TX.observe(time.perf_counter() - began)
 
     @asynccontextmanager
     async def write_connection(self) -> AsyncIterator[AsyncConnection]:
         """Like :meth:`write`, on a plain connection (no ORM session) for statements built by hand."""
-        started = began = time.perf_counter()
+        started, began = time.perf_counter(), 0.0
         try:
             with tracing.span("db write"):
                 async with self._one_writer(), self.write_engine.begin() as conn:
                     began = _waited(_WRITE_WAIT, started)
                     yield conn
         finally:
-            _WRITE_TX.observe(time.perf_counter() - began)
+            if began:  # not when no connection was had
+                _WRITE_TX.observe(time.perf_counter() - began)
 
     @asynccontextmanager
     async def plain_write(self) -> AsyncIterator[PlainConnection]:
@@ -154,7 +156,7 @@ class Database:
             async with self.write_connection() as conn:
                 yield conn
             return
-        started = began = time.perf_counter()
+        started, began = time.perf_counter(), 0.0
         try:
             with tracing.span("db write"):
                 async with self._one_writer():
@@ -172,7 +174,8 @@ class Database:
                             await inline.close()
                         raise
         finally:
-            _WRITE_TX.observe(time.perf_counter() - began)
+            if began:  # not when no connection was had
+                _WRITE_TX.observe(time.perf_counter() - began)
 
     async def _plain_connection(self) -> sqlite_inline.InlineConnection:
         if self._plain is None:
@@ -195,7 +198,7 @@ class Database:
     async def read(self) -> AsyncIterator[AsyncSession]:
         if self.is_sqlite:
             await _let_ready_callbacks_run()
-        started = began = time.perf_counter()
+        started, began = time.perf_counter(), 0.0
         try:
             with tracing.span("db read"):
                 async with self._reads() as session, session.begin():
@@ -203,7 +206,8 @@ class Database:
                     began = _waited(_READ_WAIT, started)
                     yield session
         finally:
-            _READ_TX.observe(time.perf_counter() - began)
+            if began:
+                _READ_TX.observe(time.perf_counter() - began)
 
     async def close(self) -> None:
         if self._plain is not None:

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.engine.engine_helpers import FAST, idle, subscribe, wait_for
+from tests.engine.engine_helpers import FAST, idle, server_tool, subscribe, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -55,16 +55,6 @@ def added(before: Samples, after: Samples, name: str, **labels: str) -> float:
     return value(after, name, **labels) - value(before, name, **labels)
 
 
-def calculator() -> dict[str, object]:
-    return {
-        "name": "calculator",
-        "description": "arithmetic",
-        "parameters": {"type": "object", "properties": {}},
-        "executor": "server",
-        "requiresApproval": False,
-    }
-
-
 @pytest.fixture
 async def server(server_factory, sqlite_url, tmp_path):
     return await server_factory(sqlite_url, users=("alice",), files_url=str(tmp_path / "files"), **FAST)
@@ -73,7 +63,7 @@ async def server(server_factory, sqlite_url, tmp_path):
 async def test_scripted_session_shows_in_metrics(server):
     before, _ = await scrape(server.url)
     async with server.client("alice") as c:
-        s = (await c.mutation("session.create", {"tools": [calculator()], "queuePaused": True}))["id"]
+        s = (await c.mutation("session.create", {"tools": [server_tool("calculator")], "queuePaused": True}))["id"]
         st = await subscribe(c, s)
         # send: one run, streamed
         await c.mutation("message.send", {"sessionId": s, "content": "hello there"})
@@ -149,8 +139,7 @@ async def test_scripted_session_shows_in_metrics(server):
     assert 0 < durable <= added(before, after, "chatsync_fanout_deliveries_total") and deltas > 0
     assert count("chatsync_bus_publish_seconds") >= durable
     assert count("chatsync_db_transaction_seconds", kind="write") >= 5
-    writes = count("chatsync_db_transaction_seconds", kind="write")
-    assert count("chatsync_db_pool_wait_seconds", kind="write") == writes
+    assert count("chatsync_db_pool_wait_seconds", kind="write") >= 5
     assert count("chatsync_db_transaction_seconds", kind="read") >= 1
     assert added(before, after, "chatsync_uploads_total", outcome="stored") == 1
     assert added(before, after, "chatsync_uploads_total", outcome="BAD_REQUEST") == 1
