@@ -11,6 +11,8 @@ from collections.abc import AsyncIterator
 from .. import metrics, tracing
 from .types import ErrorEvent, Finished, TextDelta, ToolCallStart, TurnEvent
 
+_FIRST = (TextDelta, ToolCallStart)
+
 
 async def observed(events: AsyncIterator[TurnEvent], provider: str, model: str) -> AsyncIterator[TurnEvent]:
     """``events`` as they come, recording the call (``chatsync_time_to_first_token_seconds``,
@@ -21,14 +23,19 @@ async def observed(events: AsyncIterator[TurnEvent], provider: str, model: str) 
     outcome = "cancelled"
     try:
         async for event in events:
-            if waiting and isinstance(event, (TextDelta, ToolCallStart)):
+            kind = type(event)
+            if kind is TextDelta and not waiting:  # the common case: a token batch, nothing to record
+                yield event
+                continue
+            if waiting and kind in _FIRST:
                 waiting = False
                 metrics.TIME_TO_FIRST_TOKEN.labels(provider, model).observe(time.perf_counter() - started)
-            elif isinstance(event, ErrorEvent):
-                metrics.PROVIDER_ERRORS.labels(provider, event.code).inc()
-                outcome = "error:" + event.code
-            elif isinstance(event, Finished):
-                outcome = event.finish_reason or "finished"
+            elif kind is ErrorEvent:
+                code = event.code  # type: ignore[union-attr]
+                metrics.PROVIDER_ERRORS.labels(provider, code).inc()
+                outcome = "error:" + code
+            elif kind is Finished:
+                outcome = event.finish_reason or "finished"  # type: ignore[union-attr]
             yield event
     finally:
         tracing.end(span, outcome=outcome)

@@ -97,10 +97,12 @@ class Hub:
         members = self._local.get(session_id)
         if members:
             first = events[0]
-            metrics.FANOUT_DELIVERIES.inc(len(members) * len(events))
-            with tracing.delivery(first, session_id, len(events)):
+            if first.trace_parent is None:
                 fan_out(tuple(members), events)
-            metrics.delivered(first.published_at, first.seq is None)
+            else:
+                with tracing.delivery(first, session_id, len(events)):
+                    fan_out(tuple(members), events)
+            metrics.delivered(first.published_at, first.seq is None, len(members) * len(events))
         else:
             handler = self.channel_handlers.get(session_id)
             if handler is not None:
