@@ -22,6 +22,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
+from .. import metrics
 from ..domain import events
 from ..domain.events import RunTrigger
 from ..domain.models import MessageStatus, Role, SessionStatus, ToolOutcome
@@ -256,6 +257,7 @@ def end_run(
     assert run_id is not None, "end_run needs the session's run"
     if run is not None:
         run.status, run.finish_reason, run.error, run.ended_at = outcome, finish_reason, error, utcnow()
+        metrics.run_ended(tx.row.provider, tx.row.model, outcome, run.created_at, run.ended_at)
     tx.row.run_id = None
     tx.row.abort_requested = False
     tx.row.abort_then_send = False
