@@ -1,7 +1,7 @@
 // The web app's session settings and device scenarios, run by app_driver.mjs for tests/web/test_web_settings.py.
 // Controls are found by role and accessible name.
 import decodeQR from "qr/decode.js";
-import { axeScan, connection, deliverPush, devices, notifications, openApp, until } from "./app_helpers.mjs";
+import { axeScan, connection, deliverPush, devices, notifications, openApp, until, words } from "./app_helpers.mjs";
 
 const log = (page) => page.getByRole("log", { name: "Conversation" });
 const messageBox = (page) => page.getByRole("textbox", { name: "Message" });
@@ -278,6 +278,25 @@ export const settingsScenarios = {
       const after = await until(() => notifications(d.page), (list) => list.some((n) => n.sessionId === payload.sessionId &&
         n.body.startsWith("Approved")), { what: "the worker's outcome notification" });
       return { shown, after: after.filter((n) => n.sessionId === payload.sessionId), problems: problems() };
+    });
+  },
+
+  /** A paused, empty queue shows no panel; while an answer runs, "Send now" says it stops that answer. */
+  async queue_panel_words({ browser, url, token, sessionId, checkpoint }) {
+    return devices(browser, url, [{ token }], async ([d], problems) => {
+      const { page } = d;
+      await openApp(page, `/s/${sessionId}`);
+      await page.getByRole("heading", { name: "Paused and empty", level: 1 }).waitFor(); // the chat has loaded
+      const emptyPanels = await page.getByRole("heading", { name: /queued/ }).count();
+      await messageBox(page).fill(words(400, "long"));
+      await messageBox(page).press("Enter");
+      await log(page).locator("[data-role=assistant][data-status=streaming]").waitFor();
+      await checkpoint("answering", {}); // the test queues a message behind the answer
+      const heading = await page.getByRole("heading", { name: /queued/ }).textContent();
+      const sendNow = page.getByRole("list", { name: "Queued messages" }).getByRole("button", { name: "Send now" });
+      const description = await sendNow.evaluate((b) => document.getElementById(b.getAttribute("aria-describedby"))?.textContent ?? "");
+      await page.getByRole("button", { name: "Stop" }).click();
+      return { emptyPanels, heading, description, problems: problems() };
     });
   },
 

@@ -212,3 +212,20 @@ def test_approve_from_a_notification(web_server: WebServer, browser: Driver) -> 
     decisions = [c["decision"] for m in messages for c in m["toolCalls"] or []]
     assert [(d["approved"], d["deviceName"]) for d in decisions] == [(True, name)]
     assert "returned: 42" in answers(api, sid)[-1]["content"]
+
+
+def test_the_queue_panel_only_when_something_is_queued_and_send_now_says_it_interrupts(
+    web_server: WebServer, browser: Driver
+) -> None:
+    api = web_server.api("carol")
+    sid = api.mutate("session.create", {"title": "Paused and empty", "queuePaused": True})["id"]
+
+    def check(label: str, _data: Any) -> None:
+        assert label == "answering"
+        api.mutate("message.enqueueMessage", {"sessionId": sid, "content": "after that"})
+
+    seen = browser.run("queue_panel_words", check, token=web_server.tokens["carol"], sessionId=sid)
+    assert seen["problems"] == [], seen["problems"]
+    assert seen["emptyPanels"] == 0  # not "0 message(s) queued (paused)"
+    assert seen["heading"] == "1 message queued"
+    assert "stops the current answer" in seen["description"]
