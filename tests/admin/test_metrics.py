@@ -5,6 +5,7 @@ the script did, and every series the Grafana dashboard and the alert rules in de
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -183,3 +184,33 @@ async def test_dashboard_and_alerts_use_only_exposed_series(server):
     for rule in alerts:
         assert rule["alert"] and rule["annotations"]["summary"]
         assert rule["labels"]["severity"] in ("warning", "critical")
+
+
+def test_several_processes_are_summed_with_a_multiprocess_directory(tmp_path):
+    """PROMETHEUS_MULTIPROC_DIR: two processes count and time calls; a third one's scrape sums both."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
+    work = (
+        "from server import metrics\n"
+        "metrics.UPLOADS.labels(outcome='stored').inc()\n"
+        "metrics.RPC_DURATION.labels('session.get', 'ok').observe(0.003)\n"
+        "metrics.delivered(0.0, False, 7)\n"
+    )
+    for _ in range(2):
+        subprocess.run([sys.executable, "-c", work], env=env, check=True, timeout=60)
+    scrape = "import sys; from server import metrics; sys.stdout.write(metrics.exposition().decode())"
+    text = subprocess.run([sys.executable, "-c", scrape], env=env, check=True, timeout=60, capture_output=True).stdout
+    samples = {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text.decode())
+        for s in family.samples
+    }
+    assert value(samples, "chatsync_uploads_total", outcome="stored") == 2
+    rpc = {"procedure": "session.get", "outcome": "ok"}
+    assert value(samples, "chatsync_rpc_duration_seconds_count", **rpc) == 2
+    assert value(samples, "chatsync_rpc_duration_seconds_bucket", le="0.005", **rpc) == 2
+    # the fan-out's series are the scraping process's own (it delivered nothing)
+    assert value(samples, "chatsync_fanout_deliveries_total") == 0
+    assert value(samples, "process_open_fds") > 0
