@@ -91,13 +91,18 @@ async def test_scripted_session_shows_in_metrics(server):
         auth = {"authorization": f"Bearer {server.tokens['alice']}"}
         stored = await http.post("/files", files={"file": ("a.txt", b"some text", "text/plain")}, headers=auth)
         refused = await http.post("/files", content=b"not multipart", headers=auth)
+        # an SSE subscription the client leaves
+        query = {"input": json.dumps({"sessionId": s})}
+        async with http.stream("GET", "/trpc/session.events", params=query, headers=auth, timeout=30) as stream:
+            assert await anext(stream.aiter_lines()) == "event: connected"
     assert stored.status_code == 200 and refused.status_code == 400
 
-    async def ws_closed() -> bool:
+    async def both_closed() -> bool:
         now, _ = await scrape(server.url)
-        return added(before, now, "chatsync_connections_closed_total", transport="ws", code="client") >= 1
+        closed = "chatsync_connections_closed_total"
+        return all(added(before, now, closed, transport=t, code="client") >= 1 for t in ("ws", "sse"))
 
-    await wait_for(ws_closed)
+    await wait_for(both_closed)
     after, types = await scrape(server.url)
 
     # every documented series is exposed, with the type the docs give it
@@ -146,6 +151,8 @@ async def test_scripted_session_shows_in_metrics(server):
     assert added(before, after, "chatsync_uploads_total", outcome="BAD_REQUEST") == 1
     assert added(before, after, "chatsync_connections_opened_total", transport="ws") == 1
     assert added(before, after, "chatsync_connections_closed_total", transport="ws", code="client") == 1
+    assert added(before, after, "chatsync_connections_opened_total", transport="sse") == 1
+    assert added(before, after, "chatsync_connections_closed_total", transport="sse", code="client") == 1
     # histograms are consistent: +Inf bucket == count, for every labelled child
     for (name, labels), v in after.items():
         if name.endswith("_count") and types.get(name[: -len("_count")]) == "histogram":
