@@ -174,7 +174,8 @@ def traced(name: str, attributes: Callable[..., dict[str, Any]] | None = None) -
 class RunTrace:
     """The ``run`` span of a run loop, and the log ids of its task: :meth:`at` is called as the loop goes on;
     when the run changes (the queue's next message, or the end) the span of the last one ends and the next
-    one starts, made current in the loop's task so its steps, tool calls and transactions nest under it."""
+    one starts, made current in the loop's task so its steps, tool calls and transactions nest under it. The
+    first run continues the trace of the call that started it; runs the queue sends after it start their own."""
 
     __slots__ = ("_parent", "_run", "_span", "_token", "session_id")
 
@@ -198,15 +199,15 @@ class RunTrace:
         run_id.set(run)
         if run is None:
             return
-        log.debug("run started")  # the session and run ids are the record's (server.logformat)
-        if _tracer is None:
-            return
-        from opentelemetry import context, trace
+        if _tracer is not None:
+            from opentelemetry import context, trace
 
-        self._span = _tracer.start_span(
-            "run", context=self._parent, attributes=_ids({"session_id": self.session_id, "run_id": run})
-        )
-        self._token = context.attach(trace.set_span_in_context(self._span))
+            attributes = _ids({"session_id": self.session_id, "run_id": run})
+            self._span = _tracer.start_span("run", context=self._parent, attributes=attributes)
+            self._token = context.attach(trace.set_span_in_context(self._span))
+            # A run the queue sends after this one is no part of the call that started this one: its own trace.
+            self._parent = context.Context()
+        log.debug("run started")  # with the session, run and trace ids (server.logformat)
 
     def close(self) -> None:
         if self._span is not None:

@@ -5,6 +5,7 @@ the script did, and every series the Grafana dashboard and the alert rules in de
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -90,13 +91,18 @@ async def test_scripted_session_shows_in_metrics(server):
         auth = {"authorization": f"Bearer {server.tokens['alice']}"}
         stored = await http.post("/files", files={"file": ("a.txt", b"some text", "text/plain")}, headers=auth)
         refused = await http.post("/files", content=b"not multipart", headers=auth)
+        # an SSE subscription the client leaves
+        query = {"input": json.dumps({"sessionId": s})}
+        async with http.stream("GET", "/trpc/session.events", params=query, headers=auth, timeout=30) as stream:
+            assert await anext(stream.aiter_lines()) == "event: connected"
     assert stored.status_code == 200 and refused.status_code == 400
 
-    async def ws_closed() -> bool:
+    async def both_closed() -> bool:
         now, _ = await scrape(server.url)
-        return added(before, now, "chatsync_connections_closed_total", transport="ws", code="client") >= 1
+        closed = "chatsync_connections_closed_total"
+        return all(added(before, now, closed, transport=t, code="client") >= 1 for t in ("ws", "sse"))
 
-    await wait_for(ws_closed)
+    await wait_for(both_closed)
     after, types = await scrape(server.url)
 
     # every documented series is exposed, with the type the docs give it
@@ -145,6 +151,8 @@ async def test_scripted_session_shows_in_metrics(server):
     assert added(before, after, "chatsync_uploads_total", outcome="BAD_REQUEST") == 1
     assert added(before, after, "chatsync_connections_opened_total", transport="ws") == 1
     assert added(before, after, "chatsync_connections_closed_total", transport="ws", code="client") == 1
+    assert added(before, after, "chatsync_connections_opened_total", transport="sse") == 1
+    assert added(before, after, "chatsync_connections_closed_total", transport="sse", code="client") == 1
     # histograms are consistent: +Inf bucket == count, for every labelled child
     for (name, labels), v in after.items():
         if name.endswith("_count") and types.get(name[: -len("_count")]) == "histogram":
@@ -183,3 +191,33 @@ async def test_dashboard_and_alerts_use_only_exposed_series(server):
     for rule in alerts:
         assert rule["alert"] and rule["annotations"]["summary"]
         assert rule["labels"]["severity"] in ("warning", "critical")
+
+
+def test_several_processes_are_summed_with_a_multiprocess_directory(tmp_path):
+    """PROMETHEUS_MULTIPROC_DIR: two processes count and time calls; a third one's scrape sums both."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
+    work = (
+        "from server import metrics\n"
+        "metrics.UPLOADS.labels(outcome='stored').inc()\n"
+        "metrics.RPC_DURATION.labels('session.get', 'ok').observe(0.003)\n"
+        "metrics.delivered(0.0, False, 7)\n"
+    )
+    for _ in range(2):
+        subprocess.run([sys.executable, "-c", work], env=env, check=True, timeout=60)
+    scrape = "import sys; from server import metrics; sys.stdout.write(metrics.exposition().decode())"
+    text = subprocess.run([sys.executable, "-c", scrape], env=env, check=True, timeout=60, capture_output=True).stdout
+    samples = {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text.decode())
+        for s in family.samples
+    }
+    assert value(samples, "chatsync_uploads_total", outcome="stored") == 2
+    rpc = {"procedure": "session.get", "outcome": "ok"}
+    assert value(samples, "chatsync_rpc_duration_seconds_count", **rpc) == 2
+    assert value(samples, "chatsync_rpc_duration_seconds_bucket", le="0.005", **rpc) == 2
+    # the fan-out's series are the scraping process's own (it delivered nothing)
+    assert value(samples, "chatsync_fanout_deliveries_total") == 0
+    assert value(samples, "process_open_fds") > 0
