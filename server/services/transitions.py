@@ -430,9 +430,13 @@ async def register_tool_calls(
     await tx.db.flush()
 
 
-async def add_tool_result(tx: SessionTx, call: ToolCallRow, output: str, is_error: bool) -> Message:
-    """A tool result (a ``tool`` message), stored as soon as it exists."""
-    message = await add_message(tx, "tool", output, tool_call_id=call.id, is_error=is_error, run_id=call.run_id)
+async def add_tool_result(
+    tx: SessionTx, call: ToolCallRow, output: str, is_error: bool, attachments: Sequence[dict[str, Any]] = ()
+) -> Message:
+    """A tool result (a ``tool`` message), stored as soon as it exists; ``attachments``: images it returned."""
+    message = await add_message(
+        tx, "tool", output, tool_call_id=call.id, is_error=is_error, run_id=call.run_id, attachments=list(attachments)
+    )
     call.has_result = True
     tx.emit(events.tool_call_result(call.id, output, is_error))
     return message
