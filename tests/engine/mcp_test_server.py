@@ -13,10 +13,11 @@ import base64
 import os
 import socket
 import sys
+from typing import Annotated
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.utilities.types import Image
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 # A 2x2 red PNG.
 PNG = base64.b64decode(
@@ -85,6 +86,16 @@ def crash() -> str:
     """Exit the server process at once."""
     _log("crash")
     os._exit(3)
+
+
+LONG_NAME = "lookup.records.in.the.archive.with.a.rather.long.descriptive.name"
+
+
+@server.tool(name=LONG_NAME)
+def lookup(count: Annotated[int, Field(gt=0, examples=[3])]) -> str:
+    """A tool whose name no provider takes as it is (dots, and too long with its server's name)."""
+    _log("lookup")
+    return f"{count} records"
 
 
 @server.tool()

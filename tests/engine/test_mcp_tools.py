@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -13,9 +14,26 @@ from typing import Any
 import pytest
 from engine_helpers import FAST, idle, subscribe, wait_for
 from mcp_kit import ENV_SECRET, TOKEN_SECRET, http_server, log_lines, stdio, write_config
+from mcp_test_server import LONG_NAME
+from test_llm_convert_properties import check_anthropic, check_google, check_ollama, check_openai
 
 from server.client import TrpcError
+from server.engine.history import build_request
+from server.engine.mcp_tools import definitions as mcp_definitions
+from server.llm import ModelInputs
+from server.llm.convert import (
+    COMPATIBLE,
+    OPENAI,
+    to_anthropic_request,
+    to_google_request,
+    to_ollama_request,
+    to_openai_request,
+)
 from server.services.transitions import DENIED_RESULT
+from server.store import repo
+from server.store.models import User
+from server.tools.mcp import names
+from server.tools.mcp.names import exposed_name
 
 
 @pytest.fixture
@@ -253,3 +271,89 @@ async def _has(log: Path, what: str) -> bool:
 
 async def _count(log: Path, what: str, n: int) -> bool:
     return sum(line[0] == what for line in log_lines(log)) >= n
+
+
+NAME_RULES = {
+    "openai": re.compile(r"^[A-Za-z0-9_-]{1,64}$"),
+    "anthropic": re.compile(r"^[A-Za-z0-9_-]{1,64}$"),
+    "google": re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,63}$"),
+    "ollama": re.compile(r"^[A-Za-z0-9_-]{1,64}$"),
+}
+GOOGLE_KEYWORDS = set(names._GOOGLE_KEYWORDS)
+
+
+def _google_keywords(schema: Any) -> set[str]:
+    """Every keyword used anywhere in a schema (property names excluded)."""
+    if not isinstance(schema, dict):
+        return set()
+    found = set(schema)
+    for key, value in schema.items():
+        if key in ("properties", "$defs") and isinstance(value, dict):
+            for sub in value.values():
+                found |= _google_keywords(sub)
+        elif isinstance(value, dict):
+            found |= _google_keywords(value)
+        elif isinstance(value, list):
+            for sub in value:
+                found |= _google_keywords(sub)
+    return found
+
+
+async def test_requests_with_mcp_tools_and_results_are_valid_for_every_target(mcp_engine: Any) -> None:
+    """The stored history of MCP calls (a long dotted tool name, an image result) and the offered tools, turned
+    into each provider's request as the run loop does: names within each provider's rule, schemas each accepts,
+    the pairing rules of every target, and the image given as an image."""
+    long_name = exposed_name("local", LONG_NAME, "echo")
+    assert long_name != f"local__{LONG_NAME}" and NAME_RULES["openai"].match(long_name)
+    async with mcp_engine.client() as a:
+        s = await a.mutation("session.create", {"mcpServers": ["local"]})
+        st = await subscribe(a, s["id"])
+        await send(a, s["id"], f'/tool {long_name} {{"count": 3}}\n/tool local__image {{}}')
+        await st.until_type("run-finished")
+        await idle(a, s["id"])
+        assert results(st)[long_name]["output"] == "3 records"
+    services = mcp_engine.services
+    async with services.db.read() as db:
+        session = await repo.get_session(db, s["id"])
+        rows = await repo.list_messages(db, s["id"])
+        user = await db.get(User, session.owner_id)
+    request = build_request(session, rows, inputs=ModelInputs(images=True))  # a model that takes images
+    for target, convert in (
+        ("openai", lambda r: to_openai_request(r, OPENAI)),
+        ("compatible", lambda r: to_openai_request(r, COMPATIBLE)),
+        ("anthropic", to_anthropic_request),
+        ("google", to_google_request),
+        ("ollama", to_ollama_request),
+    ):
+        offered = await services.mcp.offered(user.id, user.name, ["local"], {}, target)
+        assert {t.tool for t in offered} >= {LONG_NAME, "image", "text"}
+        body = convert(request.model_copy(update={"tools": mcp_definitions(offered)}))
+        rule = NAME_RULES.get(target, NAME_RULES["openai"])
+        if target in ("openai", "compatible"):
+            check_openai(body["messages"], compatible=target == "compatible", mistral_ids=False)
+            declared = [(t["function"]["name"], t["function"]["parameters"]) for t in body["tools"]]
+            assert any(p["type"] == "image_url" for m in body["messages"] for p in _parts(m))
+        elif target == "anthropic":
+            check_anthropic(body)
+            declared = [(t["name"], t["input_schema"]) for t in body["tools"]]
+            assert any(p.get("type") == "image" for m in body["messages"] for p in _parts(m))
+        elif target == "google":
+            check_google(body)
+            fns = body["config"]["tools"][0]["function_declarations"]
+            declared = [(f["name"], f["parameters_json_schema"]) for f in fns]
+            for _name, schema in declared:
+                assert _google_keywords(schema) <= GOOGLE_KEYWORDS
+            assert "inline_data" in repr(body["contents"])
+        else:
+            check_ollama(body["messages"])
+            declared = [(t["function"]["name"], t["function"]["parameters"]) for t in body["tools"]]
+        for name, schema in declared:
+            assert rule.match(name), (target, name)
+            assert schema["type"] == "object" and isinstance(schema["properties"], dict), (target, name)
+            assert "$schema" not in json.dumps(schema)
+        assert len({n for n, _ in declared}) == len(declared)
+
+
+def _parts(message: dict[str, Any]) -> list[dict[str, Any]]:
+    content = message.get("content")
+    return [p for p in content if isinstance(p, dict)] if isinstance(content, list) else []
