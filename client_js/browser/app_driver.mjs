@@ -10,8 +10,9 @@ import { scenarios as appScenarios } from "./app_scenarios.mjs";
 import { linkScenarios } from "./link_scenarios.mjs";
 import { presenceScenarios } from "./presence_scenarios.mjs";
 import { organiseScenarios } from "./organise_scenarios.mjs";
+import { mcpScenarios } from "./mcp_scenarios.mjs";
 
-const scenarios = { ...appScenarios, ...linkScenarios, ...presenceScenarios, ...organiseScenarios };
+const scenarios = { ...appScenarios, ...linkScenarios, ...presenceScenarios, ...organiseScenarios, ...mcpScenarios };
 
 const url = process.env.CHATSYNC_URL;
 const browser = await launch();

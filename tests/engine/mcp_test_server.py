@@ -61,11 +61,12 @@ def structured(city: str) -> Weather:
 
 
 @server.tool()
-async def progress(steps: int, ctx: Context) -> str:
-    """Report progress ``steps`` times."""
+async def progress(steps: int, ctx: Context, delay: float = 0) -> str:
+    """Report progress ``steps`` times (``delay`` seconds apart)."""
     _log("progress")
     for i in range(steps):
         await ctx.report_progress(i + 1, steps, f"step {i + 1}")
+        await asyncio.sleep(delay)
     return f"{steps} steps done"
 
 

@@ -4,6 +4,7 @@
 import { atom, computed } from "nanostores";
 import { $client } from "./auth";
 import { announceRuns } from "./run-announcements";
+import { $toolProgress, SHOWN_IMAGE_TYPES, trackProgress } from "./mcp";
 import type {
   Decision, Message, OpenSession, QueueItem, RunView, Session, ToolCallPreview,
 } from "../lib/chatsync";
@@ -19,6 +20,8 @@ export interface ToolCallState {
   /** Which device answered the approval: "this device", the other device's name, or "another device". */
   decidedBy: string | null;
   result: { output: string; isError: boolean } | null;
+  /** Images the tool returned (MCP tools), shown under its result. */
+  images: { name: string; mediaType: string; data: string }[];
 }
 
 export const $sessionId = atom<string | null>(null);
@@ -43,18 +46,19 @@ export const $toolCalls = computed([$messages, $run, $previews, $decisions], (me
     if (m.role === "assistant") {
       for (const c of m.toolCalls ?? []) {
         calls.set(c.id, { callId: c.id, name: c.name, arguments: c.arguments, phase: "ready", approval: null,
-                          decidedBy: null, result: null });
+                          decidedBy: null, result: null, images: [] });
       }
     } else if (m.role === "tool" && m.toolCallId && calls.has(m.toolCallId)) {
       const c = calls.get(m.toolCallId)!;
       c.phase = "done";
       c.result = { output: m.content, isError: m.status === "error" };
+      c.images = toolImages(m.attachments);
     }
   }
   for (const [callId, p] of Object.entries(previews)) {
     if (!calls.has(callId)) {
       calls.set(callId, { callId, name: p.name, arguments: p.arguments, phase: "streaming", approval: null,
-                          decidedBy: null, result: null });
+                          decidedBy: null, result: null, images: [] });
     }
   }
   for (const p of run?.pendingToolCalls ?? []) {
@@ -73,6 +77,13 @@ export const $toolCalls = computed([$messages, $run, $previews, $decisions], (me
   }
   return calls;
 });
+
+function toolImages(attachments: readonly Record<string, unknown>[] | undefined): ToolCallState["images"] {
+  return (attachments ?? []).flatMap((a) =>
+    typeof a.data === "string" && typeof a.mediaType === "string" && SHOWN_IMAGE_TYPES.includes(a.mediaType)
+      ? [{ name: String(a.name ?? "image"), mediaType: a.mediaType, data: a.data }]
+      : []);
+}
 
 /** Calls whose cards belong to a message that is still streaming (tool-call-start came before it completed). */
 export function previewsOf(messageId: string): string[] {
@@ -112,6 +123,7 @@ export function openSession(sessionId: string): void {
     s.decisions.subscribe((v) => $decisions.set(v)),
     s.toolCallPreviews.subscribe((v) => $previews.set(v)),
     s.onEvent(announceRuns),
+    s.onEvent(trackProgress),
     s.status.subscribe((status) => {
       if (status === "live" || status === "resyncing") $loadState.set("ready");
       else if (status === "deleted") $loadState.set("missing");
@@ -133,5 +145,6 @@ export function close(): void {
   $run.set(null);
   $decisions.set({});
   $previews.set({});
+  $toolProgress.set({});
   $loadState.set("idle");
 }
