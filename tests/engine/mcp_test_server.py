@@ -79,6 +79,7 @@ async def sleep(seconds: float) -> str:
     except asyncio.CancelledError:
         _log("cancelled")
         raise
+    _log("slept")
     return "slept"
 
 

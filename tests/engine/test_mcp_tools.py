@@ -55,6 +55,7 @@ async def mcp_engine(server_factory: Callable[..., Any], sqlite_url: str, tmp_pa
         "askme": stdio(mcp_log, approval="ask"),
         "slow": stdio(mcp_log, approval="auto", timeoutSeconds=2),
         "bobs": stdio(mcp_log, users=["bob"], approval="auto"),
+        "single": stdio(mcp_log, approval="auto", maxConcurrency=1),
         "down": {"url": "http://127.0.0.1:9/mcp", "approval": "auto"},
     }
     path = write_config(tmp_path / "mcp.json", servers)
@@ -185,6 +186,17 @@ async def test_timeout_and_stop_cancel_the_call_and_the_server_stays_up(mcp_engi
         assert [line[1] for line in log_lines(mcp_log) if line[0] == "text"] == [sleeper]  # the same process
 
 
+async def test_calls_to_a_server_are_bounded(mcp_engine: Any, mcp_log: Path) -> None:
+    """``maxConcurrency: 1``: two parallel calls of one step run one after the other."""
+    async with mcp_engine.client() as a:
+        s = await a.mutation("session.create", {"mcpServers": ["single"]})
+        st = await subscribe(a, s["id"])
+        await send(a, s["id"], '/tool single__sleep {"seconds": 0.3}\n/tool single__sleep {"seconds": 0.3}')
+        await st.until_type("run-finished", timeout=30)
+        assert [r["output"] for r in st.of("tool-call-result")] == ["slept", "slept"]
+    assert [line[0] for line in log_lines(mcp_log)] == ["sleep", "slept", "sleep", "slept"]
+
+
 async def test_a_crashing_server_gives_an_error_result_and_is_restarted(mcp_engine: Any, mcp_log: Path) -> None:
     async with mcp_engine.client() as a:
         s = await a.mutation("session.create", {"mcpServers": ["local"]})
@@ -243,7 +255,7 @@ async def test_users_see_only_their_servers_and_no_secrets(mcp_engine: Any) -> N
     async with mcp_engine.client() as a, mcp_engine.client("bob") as b:
         reply = await a.query("mcp.servers")
         names = {x["name"] for x in reply["servers"]}
-        assert names == {"local", "remote", "askme", "slow", "down"}
+        assert names == {"local", "remote", "askme", "slow", "down", "single"}
         text = json.dumps(reply)
         assert ENV_SECRET not in text and TOKEN_SECRET not in text and "127.0.0.1" not in text
         assert "command" not in text and "headers" not in text
