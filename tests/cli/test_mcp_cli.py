@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import stat
@@ -9,8 +10,17 @@ import subprocess
 import sys
 
 import pytest
+from mcp.types import (
+    BlobResourceContents,
+    CallToolResult,
+    EmbeddedResource,
+    ImageContent,
+    ResourceLink,
+    TextContent,
+    TextResourceContents,
+)
 
-from server.tools.mcp import McpConfigError, policy_for
+from server.tools.mcp import McpConfigError, policy_for, results
 from server.tools.mcp.config import load, parse
 from server.tools.mcp.names import exposed_name, provider_schema
 
@@ -128,3 +138,52 @@ def test_schemas_are_made_acceptable_per_provider():
     assert provider_schema({"type": "object"}, "openai") == {"type": "object", "properties": {}}
     huge = {"type": "object", "properties": {f"p{i}": {"type": "string", "description": "x" * 100} for i in range(400)}}
     assert provider_schema(huge, "openai") == {"type": "object", "properties": {}}
+
+
+def test_results_are_bounded_and_images_kept_apart():
+    png = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 100).decode()
+    big = base64.b64encode(b"\0" * (results.MAX_IMAGE_BYTES + 1)).decode()
+    result = CallToolResult(
+        content=[
+            TextContent(type="text", text="first"),
+            ImageContent(type="image", data=png, mime_type="image/png"),
+            ImageContent(type="image", data=png, mime_type="image/svg+xml"),
+            ImageContent(type="image", data=big, mime_type="image/png"),
+            EmbeddedResource(type="resource", resource=TextResourceContents(uri="file:///notes.txt", text="the notes")),
+            EmbeddedResource(
+                type="resource",
+                resource=BlobResourceContents(uri="file:///a.bin", blob="AAAA", mime_type="application/x-bin"),
+            ),
+            ResourceLink(type="resource_link", name="report", uri="https://example.com/r"),
+        ],
+        is_error=False,
+    )
+    text, images, is_error = results.convert(result)
+    assert [(i["name"], i["mediaType"], i["size"]) for i in images] == [("image-1.png", "image/png", 108)]
+    assert text.startswith("first\n\n[resource file:///notes.txt]\nthe notes")
+    assert "image/svg+xml" in text and "larger than" in text and "file:///a.bin" in text and "report" in text
+    assert not is_error
+    many = CallToolResult(content=[ImageContent(type="image", data=png, mime_type="image/png")] * 6)
+    text, images, _ = results.convert(many)
+    assert len(images) == results.MAX_IMAGES and text.count("left out") == 2
+    long = CallToolResult(content=[TextContent(type="text", text="x" * (results.MAX_TEXT_CHARS + 10))], is_error=True)
+    text, _, is_error = results.convert(long)
+    assert is_error and len(text) < results.MAX_TEXT_CHARS + 100 and text.endswith("characters]")
+    structured = CallToolResult(content=[], structured_content={"a": 1})
+    assert results.convert(structured)[0] == '{"a": 1}'
+
+
+def test_errors_lose_the_servers_secrets():
+    config = parse(
+        {
+            "servers": {
+                "web": {"url": "https://mcp.example/mcp?key=abcd1234", "bearerToken": "tok-123456"},
+                "cli": {"command": ["prog", "--api-key", "k3y-value"], "env": {"TOKEN": "env-value-1"}},
+            }
+        }
+    )
+    web, cli = config.servers["web"], config.servers["cli"]
+    said = "401 for url 'https://mcp.example/mcp?key=abcd1234' with Bearer tok-123456"
+    assert web.redact(said) == "401 for url '[redacted]' with Bearer [redacted]"
+    said = "ran prog --api-key k3y-value with env-value-1"  # every argument of the command line may be one
+    assert cli.redact(said) == "ran prog [redacted] [redacted] with [redacted]"

@@ -85,6 +85,17 @@ class ServerConfig(BaseModel):
             headers["Authorization"] = f"Bearer {self.bearer_token}"
         return headers
 
+    def secrets(self) -> list[str]:
+        """Every value of this entry that may be a secret (longest first)."""
+        values = [*self.env.values(), *self.headers.values(), *(self.command or [])[1:], self.bearer_token, self.url]
+        return sorted({v for v in values if v and len(v) >= 4}, key=len, reverse=True)
+
+    def redact(self, text: str) -> str:
+        """``text`` (an error from the server or the SDK) without any of this entry's secrets in it."""
+        for secret in self.secrets():
+            text = text.replace(secret, "[redacted]")
+        return text
+
     def public(self, name: str) -> dict[str, Any]:
         """What a user or a log may see: never the command line, env, URL or headers (they may hold secrets)."""
         out: dict[str, Any] = {

@@ -21,7 +21,9 @@ from typing import Any
 
 MAX_TEXT_CHARS = 100_000
 MAX_IMAGES = 4
-MAX_IMAGE_BYTES = 4 * 1024 * 1024
+MAX_IMAGE_BYTES = 1024 * 1024
+# All of a result's images together: they travel in the tool message's events and snapshots.
+MAX_IMAGES_BYTES = 2 * 1024 * 1024
 IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 _EXTENSIONS = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/webp": "webp"}
 
@@ -38,8 +40,8 @@ def _image(data: str, media_type: str, images: list[dict[str, Any]], notes: list
     if len(raw) > MAX_IMAGE_BYTES:
         notes.append(f"[an image of {len(raw)} bytes was left out: larger than {MAX_IMAGE_BYTES} bytes]")
         return
-    if len(images) >= MAX_IMAGES:
-        notes.append(f"[an image was left out: at most {MAX_IMAGES} per result]")
+    if len(images) >= MAX_IMAGES or sum(image["size"] for image in images) + len(raw) > MAX_IMAGES_BYTES:
+        notes.append(f"[an image was left out: at most {MAX_IMAGES} images, {MAX_IMAGES_BYTES} bytes, per result]")
         return
     name = f"image-{len(images) + 1}.{_EXTENSIONS[media_type]}"
     images.append({"name": name, "mediaType": media_type, "size": len(raw), "data": base64.b64encode(raw).decode()})

@@ -198,7 +198,7 @@ class McpTools:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # an MCP error answer, or a result that does not parse
-            message = str(getattr(exc, "message", "") or exc)[:2000]
+            message = cfg.redact(str(getattr(exc, "message", "") or exc))[:2000]
             return ToolResult(f"The MCP tool failed: {message}", True)
         text, images, is_error = results.convert(raw)
         return ToolResult(text, is_error, tuple(images))
