@@ -186,6 +186,19 @@ async def test_timeout_and_stop_cancel_the_call_and_the_server_stays_up(mcp_engi
         assert [line[1] for line in log_lines(mcp_log) if line[0] == "text"] == [sleeper]  # the same process
 
 
+async def test_sessions_are_shared_per_server_and_user(mcp_engine: Any, mcp_log: Path) -> None:
+    """Two chats of alice use one process of the stdio server; bob's chat gets his own."""
+    for user in ("alice", "alice", "bob"):
+        async with mcp_engine.client(user) as c:
+            s = await c.mutation("session.create", {"mcpServers": ["local"]})
+            st = await subscribe(c, s["id"])
+            await send(c, s["id"], f'/tool local__text {{"text": "{user}"}}')
+            await st.until_type("run-finished", timeout=30)
+            assert results(st)["local__text"]["output"] == f"echo: {user}"
+    pids = [line[1] for line in log_lines(mcp_log)]
+    assert len(pids) == 3 and pids[0] == pids[1] != pids[2]
+
+
 async def test_calls_to_a_server_are_bounded(mcp_engine: Any, mcp_log: Path) -> None:
     """``maxConcurrency: 1``: two parallel calls of one step run one after the other."""
     async with mcp_engine.client() as a:
