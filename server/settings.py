@@ -138,6 +138,8 @@ class Settings(BaseSettings):
     mcp_servers: str | None = None
     mcp_call_timeout_seconds: float = Field(default=60.0, gt=0)
     mcp_max_concurrent_calls: int = Field(default=4, ge=1, le=256)
+    # An MCP session no run has used for this long is closed (a stdio server's process ends with it).
+    mcp_idle_seconds: float = Field(default=600.0, gt=0)
     # A deleted session's rows (messages, events, queue, runs, tool calls, file references) are kept this long, so
     # a subscriber still catching up reads the session's end, then purged; every replica looks for them this often.
     deleted_session_retention_seconds: float = Field(default=60.0, ge=0)

@@ -142,3 +142,4 @@ if __name__ == "__main__":
         serve_http()
     else:
         server.run()
+        _log("exit")  # stdin closed: the client ended the session

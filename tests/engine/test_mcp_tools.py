@@ -199,6 +199,25 @@ async def test_sessions_are_shared_per_server_and_user(mcp_engine: Any, mcp_log:
     assert len(pids) == 3 and pids[0] == pids[1] != pids[2]
 
 
+async def test_idle_sessions_are_closed_and_open_again_on_use(
+    server_factory: Callable[..., Any], sqlite_url: str, tmp_path: Path, mcp_log: Path
+) -> None:
+    path = write_config(tmp_path / "mcp.json", {"local": stdio(mcp_log, approval="auto")})
+    live = await server_factory(sqlite_url, mcp_servers=path, mcp_idle_seconds=0.5, **FAST)
+    async with live.client() as a:
+        s = await a.mutation("session.create", {"mcpServers": ["local"]})
+        st = await subscribe(a, s["id"])
+        await send(a, s["id"], '/tool local__text {"text": "one"}')
+        await st.until_type("run-finished", timeout=30)
+        first = log_lines(mcp_log)[0][1]
+        await wait_for(lambda: _has(mcp_log, "exit"), timeout=20)  # the idle session was closed, its process ended
+        await send(a, s["id"], '/tool local__text {"text": "two"}')
+        await st.until_type("run-finished", 2, timeout=30)
+        assert results(st)["local__text"]["output"] == "echo: two"
+    texts = [line[1] for line in log_lines(mcp_log) if line[0] == "text"]
+    assert texts[0] == first != texts[1]
+
+
 async def test_calls_to_a_server_are_bounded(mcp_engine: Any, mcp_log: Path) -> None:
     """``maxConcurrency: 1``: two parallel calls of one step run one after the other."""
     async with mcp_engine.client() as a:

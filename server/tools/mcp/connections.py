@@ -61,6 +61,8 @@ class Connection:
         self._pulse = asyncio.Event()  # set (and replaced) at every change of state
         self.last_error: str | None = None
         self.connects = 0  # how many sessions were opened (a restart adds one)
+        self.last_used = time.monotonic()
+        self.calls = 0  # calls and listings under way (an idle session is one with none for a while)
 
     # --- the supervisor -------------------------------------------------------------------------------------
 
@@ -163,6 +165,7 @@ class Connection:
     async def client(self, wait: float = CONNECT_TIMEOUT_SECONDS) -> Client:
         """The live client, connecting (or waiting for the reconnection under way) for at most ``wait`` seconds."""
         self._start()
+        self.last_used = time.monotonic()
         down = McpUnavailable(f"The MCP server {self.name!r} is not reachable now.")
         if self._client is None and self._failures >= 2 and time.monotonic() < self._retry_at:
             raise down  # it failed again on reconnecting: do not wait out the backoff
@@ -181,9 +184,18 @@ class Connection:
 
     async def tools(self) -> list[Tool]:
         """The server's tools (cached until it says the list changed, or the session is new)."""
+        self.last_used = time.monotonic()
         cached = self._tools
         if cached is not None:
             return cached
+        self.calls += 1
+        try:
+            return await self._list_tools()
+        finally:
+            self.calls -= 1
+            self.last_used = time.monotonic()
+
+    async def _list_tools(self) -> list[Tool]:
         async with self._tools_lock:
             if self._tools is not None:
                 return self._tools
@@ -205,8 +217,9 @@ class Connection:
 
     async def call(self, tool: str, arguments: dict[str, Any], progress: ProgressFn | None) -> Any:
         """``tools/call``; the caller bounds the time (cancelling it cancels the call at the server)."""
-        client = await self.client()
+        self.calls += 1
         try:
+            client = await self.client()
             return await client.call_tool(tool, arguments, progress_callback=progress)
         except asyncio.CancelledError:
             raise
@@ -217,6 +230,13 @@ class Connection:
                     f"The MCP server {self.name!r} stopped during the call; it is being restarted."
                 ) from exc
             raise
+        finally:
+            self.calls -= 1
+            self.last_used = time.monotonic()
+
+    def idle_for(self) -> float:
+        """Seconds since the session was last used (0 while a call is under way)."""
+        return 0.0 if self.calls else time.monotonic() - self.last_used
 
 
 def _connection_lost(exc: BaseException) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,13 +58,17 @@ def policy_for(cfg: ServerConfig, choice: dict[str, Any] | None, tool: str) -> P
 
 
 class McpTools:
-    def __init__(self, config: McpConfig, *, call_timeout: float, max_concurrency: int) -> None:
+    def __init__(
+        self, config: McpConfig, *, call_timeout: float, max_concurrency: int, idle_seconds: float = 600.0
+    ) -> None:
         self.config = config
         self.call_timeout = call_timeout
         self.max_concurrency = max_concurrency
+        self.idle_seconds = idle_seconds
         self._connections: dict[tuple[str, str], Connection] = {}
         self._slots: dict[str, asyncio.Semaphore] = {}
         self._closed = False
+        self._reaper: asyncio.Task[None] | None = None
 
     # --- who may use what ----------------------------------------------------------------------------------
 
@@ -89,7 +94,21 @@ class McpTools:
             if self._closed:
                 raise McpUnavailable("The server is shutting down.")
             conn = self._connections[key] = Connection(server, self.config.servers[server])
+            if self._reaper is None or self._reaper.done():
+                self._reaper = asyncio.create_task(self._reap_idle(), name="mcp-idle")
         return conn
+
+    async def _reap_idle(self) -> None:
+        """Close the sessions no run used for ``idle_seconds`` (they open again on the next use)."""
+        while self._connections and not self._closed:
+            await asyncio.sleep(min(self.idle_seconds / 4, 30.0))
+            for key in [key for key, conn in self._connections.items() if conn.idle_for() >= self.idle_seconds]:
+                conn = self._connections[key]
+                if conn.idle_for() < self.idle_seconds:  # used while an earlier one was being closed
+                    continue
+                del self._connections[key]
+                log.info("MCP server %s: closing a session idle for %.0f s", key[0], conn.idle_for())
+                await conn.close()
 
     def _slot(self, server: str) -> asyncio.Semaphore:
         slot = self._slots.get(server)
@@ -100,6 +119,10 @@ class McpTools:
 
     async def close(self) -> None:
         self._closed = True
+        if self._reaper is not None:
+            self._reaper.cancel()
+            with suppress(asyncio.CancelledError):
+                await self._reaper
         conns = list(self._connections.values())
         self._connections.clear()
         await asyncio.gather(*(c.close() for c in conns), return_exceptions=True)
@@ -212,6 +235,7 @@ def load(settings: Any) -> McpTools:
         load_config(settings.mcp_servers),
         call_timeout=settings.mcp_call_timeout_seconds,
         max_concurrency=settings.mcp_max_concurrent_calls,
+        idle_seconds=settings.mcp_idle_seconds,
     )
 
 
