@@ -22,6 +22,7 @@ from contextlib import AsyncExitStack, suppress
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import httpx2
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
@@ -123,15 +124,19 @@ class Connection:
         return Client(transport, client_info=info, cache=None, message_handler=self._on_message)
 
     async def _listen(self, client: Client) -> None:
-        """Mark the tool list stale on every ``tools/list_changed``; servers without the stream are left be."""
+        """Mark the tool list stale on every ``tools/list_changed``. A server that does not take the stream
+        (older protocol versions, or it refuses it) is left be: its calls tell when it goes away."""
+        listening = False
         try:
             async with client.listen(tools_list_changed=True) as sub:
+                listening = True
                 async for _event in sub:
                     self._tools = None
-        except Exception as exc:
-            if type(exc).__name__ == "ListenNotSupportedError":
-                await anyio.sleep_forever()
-            raise  # the stream broke: the connection is gone
+        except Exception:
+            if listening:
+                raise  # the stream broke: the connection is gone
+            log.info("MCP server %s: no tools/list_changed stream", self.name)
+        await anyio.sleep_forever()
 
     async def _on_message(self, message: Any) -> None:
         root = getattr(message, "root", message)
@@ -143,8 +148,11 @@ class Connection:
         self._pulse.set()
         self._pulse = asyncio.Event()
 
-    def _broken(self) -> None:
-        """The session is gone: calls from now on wait for the new one the supervisor opens."""
+    def _broken(self, client: Client) -> None:
+        """``client``'s session is gone: calls from now on wait for the new one the supervisor opens (a failure
+        seen on an older session, already replaced, changes nothing)."""
+        if client is not self._client:
+            return
         self._client = None
         self._ready.clear()
         self._wake.set()
@@ -210,7 +218,7 @@ class Connection:
                     if cursor is None or len(found) >= MAX_TOOLS:
                         break
             except (TimeoutError, Exception) as exc:
-                self._broken()
+                self._broken(client)
                 raise McpUnavailable(f"The MCP server {self.name!r} did not list its tools.") from exc
             self._tools = found[:MAX_TOOLS]
             return self._tools
@@ -220,12 +228,16 @@ class Connection:
         self.calls += 1
         try:
             client = await self.client()
+        except BaseException:
+            self.calls -= 1
+            raise
+        try:
             return await client.call_tool(tool, arguments, progress_callback=progress)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             if _connection_lost(exc):
-                self._broken()
+                self._broken(client)
                 raise McpUnavailable(
                     f"The MCP server {self.name!r} stopped during the call; it is being restarted."
                 ) from exc
