@@ -1,20 +1,32 @@
-// The web app's tool cards for MCP tools (tests/web/test_web_mcp.py): server and tool named, progress while
-// the call runs, the result as text (never HTML) and an image result shown as an image.
+// MCP tools in the web app (tests/web/test_web_mcp.py): enabled in "Session settings" with their policy, then
+// their tool cards: server and tool named, progress while the call runs, the result as text (never HTML) and an
+// image result shown as an image.
 import { devices, openApp } from "./app_helpers.mjs";
 
 const log = (page) => page.getByRole("log", { name: "Conversation" });
 const messageBox = (page) => page.getByRole("textbox", { name: "Message" });
 
 export const mcpScenarios = {
-  async mcpCards({ browser, url, token, sessionId, server }) {
+  async mcpCards({ browser, url, token, sessionId, server, checkpoint }) {
     return devices(browser, url, [{ token }], async ([d], problems) => {
       await openApp(d.page, `/s/${sessionId}`);
+      await d.page.getByRole("button", { name: "Session settings" }).click();
+      const dialog = d.page.getByRole("dialog", { name: "Session settings" });
+      const row = dialog.getByRole("group", { name: `MCP server ${server}` });
+      await row.getByRole("list", { name: `Tools of ${server}` }).getByText("progress", { exact: true }).waitFor();
+      const listedTools = await row.getByRole("list", { name: `Tools of ${server}` }).locator("code").allTextContents();
+      const policyBefore = await row.getByRole("combobox", { name: `Approval for ${server}` }).inputValue();
+      await row.getByRole("checkbox", { name: `Use ${server}` }).check();
+      await row.getByRole("combobox", { name: `Approval for ${server}` }).selectOption("auto");
+      await dialog.getByRole("button", { name: "Save" }).click();
+      await dialog.waitFor({ state: "hidden" });
+      await checkpoint("saved", { listedTools, policyBefore });
       await messageBox(d.page).fill(
         `/tool ${server}__progress {"steps": 3, "delay": 0.7}\n` +
         `/tool ${server}__text {"text": "<b id=\\"injected\\">bold</b>"}\n/tool ${server}__image {}`,
       );
       await messageBox(d.page).press("Enter");
-      const card = (tool) => log(d.page).getByRole("region", { name: `Tool call: ${tool}` }).first();
+      const card = (tool) => log(d.page).getByRole("group", { name: `Tool call: ${tool}` }).first();
       const bar = card("progress").getByRole("progressbar", { name: "Progress of progress" });
       await bar.waitFor();
       const progress = { value: await bar.getAttribute("value"), max: await bar.getAttribute("max") };

@@ -20,7 +20,7 @@ def web_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebServer]:
     tmp = tmp_path_factory.mktemp("web")
     with serve(
         tmp,
-        ("alice", "bob", "carol"),
+        ("alice", "bob", "carol", "dana"),  # dana: only the empty-state test uses her, so she starts with no chats
         ECHO_DELAY=ECHO_DELAY,
         MAX_FILE_BYTES=str(MAX_FILE_BYTES),
         MCP_SERVERS=mcp_config(tmp),

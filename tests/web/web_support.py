@@ -103,14 +103,14 @@ class WebServer:
         return self.log.read_text(errors="replace")[-6000:]
 
 
-# An MCP server every user may enable (tests/engine/mcp_test_server.py over stdio; its tools run without asking).
+# An MCP server every user may enable (tests/engine/mcp_test_server.py over stdio; its tools ask by default).
 MCP_SERVER = "demo"
 
 
 def mcp_config(tmp: Path) -> str:
     path = tmp / "mcp.json"
     script = ROOT / "tests" / "engine" / "mcp_test_server.py"
-    server = {"command": [sys.executable, str(script)], "approval": "auto"}
+    server = {"command": [sys.executable, str(script)], "approval": "ask"}
     path.write_text(json.dumps({"servers": {MCP_SERVER: server}}))
     return str(path)
 

@@ -1,30 +1,31 @@
 import { useStore } from "@nanostores/preact";
 import { useEffect, useState } from "preact/hooks";
 import type { Session } from "../lib/chatsync";
-import { act } from "../stores/call";
-import { $session, current } from "../stores/conversation";
 import { $mcpServers, loadMcpServers, type McpPolicy, type McpServerInfo } from "../stores/mcp";
 
 type Choices = Record<string, { approval?: McpPolicy; tools?: Record<string, McpPolicy>; only?: string[] }>;
 
-/** The open chat's MCP servers: which are enabled and their policy, and how to change them (`session.update`).
- * For the session settings dialog: `const mcp = useMcpSettings()` then `<McpSettings {...mcp} />`. */
-export function useMcpSettings() {
+/** The session's MCP servers as the settings form edits them: which are enabled and each one's policy, saved
+ * with the form's `session.update` (`changes()` is empty when nothing changed, so a server the user may no
+ * longer use does not stop the rest of the form from saving). */
+export function useMcpSettings(session: Session) {
   const servers = useStore($mcpServers);
-  const session = useStore($session);
   const [error, setError] = useState<string | null>(null);
+  const [enabled, setEnabledList] = useState<string[]>(() => [...session.mcpServers]);
+  const [choices, setChoices] = useState<Choices>(() => ({ ...(session.mcpTools as Choices) }));
   useEffect(() => {
-    if (servers === null) loadMcpServers().catch((err) => setError(String(err?.message ?? err)));
-  }, [servers]);
-  const enabled = session?.mcpServers ?? [];
-  const choices = (session?.mcpTools ?? {}) as Choices;
-  const save = (mcpServers: string[], mcpTools: Choices) =>
-    act("Saving MCP settings", () => current().update({ mcpServers, mcpTools }));
+    loadMcpServers().catch((err) => setError(String(err?.message ?? err)));
+  }, []);
   const setEnabled = (name: string, on: boolean) =>
-    save(on ? [...enabled.filter((n) => n !== name), name] : enabled.filter((n) => n !== name), choices);
+    setEnabledList(on ? [...enabled.filter((n) => n !== name), name] : enabled.filter((n) => n !== name));
   const setApproval = (name: string, approval: McpPolicy) =>
-    save(enabled, { ...choices, [name]: { ...choices[name], approval } });
-  return { servers, session, enabled, choices, error, setEnabled, setApproval };
+    setChoices({ ...choices, [name]: { ...choices[name], approval } });
+  const changes = () => {
+    const same = JSON.stringify(enabled) === JSON.stringify(session.mcpServers)
+      && JSON.stringify(choices) === JSON.stringify(session.mcpTools);
+    return same ? {} : { mcpServers: enabled, mcpTools: choices };
+  };
+  return { servers, error, enabled, choices, setEnabled, setApproval, changes };
 }
 
 type Props = ReturnType<typeof useMcpSettings>;
@@ -34,48 +35,46 @@ function policyOf(server: McpServerInfo, choices: Choices): McpPolicy {
   return choices[server.name]?.approval ?? server.approval;
 }
 
-/** The MCP servers the user may enable on this chat, each with its tools: a checkbox enables it, a choice sets
- * whether its calls wait for an approval ("Ask") or run at once ("Auto"). Names and descriptions are the
- * servers' own words, shown as text. */
-export function McpSettings({ servers, session, enabled, choices, error, setEnabled, setApproval }: Props) {
-  if (error) return <section aria-label="MCP servers"><h3>MCP servers</h3><p role="alert">{error}</p></section>;
-  if (servers === null || session === null) return <section aria-label="MCP servers"><h3>MCP servers</h3><p>Loading…</p></section>;
+/** The MCP servers the user may enable on this chat, each with its tools: "Use <server>" enables it, "Approval
+ * for <server>" sets whether its calls wait for a device's approval ("Ask") or run at once ("Auto"). Names and
+ * descriptions are the servers' own words, shown as text. */
+export function McpSettings({ servers, error, enabled, choices, setEnabled, setApproval }: Props) {
   return (
-    <section aria-label="MCP servers" class="mcp-settings">
-      <h3>MCP servers</h3>
-      {servers.length === 0 && <p>No MCP servers are available to you.</p>}
-      {servers.map((server) => (
-        <McpServerRow key={server.name} server={server} session={session} on={enabled.includes(server.name)}
-                      policy={policyOf(server, choices)} setEnabled={setEnabled} setApproval={setApproval} />
-      ))}
-    </section>
+    <fieldset class="mcp-settings">
+      <legend>MCP servers</legend>
+      {error ? <p role="alert">{error}</p>
+        : servers === null ? <p>Loading…</p>
+        : servers.length === 0 ? <p class="hint">No MCP servers are available to you.</p>
+        : servers.map((server) => (
+          <McpServerRow key={server.name} server={server} on={enabled.includes(server.name)}
+                        policy={policyOf(server, choices)} setEnabled={setEnabled} setApproval={setApproval} />
+        ))}
+    </fieldset>
   );
 }
 
 function McpServerRow({ server, on, policy, setEnabled, setApproval }: {
-  server: McpServerInfo; session: Session; on: boolean; policy: McpPolicy;
+  server: McpServerInfo; on: boolean; policy: McpPolicy;
   setEnabled: Props["setEnabled"]; setApproval: Props["setApproval"];
 }) {
   const denied = server.approval === "deny";
   return (
-    <fieldset class="mcp-server">
-      <legend>{server.name}</legend>
-      {server.description && <p class="mcp-description">{server.description}</p>}
-      <label>
-        <input type="checkbox" checked={on} onChange={(e) => void setEnabled(server.name, e.currentTarget.checked)} />
-        {` Use ${server.name}`}
+    <div class="mcp-server" role="group" aria-label={`MCP server ${server.name}`}>
+      <label class="check">
+        <input type="checkbox" checked={on} onChange={(e) => setEnabled(server.name, e.currentTarget.checked)} />
+        {`Use ${server.name}`}
+        {server.description && <span class="hint">{server.description}</span>}
       </label>
-      <label>
-        {`Approval for ${server.name} `}
-        <select value={policy} disabled={denied} aria-label={`Approval for ${server.name}`}
-                onChange={(e) => void setApproval(server.name, e.currentTarget.value as McpPolicy)}>
+      <label>{`Approval for ${server.name}`}
+        <select value={policy} disabled={denied}
+                onChange={(e) => setApproval(server.name, e.currentTarget.value as McpPolicy)}>
           <option value="ask">Ask</option>
           <option value="auto">Auto</option>
           {denied && <option value="deny">Never (set by the server's operator)</option>}
         </select>
       </label>
       {server.error
-        ? <p class="mcp-error">{server.error}</p>
+        ? <p class="hint">{server.error}</p>
         : (
           <ul class="mcp-tools" aria-label={`Tools of ${server.name}`}>
             {server.tools.map((t) => (
@@ -83,6 +82,6 @@ function McpServerRow({ server, on, policy, setEnabled, setApproval }: {
             ))}
           </ul>
         )}
-    </fieldset>
+    </div>
   );
 }

@@ -2,13 +2,19 @@ import { useStore } from "@nanostores/preact";
 import { useEffect, useState } from "preact/hooks";
 import { $session, $toolCalls, type ToolCallState } from "../stores/conversation";
 import { $toolProgress, mcpToolOf } from "../stores/mcp";
+import type { ToolOutcome } from "../lib/chatsync";
 import { approve } from "../stores/actions";
 import { act } from "../stores/call";
+
+/** How a finished call ended, in words: each outcome its own, so a failure never reads as done. */
+export const OUTCOMES: Record<ToolOutcome, string> = {
+  ok: "Done", error: "Failed", denied: "Denied", "unknown-tool": "Unknown tool", cancelled: "Cancelled",
+};
 
 function statusText(c: ToolCallState): string {
   if (c.phase === "streaming") return "Preparing arguments…";
   if (c.approval === "pending") return "Waiting for approval";
-  if (c.result) return c.result.isError ? "Failed" : "Done";
+  if (c.result) return OUTCOMES[c.result.outcome] ?? "Failed";
   if (c.approval === "denied") return "Denied";
   if (c.executor === "client") return "Waiting for a client to run it";
   return "Running…";
@@ -34,7 +40,8 @@ function ToolImage({ image, alt }: { image: ToolCallState["images"][number]; alt
   return src ? <img class="tool-image" src={src} alt={alt} /> : null;
 }
 
-/** A tool call: its arguments (streaming in), status, approval and result. Any device may approve. */
+/** A tool call: its arguments (streaming in), status, approval and result — a group named "Tool call: NAME"
+ * whose status says how it ended. Any device may approve. */
 export function ToolCard({ callId }: { callId: string }) {
   const c = useStore($toolCalls).get(callId);
   const session = useStore($session);
@@ -48,11 +55,12 @@ export function ToolCard({ callId }: { callId: string }) {
   };
   const headingId = `tool-${callId}`;
   return (
-    <section class="tool" aria-labelledby={headingId} data-call-id={callId}>
+    <div class="tool" role="group" aria-labelledby={headingId} data-call-id={callId}
+         data-outcome={c.result?.outcome ?? "open"}>
       <h2 id={headingId} class="tool-name">Tool call: {mcp ? mcp.tool : c.name}</h2>
       {mcp && <p class="tool-server">MCP server: {mcp.server}</p>}
       <pre class="tool-args">{prettyArguments(c.arguments)}</pre>
-      <p class="tool-status">{statusText(c)}</p>
+      <p class="tool-status"><span class="tool-mark" aria-hidden="true" />{statusText(c)}</p>
       {progress && !c.result && (
         <p class="tool-progress">
           <progress max={progress.total ?? undefined} value={progress.progress}
@@ -72,11 +80,11 @@ export function ToolCard({ callId }: { callId: string }) {
         </p>
       )}
       {c.result && (
-        <pre class={c.result.isError ? "tool-result error" : "tool-result"}>{c.result.output}</pre>
+        <pre class={c.result.outcome === "ok" ? "tool-result" : "tool-result error"}>{c.result.output}</pre>
       )}
       {c.images.map((image, i) => (
         <ToolImage key={i} image={image} alt={`${image.name} returned by ${mcp ? mcp.tool : c.name}`} />
       ))}
-    </section>
+    </div>
   );
 }

@@ -224,7 +224,7 @@ class McpTools:
             message = cfg.redact(str(getattr(exc, "message", "") or exc))[:2000]
             return ToolResult(f"The MCP tool failed: {message}", True)
         text, images, is_error = results.convert(raw)
-        return ToolResult(text, is_error, tuple(images))
+        return ToolResult(text, is_error, attachments=tuple(images))
 
 
 def load(settings: Any) -> McpTools:

@@ -1,7 +1,7 @@
 """sessions: the MCP servers a session uses and its settings for them
 
 Revision ID: 0012
-Revises: 0009
+Revises: 0011
 Create Date: 2026-11-26
 """
 from typing import Sequence, Union
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 
 
 revision: str = '0012'
-down_revision: Union[str, None] = '0009'
+down_revision: Union[str, None] = '0011'
 branch_labels: Union[str, Sequence[str], None] = None
 depends_on: Union[str, Sequence[str], None] = None
 
