@@ -41,6 +41,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .. import tracing
 from ..domain import events
 from ..llm import ChatRequest, ErrorEvent, Finished, TextDelta, ToolCallDelta, ToolCallEvent, ToolCallStart
 from ..llm.errors import ErrorCode
@@ -85,6 +86,7 @@ class RunLoop:
         self._files: dict[str, bytes] = {}  # uploaded files read by this run's steps, by id
         self._mcp: mcp_tools.McpContext | None = None  # what the step's MCP tools are offered for
         self._mcp_defs: dict[str, dict[str, Any]] = {}  # the MCP tools offered in the step, by name
+        self._trace = tracing.RunTrace(session_id)  # the run's span and log ids (``server.tracing``)
 
     # --- control (called from the orchestrator) ------------------------------------------------------------
 
@@ -100,6 +102,7 @@ class RunLoop:
         ticker = asyncio.create_task(self._tick())
         try:
             while self.run_id is not None:
+                self._trace.at(self.run_id)
                 if self.abort_requested:
                     await self._finish_aborted()
                     continue  # None, or the queue's head an abort made room for
@@ -119,6 +122,7 @@ class RunLoop:
             log.exception("session %s: run %s failed", self.session_id, self.run_id)
             await self._safely(self._fail(RunFailure.INTERNAL_ERROR, "The run failed on the server."))
         finally:
+            self._trace.close()
             ticker.cancel()
             if self._streaming is not None:
                 self.o.buffer.end(self.session_id, self._streaming)
@@ -192,6 +196,7 @@ class RunLoop:
 
     # --- one step -----------------------------------------------------------------------------------------
 
+    @tracing.traced("step")
     async def _step(self) -> None:
         assert self.run_id is not None
         async with self._tx() as tx:
@@ -245,7 +250,7 @@ class RunLoop:
                 )
                 return
             result.notices = notices(request)
-        turn = Turn(lambda: self.o.provider(provider_id), request, streaming=streaming)
+        turn = Turn(lambda: self.o.provider(provider_id), request, streaming=streaming, provider_id=provider_id)
         await self._consume(turn, mid, result)
 
     async def _consume(self, turn: Turn, mid: str, result: StepResult) -> None:
@@ -375,6 +380,7 @@ class RunLoop:
         else:
             await asyncio.gather(*(self._execute_one(call) for call in calls))
 
+    @tracing.traced("tool call", lambda _self, call: {"tool": call.name, "call_id": call.id})
     async def _execute_one(self, call: Any) -> None:
         result = await mcp_tools.execute(self.o, self.session_id, call)
         async with self._tx() as tx:

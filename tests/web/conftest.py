@@ -24,6 +24,7 @@ def web_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebServer]:
         ECHO_DELAY=ECHO_DELAY,
         MAX_FILE_BYTES=str(MAX_FILE_BYTES),
         MCP_SERVERS=mcp_config(tmp),
+        PUSH_ALLOW_INSECURE_ENDPOINTS="1",  # the push tests' push service listens on 127.0.0.1
     ) as served:
         yield WebServer(url=served.url, tokens=served.tokens, log=served.log, proc=served.proc)
 

@@ -14,7 +14,7 @@ import {
   type SessionState,
   type StreamEvent,
 } from "../router.gen.js";
-import { applyStreamEvent, messagesFromSnapshot, putMessage, type MessagesState } from "./messages.js";
+import { applyStreamEvent, messagesFromSnapshot, putDecision, putMessage, type MessagesState } from "./messages.js";
 import { applyQueueEvent, queueFromSnapshot, type QueueState } from "./queue.js";
 import { applyPreviewDurable, applyPreviewStream, emptyPreviews, type PreviewsState } from "./previews.js";
 import { applyRunEvent, decisionOf, runFromSnapshot, type Decision, type RunView } from "./run.js";
@@ -83,6 +83,7 @@ function applySession(session: Session, e: DurableEvent): Session {
 function applyDurable(state: SessionSyncState, e: DurableEvent): SessionSyncState {
   let messages = state.messages;
   if (e.type === "message-created" || e.type === "message-completed") messages = putMessage(messages, e.message);
+  else if (e.type === "tool-approval-resolved") messages = putDecision(messages, e);
   return {
     ...state,
     session: applySession(state.session, e),

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
+from ... import metrics
 from ...protocol.errors import RpcError
 from ..registry import ToolResult, parse_arguments
 from . import results
@@ -202,7 +204,16 @@ class McpTools:
         self, user_id: str, server: str, tool: str, arguments: str, progress: ProgressFn | None = None
     ) -> ToolResult:
         """Run one call. Never raises (except cancellation): a down server, a timeout or a bad answer is an
-        error result the model reads."""
+        error result the model reads. Timed by server (``mcp:<server>``) and outcome."""
+        started = time.perf_counter()
+        result = await self._execute(user_id, server, tool, arguments, progress)
+        label = f"mcp:{server}" if server in self.config.servers else "unknown"
+        metrics.TOOL_DURATION.labels(label, result.outcome).observe(time.perf_counter() - started)
+        return result
+
+    async def _execute(
+        self, user_id: str, server: str, tool: str, arguments: str, progress: ProgressFn | None
+    ) -> ToolResult:
         cfg = self.config.servers.get(server)
         if cfg is None:
             return ToolResult(f"The MCP server {server!r} is no longer configured.", True)
