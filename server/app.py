@@ -46,12 +46,14 @@ from .services.sessions import SessionService
 from .services.titles import TitleService
 from .services.unread import UnreadService
 from .services.uow import UnitOfWork
-from .settings import Settings
+from .settings import Settings, SettingsError
 from .store import migrate
 from .store.db import Database
 from .sync import revocation
 from .sync.hub import Hub
 from .tools import ToolRegistry, register_builtins
+from .tools.mcp import McpConfigError, McpTools
+from .tools.mcp import load as load_mcp
 from .web import web_routes
 
 log = logging.getLogger("chatsync")
@@ -73,6 +75,7 @@ class Services:
     sessions: SessionService
     queue: QueueService
     tools: ToolRegistry
+    mcp: McpTools
     orchestrator: Orchestrator
     runs: RunService
     titles: TitleService
@@ -111,9 +114,14 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
         await stack.enter_async_context(Purger(db, files, settings))
         tools = ToolRegistry()
         register_builtins(tools)
+        try:
+            mcp = load_mcp(settings)
+        except McpConfigError as exc:
+            raise SettingsError(f"invalid configuration: CHATSYNC_MCP_SERVERS: {exc}") from None
+        stack.push_async_callback(mcp.close)  # after the runs are written down (the orchestrator closes first)
         # Entered after the bus and the database, so it is closed (runs written down) before them.
         orchestrator = await stack.enter_async_context(
-            Orchestrator(settings, db, uow, bus, tools, MemoryStreamBuffer(), files=files)
+            Orchestrator(settings, db, uow, bus, tools, MemoryStreamBuffer(), files=files, mcp=mcp)
         )
         queue = QueueService(
             uow,
@@ -162,6 +170,7 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
             sessions=sessions,
             queue=queue,
             tools=tools,
+            mcp=mcp,
             orchestrator=orchestrator,
             runs=runs,
             titles=orchestrator.titles,

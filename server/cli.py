@@ -1,6 +1,6 @@
 """The ``chatsync`` command: ``serve``, ``db upgrade``, ``users create|delete``, ``tokens create|list|revoke``,
-``link`` (server side: they open the database directly), and the clients ``sessions ...``
-(:mod:`server.cli_sessions`) and ``chat`` (:mod:`server.tui`)."""
+``link`` (server side: they open the database directly), ``mcp list|add|remove`` (the MCP server file), and the
+clients ``sessions ...`` (:mod:`server.cli_sessions`) and ``chat`` (:mod:`server.tui`)."""
 
 from __future__ import annotations
 
@@ -178,6 +178,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="the address other devices reach the server at (default: CHATSYNC_PUBLIC_URL, else where it runs)",
     )
 
+    _mcp_parser(sub)
+
     from . import cli_sessions
 
     cli_sessions.add_parser(sub)
@@ -188,6 +190,82 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _mcp_parser(sub: Any) -> None:
+    p_mcp = sub.add_parser("mcp", help="MCP servers (the JSON file CHATSYNC_MCP_SERVERS names; docs/tools.md)")
+    p_mcp.add_argument("--file", default=None, help="the file to edit (default: CHATSYNC_MCP_SERVERS)")
+    mcp_sub = p_mcp.add_subparsers(dest="mcp_command", required=True)
+    p_list = mcp_sub.add_parser("list", help="the configured servers (without their secrets)")
+    p_list.add_argument("--json", action="store_true")
+    p_add = mcp_sub.add_parser(
+        "add", help="add or replace a server: --url URL, or a stdio server's command line after `--`"
+    )
+    p_add.add_argument("name")
+    p_add.add_argument("--url", default=None, help="a Streamable HTTP server's URL")
+    p_add.add_argument("--header", action="append", default=[], metavar="NAME=VALUE", help="an HTTP header")
+    p_add.add_argument("--bearer-token", default=None, help="sent as Authorization: Bearer ...")
+    p_add.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="for a stdio server")
+    p_add.add_argument("--users", default="*", help="comma-separated user names, or * (default: everyone)")
+    p_add.add_argument("--approval", choices=["ask", "auto", "deny"], default="ask")
+    p_add.add_argument("--tool", action="append", default=[], metavar="TOOL=POLICY", help="a tool's own policy")
+    p_add.add_argument("--timeout", type=float, default=None, help="seconds one call may take")
+    p_add.add_argument("--description", default="")
+    p_remove = mcp_sub.add_parser("remove", help="remove a server")
+    p_remove.add_argument("name")
+
+
+def _pairs(items: list[str], what: str) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"{what} {item!r}: expected NAME=VALUE")
+        out[key] = value
+    return out
+
+
+def _mcp_command(settings: Settings, args: argparse.Namespace) -> None:
+    import json
+
+    from .tools.mcp import config as mcp_config
+
+    path = args.file or settings.mcp_servers
+    if not path:
+        raise ValueError("set CHATSYNC_MCP_SERVERS to the file that configures MCP servers (or pass --file)")
+    current = mcp_config.load(path)
+    if args.mcp_command == "list":
+        rows = [cfg.public(name) | {"users": cfg.users} for name, cfg in current.servers.items()]
+        if args.json:
+            print(json.dumps(rows))
+        for row in [] if args.json else rows:
+            print(f"{row['name']:<24} {row['transport']:<6} {row['approval']:<5} users: {', '.join(row['users'])}")
+        return
+    if args.mcp_command == "remove":
+        mcp_config.save(path, mcp_config.without_server(current, args.name))
+        print(f"removed MCP server {args.name!r}", file=sys.stderr)
+        return
+    command = list(args.server_command or [])
+    entry: dict[str, Any] = {"users": [u.strip() for u in args.users.split(",") if u.strip()]}
+    entry["approval"] = args.approval
+    if command:
+        entry["command"] = command
+    if args.url:
+        entry["url"] = args.url
+    if args.env:
+        entry["env"] = _pairs(args.env, "--env")
+    if args.header:
+        entry["headers"] = _pairs(args.header, "--header")
+    if args.bearer_token:
+        entry["bearerToken"] = args.bearer_token
+    if args.tool:
+        entry["tools"] = _pairs(args.tool, "--tool")
+    if args.timeout is not None:
+        entry["timeoutSeconds"] = args.timeout
+    if args.description:
+        entry["description"] = args.description
+    mcp_config.save(path, mcp_config.with_server(current, args.name, entry))
+    print(f"saved MCP server {args.name!r} to {path}", file=sys.stderr)
+
+
 def _http_url(value: str) -> str:
     if not value.startswith(("http://", "https://")) or len(value) > 2000:
         raise argparse.ArgumentTypeError("must be an http:// or https:// address")
@@ -195,7 +273,15 @@ def _http_url(value: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # `chatsync mcp add NAME [options] -- prog arg ...`: what follows `--` is the server's command line, kept
+    # away from argparse (which reads `--` only at the top level of nested commands).
+    tail: list[str] = []
+    if argv[:1] == ["mcp"] and "--" in argv:
+        cut = argv.index("--")
+        argv, tail = argv[:cut], argv[cut + 1 :]
     args = build_parser().parse_args(argv)
+    args.server_command = tail
     if args.command in ("sessions", "chat"):  # clients of a running server: no server settings needed
         _client_command(args)
         return
@@ -207,6 +293,8 @@ def main(argv: list[str] | None = None) -> None:
         elif args.command == "db":
             asyncio.run(_db_upgrade(settings))
             print("database is at the newest schema", file=sys.stderr)
+        elif args.command == "mcp":
+            _mcp_command(settings, args)
         elif args.command == "users" and args.users_command == "create":
             print(asyncio.run(_create_user(settings, args.name, args.admin)))
         else:

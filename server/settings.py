@@ -135,6 +135,13 @@ class Settings(BaseSettings):
     push_queue_size: int = Field(default=1000, ge=1)
     # How long the Approve/Deny actions of an approval notification stay valid (and its TTL at the push service).
     push_action_seconds: float = Field(default=3600.0, ge=10, le=7 * 24 * 3600)
+    # MCP servers (docs/tools.md): the JSON file that configures them (unset: none), how long one tool call may
+    # take unless the server's own ``timeoutSeconds`` says otherwise, and how many calls run at once per server.
+    mcp_servers: str | None = None
+    mcp_call_timeout_seconds: float = Field(default=60.0, gt=0)
+    mcp_max_concurrent_calls: int = Field(default=4, ge=1, le=256)
+    # An MCP session no run has used for this long is closed (a stdio server's process ends with it).
+    mcp_idle_seconds: float = Field(default=600.0, gt=0)
     # A deleted session's rows (messages, events, queue, runs, tool calls, file references) are kept this long, so
     # a subscriber still catching up reads the session's end, then purged; every replica looks for them this often.
     deleted_session_retention_seconds: float = Field(default=60.0, ge=0)

@@ -111,6 +111,14 @@ export type SessionSummary = Pick<
 export type SessionChanges = Omit<Session, "tools" | "systemPrompt" | "defaults" | "metadata">
   & Partial<Pick<Session, "tools" | "systemPrompt" | "defaults" | "metadata">>;
 
+/** An MCP server the caller may enable on a session (`mcp.servers`), with its tools and their default policies. */
+export type McpPolicy = "ask" | "auto" | "deny";
+export type McpServerInfo = {
+  name: string; transport: "stdio" | "http"; approval: McpPolicy; description: string;
+  toolPolicies?: Record<string, McpPolicy>;
+  tools: { name: string; description: string; policy: McpPolicy }[]; error?: string;
+};
+
 /** A device signed in with a token of the caller's. */
 export type Device = { id: string; name: string; createdAt: number; lastUsedAt: number | null; current: boolean };
 
@@ -191,6 +199,7 @@ EVENT_TYPES: dict[str, str] = {
     "tool-call-start": "{ messageId: string; callId: string; name: string; index: number }",
     "tool-call-delta": "{ messageId: string; callId: string; offset: number; delta: string }",
     "stream-snapshot": "{ messageId: string; offset: number; text: string }",
+    "tool-call-progress": "{ callId: string; progress: number; total?: number; message?: string }",
 }
 
 # What each procedure returns: a wire model, or a TypeScript type over the names this file defines.
@@ -231,6 +240,7 @@ OUTPUTS: dict[str, type[BaseModel] | str] = {
     "auth.createLink": "{ id: string; url: string; code: string; expiresAt: number }",
     "auth.links": "PendingLink[]",
     "auth.revokeLink": "null",
+    "mcp.servers": "{ servers: McpServerInfo[] }",
     "auth.devices": "Device[]",
     "auth.revokeDevice": "null",
     "auth.renameDevice": "Device",

@@ -226,6 +226,8 @@ export type Session = {
   pinned: boolean;
   /** @default false */
   archived: boolean;
+  mcpServers: string[];
+  mcpTools: Record<string, Record<string, unknown>>;
 };
 export type SessionCreateInput = {
   /** min length 1; max length 64 */
@@ -242,6 +244,9 @@ export type SessionCreateInput = {
   toolMode?: "parallel" | "sequential" | null;
   busyPolicy?: "enqueue" | "reject" | "interrupt" | "steer" | null;
   disableStreaming?: boolean | null;
+  /** max items 64 */
+  mcpServers?: string[] | null;
+  mcpTools?: Record<string, unknown> | null;
   /** max length 500 */
   title?: string | null;
   metadata?: SessionMetadata | null;
@@ -304,6 +309,9 @@ export type SessionUpdateInput = {
   toolMode?: "parallel" | "sequential" | null;
   busyPolicy?: "enqueue" | "reject" | "interrupt" | "steer" | null;
   disableStreaming?: boolean | null;
+  /** max items 64 */
+  mcpServers?: string[] | null;
+  mcpTools?: Record<string, unknown> | null;
   /** min length 1; max length 64 */
   sessionId: string;
   pinned?: boolean | null;
@@ -446,6 +454,14 @@ export type SessionSummary = Pick<
 export type SessionChanges = Omit<Session, "tools" | "systemPrompt" | "defaults" | "metadata">
   & Partial<Pick<Session, "tools" | "systemPrompt" | "defaults" | "metadata">>;
 
+/** An MCP server the caller may enable on a session (`mcp.servers`), with its tools and their default policies. */
+export type McpPolicy = "ask" | "auto" | "deny";
+export type McpServerInfo = {
+  name: string; transport: "stdio" | "http"; approval: McpPolicy; description: string;
+  toolPolicies?: Record<string, McpPolicy>;
+  tools: { name: string; description: string; policy: McpPolicy }[]; error?: string;
+};
+
 /** A device signed in with a token of the caller's. */
 export type Device = { id: string; name: string; createdAt: number; lastUsedAt: number | null; current: boolean };
 
@@ -523,6 +539,7 @@ export type TextDeltaEvent = { type: "text-delta"; sessionId: string; messageId:
 export type ToolCallStartEvent = { type: "tool-call-start"; sessionId: string; messageId: string; callId: string; name: string; index: number; };
 export type ToolCallDeltaEvent = { type: "tool-call-delta"; sessionId: string; messageId: string; callId: string; offset: number; delta: string; };
 export type StreamSnapshotEvent = { type: "stream-snapshot"; sessionId: string; messageId: string; offset: number; text: string; };
+export type ToolCallProgressEvent = { type: "tool-call-progress"; sessionId: string; callId: string; progress: number; total?: number; message?: string; };
 
 /** Events written to the session's log: tracked by their own seq, delivered once each, in order. */
 export type DurableEvent =
@@ -551,7 +568,8 @@ export type StreamEvent =
   | TextDeltaEvent
   | ToolCallStartEvent
   | ToolCallDeltaEvent
-  | StreamSnapshotEvent;
+  | StreamSnapshotEvent
+  | ToolCallProgressEvent;
 export type SessionEvent = DurableEvent | StreamEvent;
 export type SessionEventType = SessionEvent["type"];
 
@@ -570,7 +588,7 @@ export type FeedEventItem = Tracked<FeedEvent> | ResyncRequired;
 
 /** Event types written to the log (the rest are streaming previews). */
 export const DURABLE_EVENT_TYPES: readonly DurableEvent["type"][] = ["message-completed", "message-created", "queue-cleared", "queue-message-added", "queue-message-removed", "queue-message-updated", "queue-paused", "queue-reordered", "queue-resumed", "run-aborted", "run-failed", "run-finished", "run-started", "session-deleted", "session-updated", "title-changed", "tool-approval-requested", "tool-approval-resolved", "tool-call-ready", "tool-call-result"];
-export const STREAM_EVENT_TYPES: readonly StreamEvent["type"][] = ["stream-snapshot", "text-delta", "tool-call-delta", "tool-call-start"];
+export const STREAM_EVENT_TYPES: readonly StreamEvent["type"][] = ["stream-snapshot", "text-delta", "tool-call-delta", "tool-call-progress", "tool-call-start"];
 
 // --- procedures ---
 
@@ -587,6 +605,7 @@ export interface Procedures {
   "draft.clear": { kind: "mutation"; input: DraftClearInput; output: DraftWrite };
   "draft.get": { kind: "query"; input: SessionRefInput; output: Draft };
   "draft.save": { kind: "mutation"; input: DraftSaveInput; output: DraftWrite };
+  "mcp.servers": { kind: "query"; input: void; output: { servers: McpServerInfo[] } };
   "message.addInstructions": { kind: "mutation"; input: AddInstructionsInput; output: { messages: Message[]; runId: string | null } };
   "message.clearQueue": { kind: "mutation"; input: SessionRefInput; output: null };
   "message.dequeueMessage": { kind: "mutation"; input: SessionRefInput; output: QueuedMessage | null };
@@ -646,6 +665,9 @@ export type AppRouter = TRPCBuiltRouter<
       clear: TRPCMutationProcedure<{ input: DraftClearInput; output: DraftWrite; meta: object }>;
       get: TRPCQueryProcedure<{ input: SessionRefInput; output: Draft; meta: object }>;
       save: TRPCMutationProcedure<{ input: DraftSaveInput; output: DraftWrite; meta: object }>;
+    };
+    mcp: {
+      servers: TRPCQueryProcedure<{ input: void; output: { servers: McpServerInfo[] }; meta: object }>;
     };
     message: {
       addInstructions: TRPCMutationProcedure<{ input: AddInstructionsInput; output: { messages: Message[]; runId: string | null }; meta: object }>;

@@ -10,6 +10,8 @@ from ..domain.models import (
     BusyPolicy,
     FileAttachment,
     GenerationDefaults,
+    McpName,
+    McpServerChoice,
     SessionMetadata,
     StrictInput,
     ToolDefinition,
@@ -52,6 +54,9 @@ class SessionSettings(StrictInput):
     tool_mode: ToolMode | None = None
     busy_policy: BusyPolicy | None = None
     disable_streaming: bool | None = None
+    # MCP servers the session's runs may use (docs/tools.md), and per server: policies and a tool filter.
+    mcp_servers: list[McpName] | None = Field(default=None, max_length=64)
+    mcp_tools: dict[McpName, McpServerChoice] | None = Field(default=None, max_length=64)
 
 
 class SessionCreate(SessionSettings, Idempotent):

@@ -16,7 +16,18 @@ from ..sync import admission
 from ..sync.delivery import Delivery
 from . import inputs
 
-FIELDS = ("provider", "model", "system_prompt", "defaults", "tools", "tool_mode", "busy_policy", "disable_streaming")
+FIELDS = (
+    "provider",
+    "model",
+    "system_prompt",
+    "defaults",
+    "tools",
+    "tool_mode",
+    "busy_policy",
+    "disable_streaming",
+    "mcp_servers",
+    "mcp_tools",
+)
 
 
 def _wire(value: Any) -> Any:
@@ -24,6 +35,8 @@ def _wire(value: Any) -> Any:
         return value.model_dump(mode="json", by_alias=True, exclude_none=True)
     if isinstance(value, list):
         return [_wire(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _wire(v) for k, v in value.items()}
     return value
 
 
@@ -37,6 +50,7 @@ def register(router: Router) -> None:
     async def create(ctx: Context, inp: inputs.SessionCreate) -> Any:
         user = ctx.require_user()
         fields = _given(inp, (*FIELDS, "title", "metadata", "queue_paused"))
+        ctx.services.mcp.check_choice(user, fields.get("mcp_servers"), fields.get("mcp_tools"))
         return await ctx.services.sessions.create(user, fields, request_key(user.id, "session.create", inp))
 
     @router.query("session.list", inputs.SessionList)
@@ -50,7 +64,9 @@ def register(router: Router) -> None:
     @router.mutation("session.update", inputs.SessionUpdate)
     async def update(ctx: Context, inp: inputs.SessionUpdate) -> Any:
         changes = _given(inp, (*FIELDS, "pinned", "archived"))
-        return await ctx.services.sessions.update(ctx.require_user(), inp.session_id, changes)
+        user = ctx.require_user()
+        ctx.services.mcp.check_choice(user, changes.get("mcp_servers"), changes.get("mcp_tools"))
+        return await ctx.services.sessions.update(user, inp.session_id, changes)
 
     @router.mutation("session.delete", inputs.SessionRef)
     async def delete(ctx: Context, inp: inputs.SessionRef) -> Any:

@@ -68,6 +68,7 @@ class SessionView:
         self.run: dict[str, Any] | None = None
         self.tool_calls: dict[str, dict[str, Any]] = {}  # callId -> tool-call-ready of the current run
         self.pending_approvals: dict[str, dict[str, Any]] = {}  # callId -> {callId, name, arguments}
+        self.tool_progress: dict[str, dict[str, Any]] = {}  # callId -> the latest tool-call-progress
         self.last_event_id: str | None = None
         self.connection: ConnectionState = "connecting"
         self.deleted = False
@@ -329,7 +330,11 @@ class SessionView:
             self.tool_calls, self.pending_approvals = {}, {}
         elif kind in ("run-finished", "run-failed", "run-aborted"):
             self.run = None
-            self.tool_calls, self.pending_approvals = {}, {}
+            self.tool_calls, self.pending_approvals, self.tool_progress = {}, {}, {}
+        elif kind == "tool-call-progress":
+            self.tool_progress[e["callId"]] = e
+        elif kind == "tool-call-result":
+            self.tool_progress.pop(e["callId"], None)
         elif kind == "tool-call-ready":
             self.tool_calls[e["callId"]] = e
         elif kind == "tool-approval-requested":

@@ -44,7 +44,7 @@ DurableEventType = Literal[
     "title-changed",
     "session-deleted",
 ]
-StreamEventType = Literal["text-delta", "tool-call-start", "tool-call-delta", "stream-snapshot"]
+StreamEventType = Literal["text-delta", "tool-call-start", "tool-call-delta", "stream-snapshot", "tool-call-progress"]
 DURABLE_EVENT_TYPES: frozenset[str] = frozenset(get_args(DurableEventType))
 EPHEMERAL_EVENT_TYPES: frozenset[str] = frozenset(get_args(StreamEventType))
 
@@ -329,6 +329,18 @@ def tool_call_start(session_id: str, message_id: str, call_id: str, name: str, i
     body = {"messageId": message_id, "callId": call_id, "name": name, "index": index}
     json = _stream(session_id, "tool-call-start", body)
     return EventEnvelope(session_id, None, "tool-call-start", json, message_id, published_at=time.time())
+
+
+def tool_call_progress(
+    session_id: str, call_id: str, progress: float, total: float | None, message: str | None
+) -> EventEnvelope:
+    """A server tool (an MCP tool) reported how far it got: ``progress`` of ``total`` (when known)."""
+    body: dict[str, Any] = {"callId": call_id, "progress": progress}
+    if total is not None:
+        body["total"] = total
+    if message:
+        body["message"] = message[:500]
+    return EventEnvelope(session_id, None, "tool-call-progress", _stream(session_id, "tool-call-progress", body))
 
 
 def tool_call_delta(session_id: str, message_id: str, call_id: str, offset: int, delta: str) -> EventEnvelope:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -57,6 +57,20 @@ class ToolDefinition(StrictInput):
     requires_approval: bool = False
 
 
+McpPolicy = Literal["ask", "auto", "deny"]
+# An MCP server's or tool's name as a session names it (the server checks it against what is configured).
+McpName = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.-]+$")]
+
+
+class McpServerChoice(StrictInput):
+    """A session's settings for one MCP server: its tools' policy (``approval``, then per tool), and ``only``: the
+    tools offered to the model (not given: all of them). The operator's ``deny`` cannot be loosened."""
+
+    approval: McpPolicy | None = None
+    tools: dict[McpName, McpPolicy] = Field(default_factory=dict, max_length=256)
+    only: list[McpName] | None = Field(default=None, max_length=256)
+
+
 class GenerationDefaults(StrictInput):
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_tokens: int | None = Field(default=None, ge=1, le=2**31 - 1)
@@ -95,6 +109,9 @@ class Session(WireModel):
     # Shown first in the owner's list / kept out of it (``session.list``'s ``archived``).
     pinned: bool = False
     archived: bool = False
+    # The MCP servers the session's runs may use, and the owner's settings for them (docs/tools.md).
+    mcp_servers: list[str] = Field(default_factory=list)
+    mcp_tools: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
 class ToolDecision(WireModel):

@@ -9,11 +9,15 @@ Choices made here:
   model as a line ``[Attached file: <path>]`` after the user's text.
 * The assistant message being streamed (empty, status ``streaming``) is left out; every other message is
   sent, interrupted ones included — ``server.llm.convert`` pairs their calls with synthesised results.
+* Images a tool returned (MCP tools, kept on the tool message with their bytes) follow the tool's result as a
+  user message holding them, so every provider gets them as it gets a user's images; ``server.llm.convert``
+  places it after all the step's results.
 * Generation defaults come from the session (``defaults`` holds camelCase keys as sent on the wire).
 """
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -92,8 +96,27 @@ def build_request(
         system_prompt=session.system_prompt,
         inputs=inputs,
     )
-    messages = tuple(to_message(r) for r in rows if r.id != exclude and not (r.role == "tool" and not r.tool_call_id))
-    return ChatRequest(messages=messages, options=options, tools=tool_definitions(session))
+    messages: list[Message] = []
+    for row in rows:
+        if row.id == exclude or (row.role == "tool" and not row.tool_call_id):
+            continue
+        messages.append(to_message(row))
+        if row.role == "tool" and row.attachments:
+            messages.append(tool_images(row))
+    return ChatRequest(messages=tuple(messages), options=options, tools=tool_definitions(session))
+
+
+def tool_images(row: MessageRow) -> Message:
+    """The images of a tool result as the user message the model gets them in."""
+    images = tuple(
+        Attachment(
+            name=str(a.get("name") or "image"),
+            media_type=str(a.get("mediaType") or "application/octet-stream"),
+            data=base64.b64decode(a.get("data") or ""),
+        )
+        for a in row.attachments
+    )
+    return Message(role="user", content=f"[Images returned by tool call {row.tool_call_id}]", attachments=images)
 
 
 Reader = Callable[[str], Awaitable[bytes]]

@@ -38,6 +38,7 @@ from ..store import repo
 from ..store.db import Database
 from ..store.models import ChatSession, utcnow
 from ..tools import ToolRegistry
+from ..tools.mcp import McpTools
 from .buffer import StreamBuffer
 from .run import RunLoop
 
@@ -76,6 +77,7 @@ class Orchestrator:
         buffer: StreamBuffer,
         *,
         files: FileReader | None = None,
+        mcp: McpTools | None = None,
     ) -> None:
         self.settings = settings
         # Uploaded files, read just before a request is built (None: attachments are named as unavailable).
@@ -87,6 +89,7 @@ class Orchestrator:
         self.bus = bus
         self.streams = bus.stream_buffer()
         self.tools = tools
+        self.mcp = mcp  # MCP servers' tools (docs/tools.md); the app opens and closes their sessions
         self.buffer = buffer
         self.owner = new_owner_id()
         # Other processes can only share our sessions through a networked bus.

@@ -51,6 +51,7 @@ from ..services.transitions import RunFailure
 from ..services.uow import SessionTx
 from ..store import repo
 from ..store.models import ChatSession, Message
+from . import mcp_tools
 from .history import build_request, has_files, load_files, notices
 from .turn import Turn
 
@@ -83,6 +84,8 @@ class RunLoop:
         self._streaming: str | None = None  # id of the message being streamed
         self._flushed = 0  # characters of it already written to its row
         self._files: dict[str, bytes] = {}  # uploaded files read by this run's steps, by id
+        self._mcp: mcp_tools.McpContext | None = None  # what the step's MCP tools are offered for
+        self._mcp_defs: dict[str, dict[str, Any]] = {}  # the MCP tools offered in the step, by name
         self._trace = tracing.RunTrace(session_id)  # the run's span and log ids (``server.tracing``)
 
     # --- control (called from the orchestrator) ------------------------------------------------------------
@@ -208,6 +211,7 @@ class RunLoop:
                 session, rows, exclude=message.id, inputs=self.o.model_inputs(provider_id, session.model)
             )
             owner_id = session.owner_id
+            self._mcp = await mcp_tools.context(tx.db, session)
         mid = message.id
         self.o.buffer.start(self.session_id, mid)
         await self.o.streams.started(self.session_id, mid)
@@ -228,6 +232,10 @@ class RunLoop:
         self, request: ChatRequest, owner_id: str, provider_id: str, streaming: bool, mid: str, result: StepResult
     ) -> None:
         """Load the request's uploaded files (outside any transaction, abortable), then run the model call."""
+        offered = [t for t in await mcp_tools.offer(self.o, self._mcp) if t.name not in {d.name for d in request.tools}]
+        self._mcp_defs = {t.name: t.definition() for t in offered}
+        if offered:
+            request = request.model_copy(update={"tools": request.tools + mcp_tools.definitions(offered)})
         if has_files(request):
             files = self.o.files
             read = None if files is None else (lambda file_id: files.read(owner_id, file_id))
@@ -312,7 +320,7 @@ class RunLoop:
                     notices=result.notices,
                 )
                 if calls:
-                    definitions = {t["name"]: t for t in tx.row.tools or ()}
+                    definitions = {**self._mcp_defs, **{t["name"]: t for t in tx.row.tools or ()}}
                     await transitions.register_tool_calls(tx, run, row, calls, definitions)
                 elif not await repo.steered_after(tx.db, self.session_id, run.id, row.ordinal):
                     transitions.end_run(tx, run, "finished", finish_reason=result.finish)
@@ -374,11 +382,11 @@ class RunLoop:
 
     @tracing.traced("tool call", lambda _self, call: {"tool": call.name, "call_id": call.id})
     async def _execute_one(self, call: Any) -> None:
-        result = await self.o.tools.execute(call.name, call.arguments, timeout=self.o.settings.tool_timeout_seconds)
+        result = await mcp_tools.execute(self.o, self.session_id, call)
         async with self._tx() as tx:
             row = await repo.get_tool_call(tx.db, self.session_id, call.id)
             if row is not None and not row.has_result:
-                await transitions.add_tool_result(tx, row, result.output, result.outcome)
+                await transitions.add_tool_result(tx, row, result.output, result.outcome, result.attachments)
 
     # --- heartbeat ----------------------------------------------------------------------------------------
 

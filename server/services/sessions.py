@@ -50,6 +50,8 @@ UPDATABLE = (
     "disable_streaming",
     "pinned",
     "archived",
+    "mcp_servers",
+    "mcp_tools",
 )
 _WIRE_NAMES = {"system_prompt": "systemPrompt"}
 # Settings every session has: ``session.update`` refuses null for them (``systemPrompt: null`` clears the prompt).
@@ -102,6 +104,8 @@ def new_session_row(
         defaults=fields.get("defaults") or {},
         tools=fields.get("tools") or [],
         tool_mode=fields.get("tool_mode") or "parallel",
+        mcp_servers=fields.get("mcp_servers") or [],
+        mcp_tools=fields.get("mcp_tools") or {},
         busy_policy=fields.get("busy_policy") or "enqueue",
         disable_streaming=bool(fields.get("disable_streaming")),
         meta=fields.get("metadata") or {},

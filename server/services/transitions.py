@@ -441,9 +441,17 @@ async def register_tool_calls(
     await tx.db.flush()
 
 
-async def add_tool_result(tx: SessionTx, call: ToolCallRow, output: str, outcome: ToolOutcome) -> Message:
-    """A tool result (a ``tool`` message), stored as soon as it exists."""
-    message = await add_message(tx, "tool", output, tool_call_id=call.id, outcome=outcome, run_id=call.run_id)
+async def add_tool_result(
+    tx: SessionTx,
+    call: ToolCallRow,
+    output: str,
+    outcome: ToolOutcome,
+    attachments: Sequence[dict[str, Any]] = (),
+) -> Message:
+    """A tool result (a ``tool`` message), stored as soon as it exists; ``attachments``: images it returned."""
+    message = await add_message(
+        tx, "tool", output, tool_call_id=call.id, outcome=outcome, run_id=call.run_id, attachments=list(attachments)
+    )
     call.has_result = True
     tx.emit(events.tool_call_result(call.id, output, outcome))
     return message

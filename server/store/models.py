@@ -172,6 +172,9 @@ class ChatSession(Base):
     defaults: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     tools: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
     tool_mode: Mapped[ToolMode] = mapped_column(String(16), default="parallel")
+    # MCP servers enabled for the session and the owner's settings per server (docs/tools.md).
+    mcp_servers: Mapped[list[str]] = mapped_column(JSON, default=list)
+    mcp_tools: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     busy_policy: Mapped[BusyPolicy] = mapped_column(String(16), default="enqueue")
     disable_streaming: Mapped[bool] = mapped_column(Boolean, default=False)
     meta: Mapped[dict[str, Any]] = mapped_column("metadata", JSON, default=dict)

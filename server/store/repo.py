@@ -210,6 +210,8 @@ def session_wire(row: ChatSession) -> wire.Session:
         updated_at=ms(row.updated_at),
         pinned=row.pinned,
         archived=row.archived,
+        mcp_servers=row.mcp_servers or [],
+        mcp_tools=row.mcp_tools or {},
     )
 
 

@@ -29,12 +29,26 @@ class ToolResult:
     is_error: bool = False
     # How the call ended; ``is_error`` is what a model is told, true for every outcome but ``ok``.
     outcome: ToolOutcome = "ok"
+    # Images the tool returned (MCP tools): ``{name, mediaType, size, data}`` with base64 ``data``, kept on the
+    # tool message and given to the model as a user's images are.
+    attachments: tuple[dict[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         if self.is_error and self.outcome == "ok":
             object.__setattr__(self, "outcome", "error")
         elif not self.is_error and self.outcome != "ok":
             object.__setattr__(self, "is_error", True)
+
+
+def parse_arguments(arguments: str) -> dict[str, Any] | ToolResult:
+    """A call's JSON arguments as an object, or the error result the model gets for them."""
+    try:
+        args = json.loads(arguments or "{}")
+    except ValueError:
+        return ToolResult("The arguments are not valid JSON.", True)
+    if not isinstance(args, dict):
+        return ToolResult("The arguments must be a JSON object.", True)
+    return args
 
 
 @dataclass
@@ -84,12 +98,9 @@ class ToolRegistry:
         tool = self._tools.get(name)
         if tool is None:
             return ToolResult(f"No server tool named {name!r} is registered.", True, "unknown-tool")
-        try:
-            args = json.loads(arguments or "{}")
-        except ValueError:
-            return ToolResult("The arguments are not valid JSON.", True)
-        if not isinstance(args, dict):
-            return ToolResult("The arguments must be a JSON object.", True)
+        args = parse_arguments(arguments)
+        if isinstance(args, ToolResult):
+            return args
         try:
             async with asyncio.timeout(timeout):
                 value = tool.fn(args)

@@ -192,7 +192,8 @@ class ChatApp(App[None]):
         for m in view.messages:
             widget = self._widgets.get(m.id)
             if widget is None:
-                widget = self._widgets[m.id] = MessageView(m)
+                servers = view.session.mcp_servers if view.session is not None else []
+                widget = self._widgets[m.id] = MessageView(m, servers)
                 new.append(widget)
             elif widget.key != message_key(m):
                 widget.show(m)

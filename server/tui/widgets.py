@@ -28,8 +28,16 @@ def message_key(m: Message) -> tuple[Any, ...]:
     return (m.content, m.status, tuple((c.name, c.arguments) for c in m.tool_calls or []), len(m.attachments))
 
 
+def tool_label(name: str, mcp_servers: list[str] | None = None) -> str:
+    """A tool's name as shown: ``MCP <server> · <tool>`` for a tool of one of the session's MCP servers."""
+    server, sep, tool = name.partition("__")
+    if sep and server in (mcp_servers or ()):
+        return f"MCP {server} · {tool}"
+    return name
+
+
 def attachment_label(a: dict[str, Any]) -> str:
-    if "fileId" in a:
+    if "fileId" in a or "data" in a:  # an uploaded file, or an image a tool returned
         return f"📎 {a.get('name', 'file')} ({a.get('mediaType', '?')}, {a.get('size', 0)} bytes)"
     return f"📎 {a.get('relativePath') or a.get('path')}"
 
@@ -42,10 +50,11 @@ class MessageView(Static):
     MessageView.user { background: $boost; }
     """
 
-    def __init__(self, message: Message) -> None:
+    def __init__(self, message: Message, mcp_servers: list[str] | None = None) -> None:
         super().__init__(classes=message.role)
         self.message_id = message.id
         self.key: tuple[Any, ...] = ()
+        self.mcp_servers = mcp_servers or []
         self.show(message)
 
     def show(self, m: Message) -> None:
@@ -59,7 +68,7 @@ class MessageView(Static):
         for a in m.attachments:
             text.append(f"\n{attachment_label(a)}", style="dim")
         for call in m.tool_calls or []:
-            text.append(f"\n⚙ {call.name} {call.arguments}", style="yellow")
+            text.append(f"\n⚙ {tool_label(call.name, self.mcp_servers)} {call.arguments}", style="yellow")
         self.update(text)
 
 
@@ -144,10 +153,11 @@ class ApprovalBar(Static):
         if pending:
             p = pending[0]
             more = f"  (+{len(pending) - 1} more)" if len(pending) > 1 else ""
+            servers = view.session.mcp_servers if view.session is not None else []
             self.update(
                 Text.assemble(
                     ("Tool wants to run: ", "bold"),
-                    f"{p['name']} {p['arguments']}",
+                    f"{tool_label(p['name'], servers)} {p['arguments']}",
                     more,
                     ("   ctrl+y approve · ctrl+d deny", "dim"),
                 )
@@ -173,6 +183,10 @@ class StatusLine(Static):
             if s.queue_paused:
                 text.append("  ·  queue paused", style="red")
             text.append(f"  ·  {s.provider}/{s.model}", style="dim")
+            for call_id, p in view.tool_progress.items():
+                name = tool_label(view.tool_calls.get(call_id, {}).get("name", "tool"), s.mcp_servers)
+                total = f"/{p['total']:g}" if p.get("total") is not None else ""
+                text.append(f"  ·  ⚙ {name} {p['progress']:g}{total} {p.get('message') or ''}".rstrip(), style="cyan")
             if view.deleted:
                 text.append("  ·  deleted", style="bold red")
         text.append("   ")

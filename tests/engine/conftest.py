@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 from engine_helpers import FAST
+
+# The providers' request checks (test_llm_convert_properties), for requests made of MCP tools and results.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "llm"))
 
 
 @pytest.fixture

@@ -30,6 +30,10 @@ CALLER_SCOPED = (
     "push.subscribe",
     "push.unsubscribe",
     "push.decide",  # its capability is the credential: a wrong one is UNAUTHORIZED for anyone
+    "mcp.servers",
+    "provider.list",
+    "tool.builtins",
+    "auth.watchDevices",
 )
 
 
@@ -70,6 +74,10 @@ def valid_input(path: str, sid: str, qid: str):
         "auth.revokeDevice": {"deviceId": "no-such-device"},
         "auth.renameDevice": {"deviceId": "no-such-device", "name": "phone"},
         "auth.links": None,
+        "mcp.servers": None,
+        "provider.list": None,
+        "tool.builtins": None,
+        "auth.watchDevices": None,
         "auth.revokeLink": {"linkId": "no-such-link"},
         "presence.update": {**base, "visible": True, "typing": True},
         "presence.leave": base,

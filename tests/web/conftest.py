@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 from served import CLIENT_JS, need, serve
-from web_support import DRIVER, ECHO_DELAY, MAX_FILE_BYTES, Driver, WebServer, build_app
+from web_support import DRIVER, ECHO_DELAY, MAX_FILE_BYTES, Driver, WebServer, build_app, mcp_config
 
 
 @pytest.fixture(scope="session")
@@ -17,11 +17,13 @@ def web_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebServer]:
     if not os.path.exists("/usr/bin/chromium"):
         pytest.fail("/usr/bin/chromium is missing (bash scripts/setup.sh --with-node installs Debian's)")
     build_app()
+    tmp = tmp_path_factory.mktemp("web")
     with serve(
-        tmp_path_factory.mktemp("web"),
+        tmp,
         ("alice", "bob", "carol", "dana"),  # dana: only the empty-state test uses her, so she starts with no chats
         ECHO_DELAY=ECHO_DELAY,
         MAX_FILE_BYTES=str(MAX_FILE_BYTES),
+        MCP_SERVERS=mcp_config(tmp),
         PUSH_ALLOW_INSECURE_ENDPOINTS="1",  # the push tests' push service listens on 127.0.0.1
     ) as served:
         yield WebServer(url=served.url, tokens=served.tokens, log=served.log, proc=served.proc)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.parse
@@ -101,6 +102,18 @@ class WebServer:
 
     def log_tail(self) -> str:
         return self.log.read_text(errors="replace")[-6000:]
+
+
+# An MCP server every user may enable (tests/engine/mcp_test_server.py over stdio; its tools ask by default).
+MCP_SERVER = "demo"
+
+
+def mcp_config(tmp: Path) -> str:
+    path = tmp / "mcp.json"
+    script = ROOT / "tests" / "engine" / "mcp_test_server.py"
+    server = {"command": [sys.executable, str(script)], "approval": "ask"}
+    path.write_text(json.dumps({"servers": {MCP_SERVER: server}}))
+    return str(path)
 
 
 def build_app() -> None:

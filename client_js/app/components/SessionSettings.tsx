@@ -4,6 +4,7 @@ import { $session } from "../stores/conversation";
 import { $builtinTools, $providers, firstModel, loadCatalog } from "../stores/catalog";
 import { regenerateTitle, updateSettings } from "../stores/actions";
 import { act } from "../stores/call";
+import { McpSettings, useMcpSettings } from "./McpSettings";
 import type { BusyPolicy, ProviderInfo, Session, ToolDefinition } from "../lib/chatsync";
 
 const POLICIES: [BusyPolicy, string][] = [
@@ -39,6 +40,7 @@ function SettingsForm({ session, onDone }: { session: Session; onDone: () => voi
     () => new Set(session.tools.filter(isServerTool).map(toolName)),
   );
   const [titleMethod, setTitleMethod] = useState<"truncate" | "model">("model");
+  const mcp = useMcpSettings(session);
   const chosen = providers?.find((p) => p.id === provider) ?? null;
   const builtinNames = new Set((builtins ?? []).map((t) => t.name));
   // Tools the session declared itself (client tools, or server tools under other names): listed, kept as they are.
@@ -55,6 +57,7 @@ function SettingsForm({ session, onDone }: { session: Session; onDone: () => voi
       systemPrompt: prompt.trim() ? prompt : null,
       busyPolicy: policy,
       ...(builtins ? { tools } : {}),
+      ...mcp.changes(),
     });
     onDone();
   };
@@ -113,6 +116,7 @@ function SettingsForm({ session, onDone }: { session: Session; onDone: () => voi
           </>
         )}
       </fieldset>
+      <McpSettings {...mcp} />
       <label>While answering, a new message
         <select value={policy} onChange={(e) => setPolicy(e.currentTarget.value as BusyPolicy)}>
           {POLICIES.map(([v, label]) => <option key={v} value={v}>{label}</option>)}
@@ -138,7 +142,8 @@ function SettingsForm({ session, onDone }: { session: Session; onDone: () => voi
   );
 }
 
-/** "Session settings": provider and model (from what the server offers), system prompt, the server's tools,
+/** "Session settings": provider and model (from what the server offers), system prompt, the server's tools, the
+ * MCP servers the user may enable (McpSettings.tsx),
  * what Enter does while the model answers, and the title; saved with one session.update for every device. */
 export function SessionSettings() {
   const session = useStore($session);

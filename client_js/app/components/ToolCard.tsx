@@ -1,6 +1,7 @@
 import { useStore } from "@nanostores/preact";
-import { useState } from "preact/hooks";
-import { $toolCalls, type ToolCallState } from "../stores/conversation";
+import { useEffect, useState } from "preact/hooks";
+import { $session, $toolCalls, type ToolCallState } from "../stores/conversation";
+import { $toolProgress, mcpToolOf } from "../stores/mcp";
 import type { ToolOutcome } from "../lib/chatsync";
 import { approve } from "../stores/actions";
 import { act } from "../stores/call";
@@ -27,12 +28,27 @@ function prettyArguments(args: string): string {
   }
 }
 
+/** An image a tool returned, from a blob: URL made from its bytes (revoked when the card goes). */
+function ToolImage({ image, alt }: { image: ToolCallState["images"][number]; alt: string }) {
+  const [src, setSrc] = useState<string | null>(null);
+  useEffect(() => {
+    const bytes = Uint8Array.from(atob(image.data), (ch) => ch.charCodeAt(0));
+    const url = URL.createObjectURL(new Blob([bytes], { type: image.mediaType }));
+    setSrc(url);
+    return () => URL.revokeObjectURL(url);
+  }, [image.data, image.mediaType]);
+  return src ? <img class="tool-image" src={src} alt={alt} /> : null;
+}
+
 /** A tool call: its arguments (streaming in), status, approval and result — a group named "Tool call: NAME"
  * whose status says how it ended. Any device may approve. */
 export function ToolCard({ callId }: { callId: string }) {
   const c = useStore($toolCalls).get(callId);
+  const session = useStore($session);
+  const progress = useStore($toolProgress)[callId];
   const [sending, setSending] = useState(false);
   if (!c) return null;
+  const mcp = mcpToolOf(c.name, session?.mcpServers ?? []);
   const decide = (approved: boolean) => {
     setSending(true);
     void act(approved ? "Approving" : "Denying", () => approve(callId, approved)).finally(() => setSending(false));
@@ -41,9 +57,17 @@ export function ToolCard({ callId }: { callId: string }) {
   return (
     <div class="tool" role="group" aria-labelledby={headingId} data-call-id={callId}
          data-outcome={c.result?.outcome ?? "open"}>
-      <h2 id={headingId} class="tool-name">Tool call: {c.name}</h2>
+      <h2 id={headingId} class="tool-name">Tool call: {mcp ? mcp.tool : c.name}</h2>
+      {mcp && <p class="tool-server">MCP server: {mcp.server}</p>}
       <pre class="tool-args">{prettyArguments(c.arguments)}</pre>
       <p class="tool-status"><span class="tool-mark" aria-hidden="true" />{statusText(c)}</p>
+      {progress && !c.result && (
+        <p class="tool-progress">
+          <progress max={progress.total ?? undefined} value={progress.progress}
+                    aria-label={`Progress of ${mcp ? mcp.tool : c.name}`} />
+          {progress.message ? ` ${progress.message}` : ""}
+        </p>
+      )}
       {c.approval === "pending" && (
         <div class="tool-actions">
           <button type="button" class="primary" disabled={sending} onClick={() => decide(true)}>Approve</button>
@@ -58,6 +82,9 @@ export function ToolCard({ callId }: { callId: string }) {
       {c.result && (
         <pre class={c.result.outcome === "ok" ? "tool-result" : "tool-result error"}>{c.result.output}</pre>
       )}
+      {c.images.map((image, i) => (
+        <ToolImage key={i} image={image} alt={`${image.name} returned by ${mcp ? mcp.tool : c.name}`} />
+      ))}
     </div>
   );
 }

@@ -4,6 +4,7 @@
 import { atom, computed } from "nanostores";
 import { $client } from "./auth";
 import { announceRuns } from "./run-announcements";
+import { $toolProgress, SHOWN_IMAGE_TYPES, trackProgress } from "./mcp";
 import type {
   Decision, Message, OpenSession, QueueItem, RunView, Session, ToolCallPreview, ToolOutcome,
 } from "../lib/chatsync";
@@ -20,6 +21,8 @@ export interface ToolCallState {
   decidedBy: string | null;
   /** Its result and how the call ended (ok, error, denied, unknown-tool, cancelled). */
   result: { output: string; outcome: ToolOutcome } | null;
+  /** Images the tool returned (MCP tools), shown under its result. */
+  images: { name: string; mediaType: string; data: string }[];
 }
 
 export const $sessionId = atom<string | null>(null);
@@ -47,18 +50,19 @@ export const $toolCalls = computed([$messages, $run, $previews, $decisions], (me
         const d = c.decision;
         calls.set(c.id, { callId: c.id, name: c.name, arguments: c.arguments, phase: "ready",
                           approval: d ? (d.approved ? "approved" : "denied") : null,
-                          decidedBy: d ? d.deviceName || "another device" : null, result: null });
+                          decidedBy: d ? d.deviceName || "another device" : null, result: null, images: [] });
       }
     } else if (m.role === "tool" && m.toolCallId && calls.has(m.toolCallId)) {
       const c = calls.get(m.toolCallId)!;
       c.phase = "done";
       c.result = { output: m.content, outcome: m.outcome ?? "ok" };
+      c.images = toolImages(m.attachments);
     }
   }
   for (const [callId, p] of Object.entries(previews)) {
     if (!calls.has(callId)) {
       calls.set(callId, { callId, name: p.name, arguments: p.arguments, phase: "streaming", approval: null,
-                          decidedBy: null, result: null });
+                          decidedBy: null, result: null, images: [] });
     }
   }
   for (const p of run?.pendingToolCalls ?? []) {
@@ -77,6 +81,13 @@ export const $toolCalls = computed([$messages, $run, $previews, $decisions], (me
   }
   return calls;
 });
+
+function toolImages(attachments: readonly Record<string, unknown>[] | undefined): ToolCallState["images"] {
+  return (attachments ?? []).flatMap((a) =>
+    typeof a.data === "string" && typeof a.mediaType === "string" && SHOWN_IMAGE_TYPES.includes(a.mediaType)
+      ? [{ name: String(a.name ?? "image"), mediaType: a.mediaType, data: a.data }]
+      : []);
+}
 
 /** Calls whose cards belong to a message that is still streaming (tool-call-start came before it completed). */
 export function previewsOf(messageId: string): string[] {
@@ -116,6 +127,7 @@ export function openSession(sessionId: string): void {
     s.decisions.subscribe((v) => $decisions.set(v)),
     s.toolCallPreviews.subscribe((v) => $previews.set(v)),
     s.onEvent(announceRuns),
+    s.onEvent(trackProgress),
     s.status.subscribe((status) => {
       if (status === "live" || status === "resyncing") $loadState.set("ready");
       else if (status === "deleted") $loadState.set("missing");
@@ -137,5 +149,6 @@ export function close(): void {
   $run.set(null);
   $decisions.set({});
   $previews.set({});
+  $toolProgress.set({});
   $loadState.set("idle");
 }
