@@ -147,13 +147,13 @@ export const scenarios = {
       }
       const steps = {};
       steps.enqueued = await sameQueue(pages, (l) => l.length === 3, "three queued items on both devices");
-      const heading = await d2.page.getByRole("heading", { name: /message\(s\) queued/ }).textContent();
+      const heading = await d2.page.getByRole("heading", { name: /messages? queued/ }).textContent();
       const busyWhileQueued = await busy(d1.page);
       await checkpoint("enqueued", { lists: steps.enqueued, heading });
 
       // Device 2 holds the queue, so nothing leaves it when the answer ends, whenever that is.
       await d2.page.getByRole("button", { name: "Pause queue" }).click();
-      await d1.page.getByRole("heading", { name: "3 message(s) queued (paused)" }).waitFor();
+      await d1.page.getByRole("heading", { name: "3 messages queued (paused)" }).waitFor();
       await checkpoint("paused", { lists: await Promise.all(pages.map(queueTexts)) });
 
       // Device 2 edits the second item in place.
@@ -183,7 +183,7 @@ export const scenarios = {
 
       // Device 1 lets the queue flow again; nothing leaves it before the long answer ends.
       await d1.page.getByRole("button", { name: "Resume queue" }).click();
-      await d2.page.getByRole("heading", { name: "2 message(s) queued" }).waitFor();
+      await d2.page.getByRole("heading", { name: "2 messages queued" }).waitFor();
       await checkpoint("resumed", { lists: await Promise.all(pages.map(queueTexts)) });
 
       // Device 1 sends the first item now: the answer in progress stops, that item is sent, and the last
@@ -363,7 +363,8 @@ export const scenarios = {
         await waitIdle(p);
       }
       const after = [await assistantTexts(d1.page), await assistantTexts(d2.page)];
-      const endings = await log(d1.page).locator(".msg-ending").allTextContents();
+      const endings = [await log(d1.page).locator(".msg-ending").allTextContents(),
+                       await log(d2.page).locator(".msg-ending").allTextContents()];
       return { atStop, after, endings, problems: problems() };
     });
   },

@@ -10,6 +10,7 @@ import { LinkPrompt } from "./LinkPrompt";
 import { Sidebar } from "./Sidebar";
 import { Conversation } from "./Conversation";
 import { Devices } from "./Devices";
+import { startOutbox } from "../stores/outbox";
 import { ConnectionStatus } from "./ConnectionStatus";
 import { RunStatus } from "./RunStatus";
 
@@ -35,7 +36,8 @@ function Shell() {
   useEffect(() => {
     if (!client) return;
     startSessions();
-    return () => { stopSessions(); closeConversation(); };
+    const stopOutbox = startOutbox();
+    return () => { stopSessions(); closeConversation(); stopOutbox(); };
   }, [client]);
   useEffect(() => setMenu(false), [route]);
   return (

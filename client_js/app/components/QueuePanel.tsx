@@ -4,6 +4,7 @@ import { $queue, $session } from "../stores/conversation";
 import { clearQueue, moveQueued, pauseQueue, resumeQueue } from "../stores/actions";
 import { act } from "../stores/call";
 import { QueueItem } from "./QueueItem";
+import { plural } from "../lib/plural";
 
 /** Messages typed while the model answers, sent one by one when it is done; the same list on every device. */
 export function QueuePanel() {
@@ -20,7 +21,7 @@ export function QueuePanel() {
   return (
     <section class="queue" aria-labelledby="queue-heading">
       <div class="queue-head">
-        <h2 id="queue-heading">{queue.length} message(s) queued{paused ? " (paused)" : ""}</h2>
+        <h2 id="queue-heading">{plural(queue.length, "message")} queued{paused ? " (paused)" : ""}</h2>
         {paused
           ? <button type="button" onClick={() => act("Resuming the queue", resumeQueue)}>Resume queue</button>
           : <button type="button" onClick={() => act("Pausing the queue", pauseQueue)}>Pause queue</button>}
