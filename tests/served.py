@@ -13,7 +13,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -55,9 +55,34 @@ class Served:
     log: Path
     proc: subprocess.Popen[bytes]
     suite_ran: bool = False  # set by a test that ran a whole suite against it (for checks made afterwards)
+    env: dict[str, str] = field(default_factory=dict)
+    command: tuple[str, ...] = ()
 
     def log_tail(self, chars: int = 8000) -> str:
         return self.log.read_text(errors="replace")[-chars:]
+
+    def stop(self) -> None:
+        """Stops the server (SIGTERM, as an operator would); the database stays."""
+        _stop(self.proc)
+
+    def start(self) -> None:
+        """Starts it again on the same port and database, and waits until it answers."""
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                self.command, env=self.env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            )
+        wait_healthy(self.url, self.proc, self.log)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=5)
 
 
 def _create_user(env: dict[str, str], name: str) -> str:
@@ -105,21 +130,12 @@ def serve(
     tokens = {name: _create_user(env, name) for name in users}
     log = tmp / "server.log"
     url = f"http://127.0.0.1:{port}"
+    command = (*command_prefix, str(CHATSYNC), "serve")
     with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [*command_prefix, str(CHATSYNC), "serve"],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
+        proc = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    served = Served(url=url, tokens=tokens, log=log, proc=proc, env=env, command=command)
     try:
         wait_healthy(url, proc, log)
-        yield Served(url=url, tokens=tokens, log=log, proc=proc)
+        yield served
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+        served.stop()

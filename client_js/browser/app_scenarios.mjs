@@ -364,7 +364,8 @@ export const scenarios = {
         await waitIdle(p);
       }
       const after = [await assistantTexts(d1.page), await assistantTexts(d2.page)];
-      const endings = await log(d1.page).locator(".msg-ending").allTextContents();
+      const endings = [await log(d1.page).locator(".msg-ending").allTextContents(),
+                       await log(d2.page).locator(".msg-ending").allTextContents()];
       return { atStop, after, endings, problems: problems() };
     });
   },

@@ -1,7 +1,7 @@
 // The conversation keeping the reader's place and saying what went wrong: tool calls that end each their own way,
 // the log following the newest message, failures with their reason and Retry, messages written while the server
 // is away. Run by app_driver.mjs for tests/web; every control is found by its role and accessible name.
-import { axeScan, devices, openApp, until, words } from "./app_helpers.mjs";
+import { axeScan, connection, devices, openApp, until, words } from "./app_helpers.mjs";
 
 const log = (page) => page.getByRole("log", { name: "Conversation" });
 const messageBox = (page) => page.getByRole("textbox", { name: "Message" });
@@ -57,7 +57,7 @@ export const coreScenarios = {
    * takes them to it. */
   async follow({ browser, url, token, viewport, checkpoint }) {
     return devices(browser, url, [{ token, viewport }, { token, viewport }], async ([d1, d2], problems) => {
-      await openApp(d1.page, "/");
+      await openApp(d1.page, "/devices"); // not "/", which opens the newest chat by itself
       await newChat(d1.page);
       const checks = [];
       const inView = async (label) => {
@@ -111,6 +111,101 @@ export const coreScenarios = {
       await staysInView(d2.page, "after Jump to latest");
       await jump.waitFor({ state: "detached" });
       return { checks, count, awayVisible: away.visible, topBefore, topAfter, axe, problems: problems() };
+    });
+  },
+
+  /** A chat whose answer failed while no device looked at it: the other device's sidebar marks it failed until
+   * the chat is opened; the answer says why, also after a reload; Retry answers again. */
+  async failure({ browser, url, token, sessionId, title }) {
+    return devices(browser, url, [{ token }, { token, viewport: { width: 390, height: 844 } }], async ([d1, d2], problems) => {
+      await openApp(d2.page, "/devices"); // not "/", which opens the newest chat
+      const nav = d2.page.getByRole("navigation", { name: "Sessions" });
+      if (!(await nav.isVisible())) await d2.page.getByRole("button", { name: "Chats" }).click();
+      const row = nav.getByRole("listitem").filter({ has: d2.page.getByRole("link", { name: new RegExp(title) }) });
+      const badges = async () => (await row.count()) ? row.locator(".badge").allTextContents()
+                                                      : [`no row; rows: ${await nav.getByRole("listitem").allTextContents()}`];
+      const badgeBefore = await until(badges, (b) => b.includes("failed"), { what: "the failed mark" });
+      await openApp(d1.page, `/s/${sessionId}`);
+      const ending = log(d1.page).locator("[data-role=assistant] .msg-ending p");
+      await ending.first().waitFor();
+      const shown = await ending.allTextContents();
+      // looked at on device 1: device 2's mark goes
+      const badgeAfter = await until(badges, (b) => !b.includes("failed"), { what: "the failed mark to go" });
+      await d1.page.reload();
+      await ending.first().waitFor();
+      const afterReload = await ending.allTextContents();
+      const axe = await axeScan(d1.page);
+      await log(d1.page).getByRole("button", { name: "Retry", exact: true }).click();
+      await answersDone(d1.page, 2);
+      await log(d1.page).getByRole("button", { name: "Retry", exact: true }).waitFor({ state: "detached" });
+      const answers = await log(d1.page).locator("[data-role=assistant]").evaluateAll((els) =>
+        els.map((e) => ({ status: e.dataset.status, text: (e.querySelector(".md")?.textContent || "").trim() })));
+      return { badgeBefore, badgeAfter, shown, afterReload, answers, axe, problems: problems() };
+    });
+  },
+
+  /** A message written while the server is stopped shows at once as waiting, survives a reload made while the
+   * server is still away (the service worker serves the app), and is sent once when the server is back. The test
+   * stops the server at "ready" and starts it at "reloaded". */
+  async offline({ browser, url, token, sessionId, text, checkpoint }) {
+    return devices(browser, url, [{ token }], async ([d], problems) => {
+      const { page } = d;
+      await openApp(page, `/s/${sessionId}`);
+      await page.waitForFunction(async () => !!(await navigator.serviceWorker.ready) && !!navigator.serviceWorker.controller);
+      await checkpoint("ready", {});
+      await connection(page).getByText(/^(connecting|reconnecting)$/).waitFor();
+      await send(page, text);
+      const pending = log(page).locator("[data-role=pending]");
+      await pending.getByText("Waiting for connection", { exact: true }).waitFor();
+      const box = await messageBox(page).inputValue();
+      const shown = (await pending.locator(".plain").textContent()).trim();
+      const sent = await pending.getAttribute("data-client-request-id");
+      await page.reload();
+      await pending.getByText("Waiting for connection", { exact: true }).waitFor();
+      const afterReload = { text: (await pending.locator(".plain").textContent()).trim(),
+                            id: await pending.getAttribute("data-client-request-id") };
+      await checkpoint("reloaded", {});
+      await log(page).locator("[data-role=user]").filter({ hasText: text }).waitFor();
+      await pending.waitFor({ state: "detached" });
+      await answersDone(page, 1);
+      const users = await log(page).locator("[data-role=user] .plain").allTextContents();
+      // While the server was away the browser itself reports the refused connections; nothing else may show.
+      const away = /ERR_CONNECTION_REFUSED|WebSocket connection to .* failed|Failed to load resource/;
+      return { box, shown, sent, afterReload, users, problems: problems().filter((p) => !away.test(p)) };
+    });
+  },
+
+  /** Every message has a bar (shown on hover): when it was written, "Copy" (as written: Markdown) and, on answers,
+   * "Copy as plain text" (as read). */
+  async message_actions({ browser, url, token, sessionId }) {
+    return devices(browser, url, [{ token }], async ([d], problems) => {
+      const { page } = d;
+      await d.context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: url });
+      await openApp(page, `/s/${sessionId}`);
+      const answer = log(page).locator("[data-role=assistant]").last();
+      await answer.locator(".md").waitFor();
+      const bar = answer.getByRole("toolbar", { name: "Message actions" });
+      const hidden = await bar.evaluate((el) => getComputedStyle(el).opacity);
+      await answer.hover();
+      await until(() => bar.evaluate((el) => getComputedStyle(el).opacity), (o) => o === "1", { what: "the bar on hover" });
+      const time = bar.locator("time");
+      const stamp = { text: await time.textContent(), iso: await time.getAttribute("datetime"),
+                      title: await time.getAttribute("title") };
+      const clipboard = () => page.evaluate(() => navigator.clipboard.readText());
+      await page.evaluate(() => navigator.clipboard.writeText(""));
+      await bar.getByRole("button", { name: "Copy", exact: true }).click();
+      const markdown = await until(clipboard, (t) => t !== "", { what: "the answer as Markdown" });
+      await page.evaluate(() => navigator.clipboard.writeText(""));
+      await bar.getByRole("button", { name: "Copy as plain text", exact: true }).click();
+      const plain = await until(clipboard, (t) => t !== "", { what: "the answer as plain text" });
+      const user = log(page).locator("[data-role=user]").last();
+      await user.hover();
+      const userActions = await user.getByRole("toolbar", { name: "Message actions" }).getByRole("button").allTextContents();
+      await page.evaluate(() => navigator.clipboard.writeText(""));
+      await user.getByRole("button", { name: "Copy", exact: true }).click();
+      const userCopy = await until(clipboard, (t) => t !== "", { what: "the user's message" });
+      const axe = await axeScan(page);
+      return { hidden, stamp, markdown, plain, userActions, userCopy, axe, problems: problems() };
     });
   },
 

@@ -105,6 +105,14 @@ export type Message = {
   clientRequestId: string | null;
   notices: Notice[] | null;
   outcome: "ok" | "error" | "denied" | "unknown-tool" | "cancelled" | null;
+  error: MessageError | null;
+  stoppedBy: StoppedBy | null;
+};
+export type MessageError = {
+  code: string;
+  message: string;
+  /** @default false */
+  retryable: boolean;
 };
 export type MessageListInput = {
   /** min length 1; max length 64 */
@@ -322,6 +330,12 @@ export type SetTitleInput = {
   sessionId: string;
   /** min length 1; max length 500 */
   title: string;
+};
+export type StoppedBy = {
+  userId: string;
+  userName: string;
+  deviceId: string | null;
+  deviceName: string | null;
 };
 export type SubmitOutputsInput = {
   /** min length 1; max length 64 */

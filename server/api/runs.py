@@ -11,4 +11,4 @@ from . import inputs
 def register(router: Router) -> None:
     @router.mutation("run.abort", inputs.SessionRef)
     async def abort(ctx: Context, inp: inputs.SessionRef) -> Any:
-        return await ctx.services.runs.abort(ctx.require_user(), inp.session_id)
+        return await ctx.services.runs.abort(ctx.require_user(), inp.session_id, (ctx.device_id, ctx.device_name))

@@ -140,6 +140,23 @@ class Notice(WireModel):
     message: str
 
 
+class MessageError(WireModel):
+    """Why an answer did not finish: a ``run-failed`` error (``code``: a provider's or ``interrupted``, ...)."""
+
+    code: str
+    message: str
+    retryable: bool = False
+
+
+class StoppedBy(WireModel):
+    """Who stopped an answer (``run.abort``); the device is None for a token that is no device."""
+
+    user_id: str
+    user_name: str
+    device_id: str | None = None
+    device_name: str | None = None
+
+
 class Message(WireModel):
     id: str
     session_id: str
@@ -159,6 +176,9 @@ class Message(WireModel):
     notices: list[Notice] | None = None
     # Tool results only: how the call ended (``ToolOutcome``); ``None`` on every other message.
     outcome: ToolOutcome | None = None
+    # An answer that did not finish (status ``interrupted`` or ``error``): why it failed, or who stopped it.
+    error: MessageError | None = None
+    stopped_by: StoppedBy | None = None
 
 
 class QueuedMessage(WireModel):

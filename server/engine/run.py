@@ -296,7 +296,7 @@ class RunLoop:
                 error = transitions.run_error(code, "The model's response could not be used.", retryable=True)
             if error is not None:
                 transitions.complete_message(
-                    tx, row, status="error", content=text, finish_reason="error", notices=result.notices
+                    tx, row, status="error", content=text, finish_reason="error", notices=result.notices, error=error
                 )
                 transitions.end_run(tx, run, "failed", error=error, pause=True)
                 transitions.go_idle(tx)

@@ -396,15 +396,20 @@ class RunService:
 
     # --- run.abort --------------------------------------------------------------------------------------
 
-    async def abort(self, user: User, session_id: str) -> dict[str, Any]:
+    async def abort(
+        self, user: User, session_id: str, device: tuple[str | None, str | None] = (None, None)
+    ) -> dict[str, Any]:
+        """Stop the run; ``device``: (id, name) of the device asking, kept on the answer it stops."""
         signal = False
+        by = {"userId": user.id, "userName": user.name, "deviceId": device[0], "deviceName": device[1]}
         async with self.uow.session(user, session_id) as tx:
             row = tx.row
             if row.run_id is None:
                 return {"aborted": False}
             if row.status == "requires-action" or (not lease_live(row) and self.o.local_loop(session_id) is None):
-                await transitions.stop_run(tx, "aborted")  # no process drives it
+                await transitions.stop_run(tx, "aborted", stopped_by=by)  # no process drives it
             else:
+                await transitions.mark_stopping(tx, by)
                 row.abort_requested = True
                 row.abort_then_send = False  # Stop wins over a send-now waiting for this abort: the queue pauses
                 signal = True

@@ -119,10 +119,13 @@ def complete_message(
     usage: dict[str, int] | None = None,
     tool_calls: list[dict[str, str]] | None = None,
     notices: list[dict[str, Any]] | None = None,
+    error: dict[str, Any] | None = None,
 ) -> None:
     """``notices``: what the user is told about the step's request (files the model got only a placeholder for,
-    docs/attachments.md), kept on the message."""
+    docs/attachments.md), kept on the message. ``error``: why it failed (``run_error``), kept on it too."""
     row.status, row.content, row.finish_reason = status, content, finish_reason
+    if error is not None:
+        row.error = error
     if usage is not None:
         row.usage = usage
     if tool_calls:
@@ -327,6 +330,7 @@ async def stop_run(
     live_text: tuple[str, str] | None = None,
     owner: str = "",
     lease_seconds: float = 0.0,
+    stopped_by: dict[str, Any] | None = None,
 ) -> Run | None:
     """Stop the session's run (``run_id``, by default the row's): every message still streaming is kept as it
     stands, marked ``interrupted`` (``live_text``, ``(message id, text)``, is the newer text of the message this
@@ -334,12 +338,22 @@ async def stop_run(
 
     A failure pauses the queue (nothing queued is sent behind the user's back). So does a plain abort; an abort
     that made room for the queue's head (``abort_then_send``) sends the head at once, claimed for ``owner``,
-    and returns the run it started."""
+    and returns the run it started.
+
+    Each message it ends keeps why, shown on it wherever it is read: the failure's ``error``, or who stopped it
+    (``stopped_by``, or who asked for the abort while it streamed, :func:`mark_stopping`). A failure with no
+    message streaming gets an empty answer of status ``error`` holding the reason."""
     finish_reason = "aborted" if outcome == "aborted" else "error"
-    for row in await repo.streaming_messages(tx.db, tx.row.id):
+    streaming = await repo.streaming_messages(tx.db, tx.row.id)
+    for row in streaming:
         content = live_text[1] if live_text is not None and row.id == live_text[0] else row.content
-        complete_message(tx, row, status="interrupted", content=content, finish_reason=finish_reason)
+        if outcome == "aborted" and stopped_by is not None:
+            row.stopped_by = stopped_by
+        complete_message(tx, row, status="interrupted", content=content, finish_reason=finish_reason, error=error)
     run_id = run_id or tx.row.run_id
+    if outcome == "failed" and not streaming:
+        failed = await add_message(tx, "assistant", status="error", run_id=run_id)
+        complete_message(tx, failed, status="error", content="", finish_reason="error", error=error)
     if run_id:
         await cancel_open_calls(tx, run_id)
     run = await repo.get_run(tx.db, run_id) if run_id else None
@@ -348,6 +362,12 @@ async def stop_run(
     end_run(tx, run, "failed", error=error, pause=True)
     go_idle(tx)
     return None
+
+
+async def mark_stopping(tx: SessionTx, stopped_by: dict[str, Any]) -> None:
+    """An abort was asked for while an answer streams: the answer will say who stopped it once it ends."""
+    for row in await repo.streaming_messages(tx.db, tx.row.id):
+        row.stopped_by = stopped_by
 
 
 async def recover(tx: SessionTx) -> None:

@@ -297,6 +297,8 @@ def message_wire(row: Message) -> wire.Message:
         client_request_id=row.client_request_id,
         notices=[wire.Notice.model_validate(n) for n in row.notices] if row.notices else None,
         outcome=row.outcome,
+        error=wire.MessageError.model_validate(row.error) if row.error else None,
+        stopped_by=wire.StoppedBy.model_validate(row.stopped_by) if row.stopped_by else None,
     )
 
 

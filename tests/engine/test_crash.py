@@ -67,6 +67,7 @@ async def test_kill_9_mid_stream_then_restart(tmp_path):
             user, answer = snap["messages"]
             assert user["content"] == LONG
             assert answer["status"] == "interrupted" and answer["runId"] == run["runId"]
+            assert answer["error"]["code"] == "interrupted" and answer["stoppedBy"] is None
             partial = answer["content"]
             assert partial and LONG.startswith(partial) and len(partial) < len(LONG)
             assert len(partial.split()) >= seen // 2  # flushed about once every 0.2 s, so most of it

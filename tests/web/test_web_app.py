@@ -150,7 +150,10 @@ def test_stop_from_the_other_device(web_server: WebServer, browser: Driver) -> N
     server = answers(api, sid)
     assert seen["after"][0] == seen["after"][1] == texts(server)
     assert seen["after"][0][0] == seen["atStop"][0][0]  # no token after the stop
-    assert seen["endings"] == ["Stopped"]
+    # both browsers hold the same token, so the server sees one device stop it: each says "Stopped by you"
+    stopped_by = api.messages(sid)[1]["stoppedBy"]
+    assert stopped_by["userName"] == "alice" and stopped_by["deviceId"]
+    assert seen["endings"] == [["Stopped by you"], ["Stopped by you"]]
 
 
 def test_enter_while_composing_sends_nothing(web_server: WebServer, browser: Driver) -> None:

@@ -5,14 +5,26 @@ the judge of what the server holds."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
-from web_support import Driver, WebServer
+from served import Served, serve
+from web_support import Api, Driver, WebServer
 
 
 def no_problems(result: dict[str, Any]) -> None:
     assert result["problems"] == [], result["problems"]
+
+
+def wait_idle(api: Any, session_id: str) -> None:
+    """Until the session has no run in progress, read from ``session.get`` (each read waits on the server)."""
+    for _ in range(600):
+        if api.query("session.get", {"sessionId": session_id})["run"] is None:
+            return
+    raise AssertionError("the run did not end")
 
 
 def tool_results(api: Any, session_id: str) -> list[tuple[str, str]]:
@@ -51,4 +63,77 @@ def test_the_conversation_follows_new_messages_unless_the_reader_scrolled_up(
     # the reader who scrolled up stayed there while two messages arrived, and was told so
     assert seen["count"] == "2 new messages"
     assert seen["awayVisible"] is False and seen["topAfter"] == seen["topBefore"]
+    assert seen["axe"] == []
+
+
+def test_a_failed_answer_says_why_after_a_reload_and_retries(web_server: WebServer, browser: Driver) -> None:
+    api = web_server.api("bob")
+    title = "flaky provider chat"
+    sid = api.mutate("session.create", {"title": title})["id"]
+    # sent by a client that is no browser, while no device looks at the chat: it fails once, then answers
+    api.mutate("message.send", {"sessionId": sid, "content": "please answer\n/fail times=1 the provider is overloaded"})
+    wait_idle(api, sid)
+    seen = browser.run("failure", token=web_server.tokens["bob"], sessionId=sid, title=title)
+    no_problems(seen)
+    assert "failed" in seen["badgeBefore"] and "failed" not in seen["badgeAfter"]
+    assert seen["shown"] == seen["afterReload"] == ["Failed: the provider is overloaded"]
+    messages = api.messages(sid)
+    failed, retried = [m for m in messages if m["role"] == "assistant"]
+    assert failed["error"]["message"] == "the provider is overloaded" and failed["status"] == "error"
+    assert retried["status"] == "complete" and retried["content"] == "please answer"
+    assert [m["role"] for m in messages].count("user") == 1  # Retry sends no message of its own
+    assert seen["answers"] == [{"status": "error", "text": ""}, {"status": "complete", "text": "please answer"}]
+    assert seen["axe"] == []
+
+
+@pytest.fixture
+def restartable(tmp_path: Path) -> Iterator[Served]:
+    """A server of its own, which the test stops and starts again (same port, same database)."""
+    with serve(tmp_path, ("dana",), ECHO_DELAY="0.01") as served:
+        yield served
+
+
+def test_a_message_written_while_the_server_is_down_is_sent_once_when_it_is_back(
+    restartable: Served, browser: Driver
+) -> None:
+    api = Api(restartable.url, restartable.tokens["dana"])
+    sid = api.mutate("session.create", {"title": "written offline"})["id"]
+    text = "written while the server was away"
+
+    def step(label: str, data: Any) -> None:
+        if label == "ready":
+            restartable.stop()
+        elif label == "reloaded":
+            restartable.start()
+
+    seen = browser.run("offline", step, url=restartable.url, token=restartable.tokens["dana"], sessionId=sid, text=text)
+    no_problems(seen)
+    assert seen["box"] == "" and seen["shown"] == text  # the box emptied, the message shown at once
+    assert seen["afterReload"] == {"text": text, "id": seen["sent"]}  # kept across the reload, same request id
+    users = [m for m in api.messages(sid) if m["role"] == "user"]
+    assert [(m["content"], m["clientRequestId"]) for m in users] == [(text, seen["sent"])]  # sent once
+    assert seen["users"] == [text]
+
+
+def test_copy_a_message_as_markdown_or_plain_text_and_see_when_it_was_written(
+    web_server: WebServer, browser: Driver
+) -> None:
+    api = web_server.api("carol")
+    sid = api.mutate("session.create", {"title": "copy me"})["id"]
+    text = "Some **bold** words and a [link](https://example.com/a)."
+    api.mutate("message.send", {"sessionId": sid, "content": text})
+    wait_idle(api, sid)
+    seen = browser.run("message_actions", token=web_server.tokens["carol"], sessionId=sid)
+    no_problems(seen)
+    user, answer = api.messages(sid)
+    assert seen["hidden"] == "0"  # the bar waits for the pointer (or the keyboard's focus)
+    assert seen["markdown"] == answer["content"] == text  # as written
+    assert seen["plain"] == "Some bold words and a link."  # as read
+    assert seen["userCopy"] == user["content"]
+    assert seen["userActions"] == ["Copy"]
+    # the time it was written, exact in the machine-readable value, spelt out in the tooltip
+    assert seen["stamp"]["iso"] == datetime.fromtimestamp(answer["createdAt"] / 1000, UTC).isoformat(
+        timespec="milliseconds"
+    ).replace("+00:00", "Z")
+    assert seen["stamp"]["text"] and len(seen["stamp"]["title"]) > len(seen["stamp"]["text"])
     assert seen["axe"] == []

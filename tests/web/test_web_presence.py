@@ -62,5 +62,6 @@ def test_a_push_to_the_service_worker_shows_a_notification_with_approve_and_deny
     assert seen["shown"] == [
         {"title": "Plans", "body": "Approve calculator?", "tag": "s-1:approval-needed", "actions": ["approve", "deny"]}
     ]
-    # The worker keeps the app shell only: the page and its hashed assets, never the API or user data.
-    assert "/" in seen["cached"] and all(p == "/" or p.startswith("/assets/") for p in seen["cached"])
+    # The worker keeps the app shell only: the page, its hashed assets, icon and manifest; never the API or user data.
+    shell = {"/", "/favicon.svg", "/manifest.json", "/icon-192.png"}
+    assert "/" in seen["cached"] and all(p in shell or p.startswith("/assets/") for p in seen["cached"])

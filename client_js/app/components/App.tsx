@@ -11,6 +11,7 @@ import { LinkPrompt } from "./LinkPrompt";
 import { newChat, Sidebar } from "./Sidebar";
 import { Conversation } from "./Conversation";
 import { Devices } from "./Devices";
+import { startOutbox } from "../stores/outbox";
 import { ConnectionStatus } from "./ConnectionStatus";
 import { RunStatus } from "./RunStatus";
 
@@ -42,7 +43,8 @@ function Shell() {
   useEffect(() => {
     if (!client) return;
     startSessions();
-    return () => { stopSessions(); closeConversation(); };
+    const stopOutbox = startOutbox();
+    return () => { stopSessions(); closeConversation(); stopOutbox(); };
   }, [client]);
   useEffect(() => {
     setMenu(false);

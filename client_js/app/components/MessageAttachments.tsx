@@ -3,6 +3,7 @@ import { fileAttachments, formatSize, type FileAttachmentInfo } from "../lib/cha
 import { fileBlob, saveFile } from "../stores/files";
 import { act } from "../stores/call";
 import { ImagePreview } from "./ImagePreview";
+import { plural } from "../lib/plural";
 
 /** An image attachment, fetched with the token and shown from a blob: URL this view revokes when it goes; a
  * click shows it at full size (ImagePreview). */
@@ -61,5 +62,5 @@ export function MessageAttachments({ list }: { list: readonly Record<string, unk
 
 /** "1 attachment", "3 attachments". */
 export function attachmentCount(n: number): string {
-  return n === 1 ? "1 attachment" : `${n} attachments`;
+  return plural(n, "attachment");
 }

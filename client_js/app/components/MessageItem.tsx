@@ -5,6 +5,8 @@ import type { Message } from "../lib/chatsync";
 import { Markdown } from "./Markdown";
 import { MessageAttachments } from "./MessageAttachments";
 import { ToolCard } from "./ToolCard";
+import { MessageEnding } from "./MessageEnding";
+import { MessageBar } from "./MessageActions";
 
 /** Calls of the message still streaming: their cards appear with tool-call-start, before the message completes. */
 function StreamingToolCalls({ messageId }: { messageId: string }) {
@@ -18,8 +20,6 @@ function Notices({ m }: { m: Message }) {
   return <>{m.notices.map((n) => <p class="msg-notice" key={n.fileId + n.message}>{n.message}</p>)}</>;
 }
 
-const ENDINGS: Record<string, string> = { interrupted: "Stopped", error: "Failed" };
-
 /** One message of the log. Memoised on the message object: a token for another message leaves it alone. */
 export const MessageItem = memo(function MessageItem({ m }: { m: Message }) {
   if (m.role === "tool") return null; // shown inside its tool call's card
@@ -32,6 +32,7 @@ export const MessageItem = memo(function MessageItem({ m }: { m: Message }) {
         <span class="sr-only">You: </span>
         {m.content && <p class="plain">{m.content}</p>}
         <MessageAttachments list={m.attachments} />
+        <MessageBar m={m} />
       </div>
     );
   }
@@ -43,8 +44,9 @@ export const MessageItem = memo(function MessageItem({ m }: { m: Message }) {
       {(m.content || !m.toolCalls?.length) && <Markdown text={m.content} final={!streaming} />}
       {streaming ? <StreamingToolCalls messageId={m.id} />
                  : m.toolCalls?.map((c) => <ToolCard key={c.id} callId={c.id} />)}
-      {ENDINGS[m.status] && <p class="msg-ending">{ENDINGS[m.status]}</p>}
+      <MessageEnding m={m} />
       <Notices m={m} />
+      <MessageBar m={m} />
     </div>
   );
 });

@@ -1,9 +1,12 @@
 import { useStore } from "@nanostores/preact";
 import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import { memo } from "preact/compat";
-import { $hasEarlier, $messages, $streaming, loadEarlier } from "../stores/conversation";
+import { $hasEarlier, $messages, $sessionId, $streaming, loadEarlier } from "../stores/conversation";
+import { $outbox } from "../stores/outbox";
 import type { Message } from "../lib/chatsync";
 import { MessageItem } from "./MessageItem";
+import { PendingMessages } from "./PendingMessages";
+import { plural } from "../lib/plural";
 import { $sends } from "../stores/actions";
 
 // A long history is shown newest first: the last messages at once, older ones added in slices between
@@ -47,6 +50,7 @@ export function MessageLog() {
   const messages = useStore($messages);
   const streaming = useStore($streaming);
   const hasEarlier = useStore($hasEarlier);
+  const outbox = useStore($outbox);
   const [loading, setLoading] = useState(false);
   const earlier = () => {
     setLoading(true);
@@ -76,9 +80,10 @@ export function MessageLog() {
   };
   useLayoutEffect(() => {
     if (follow.current) toEnd();
+    // (outbox: a message waiting for the connection shows at the end, like a new one)
     // Only for messages growing at the end: older slices added above keep the view where it is by the
     // browser's scroll anchoring, without forcing a layout of the whole log for each slice.
-  }, [messages]);
+  }, [messages, outbox]);
   useEffect(() => {
     // The log also changes size without a new message: the queue panel opens below it, the window
     // turns, a message first laid out off screen gets its real height. A reader following stays at the end.
@@ -111,6 +116,7 @@ export function MessageLog() {
   };
   const byUser = () => { userInput.current = performance.now(); };
   const fresh = countNew(messages, away);
+  const pendingHere = outbox.some((o) => o.sessionId === $sessionId.get());
   return (
     <div class="log-frame">
       <div ref={ref} class="log" role="log" aria-label="Conversation" aria-busy={streaming ? "true" : "false"}
@@ -122,15 +128,16 @@ export function MessageLog() {
               Load earlier messages
             </button>
           )}
-          {messages.length === 0 && <p class="empty">No messages yet. Say something below.</p>}
+          {messages.length === 0 && !pendingHere && <p class="empty">No messages yet. Say something below.</p>}
           {pages.map((p) => <Page key={p.start} messages={p.messages} />)}
+          <PendingMessages />
         </div>
       </div>
       {away && (
         <div class="jump-latest">
           <button type="button" onClick={jump} aria-describedby="jump-count">Jump to latest</button>
           <span id="jump-count" class="jump-count">
-            {fresh ? `${fresh} new ${fresh === 1 ? "message" : "messages"}` : "no new messages"}
+            {fresh ? plural(fresh, "new message") : "no new messages"}
           </span>
         </div>
       )}

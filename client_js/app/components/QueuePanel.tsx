@@ -5,6 +5,7 @@ import { clearQueue, moveQueued, pauseQueue, resumeQueue } from "../stores/actio
 import { act } from "../stores/call";
 import { QueueItem } from "./QueueItem";
 import { ConfirmButton } from "./ConfirmButton";
+import { plural } from "../lib/plural";
 
 /** Messages typed while the model answers, sent one by one when it is done; the same list on every device. */
 export function QueuePanel() {
@@ -23,9 +24,7 @@ export function QueuePanel() {
   return (
     <section class="queue" aria-labelledby="queue-heading">
       <div class="queue-head">
-        <h2 id="queue-heading">
-          {queue.length === 1 ? "1 message queued" : `${queue.length} messages queued`}{paused ? " (paused)" : ""}
-        </h2>
+        <h2 id="queue-heading">{plural(queue.length, "message")} queued{paused ? " (paused)" : ""}</h2>
         {paused
           ? <button type="button" onClick={() => act("Resuming the queue", resumeQueue)}>Resume queue</button>
           : <button type="button" onClick={() => act("Pausing the queue", pauseQueue)}>Pause queue</button>}

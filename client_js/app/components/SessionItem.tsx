@@ -39,7 +39,9 @@ export function SessionItem({ s, current }: { s: SessionSummary; current: boolea
         <span class="session-meta">
           {STATUS[s.status] && <span class={`badge badge-${s.status}`}>{STATUS[s.status]}</span>}
           {!!s.queueLength && <span class="badge">{s.queueLength} queued</span>}
-          {s.unread && <span class="badge badge-unread">unread</span>}
+          {/* A failed answer stays marked until its chat is looked at (the session itself is idle again). */}
+          {s.unread && s.attention === "failure" && s.status !== "error" && <span class="badge badge-error">failed</span>}
+          {s.unread && s.attention !== "failure" && <span class="badge badge-unread">unread</span>}
         </span>
       </a>
       {mode === "confirm" ? (

@@ -4,6 +4,7 @@ import type { Session } from "../../src/index";
 
 export {
   createChatsyncClient, errorCode, FileRequestError, fileAttachments, formatSize, newClientRequestId, TOKEN_REVOKED,
+  ConnectionClosedError, isNoAnswer, wireAttachments,
   type ChatsyncClient, type ConnectionState, type OpenSession, type SessionList, type SessionListItem,
   type Message, type QueueItem, type RunView, type Session, type Device, type PendingLink, type Decision,
   type ToolCallPreview, type ToolOutcome, type ProviderInfo, type ToolDefinitionInfo, type SessionSettings,

@@ -1,8 +1,10 @@
 // The app's service worker (docs/web.md "Installing the app"): it keeps the app shell (the page and its hashed
 // assets) so the app opens without a network, and it shows Web Push notifications (docs/devices.md). It never
-// caches the API, files or anything else of the user's: only "/" and /assets/.
-const SHELL = "chatsync-shell-v1";
+// caches the API, files or anything else of the user's: only "/", /assets/ and the app's icon and manifest.
+const SHELL = "chatsync-shell-v2";
 const APP_ROUTES = /^\/($|s\/[^/]+$|devices$|link$)/;
+// The app's own small files the page names (icon, manifest): kept too, so a start without a network is clean.
+const STATIC = ["/favicon.svg", "/manifest.json", "/icon-192.png"];
 
 self.addEventListener("install", (event) => {
   // The page and the hashed assets it names, so the next start works without a network.
@@ -13,6 +15,7 @@ self.addEventListener("install", (event) => {
     const assets = [...new Set((await page.clone().text()).match(/\/assets\/[^"'\s>]+/g) ?? [])];
     await cache.put("/", page);
     await cache.addAll(assets);
+    await cache.addAll(STATIC).catch(() => {}); // optional: the shell works without them
     await self.skipWaiting();
   })());
 });
@@ -28,7 +31,10 @@ self.addEventListener("fetch", (event) => {
   const request = event.request;
   const url = new URL(request.url);
   if (request.method !== "GET" || url.origin !== self.location.origin) return;
-  if (request.mode === "navigate" && APP_ROUTES.test(url.pathname)) {
+  if (STATIC.includes(url.pathname)) {
+    // The network's when it answers, else the kept copy.
+    event.respondWith(fetch(request).catch(async () => (await caches.match(url.pathname)) ?? Response.error()));
+  } else if (request.mode === "navigate" && APP_ROUTES.test(url.pathname)) {
     // The page: the network's when it answers (a new build), else the kept one.
     event.respondWith((async () => {
       try {

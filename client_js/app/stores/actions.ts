@@ -2,7 +2,8 @@
 // writes carry a clientRequestId and are retried after a drop without being applied twice). The server's
 // events, not these calls' replies, update what every device shows.
 import { atom } from "nanostores";
-import { $run, current } from "./conversation";
+import { $run, $sessionId, current } from "./conversation";
+import { sendMessage } from "./outbox";
 import { announce } from "./announcer";
 import { errorCode, type AttachmentInput, type SessionSettings, type UploadedFile } from "../lib/chatsync";
 
@@ -11,14 +12,28 @@ export const $sends = atom(0);
 
 /** Sends what was typed: an idle session answers it at once; a busy one queues or steers it (its policy). */
 export async function send(content: string, attachments: readonly UploadedFile[] = []): Promise<void> {
+  const sessionId = $sessionId.get();
+  if (!sessionId) throw new Error("No chat is open");
   $sends.set($sends.get() + 1);
-  const res = await current().send(content, attachments.length ? { attachments } : {});
-  if (res.status === "queued") announce("Message queued");
+  // Kept until the server has it: shown at once, sent again when the connection is back (stores/outbox.ts).
+  const res = await sendMessage(sessionId, content, attachments);
+  if (res === null) announce("Waiting for connection: the message is sent when the server is back");
+  else if (res.status === "queued") announce("Message queued");
   else if (res.status === "steered") announce("Message sent into the current answer");
 }
 
+/** Answers the conversation again as it stands (after a failed answer): a run with no new message. */
+export const retry = () => current().addInstructions([], true);
+
+/** Runs this page stopped: their answers read "Stopped by you" even where the server knows no device name. */
+export const stoppedHere = new Set<string>();
+
 /** Stops the answer on every device: the server aborts the run (the partial answer is kept). */
-export const stop = () => current().abort();
+export function stop(): Promise<unknown> {
+  const run = $run.get()?.id;
+  if (run) stoppedHere.add(run);
+  return current().abort();
+}
 
 export async function approve(callId: string, approved: boolean): Promise<void> {
   try {

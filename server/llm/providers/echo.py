@@ -173,7 +173,10 @@ class EchoProvider(Provider):
     def _should_fail(self, request: ChatRequest, directives: Directives) -> bool:
         if directives.fail_times is None:
             return True
-        key = hashlib.sha256(request.model_dump_json().encode()).hexdigest()
+        # The conversation as a provider reads it: an empty failed answer left in the history changes nothing,
+        # so answering the same history again (a retry) counts as the same request.
+        seen = request.model_dump_json(exclude={"messages"}) + repr(normalize(request.messages))
+        key = hashlib.sha256(seen.encode()).hexdigest()
         failed = self._failures.get(key, 0)
         if failed >= directives.fail_times:
             self._failures.pop(key, None)
