@@ -46,6 +46,7 @@ from .services.sessions import SessionService
 from .services.titles import TitleService
 from .services.unread import UnreadService
 from .services.uow import UnitOfWork
+from .services.versions import VersionService
 from .settings import Settings
 from .store import migrate
 from .store.db import Database
@@ -75,6 +76,7 @@ class Services:
     tools: ToolRegistry
     orchestrator: Orchestrator
     runs: RunService
+    versions: VersionService
     titles: TitleService
     files: Files
     devices: revocation.DeviceConnections
@@ -164,6 +166,7 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
             tools=tools,
             orchestrator=orchestrator,
             runs=runs,
+            versions=VersionService(runs),
             titles=orchestrator.titles,
             files=files,
             presence=presence,

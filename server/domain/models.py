@@ -109,6 +109,13 @@ class Notice(WireModel):
     message: str
 
 
+class Versions(WireModel):
+    """A message's place among its versions (the messages with its parent): ``index`` 0-based, in creation order."""
+
+    index: int
+    count: int
+
+
 class Message(WireModel):
     id: str
     session_id: str
@@ -126,6 +133,13 @@ class Message(WireModel):
     client_request_id: str | None = None
     # An answer's notices: files of the messages it answers that the model was given only as a placeholder.
     notices: list[Notice] | None = None
+    # The message before it on its branch (None: the first of a branch from the start).
+    parent_id: str | None = None
+    # Where the message stands among its versions, and their ids (in creation order, this one included):
+    # given by ``session.get``, ``message.list``, ``branch-changed`` and a new message's ``message-created``;
+    # absent (null) where the reader keeps what it had (``message-completed``).
+    versions: Versions | None = None
+    sibling_ids: list[str] | None = None
 
 
 class QueuedMessage(WireModel):
