@@ -88,6 +88,7 @@ class RunLoop:
         self._streaming: str | None = None  # id of the message being streamed
         self._flushed = 0  # characters of it already written to its row
         self._files: dict[str, bytes] = {}  # uploaded files read by this run's steps, by id
+        self._cut: tuple[str, str] | None = None  # (message id, text) of the last step's stream as it ended
 
     # --- control (called from the orchestrator) ------------------------------------------------------------
 
@@ -233,6 +234,7 @@ class RunLoop:
             else:
                 await self._finish_step(mid, result)
         finally:
+            self._cut = self._live_text(mid)  # what a shutdown cutting this step short hands over
             self.o.buffer.end(self.session_id, mid)
             self._streaming = None
             await self.o.streams.ended(self.session_id, mid)
@@ -384,7 +386,7 @@ class RunLoop:
         it, and it was not continued once already. Otherwise the run fails with ``interrupted``."""
         if self.run_id is None:
             return
-        live = self._live_text(self._streaming)
+        live = self._live_text(self._streaming) or self._cut
         if live is not None and self.o.settings.resume_interrupted_answers and not self.abort_requested:
             async with self._tx() as tx:
                 run = await repo.get_run(tx.db, self.run_id)
@@ -394,12 +396,16 @@ class RunLoop:
                     release(tx.row)
                     self.run_id = None
                     return
-        await self._fail(RunFailure.INTERRUPTED, "The server stopped before the answer finished.", retryable=True)
+        await self._fail(
+            RunFailure.INTERRUPTED, "The server stopped before the answer finished.", retryable=True, live=live
+        )
 
-    async def _fail(self, code: RunFailure, message: str, *, retryable: bool = False) -> None:
+    async def _fail(
+        self, code: RunFailure, message: str, *, retryable: bool = False, live: tuple[str, str] | None = None
+    ) -> None:
         if self.run_id is None:
             return
-        live = self._live_text(self._streaming)
+        live = live or self._live_text(self._streaming)
         async with self._tx() as tx:
             error = transitions.run_error(code, message, retryable=retryable)
             await transitions.stop_run(tx, "failed", error=error, run_id=self.run_id, live_text=live)
