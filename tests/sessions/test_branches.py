@@ -321,3 +321,26 @@ async def test_each_procedure_retried_after_a_lost_reply_makes_nothing_twice(tre
         users = [m for m in snap["messages"] if m["role"] == "user"]
         assert len(users) == 1
         assert len((await c.query("session.list", {}))["items"]) == 2 and fork_reply["id"] != sid
+
+
+async def test_titles_follow_the_first_message_of_the_active_path_unless_the_user_named_it(tree):
+    async with tree.client("alice") as c:
+        untitled = (await c.mutation("session.create", {}))["id"]
+        first = await c.mutation("message.send", {"sessionId": untitled, "content": "Packing list for Lyon"})
+        await idle(c, untitled)
+        assert (await c.query("session.get", {"sessionId": untitled}))["session"]["title"] == "Packing list for Lyon"
+        await c.mutation(
+            "message.edit", {"sessionId": untitled, "messageId": first["message"]["id"], "content": "Trains to Lyon"}
+        )
+        snap = await idle(c, untitled)
+        assert (snap["session"]["title"], snap["session"]["titleSource"]) == ("Trains to Lyon", "truncate")
+        await c.mutation("session.switchBranch", {"sessionId": untitled, "messageId": first["message"]["id"]})
+        snap = await c.query("session.get", {"sessionId": untitled})
+        assert snap["session"]["title"] == "Packing list for Lyon"
+
+        named = (await c.mutation("session.create", {"title": "My trip"}))["id"]
+        sent = await c.mutation("message.send", {"sessionId": named, "content": "Packing list"})
+        await idle(c, named)
+        await c.mutation("message.edit", {"sessionId": named, "messageId": sent["message"]["id"], "content": "Trains"})
+        snap = await idle(c, named)
+        assert (snap["session"]["title"], snap["session"]["titleSource"]) == ("My trip", "user")

@@ -14,7 +14,7 @@ import {
   type SessionState,
   type StreamEvent,
 } from "../router.gen.js";
-import { applyStreamEvent, messagesFromSnapshot, putMessage, type MessagesState } from "./messages.js";
+import { applyStreamEvent, changeBranch, messagesFromSnapshot, putMessage, type MessagesState } from "./messages.js";
 import { applyQueueEvent, queueFromSnapshot, type QueueState } from "./queue.js";
 import { applyPreviewDurable, applyPreviewStream, emptyPreviews, type PreviewsState } from "./previews.js";
 import { applyRunEvent, decisionOf, runFromSnapshot, type Decision, type RunView } from "./run.js";
@@ -80,9 +80,14 @@ function applySession(session: Session, e: DurableEvent): Session {
   }
 }
 
-function applyDurable(state: SessionSyncState, e: DurableEvent): SessionSyncState {
-  let messages = state.messages;
-  if (e.type === "message-created" || e.type === "message-completed") messages = putMessage(messages, e.message);
+function applyDurable(state: SessionSyncState, e: DurableEvent): SessionSyncState | null {
+  let messages: MessagesState | null = state.messages;
+  if (e.type === "message-created" || e.type === "message-completed" || e.type === "message-continued") {
+    messages = putMessage(messages, e.message);
+  } else if (e.type === "branch-changed") {
+    messages = changeBranch(messages, e.parentId, e.path);
+    if (messages === null) return null;
+  }
   return {
     ...state,
     session: applySession(state.session, e),
@@ -112,7 +117,9 @@ export function applyTracked(
   const seq = Number(id);
   if (!Number.isFinite(seq) || seq <= state.lastSeq) return { state, outcome: "duplicate" };
   if (seq !== state.lastSeq + 1) return { state, outcome: "resync" };
-  return { state: { ...applyDurable(state, event), lastSeq: seq }, outcome: "applied" };
+  const next = applyDurable(state, event);
+  if (next === null) return { state, outcome: "resync" }; // a branch whose start this copy does not hold
+  return { state: { ...next, lastSeq: seq }, outcome: "applied" };
 }
 
 /** Apply a run of tracked items in order; stops at the first that asks for a resync. */
