@@ -9,6 +9,7 @@ import asyncio
 import gc
 import logging
 import sys
+from typing import Any
 
 from .settings import Settings, SettingsError, load_settings
 
@@ -54,6 +55,22 @@ async def _create_user(settings: Settings, name: str, admin: bool) -> str:
         return token
 
 
+async def _link_base(db: Any, settings: Settings, given: str | None) -> str:
+    """Where a ``chatsync link`` points: ``--url``, else ``CHATSYNC_PUBLIC_URL``, else the address the server
+    started last on this database says it listens on, else the configured host and port."""
+    from .services import addresses
+
+    if given:
+        return given.rstrip("/")
+    if settings.public_url:
+        return settings.link_base()
+    running = await addresses.latest(db)
+    if running:
+        print(f"link for the server listening at {running} (--url to name another address)", file=sys.stderr)
+        return running
+    return settings.link_base()
+
+
 async def _auth_command(settings: Settings, args: argparse.Namespace) -> None:
     """``users delete``, ``tokens ...`` and ``link``: the database directly, no server needed."""
     import json
@@ -76,7 +93,8 @@ async def _auth_command(settings: Settings, args: argparse.Namespace) -> None:
             await auth.delete_user(args.name)
             print(f"deleted user {args.name!r} and revoked {len(ids)} token(s)", file=sys.stderr)
         elif args.command == "link":
-            link = await SignInLinks(db).create_for(args.user, args.device, settings.link_base())
+            base = await _link_base(db, settings, args.url)
+            link = await SignInLinks(db).create_for(args.user, args.device, base)
             print(link["url"])
             if not args.no_qr:
                 _print_qr(link["url"])
@@ -149,6 +167,12 @@ def build_parser() -> argparse.ArgumentParser:
     p_link.add_argument("--user", default="owner", help="whose device it signs in (default: owner)")
     p_link.add_argument("--device", default=None, help="a name for the new device")
     p_link.add_argument("--no-qr", action="store_true", help="print the link only")
+    p_link.add_argument(
+        "--url",
+        type=_http_url,
+        default=None,
+        help="the address other devices reach the server at (default: CHATSYNC_PUBLIC_URL, else where it runs)",
+    )
 
     from . import cli_sessions
 
@@ -158,6 +182,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p_chat.add_argument("session", nargs="?", default=None, help="session id (default: the newest, or a new one)")
     return parser
+
+
+def _http_url(value: str) -> str:
+    if not value.startswith(("http://", "https://")) or len(value) > 2000:
+        raise argparse.ArgumentTypeError("must be an http:// or https:// address")
+    return value
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import resource
+import socket
 from typing import Any
 
 import uvicorn
@@ -12,6 +13,7 @@ from . import logredact
 from .app import ChatsyncApp, drain_app
 from .rpc.uvicorn_http import HttpGate, guarded_http_protocol, http_gate
 from .rpc.uvicorn_ws import LeanWebSocketProtocol
+from .services import addresses
 from .settings import Settings, is_loopback
 
 log = logging.getLogger("chatsync")
@@ -53,6 +55,7 @@ class ChatsyncServer(uvicorn.Server):
 
     def __init__(self, config: uvicorn.Config) -> None:
         super().__init__(config)
+        self._instance = addresses.instance_id()
         # uvicorn types ``Config.app`` loosely (any ASGI app or an import string); ours is built by create_app.
         self.app: ChatsyncApp = config.app  # type: ignore[assignment]
 
@@ -62,6 +65,30 @@ class ChatsyncServer(uvicorn.Server):
         self._bound_connections()
         self._warn_about_links()
         await super().startup(sockets)
+        await self._record_address()
+
+    def listening_url(self) -> str | None:
+        """``http://host:port`` of the first TCP socket this server listens on (the port it really got), with a
+        wildcard host named as loopback (as ``Settings.link_base`` does); ``None`` for a Unix socket or fd."""
+        for server in self.servers:
+            for sock in server.sockets:
+                if sock.family not in (socket.AF_INET, socket.AF_INET6):
+                    continue
+                host, port = sock.getsockname()[:2]
+                if host in ("0.0.0.0", "::", ""):
+                    host = "127.0.0.1"
+                return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+        return None
+
+    async def _record_address(self) -> None:
+        url = self.listening_url()
+        services = self.app.state.chatsync.get("services")
+        if url is None or services is None:
+            return
+        try:
+            await addresses.record(services.db, self._instance, url)
+        except Exception:  # links then name the configured address, as before
+            log.warning("could not record this server's address for `chatsync link`", exc_info=True)
 
     def _bound_connections(self) -> None:
         before, now = raise_descriptor_limit()
@@ -94,6 +121,12 @@ class ChatsyncServer(uvicorn.Server):
     async def shutdown(self, sockets: Any = None) -> None:
         for server in self.servers:
             server.close()
+        services = self.app.state.chatsync.get("services")
+        if services is not None:
+            try:
+                await addresses.forget(services.db, self._instance)
+            except Exception:
+                log.warning("could not remove this server's recorded address", exc_info=True)
         await drain_app(self.app)
         await super().shutdown(sockets)
 

@@ -46,6 +46,8 @@ _SKIP_MODELS = {"WireModel", "StrictInput"}
 EXTRA_TYPES = """\
 export type TitleSource = Session["titleSource"];
 export type SessionStatus = Session["status"];
+/** How a tool call ended (a `tool` message's `outcome`, `tool-call-result`'s). */
+export type ToolOutcome = NonNullable<Message["outcome"]>;
 
 /** A tool call the current run is waiting on (`session.get`'s `run.pendingToolCalls`). */
 export type PendingToolCall = {
@@ -141,6 +143,18 @@ export type PresenceItem =
   | { type: "presence"; sessionId: string; devices: PresenceDevice[] }
   | { type: "draft"; sessionId: string; draft: Draft };
 
+/** A provider this server knows (`provider.list`): whether it can be used (else `reason` says why: no key), the
+ * models it knows, and whether the model is typed (`freeText`: an OpenAI-compatible server, Ollama). */
+export type ProviderInfo = {
+  id: string; label: string; available: boolean; reason: string | null; models: string[]; freeText: boolean;
+};
+
+/** A tool the server runs itself (`tool.builtins`), as a session declares it in `tools`. */
+export type ToolDefinitionInfo = {
+  name: string; description: string; parameters: Record<string, unknown>; executor: "client" | "server";
+  requiresApproval: boolean;
+};
+
 export type PushEvent = "approval-needed" | "answer-finished" | "run-failed";
 
 /** A device's Web Push subscription (`push.subscriptions`). */
@@ -173,7 +187,7 @@ EVENT_TYPES: dict[str, str] = {
     " requiresApproval: boolean }",
     "tool-approval-requested": "{ callId: string }",
     "tool-approval-resolved": "{ callId: string; approved: boolean; decidedBy?: DecidedBy }",
-    "tool-call-result": "{ callId: string; output: string; isError: boolean }",
+    "tool-call-result": "{ callId: string; output: string; isError: boolean; outcome: ToolOutcome }",
     "session-updated": "{ session: SessionChanges }",
     "title-changed": "{ title: string; source: TitleSource }",
     "session-deleted": "{}",
@@ -218,6 +232,8 @@ OUTPUTS: dict[str, type[BaseModel] | str] = {
     "message.edit": '{ status: "started"; message: Message; runId: string }',
     "session.switchBranch": "{ changed: boolean; leafId: string | null }",
     "session.fork": "Session",
+    "tool.builtins": "ToolDefinitionInfo[]",
+    "provider.list": "ProviderInfo[]",
     "auth.me": (
         "{ user: { id: string; name: string; role: string }; deviceId: string | null; deviceName: string | null }"
     ),
@@ -227,6 +243,7 @@ OUTPUTS: dict[str, type[BaseModel] | str] = {
     "auth.devices": "Device[]",
     "auth.revokeDevice": "null",
     "auth.renameDevice": "Device",
+    "auth.watchDevices": "{ devices: Device[]; links: PendingLink[] }",
     # Devices that know about each other (docs/devices.md).
     "presence.update": "{ ttlSeconds: number; heartbeatSeconds: number }",
     "presence.leave": "null",

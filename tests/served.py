@@ -69,7 +69,7 @@ def _create_user(env: dict[str, str], name: str) -> str:
     return token
 
 
-def _wait_healthy(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
+def wait_healthy(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
     deadline = time.monotonic() + START_TIMEOUT_SECONDS
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -114,7 +114,7 @@ def serve(
             stdin=subprocess.DEVNULL,
         )
     try:
-        _wait_healthy(url, proc, log)
+        wait_healthy(url, proc, log)
         yield Served(url=url, tokens=tokens, log=log, proc=proc)
     finally:
         proc.terminate()

@@ -1,4 +1,4 @@
-// Runs the web app's browser scenarios (app_scenarios.mjs, link_scenarios.mjs, organise_scenarios.mjs) for tests/web, one browser for all of them.
+// Runs the web app's browser scenarios (app_scenarios.mjs, link_scenarios.mjs, organise_scenarios.mjs, core_scenarios.mjs) for tests/web, one browser for all of them.
 // Protocol: JSON lines. In: {"run": name, "params": {...}}. Out: {"checkpoint": label, "data": ...} — the
 // test checks the server (its own client) and answers {"continue": value}; then {"done": result} or
 // {"error": message}. Started as
@@ -10,8 +10,11 @@ import { scenarios as appScenarios } from "./app_scenarios.mjs";
 import { linkScenarios } from "./link_scenarios.mjs";
 import { presenceScenarios } from "./presence_scenarios.mjs";
 import { organiseScenarios } from "./organise_scenarios.mjs";
+import { coreScenarios } from "./core_scenarios.mjs";
+import { settingsScenarios } from "./settings_scenarios.mjs";
 
-const scenarios = { ...appScenarios, ...linkScenarios, ...presenceScenarios, ...organiseScenarios };
+const scenarios = { ...appScenarios, ...linkScenarios, ...presenceScenarios, ...organiseScenarios, ...coreScenarios,
+                    ...settingsScenarios };
 
 const url = process.env.CHATSYNC_URL;
 const browser = await launch();

@@ -2,6 +2,8 @@
 // browser), devices as browser contexts (each its own localStorage, so its own sign-in), and the official
 // @trpc/client over `ws` as a client that is not a browser.
 import { readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { createRequire } from "node:module";
 import { chromium } from "playwright-core";
 import { createTRPCUntypedClient, createWSClient, wsLink } from "@trpc/client";
@@ -49,6 +51,19 @@ export async function devices(browser, url, specs, body) {
   try {
     for (const spec of specs) made.push(await device(browser, url, spec));
     return await body(made, () => made.flatMap((d) => d.problems));
+  } catch (error) {
+    // What each device showed when the scenario failed: its address, a screenshot and the start of its text.
+    const shown = [];
+    for (const [i, d] of made.entries()) {
+      const file = join(tmpdir(), `chatsync-failed-${process.pid}-${Date.now()}-device${i + 1}.png`);
+      try {
+        await d.page.screenshot({ path: file, timeout: 5000 });
+        const text = (await d.page.locator("body").innerText({ timeout: 5000 })).replace(/\s+/g, " ").slice(0, 400);
+        shown.push(`device ${i + 1} at ${d.page.url()}: screenshot ${file}; text: ${text}`);
+      } catch { shown.push(`device ${i + 1}: could not capture`); }
+    }
+    if (error instanceof Error && shown.length) error.stack = `${error.stack}\n${shown.join("\n")}`;
+    throw error;
   } finally {
     for (const d of made) await d.context.close();
   }

@@ -51,6 +51,7 @@ export const linkScenarios = {
       const pendingAfter = await d1.page.getByRole("list", { name: "Pending sign-in links" }).count();
       const other = list.getByRole("listitem").filter({ hasNotText: "(this device)" }).last();
       await other.getByRole("button", { name: "Revoke" }).click();
+      await other.getByRole("button", { name: "Yes, revoke" }).click(); // it asks first
       await d2.page.getByRole("textbox", { name: "Access token" }).waitFor();
       const d2Alert = await d2.page.getByRole("alert").textContent();
       return { link, addressAfter, d2TokenSet: !!d2Token && d2Token !== token, names, d2Alert, pendingShown,
@@ -76,8 +77,9 @@ export const linkScenarios = {
       await stay.click();
       await connected(page);
       const nav = page.getByRole("navigation", { name: "Sessions" });
+      const before = page.url(); // "/" may already have opened one of her chats
       await nav.getByRole("button", { name: "New chat" }).click();
-      await page.waitForURL(/\/s\//);
+      await page.waitForURL((u) => u.pathname.startsWith("/s/") && u.href !== before);
       const box = page.getByRole("textbox", { name: "Message" });
       await box.fill("typed after staying signed in");
       await box.press("Enter");

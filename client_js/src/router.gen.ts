@@ -132,6 +132,7 @@ export type Message = {
   createdAt: number;
   clientRequestId: string | null;
   notices: Notice[] | null;
+  outcome: "ok" | "error" | "denied" | "unknown-tool" | "cancelled" | null;
   parentId: string | null;
   versions: Versions | null;
   siblingIds: string[] | null;
@@ -390,6 +391,13 @@ export type ToolCall = {
   id: string;
   name: string;
   arguments: string;
+  decision: ToolDecision | null;
+};
+export type ToolDecision = {
+  approved: boolean;
+  userName: string;
+  deviceName: string | null;
+  decidedAt: number;
 };
 export type ToolDefinition = {
   /** min length 1; max length 64; pattern ^[A-Za-z0-9_.-]+$ */
@@ -431,6 +439,8 @@ export type Versions = {
 
 export type TitleSource = Session["titleSource"];
 export type SessionStatus = Session["status"];
+/** How a tool call ended (a `tool` message's `outcome`, `tool-call-result`'s). */
+export type ToolOutcome = NonNullable<Message["outcome"]>;
 
 /** A tool call the current run is waiting on (`session.get`'s `run.pendingToolCalls`). */
 export type PendingToolCall = {
@@ -526,6 +536,18 @@ export type PresenceItem =
   | { type: "presence"; sessionId: string; devices: PresenceDevice[] }
   | { type: "draft"; sessionId: string; draft: Draft };
 
+/** A provider this server knows (`provider.list`): whether it can be used (else `reason` says why: no key), the
+ * models it knows, and whether the model is typed (`freeText`: an OpenAI-compatible server, Ollama). */
+export type ProviderInfo = {
+  id: string; label: string; available: boolean; reason: string | null; models: string[]; freeText: boolean;
+};
+
+/** A tool the server runs itself (`tool.builtins`), as a session declares it in `tools`. */
+export type ToolDefinitionInfo = {
+  name: string; description: string; parameters: Record<string, unknown>; executor: "client" | "server";
+  requiresApproval: boolean;
+};
+
 export type PushEvent = "approval-needed" | "answer-finished" | "run-failed";
 
 /** A device's Web Push subscription (`push.subscriptions`). */
@@ -554,7 +576,7 @@ export type RunAbortedEvent = { type: "run-aborted"; sessionId: string; runId: s
 export type ToolCallReadyEvent = { type: "tool-call-ready"; sessionId: string; callId: string; name: string; arguments: string; executor: "client" | "server"; requiresApproval: boolean; };
 export type ToolApprovalRequestedEvent = { type: "tool-approval-requested"; sessionId: string; callId: string; };
 export type ToolApprovalResolvedEvent = { type: "tool-approval-resolved"; sessionId: string; callId: string; approved: boolean; decidedBy?: DecidedBy; };
-export type ToolCallResultEvent = { type: "tool-call-result"; sessionId: string; callId: string; output: string; isError: boolean; };
+export type ToolCallResultEvent = { type: "tool-call-result"; sessionId: string; callId: string; output: string; isError: boolean; outcome: ToolOutcome; };
 export type SessionUpdatedEvent = { type: "session-updated"; sessionId: string; session: SessionChanges; };
 export type TitleChangedEvent = { type: "title-changed"; sessionId: string; title: string; source: TitleSource; };
 export type SessionDeletedEvent = { type: "session-deleted"; sessionId: string; };
@@ -625,6 +647,7 @@ export interface Procedures {
   "auth.renameDevice": { kind: "mutation"; input: RenameDeviceInput; output: Device };
   "auth.revokeDevice": { kind: "mutation"; input: DeviceRefInput; output: null };
   "auth.revokeLink": { kind: "mutation"; input: LinkRefInput; output: null };
+  "auth.watchDevices": { kind: "subscription"; input: void; output: { devices: Device[]; links: PendingLink[] } };
   "draft.clear": { kind: "mutation"; input: DraftClearInput; output: DraftWrite };
   "draft.get": { kind: "query"; input: SessionRefInput; output: Draft };
   "draft.save": { kind: "mutation"; input: DraftSaveInput; output: DraftWrite };
@@ -645,6 +668,7 @@ export interface Procedures {
   "presence.leave": { kind: "mutation"; input: SessionRefInput; output: null };
   "presence.update": { kind: "mutation"; input: PresenceUpdateInput; output: { ttlSeconds: number; heartbeatSeconds: number } };
   "presence.watch": { kind: "subscription"; input: SessionRefInput; output: PresenceItem };
+  "provider.list": { kind: "query"; input: void; output: ProviderInfo[] };
   "push.decide": { kind: "mutation"; input: PushDecideInput; output: { resolved: true } };
   "push.publicKey": { kind: "query"; input: void; output: string };
   "push.subscribe": { kind: "mutation"; input: PushSubscribeInput; output: { endpoint: string; deviceId: string; events: PushEvent[] } };
@@ -668,6 +692,7 @@ export interface Procedures {
   "session.switchContext": { kind: "mutation"; input: SwitchContextInput; output: Session };
   "session.update": { kind: "mutation"; input: SessionUpdateInput; output: Session };
   "tool.approve": { kind: "mutation"; input: ApproveInput; output: { resolved: true } };
+  "tool.builtins": { kind: "query"; input: void; output: ToolDefinitionInfo[] };
   "tool.submitOutputs": { kind: "mutation"; input: SubmitOutputsInput; output: { messages: Message[]; resumed: boolean } };
 }
 export type ProcedurePath = keyof Procedures;
@@ -684,6 +709,7 @@ export type AppRouter = TRPCBuiltRouter<
       renameDevice: TRPCMutationProcedure<{ input: RenameDeviceInput; output: Device; meta: object }>;
       revokeDevice: TRPCMutationProcedure<{ input: DeviceRefInput; output: null; meta: object }>;
       revokeLink: TRPCMutationProcedure<{ input: LinkRefInput; output: null; meta: object }>;
+      watchDevices: TRPCSubscriptionProcedure<{ input: void; output: AsyncIterable<{ devices: Device[]; links: PendingLink[] }, void, any>; meta: object }>;
     };
     draft: {
       clear: TRPCMutationProcedure<{ input: DraftClearInput; output: DraftWrite; meta: object }>;
@@ -710,6 +736,9 @@ export type AppRouter = TRPCBuiltRouter<
       leave: TRPCMutationProcedure<{ input: SessionRefInput; output: null; meta: object }>;
       update: TRPCMutationProcedure<{ input: PresenceUpdateInput; output: { ttlSeconds: number; heartbeatSeconds: number }; meta: object }>;
       watch: TRPCSubscriptionProcedure<{ input: SessionRefInput; output: AsyncIterable<PresenceItem, void, any>; meta: object }>;
+    };
+    provider: {
+      list: TRPCQueryProcedure<{ input: void; output: ProviderInfo[]; meta: object }>;
     };
     push: {
       decide: TRPCMutationProcedure<{ input: PushDecideInput; output: { resolved: true }; meta: object }>;
@@ -741,6 +770,7 @@ export type AppRouter = TRPCBuiltRouter<
     };
     tool: {
       approve: TRPCMutationProcedure<{ input: ApproveInput; output: { resolved: true }; meta: object }>;
+      builtins: TRPCQueryProcedure<{ input: void; output: ToolDefinitionInfo[]; meta: object }>;
       submitOutputs: TRPCMutationProcedure<{ input: SubmitOutputsInput; output: { messages: Message[]; resumed: boolean }; meta: object }>;
     };
   }

@@ -1,7 +1,7 @@
 """The procedures clients call, registered on one :class:`~server.rpc.registry.Router`."""
 
 from ..rpc.registry import Router
-from . import auth, chat, devices, messages, runs, sessions, tools
+from . import auth, chat, devices, messages, providers, runs, sessions, tools
 
 
 def build_router() -> Router:
@@ -13,6 +13,7 @@ def build_router() -> Router:
     runs.register(router)
     auth.register(router)
     devices.register(router)
+    providers.register(router)
     return router
 
 

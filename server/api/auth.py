@@ -3,9 +3,11 @@ pending, revoked; spent over plain HTTP, ``api/link_http.py``)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from ..rpc.registry import Context, Router
+from ..store.models import User
 from . import inputs
 
 
@@ -25,19 +27,26 @@ def register(router: Router) -> None:
 
     @router.mutation("auth.revokeDevice", inputs.DeviceRef)
     async def revoke(ctx: Context, inp: inputs.DeviceRef) -> Any:
-        await ctx.services.auth.revoke_device(ctx.require_user(), inp.device_id)
+        user = ctx.require_user()
+        await ctx.services.auth.revoke_device(user, inp.device_id)
+        await ctx.services.devices.changed(user.id)
         return None
 
     @router.mutation("auth.renameDevice", inputs.RenameDevice)
     async def rename(ctx: Context, inp: inputs.RenameDevice) -> Any:
-        return await ctx.services.auth.rename_device(ctx.require_user(), inp.device_id, inp.name, ctx.device_id)
+        user = ctx.require_user()
+        device = await ctx.services.auth.rename_device(user, inp.device_id, inp.name, ctx.device_id)
+        await ctx.services.devices.changed(user.id)
+        return device
 
     @router.mutation("auth.createLink", inputs.CreateLink)
     async def create_link(ctx: Context, inp: inputs.CreateLink) -> Any:
         user = ctx.require_user()
         settings = ctx.services.settings
         base = settings.link_base(ctx.base_url)
-        return await ctx.services.links.create(user.id, inp.device_name, base, made_by=ctx.device_id)
+        link = await ctx.services.links.create(user.id, inp.device_name, base, made_by=ctx.device_id)
+        await ctx.services.devices.changed(user.id)
+        return link
 
     @router.query("auth.links")
     async def links(ctx: Context, _inp: None) -> Any:
@@ -45,5 +54,32 @@ def register(router: Router) -> None:
 
     @router.mutation("auth.revokeLink", inputs.LinkRef)
     async def revoke_link(ctx: Context, inp: inputs.LinkRef) -> Any:
-        await ctx.services.links.revoke(ctx.require_user(), inp.link_id)
+        user = ctx.require_user()
+        await ctx.services.links.revoke(user, inp.link_id)
+        await ctx.services.devices.changed(user.id)
         return None
+
+    @router.subscription("auth.watchDevices")
+    async def watch_devices(ctx: Context, _inp: None) -> Any:
+        """``{devices, links}`` (as ``auth.devices`` and ``auth.links``) now, and again after every change."""
+        return _DeviceWatch(ctx.services, ctx.require_user(), ctx.device_id)
+
+
+class _DeviceWatch:
+    def __init__(self, services: Any, user: User, device_id: str | None) -> None:
+        self.services = services
+        self.user = user
+        self.device_id = device_id
+
+    async def run(self, emit: Any, emit_durable: Any = None) -> None:
+        wake = asyncio.Event()
+        unwatch = self.services.devices.watch(self.user.id, wake.set)
+        try:
+            while True:
+                wake.clear()  # before the reads: a change during them wakes the next round
+                devices = await self.services.auth.devices(self.user, self.device_id)
+                links = await self.services.links.pending(self.user, self.device_id)
+                emit(None, {"devices": devices, "links": links})
+                await wake.wait()
+        finally:
+            unwatch()

@@ -71,9 +71,11 @@ def link_routes(services: Callable[[], Services], settings: Settings) -> list[Ro
     async def exchange(request: Request) -> Response:
         """``{code, deviceName}`` → ``{token, deviceId, user: {id, name}}``; the code is spent."""
 
-        def spend(body: dict[str, Any]) -> Any:
+        async def spend(body: dict[str, Any]) -> Any:
             name = (body["deviceName"] or "").strip()[:MAX_DEVICE_NAME] or None
-            return services().links.exchange(body["code"], name)
+            signed_in = await services().links.exchange(body["code"], name)
+            await services().devices.changed(signed_in["user"]["id"])  # the Devices pages list it at once
+            return signed_in
 
         return await answer(request, ("code", "deviceName"), spend)
 

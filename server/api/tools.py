@@ -1,4 +1,4 @@
-"""``tool.submitOutputs`` and ``tool.approve``."""
+"""``tool.submitOutputs``, ``tool.approve``, and ``tool.builtins`` (the server's own tools a session can declare)."""
 
 from __future__ import annotations
 
@@ -30,3 +30,10 @@ def register(router: Router) -> None:
             request_key(user.id, "tool.approve", inp),
             ctx.device_name,
         )
+
+    @router.query("tool.builtins")
+    async def builtins(ctx: Context, _inp: None) -> Any:
+        """The definitions of the tools this server runs itself, ready to put in ``session.tools``."""
+        ctx.require_user()
+        registry = ctx.services.tools
+        return [tool.definition() for name in registry.names() if (tool := registry.get(name)) is not None]

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple, get_args
 import orjson
 
 if TYPE_CHECKING:
-    from .models import Message, QueuedMessage, TitleSource
+    from .models import Message, QueuedMessage, TitleSource, ToolOutcome
 
 DurableEventType = Literal[
     "queue-message-added",
@@ -254,8 +254,11 @@ def tool_approval_resolved(call_id: str, approved: bool, decided_by: dict[str, A
     return Event("tool-approval-resolved", {"callId": call_id, "approved": approved, "decidedBy": decided_by})
 
 
-def tool_call_result(call_id: str, output: str, is_error: bool) -> Event:
-    return Event("tool-call-result", {"callId": call_id, "output": output, "isError": is_error})
+def tool_call_result(call_id: str, output: str, outcome: ToolOutcome) -> Event:
+    """``isError`` is true for every outcome but ``ok`` (what a model is told); ``outcome`` says which."""
+    return Event(
+        "tool-call-result", {"callId": call_id, "output": output, "isError": outcome != "ok", "outcome": outcome}
+    )
 
 
 def session_updated(changes: dict[str, Any]) -> Event:

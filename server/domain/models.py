@@ -13,6 +13,9 @@ TitleSource = Literal["none", "truncate", "model", "user"]
 SessionStatus = Literal["idle", "running", "requires-action", "error"]
 Role = Literal["system", "user", "assistant", "tool"]
 MessageStatus = Literal["complete", "streaming", "interrupted", "error"]
+# How a tool call ended (a ``tool`` message's ``outcome``): it ran (``ok``), it ran and reported a failure
+# (``error``), the user denied it, the session defines no such tool, or its run stopped before it had a result.
+ToolOutcome = Literal["ok", "error", "denied", "unknown-tool", "cancelled"]
 
 
 def jsonable(value: Any) -> Any:
@@ -94,10 +97,21 @@ class Session(WireModel):
     archived: bool = False
 
 
+class ToolDecision(WireModel):
+    """Who answered a tool call's approval and when (the first answer; it is kept with the call)."""
+
+    approved: bool
+    user_name: str
+    device_name: str | None = None
+    decided_at: int  # ms since the epoch
+
+
 class ToolCall(WireModel):
     id: str
     name: str
     arguments: str
+    # For a call that needed approval, once answered: by whom, on which device, when.
+    decision: ToolDecision | None = None
 
 
 class Notice(WireModel):
@@ -133,6 +147,8 @@ class Message(WireModel):
     client_request_id: str | None = None
     # An answer's notices: files of the messages it answers that the model was given only as a placeholder.
     notices: list[Notice] | None = None
+    # Tool results only: how the call ended (``ToolOutcome``); ``None`` on every other message.
+    outcome: ToolOutcome | None = None
     # The message before it on its branch (None: the first of a branch from the start).
     parent_id: str | None = None
     # Where the message stands among its versions, and their ids (in creation order, this one included):

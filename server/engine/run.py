@@ -428,7 +428,7 @@ class RunLoop:
         async with self._tx() as tx:
             row = await repo.get_tool_call(tx.db, self.session_id, call.id)
             if row is not None and not row.has_result:
-                await transitions.add_tool_result(tx, row, result.output, result.is_error)
+                await transitions.add_tool_result(tx, row, result.output, result.outcome)
 
     # --- heartbeat ----------------------------------------------------------------------------------------
 

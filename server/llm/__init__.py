@@ -8,6 +8,7 @@ Typical use by the orchestrator::
         ...
 """
 
+from .catalog import provider_catalog
 from .errors import ErrorCode, ProviderError
 from .providers import PROVIDER_IDS, Provider, default_provider_id, get_provider, known_provider, register_provider
 from .retry import NO_RETRY, RetryPolicy
@@ -64,5 +65,6 @@ __all__ = [
     "default_provider_id",
     "get_provider",
     "known_provider",
+    "provider_catalog",
     "register_provider",
 ]

@@ -173,7 +173,8 @@ class SignInLinks:
                 s.expire(link)
                 await self._spendable(s, code)
                 raise LinkError(_USED)
-            name = (device_name or link.device_name or "linked device")[:MAX_DEVICE_NAME]
+            # The name given when the link was made wins: the person who made it chose it for this device.
+            name = (link.device_name or device_name or "linked device")[:MAX_DEVICE_NAME]
             s.add(ApiToken(id=device_id, user_id=user.id, token_hash=hash_token(token), name=name, created_at=now))
         return {"token": token, "deviceId": device_id, "user": {"id": user.id, "name": user.name}}
 

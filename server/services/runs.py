@@ -33,6 +33,7 @@ from typing import Any, Protocol
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from ..domain import events
+from ..domain.models import ToolOutcome
 from ..files import refs as file_refs
 from ..protocol.errors import RpcError
 from ..store import repo
@@ -299,7 +300,8 @@ class RunService:
                     # as interrupted. Storing the output now would put a result after later turns, where no
                     # provider accepts it (an orphan) — refuse it, as a late approval is refused.
                     raise RpcError("CONFLICT", "The run that made this tool call has ended")
-                message = await transitions.add_tool_result(tx, call, item["output"], bool(item.get("isError")))
+                outcome: ToolOutcome = "error" if item.get("isError") else "ok"
+                message = await transitions.add_tool_result(tx, call, item["output"], outcome)
                 messages.append(repo.message_wire(message).wire())
             run = await transitions.maybe_resume(tx, self.o.owner, self._lease)
             resumed = run.id if run is not None else None
@@ -336,9 +338,12 @@ class RunService:
             # Who decided, so every other device can show it (the first answer wins; later ones are CONFLICT).
             decided_by = {"userId": user.id, "userName": user.name, "deviceName": device_name}
             tx.emit(events.tool_approval_resolved(call.id, approved, decided_by))
+            # Kept with the call on its message, so a device that loads the session later shows it too.
+            decision = {"approved": approved, "userName": user.name, "deviceName": device_name}
+            await transitions.record_decision(tx, call, decision)
             if not approved:
                 text = transitions.DENIED_RESULT + (f" Reason: {reason}" if reason else "")
-                await transitions.add_tool_result(tx, call, text, True)
+                await transitions.add_tool_result(tx, call, text, "denied")
             run = await transitions.maybe_resume(tx, self.o.owner, self._lease)
             resumed = run.id if run is not None else None
             tx.remember(request, {"resolved": True})

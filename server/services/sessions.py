@@ -53,6 +53,18 @@ UPDATABLE = (
     "archived",
 )
 _WIRE_NAMES = {"system_prompt": "systemPrompt"}
+# Settings every session has: ``session.update`` refuses null for them (``systemPrompt: null`` clears the prompt).
+_REQUIRED = {
+    "provider": "provider",
+    "model": "model",
+    "defaults": "defaults",
+    "tools": "tools",
+    "tool_mode": "toolMode",
+    "busy_policy": "busyPolicy",
+    "disable_streaming": "disableStreaming",
+    "pinned": "pinned",
+    "archived": "archived",
+}
 
 
 def encode_cursor(row: ChatSession) -> str:
@@ -307,7 +319,12 @@ class SessionService:
     async def update(self, user: User, session_id: str, changes: dict[str, Any]) -> wire.Session:
         if changes.get("provider") is not None and not known_provider(changes["provider"]):
             raise RpcError("BAD_REQUEST", f"unknown provider {changes['provider']!r}; known: {', '.join(PROVIDER_IDS)}")
+        for name, wire_name in _REQUIRED.items():
+            if name in changes and changes[name] is None:
+                raise RpcError("BAD_REQUEST", f"Invalid input: {wire_name} cannot be null")
         async with self.uow.session(user, session_id) as tx:
+            if "provider" in changes and changes["provider"] != tx.row.provider:
+                changes = {**changes, "model": self._model_for_new_provider(changes["provider"], changes.get("model"))}
             changed: list[str] = []
             for name in UPDATABLE:
                 if name in changes and getattr(tx.row, name) != changes[name]:
@@ -317,6 +334,17 @@ class SessionService:
                 tx.row.updated_at = utcnow()
                 tx.emit(events.session_updated(repo.session_changes_wire(tx.row, tuple(changed))))
             return repo.session_wire(tx.row)
+
+    def _model_for_new_provider(self, provider: str, model: str | None) -> str:
+        """The model a session gets with a new provider: the one given, else the provider's own default; never
+        the old provider's model, which the new one would not know."""
+        if model:
+            return model
+        if provider == "echo":
+            return "echo"
+        if provider == self.default_provider and self.default_model:
+            return self.default_model
+        raise RpcError("BAD_REQUEST", f"model is required when changing the provider to {provider!r}")
 
     async def set_title(self, user: User, session_id: str, title: str, source: TitleSource) -> wire.Session:
         async with self.uow.session(user, session_id) as tx:

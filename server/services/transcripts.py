@@ -38,6 +38,7 @@ from ..domain.models import (
     TitleSource,
     ToolDefinition,
     ToolMode,
+    ToolOutcome,
 )
 from ..files import refs
 from ..llm import PROVIDER_IDS, known_provider
@@ -77,6 +78,7 @@ class ImportedMessage(_Lenient):
     usage: dict[str, Any] | None = None
     created_at: int | None = Field(default=None, ge=0, le=MAX_MS)
     notices: list[wire.Notice] | None = Field(default=None, max_length=64)
+    outcome: ToolOutcome | None = None
 
 
 class ImportedSession(_Lenient):
@@ -242,7 +244,8 @@ def _message_row(
         "usage": m.usage,
         "run_id": None,
         "created_at": _when(m.created_at, now),
-        "is_error": False,
+        "is_error": m.outcome not in (None, "ok"),
+        "outcome": m.outcome,
         "client_request_id": None,
         "notices": [n.model_dump(mode="json", by_alias=True) for n in m.notices] if m.notices else None,
     }

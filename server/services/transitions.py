@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from ..domain import events
 from ..domain.events import RunTrigger
-from ..domain.models import MessageStatus, Role, SessionStatus
+from ..domain.models import MessageStatus, Role, SessionStatus, ToolOutcome
 from ..llm import ToolCallEvent
 from ..llm.errors import ErrorCode
 from ..protocol.errors import RpcError
@@ -36,6 +36,7 @@ from .titles import title_from_first_message
 from .uow import SessionTx
 
 DENIED_RESULT = "The user denied this tool call."
+CANCELLED_RESULT = "The tool call was cancelled: its answer stopped before it had a result."
 
 
 def new_id() -> str:
@@ -69,6 +70,9 @@ def _new_message(
             "usage": None,
             "run_id": None,
             "is_error": False,
+            "outcome": None,
+            "error": None,
+            "stopped_by": None,
             "client_request_id": None,
             **fields,
         },
@@ -84,9 +88,10 @@ async def add_message(
     run_id: str | None = None,
     attachments: list[dict[str, Any]] | None = None,
     tool_call_id: str | None = None,
-    is_error: bool = False,
+    outcome: ToolOutcome | None = None,
     client_request_id: str | None = None,
 ) -> Message:
+    """``outcome``: a tool result's (``is_error`` follows from it)."""
     ordinal, parent_id = await repo.append_point(tx.db, tx.row.id)
     row = _new_message(
         tx,
@@ -99,7 +104,8 @@ async def add_message(
         run_id=run_id,
         attachments=attachments or [],
         tool_call_id=tool_call_id,
-        is_error=is_error,
+        is_error=outcome not in (None, "ok"),
+        outcome=outcome,
         client_request_id=client_request_id,
     )
     tx.db.add(row)
@@ -342,6 +348,8 @@ async def stop_run(
         content = live_text[1] if live_text is not None and row.id == live_text[0] else row.content
         complete_message(tx, row, status="interrupted", content=content, finish_reason=finish_reason)
     run_id = run_id or tx.row.run_id
+    if run_id:
+        await cancel_open_calls(tx, run_id)
     run = await repo.get_run(tx.db, run_id) if run_id else None
     if outcome == "aborted":
         return await end_aborted(tx, run, owner, lease_seconds)
@@ -464,18 +472,26 @@ async def register_tool_calls(
         tx.db.add(row)
         tx.emit(events.tool_call_ready(row.id, row.name, row.arguments, executor, needs_approval))
         if definition is None:
-            await add_tool_result(tx, row, f"Unknown tool {row.name!r}: this session does not define it.", True)
+            text = f"Unknown tool {row.name!r}: this session does not define it."
+            await add_tool_result(tx, row, text, "unknown-tool")
         elif needs_approval:
             tx.emit(events.tool_approval_requested(row.id))
     await tx.db.flush()
 
 
-async def add_tool_result(tx: SessionTx, call: ToolCallRow, output: str, is_error: bool) -> Message:
+async def add_tool_result(tx: SessionTx, call: ToolCallRow, output: str, outcome: ToolOutcome) -> Message:
     """A tool result (a ``tool`` message), stored as soon as it exists."""
-    message = await add_message(tx, "tool", output, tool_call_id=call.id, is_error=is_error, run_id=call.run_id)
+    message = await add_message(tx, "tool", output, tool_call_id=call.id, outcome=outcome, run_id=call.run_id)
     call.has_result = True
-    tx.emit(events.tool_call_result(call.id, output, is_error))
+    tx.emit(events.tool_call_result(call.id, output, outcome))
     return message
+
+
+async def cancel_open_calls(tx: SessionTx, run_id: str) -> None:
+    """The run ends with calls still open (running, waiting for approval or for a client): each gets a
+    ``cancelled`` result, so every device shows how it ended and a late answer finds it closed."""
+    for call in await repo.run_tool_calls(tx.db, tx.row.id, run_id, open_only=True):
+        await add_tool_result(tx, call, CANCELLED_RESULT, "cancelled")
 
 
 def suspend(tx: SessionTx, run: Run) -> None:
@@ -499,3 +515,14 @@ async def maybe_resume(tx: SessionTx, owner: str, lease_seconds: float) -> Run |
     lease.claim(tx.row, owner, lease_seconds)
     set_status(tx, "running")
     return run
+
+
+async def record_decision(tx: SessionTx, call: ToolCallRow, decision: dict[str, Any]) -> None:
+    """Put an approval's answer (``{approved, userName, deviceName}``, stamped now) on the call's entry in its
+    assistant message, where ``session.get`` and ``message.list`` show it."""
+    message = await tx.db.get(Message, call.message_id)
+    if message is None or not message.tool_calls:
+        return
+    stamped = {**decision, "decidedAt": int(utcnow().timestamp() * 1000)}
+    # A new list: JSON columns track assignment, not changes inside.
+    message.tool_calls = [{**c, "decision": stamped} if c.get("id") == call.id else c for c in message.tool_calls]

@@ -26,7 +26,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from ..domain.models import BusyPolicy, MessageStatus, Role, SessionStatus, TitleSource, ToolMode
+from ..domain.models import BusyPolicy, MessageStatus, Role, SessionStatus, TitleSource, ToolMode, ToolOutcome
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -243,6 +243,12 @@ class Message(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     # Tool results only: the tool reported a failure (Anthropic ``is_error``); not on the wire message.
     is_error: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # Tool results only: how the call ended (``domain.models.ToolOutcome``); ``is_error`` unless ``ok``.
+    outcome: Mapped[ToolOutcome | None] = mapped_column(String(16), nullable=True)
+    # Answers that did not finish: why (``{code, message, retryable}``, as ``run-failed`` has it) and, for one the
+    # user stopped, who stopped it (``{userId, userName, deviceName}``).
+    error: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    stopped_by: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     # The client's id for the write that stored this message (a send, or the queued message it came from).
     client_request_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
     # Answers only: what the user is told about the request the answer was made from (files the model was
@@ -438,3 +444,14 @@ class PushSent(Base):
     run_id: Mapped[str] = mapped_column(String(36))
     kind: Mapped[str] = mapped_column(String(24))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+
+
+class ServerAddress(Base):
+    """Where a running server listens (one row per process, gone when it stops), so a command on its machine
+    (``chatsync link``) names the address it actually serves on, whatever port it was started with."""
+
+    __tablename__ = "server_addresses"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    url: Mapped[str] = mapped_column(String(2000))
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)

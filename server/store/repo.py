@@ -363,6 +363,7 @@ def message_wire(row: Message, versions: dict[str | None, list[str]] | None = No
         created_at=ms(row.created_at),
         client_request_id=row.client_request_id,
         notices=[wire.Notice.model_validate(n) for n in row.notices] if row.notices else None,
+        outcome=row.outcome,
     )
 
 

@@ -58,6 +58,8 @@ class DeviceConnections:
         # Told every device id found revoked (by the bus or a poll), connected here or not: the token cache
         # (``AuthService.forget_devices``) evicts them.
         self.listeners: list[Callable[[list[str]], None]] = []
+        # Woken when a user's devices or pending links change (``auth.watchDevices``), by user id.
+        self._watchers: dict[str, set[Callable[[], None]]] = {}
 
     # --- connections register themselves ------------------------------------------------------------
 
@@ -104,10 +106,45 @@ class DeviceConnections:
     def on_bus(self, events: Any) -> None:
         for env in events:
             try:
-                ids = orjson.loads(env.json).get("deviceIds") or []
+                body = orjson.loads(env.json)
             except Exception:
                 continue
-            self.close_local([str(i) for i in ids])
+            if env.type == "devices-changed":
+                self._wake(str(body.get("userId")))
+            else:
+                self.close_local([str(i) for i in body.get("deviceIds") or []])
+
+    # --- watching a user's devices ------------------------------------------------------------------------
+
+    def watch(self, user_id: str, wake: Callable[[], None]) -> Callable[[], None]:
+        """Call ``wake`` whenever ``user_id``'s devices or links change, on any replica; returns the unwatch."""
+        self._watchers.setdefault(user_id, set()).add(wake)
+
+        def unwatch() -> None:
+            watchers = self._watchers.get(user_id)
+            if watchers is not None:
+                watchers.discard(wake)
+                if not watchers:
+                    del self._watchers[user_id]
+
+        return unwatch
+
+    def _wake(self, user_id: str) -> None:
+        for wake in tuple(self._watchers.get(user_id, ())):
+            try:
+                wake()
+            except Exception:
+                log.warning("a device watcher could not be woken", exc_info=True)
+
+    async def changed(self, user_id: str) -> None:
+        """Called after a change to ``user_id``'s devices or links committed (a device signed in, renamed or
+        revoked; a link made, spent or revoked): wakes the watchers here at once, then those of the others."""
+        self._wake(user_id)
+        env = EventEnvelope(CHANNEL, None, "devices-changed", dumps({"userId": user_id}))
+        try:
+            await self.bus.publish(CHANNEL, (env,))
+        except Exception:  # best effort: a watcher on another replica sees it at its next change
+            log.warning("publishing a device change failed", exc_info=True)
 
     async def start(self) -> None:
         await self.bus.subscribe(CHANNEL)

@@ -10,6 +10,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..domain.models import ToolOutcome
+
 log = logging.getLogger(__name__)
 
 ToolFn = Callable[[dict[str, Any]], Any | Awaitable[Any]]
@@ -23,6 +25,14 @@ class ToolError(Exception):
 class ToolResult:
     output: str
     is_error: bool = False
+    # How the call ended; ``is_error`` is what a model is told, true for every outcome but ``ok``.
+    outcome: ToolOutcome = "ok"
+
+    def __post_init__(self) -> None:
+        if self.is_error and self.outcome == "ok":
+            object.__setattr__(self, "outcome", "error")
+        elif not self.is_error and self.outcome != "ok":
+            object.__setattr__(self, "is_error", True)
 
 
 @dataclass
@@ -64,7 +74,7 @@ class ToolRegistry:
         error result the model can read, so one bad tool cannot fail the run."""
         tool = self._tools.get(name)
         if tool is None:
-            return ToolResult(f"No server tool named {name!r} is registered.", True)
+            return ToolResult(f"No server tool named {name!r} is registered.", True, "unknown-tool")
         try:
             args = json.loads(arguments or "{}")
         except ValueError:

@@ -4,6 +4,7 @@ replicas, and a device whose replica dies without a word drops out once its entr
 from __future__ import annotations
 
 from devices_kit import others, until
+from scenario_kit import exchange_link
 
 from server.client import TrpcClient
 from server.services.auth import AuthService
@@ -84,3 +85,30 @@ async def test_unread_is_cleared_on_every_replica_by_a_look_on_one(cluster_facto
         await laptop.mutation("message.send", {"sessionId": sid, "content": "again"})
         item = await until(feeds[0], lambda i: i["type"] == "session-updated" and i["session"]["status"] == "idle")
         assert item["session"]["unread"] is False
+
+
+async def test_the_device_list_is_live_across_replicas(cluster_factory):
+    """``auth.watchDevices`` on replica a follows what happens on replica b: a link made, that link spent (the
+    new device under the name the link was made with, not the one its browser offered), a rename, a revoke."""
+    cluster = await cluster_factory(2)
+    a, b = cluster.urls
+    async with TrpcClient(a, cluster.tokens["alice"]) as laptop, TrpcClient(b, cluster.tokens["alice"]) as other:
+        watch = await laptop.subscribe("auth.watchDevices")
+        first = await until(watch, lambda i: True)
+        assert [d["current"] for d in first["devices"]] == [True] and first["links"] == []
+
+        link = await other.mutation("auth.createLink", {"deviceName": "kitchen tablet"})
+        listed = await until(watch, lambda i: bool(i["links"]))
+        assert [x["id"] for x in listed["links"]] == [link["id"]]
+
+        signed_in = await exchange_link(b, link["code"], "Chrome on Linux")
+        assert signed_in.status_code == 200, signed_in.text
+        added = await until(watch, lambda i: len(i["devices"]) == 2 and not i["links"])
+        tablet = next(d for d in added["devices"] if not d["current"])
+        assert tablet["name"] == "kitchen tablet"
+
+        await other.mutation("auth.renameDevice", {"deviceId": tablet["id"], "name": "hall tablet"})
+        await until(watch, lambda i: "hall tablet" in [d["name"] for d in i["devices"]])
+        await other.mutation("auth.revokeDevice", {"deviceId": tablet["id"]})
+        gone = await until(watch, lambda i: len(i["devices"]) == 1)
+        assert gone["devices"][0]["current"]

@@ -77,7 +77,7 @@ async def test_abort_while_waiting_for_a_client_tool(engine):
             )
         assert late.value.code == "CONFLICT"
         assert (await a.query("session.get", {"sessionId": s["id"]}))["messages"] == snap["messages"]
-        # the dangling call does not break the next request (a result is synthesised for it)
+        # the call closed by the abort (a cancelled result) does not break the next request
         await a.mutation("message.send", {"sessionId": s["id"], "content": "go on"})
         await st.until(lambda e: e["type"] == "run-finished")
         snap = await idle(a, s["id"])

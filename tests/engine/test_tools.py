@@ -9,7 +9,7 @@ import pytest
 from engine_helpers import idle, subscribe
 
 from server.client import TrpcError
-from server.tools import ToolError, calculate
+from server.tools import ToolError, ToolResult, calculate
 
 
 def tool(name, executor="server", approval=False):
@@ -103,8 +103,10 @@ async def test_denied_call_gets_a_result_saying_so(engine):
         await st.until(lambda e: e["type"] == "run-finished")
         result = st.of("tool-call-result")[0]
         assert result["isError"] is True and "denied" in result["output"] and "not now" in result["output"]
+        assert result["outcome"] == "denied"
         snap = await idle(a, s["id"])
         assert "denied" in snap["messages"][-1]["content"]
+        assert [m["outcome"] for m in snap["messages"] if m["role"] == "tool"] == ["denied"]
 
 
 @pytest.mark.parametrize("mode,expected", [("parallel", ["fast", "slow"]), ("sequential", ["slow", "fast"])])
@@ -155,6 +157,64 @@ async def test_builtin_tools_and_unknown_tools(engine):
         assert results[calls["current_time"]]["output"][:2] == "20"
         unknown = results[calls["rm_rf"]]
         assert unknown["isError"] is True and "Unknown tool" in unknown["output"]
+        assert [results[calls[n]]["outcome"] for n in ("current_time", "calculator", "rm_rf")] == [
+            "ok",
+            "ok",
+            "unknown-tool",
+        ]
+
+
+async def test_every_result_says_how_its_call_ended(engine):
+    """A tool's failure, a call of a tool the server does not have, a client's error output and a call whose
+    run was stopped are told apart by ``outcome``, in the event and in ``session.get`` (``isError`` follows)."""
+    async with engine.client() as a:
+        tools = [tool("calculator"), tool("ghost"), tool("ask", "client"), tool("never", "client")]
+        s = await a.mutation("session.create", {"tools": tools})
+        st = await subscribe(a, s["id"])
+        content = '/tool calculator {"expression": "1/0"}\n/tool ghost {}\n/tool ask {}'
+        await a.mutation("message.send", {"sessionId": s["id"], "content": content})
+        await st.until(lambda e: e["type"] == "session-updated" and e["session"]["status"] == "requires-action")
+        ask = next(e["callId"] for e in st.of("tool-call-ready") if e["name"] == "ask")
+        outputs = [{"callId": ask, "output": "no such file", "isError": True}]
+        await a.mutation("tool.submitOutputs", {"sessionId": s["id"], "toolOutputs": outputs})
+        await st.until(lambda e: e["type"] == "run-finished")
+        await idle(a, s["id"])
+        await a.mutation("message.send", {"sessionId": s["id"], "content": "/tool never {}"})
+        await st.until(lambda e: e["type"] == "tool-call-ready" and e["name"] == "never")
+        await st.until_type("session-updated", count=len(st.of("session-updated")) + 1)
+        while (await a.query("session.get", {"sessionId": s["id"]}))["session"]["status"] != "requires-action":
+            await st.until_type("session-updated", count=len(st.of("session-updated")) + 1)
+        await a.mutation("run.abort", {"sessionId": s["id"]})
+        await st.until(lambda e: e["type"] == "run-aborted")
+        snap = await idle(a, s["id"])
+        names = {e["callId"]: e["name"] for e in st.of("tool-call-ready")}
+        events = {names[e["callId"]]: (e["outcome"], e["isError"]) for e in st.of("tool-call-result")}
+        assert events == {
+            "calculator": ("error", True),
+            "ghost": ("unknown-tool", True),
+            "ask": ("error", True),
+            "never": ("cancelled", True),
+        }
+        stored = {m["toolCallId"]: m for m in snap["messages"] if m["role"] == "tool"}
+        assert {names[cid]: m["outcome"] for cid, m in stored.items()} == {n: o for n, (o, _) in events.items()}
+        assert "division by zero" in stored[next(c for c, n in names.items() if n == "calculator")]["content"]
+        # every other message carries no outcome
+        assert {m["outcome"] for m in snap["messages"] if m["role"] != "tool"} == {None}
+        # the cancelled call is closed: a late output is refused and nothing more is stored
+        never = next(c for c, n in names.items() if n == "never")
+        with pytest.raises(TrpcError) as late:
+            await a.mutation(
+                "tool.submitOutputs", {"sessionId": s["id"], "toolOutputs": [{"callId": never, "output": "x"}]}
+            )
+        assert late.value.code == "CONFLICT"
+        assert (await a.query("session.get", {"sessionId": s["id"]}))["messages"] == snap["messages"]
+
+
+def test_a_result_is_an_error_for_every_outcome_but_ok():
+    assert ToolResult("x").outcome == "ok" and ToolResult("x").is_error is False
+    assert ToolResult("x", True).outcome == "error"
+    assert ToolResult("x", outcome="denied").is_error is True
+    assert ToolResult("x", True, "unknown-tool").outcome == "unknown-tool"
 
 
 async def test_submit_outputs_errors(engine):

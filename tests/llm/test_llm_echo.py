@@ -21,6 +21,7 @@ from server.llm import (
     ToolCall,
     ToolCallEvent,
     ToolCallStart,
+    ToolDefinition,
     get_provider,
 )
 from server.llm.providers.echo import EchoProvider, parse_directives
@@ -100,6 +101,19 @@ async def test_fail_times_recovers_through_the_retry_policy():
 async def test_length_directive(echo):
     events = await collect(echo.stream(req(user("cut here\n/length"))))
     assert events[-2] == TextDone(text="cut here") and events[-1].finish_reason == "length"
+
+
+async def test_describe_directive_names_the_model_prompt_and_tools(echo):
+    tool = ToolDefinition(name="calculator", description="adds")
+    asked = ChatRequest(
+        messages=(user("Hi\n/describe"),),
+        options=RequestOptions(model="echo-big", system_prompt="Answer in French."),
+        tools=(tool,),
+    )
+    events = await collect(echo.stream(asked))
+    assert events[-2] == TextDone(text="Hi [model echo-big; system prompt: Answer in French.; tools: calculator]")
+    bare = await collect(echo.stream(req(user("/describe"))))
+    assert bare[-2] == TextDone(text="[model echo; system prompt: none; tools: none]")
 
 
 async def test_malformed_tool_directive_is_an_invalid_request(echo):

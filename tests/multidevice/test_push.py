@@ -146,6 +146,11 @@ async def test_approve_from_the_notification(pushy):
         resolved = await until(events, lambda e: e["type"] == "tool-approval-resolved")
         assert resolved["approved"] is True and resolved["decidedBy"]["deviceName"] == "phone"
         await until(events, lambda e: e["type"] == "run-finished")
+        # Who decided is kept with the call: a device that loads the session later sees it.
+        loaded = await laptop.query("session.get", {"sessionId": sid})
+        decided = [c["decision"] for m in loaded["messages"] for c in m["toolCalls"] or [] if c["decision"]]
+        assert [(d["approved"], d["deviceName"], d["userName"]) for d in decided] == [(True, "phone", "alice")]
+        assert decided[0]["decidedAt"] > 0
 
 
 async def test_a_revoked_devices_capability_decides_nothing(pushy):

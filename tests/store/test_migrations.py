@@ -30,6 +30,16 @@ async def test_upgrade_is_idempotent(migrated_db):
         assert await conn.run_sync(_diff) == []
 
 
+async def _add_alice(conn, now):
+    """User ``u1`` (alice), written as plain SQL into a database at an older revision."""
+    from sqlalchemy import text
+
+    await conn.execute(
+        text("INSERT INTO users (id, name, role, created_at, feed_seq) VALUES ('u1', 'alice', 'user', :t, 0)"),
+        {"t": now},
+    )
+
+
 async def test_links_made_before_they_knew_their_device_are_dropped(db_url):
     """Sign-in codes from before revision 0005 cannot die with the device that made them: the upgrade drops
     them (and nothing else)."""
@@ -45,10 +55,7 @@ async def test_links_made_before_they_knew_their_device_are_dropped(db_url):
         await migrate.upgrade(db, "0004")
         now = utcnow()
         async with db.write_engine.begin() as conn:
-            await conn.execute(
-                text("INSERT INTO users (id, name, role, created_at, feed_seq) VALUES ('u1', 'alice', 'user', :t, 0)"),
-                {"t": now},
-            )
+            await _add_alice(conn, now)
             await conn.execute(
                 text("INSERT INTO link_codes (code_hash, user_id, created_at, expires_at) VALUES ('h1', 'u1', :t, :e)"),
                 {"t": now, "e": now + timedelta(minutes=10)},
@@ -60,8 +67,55 @@ async def test_links_made_before_they_knew_their_device_are_dropped(db_url):
             assert await conn.run_sync(_diff) == []
 
 
+async def test_results_stored_before_outcomes_get_theirs(db_url):
+    """Tool results from before revision 0010 carry only ``is_error``: the upgrade gives each the outcome its
+    text tells (a denial, a tool the session did not define, any other failure), and other messages none."""
+    from sqlalchemy import text
+
+    from server.store import migrate
+    from server.store.db import Database
+    from server.store.models import utcnow
+
+    async with Database(db_url) as db:
+        await migrate.upgrade(db, "0009")
+        now = utcnow()
+        async with db.write_engine.begin() as conn:
+            await _add_alice(conn, now)
+            await conn.execute(
+                text(
+                    "INSERT INTO sessions (id, owner_id, title, title_source, provider, model, defaults, tools,"
+                    " tool_mode, busy_policy, disable_streaming, metadata, status, queue_paused,"
+                    " usage_input_tokens, usage_output_tokens, last_seq, created_at, updated_at)"
+                    " VALUES ('s1', 'u1', '', 'none', 'echo', 'echo', '{}', '[]', 'parallel', 'enqueue', false,"
+                    " '{}', 'idle', false, 0, 0, 0, :t, :t)"
+                ),
+                {"t": now},
+            )
+            rows = [
+                ("assistant", "", False),
+                ("tool", "1024", False),
+                ("tool", "The tool failed: ZeroDivisionError: division by zero", True),
+                ("tool", "The user denied this tool call. Reason: not now", True),
+                ("tool", "Unknown tool 'rm_rf': this session does not define it.", True),
+                ("tool", "No server tool named 'ghost' is registered.", True),
+            ]
+            for i, (role, content, is_error) in enumerate(rows, 1):
+                await conn.execute(
+                    text(
+                        "INSERT INTO messages (id, session_id, ordinal, role, content, attachments, status,"
+                        " created_at, is_error) VALUES (:id, 's1', :n, :role, :content, '[]', 'complete', :t, :e)"
+                    ),
+                    {"id": f"m{i}", "n": i, "role": role, "content": content, "t": now, "e": is_error},
+                )
+        await migrate.upgrade(db)
+        async with db.write_engine.connect() as conn:
+            found = (await conn.execute(text("SELECT outcome FROM messages ORDER BY ordinal"))).scalars().all()
+            assert found == [None, "ok", "error", "denied", "unknown-tool", "unknown-tool"]
+            assert await conn.run_sync(_diff) == []
+
+
 async def test_histories_become_chains_on_the_active_path(db_url):
-    """Revision 0011: each message's parent is the one before it in its session, every message is on the active
+    """Revision 0012: each message's parent is the one before it in its session, every message is on the active
     path, and the session reads the same as before through the new schema."""
     from sqlalchemy import text
 

@@ -221,11 +221,38 @@ async def test_session_switcher_lists_titles_and_opens_one(paced: Any) -> None:
             await until(pilot, lambda: app.screen.__class__.__name__ == "SessionSwitcher")
             options = app.screen.query_one("#sessions", OptionList)
             labels = [str(options.get_option_at_index(i).prompt) for i in range(options.option_count)]
-            assert "First one" in labels[2] and "Second one" in labels[1]
-            options.highlighted = 2
+            assert "Second one" in labels[0] and "First one" in labels[1] and "new session" in labels[-1]
+            await pilot.press("down")
             await pilot.press("enter")
             await until(pilot, lambda: app.view is not None and app.view.session_id == first.id)
             await until(pilot, lambda: "First one" in app.query_one("#status", StatusLine).plain)
+
+
+async def test_session_switcher_filters_as_you_type_and_enter_makes_no_empty_chat(paced: Any) -> None:
+    async with ChatClient(paced.url, paced.tokens["alice"]) as chat:
+        wanted = await chat.create_session(title="Holiday plans")
+        newest = await chat.create_session(title="Tax return")
+        before = len(await chat.list_sessions())
+        app = ChatApp(paced.url, paced.tokens["alice"], newest.id)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.view is not None and app.view.session_id == newest.id)
+            # Enter straight away: the highlight is on a session (this one), not on "new session".
+            await pilot.press("ctrl+o")
+            await until(pilot, lambda: app.screen.__class__.__name__ == "SessionSwitcher")
+            await pilot.press("enter")
+            await until(pilot, lambda: app.screen.__class__.__name__ != "SessionSwitcher")
+            assert len(await chat.list_sessions()) == before and app.view.session_id == newest.id
+            # Typing filters the list; Enter opens the one left.
+            await pilot.press("ctrl+o")
+            await until(pilot, lambda: app.screen.__class__.__name__ == "SessionSwitcher")
+            for key in "HOLI":
+                await pilot.press(key)
+            options = app.screen.query_one("#sessions", OptionList)
+            await until(pilot, lambda: options.option_count == 2)  # the match and "new session"
+            assert "Holiday plans" in str(options.get_option_at_index(0).prompt)
+            await pilot.press("enter")
+            await until(pilot, lambda: app.view is not None and app.view.session_id == wanted.id)
+        assert len(await chat.list_sessions()) == before
 
 
 async def test_attach_a_file_then_send(live: Any, tmp_path: Path) -> None:

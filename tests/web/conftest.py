@@ -19,7 +19,7 @@ def web_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebServer]:
     build_app()
     with serve(
         tmp_path_factory.mktemp("web"),
-        ("alice", "bob", "carol"),
+        ("alice", "bob", "carol", "dana"),  # dana: only the empty-state test uses her, so she starts with no chats
         ECHO_DELAY=ECHO_DELAY,
         MAX_FILE_BYTES=str(MAX_FILE_BYTES),
     ) as served:

@@ -1,13 +1,14 @@
 import { useStore } from "@nanostores/preact";
 import { useEffect, useState } from "preact/hooks";
-import { $client, $token } from "../stores/auth";
+import { $client, $token, signOutHere } from "../stores/auth";
 import { $linkPrompt } from "../stores/link";
+import { forgetOtherChats } from "../stores/announcer";
 import { $route, navigate, sessionPath } from "../stores/route";
 import { $sessionList, $sessionsLoaded, startSessions, stopSessions } from "../stores/sessions";
 import { close as closeConversation } from "../stores/conversation";
 import { SignIn } from "./SignIn";
 import { LinkPrompt } from "./LinkPrompt";
-import { Sidebar } from "./Sidebar";
+import { newChat, Sidebar } from "./Sidebar";
 import { Conversation } from "./Conversation";
 import { Devices } from "./Devices";
 import { ConnectionStatus } from "./ConnectionStatus";
@@ -20,9 +21,15 @@ function Home() {
   useEffect(() => {
     if (loaded && list.length > 0) navigate(sessionPath(list[0].id), true);
   }, [loaded, list.length > 0]);
+  // The sidebar's "New chat" is hidden behind "Chats" on a phone: the empty state has its own.
   return (
     <section class="chat">
-      <p class="empty">{loaded ? "No chats yet: press “New chat” to start one." : "Loading…"}</p>
+      {loaded ? (
+        <div class="empty">
+          <p>No chats yet.</p>
+          <button type="button" class="primary" onClick={() => void newChat()}>New chat</button>
+        </div>
+      ) : <p class="empty">Loading…</p>}
       <RunStatus />
     </section>
   );
@@ -37,7 +44,10 @@ function Shell() {
     startSessions();
     return () => { stopSessions(); closeConversation(); };
   }, [client]);
-  useEffect(() => setMenu(false), [route]);
+  useEffect(() => {
+    setMenu(false);
+    forgetOtherChats(route.name === "session" ? route.sessionId : null); // "Answer finished" was about another chat
+  }, [route]);
   return (
     <div class="shell">
       <header class="topbar">
@@ -45,6 +55,7 @@ function Shell() {
                 onClick={() => setMenu(!menu)}>Chats</button>
         <span class="brand">chatsync</span>
         <ConnectionStatus />
+        <button type="button" class="sign-out" onClick={() => void signOutHere()}>Sign out</button>
       </header>
       <Sidebar open={menu} />
       <main class="main">

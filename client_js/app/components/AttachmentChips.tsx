@@ -1,8 +1,9 @@
 import { useStore } from "@nanostores/preact";
-import { $pending, removePending } from "../stores/attachments";
+import { $pending, removePending, retryUpload } from "../stores/attachments";
 import { formatSize } from "../lib/chatsync";
 
-/** The files going with the next message: uploading, ready or refused (with the server's reason). */
+/** The files going with the next message: uploading, ready, refused (with the server's reason), or not sent
+ * for want of a connection (with "Retry"). */
 export function AttachmentChips() {
   const pending = useStore($pending);
   if (!pending.length) return null;
@@ -16,6 +17,9 @@ export function AttachmentChips() {
               : p.state === "failed" ? <span class="error">{p.error}</span>
               : formatSize(p.size)}
           </span>
+          {p.state === "failed" && p.retryable && (
+            <button type="button" aria-label={`Retry uploading ${p.name}`} onClick={() => retryUpload(p.key)}>Retry</button>
+          )}
           <button type="button" class="chip-remove" aria-label={`Remove ${p.name}`} title={`Remove ${p.name}`}
                   onClick={() => removePending(p.key)}>×</button>
         </li>

@@ -2,7 +2,7 @@ import { useStore } from "@nanostores/preact";
 import { $busy, $session } from "../stores/conversation";
 import { stop } from "../stores/actions";
 import { act } from "../stores/call";
-import { ModelPicker } from "./ModelPicker";
+import { SessionSettings } from "./SessionSettings";
 
 const fmt = new Intl.NumberFormat();
 
@@ -14,7 +14,7 @@ export function ChatHeader() {
   return (
     <header class="chat-header">
       <h1 class="chat-title">{session.title || "New chat"}</h1>
-      <ModelPicker />
+      <SessionSettings />
       <p class="usage" aria-label="Token usage">
         {fmt.format(session.usage.inputTokens)} in · {fmt.format(session.usage.outputTokens)} out
       </p>

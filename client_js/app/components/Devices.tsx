@@ -1,11 +1,13 @@
 import { useStore } from "@nanostores/preact";
 import { useEffect, useState } from "preact/hooks";
 import {
-  $devices, $link, $links, createLink, loadDevices, renameDevice, revokeDevice, revokeLink,
+  $devices, $link, $links, createLink, renameDevice, revokeDevice, revokeLink, watchDevices,
 } from "../stores/devices";
 import { act } from "../stores/call";
 import type { Device, PendingLink } from "../lib/chatsync";
 import { NotificationSettings } from "./NotificationSettings";
+import { ConfirmButton } from "./ConfirmButton";
+import { QrCode } from "./QrCode";
 
 const when = (ms: number | null) => (ms ? new Date(ms).toLocaleString() : "never");
 const time = (ms: number) => new Date(ms).toLocaleTimeString();
@@ -29,7 +31,8 @@ function DeviceItem({ d }: { d: Device }) {
       )}
       <span class="device-meta">last used {when(d.lastUsedAt)}</span>
       {!renaming && <button type="button" onClick={() => { setName(d.name); setRenaming(true); }}>Rename</button>}
-      <button type="button" class="danger" onClick={() => act("Revoking", () => revokeDevice(d.id))}>Revoke</button>
+      <ConfirmButton label="Revoke" question={`Sign “${d.name}” out for good?`} confirm="Yes, revoke"
+                     onConfirm={() => void act("Revoking", () => revokeDevice(d.id))} />
     </li>
   );
 }
@@ -48,13 +51,45 @@ function LinkItem({ l }: { l: PendingLink }) {
   );
 }
 
+function LinkMaker() {
+  const link = useStore($link);
+  const [name, setName] = useState("");
+  return (
+    <section aria-labelledby="link-heading">
+      <h2 id="link-heading">Link a device</h2>
+      <p class="hint">Makes a sign-in link valid for 10 minutes, usable once: scan its QR code with the other
+        device's camera, or open the link there.</p>
+      <form class="link-form" onSubmit={(e) => {
+        e.preventDefault();
+        void act("Making a link", () => createLink(name)).then(() => setName(""));
+      }}>
+        <label>Device name
+          <input value={name} maxLength={200} placeholder="e.g. Phone" onInput={(e) => setName(e.currentTarget.value)} />
+        </label>
+        <button type="submit" class="primary">Link a device</button>
+      </form>
+      {link && (
+        <div class="link-out">
+          <QrCode text={link.url} label={`QR code of the sign-in link${link.deviceName ? ` for ${link.deviceName}` : ""}`} />
+          <p>
+            <label>Sign-in link <input readOnly value={link.url} onFocus={(e) => e.currentTarget.select()} /></label>
+            <button type="button" onClick={() => navigator.clipboard?.writeText(link.url)}>Copy</button>
+          </p>
+          <p class="hint">
+            {link.deviceName ? `Signs in “${link.deviceName}”. ` : ""}Valid until {time(link.expiresAt)}.
+          </p>
+        </div>
+      )}
+    </section>
+  );
+}
+
 /** The devices signed in as this user: rename, revoke, and one-time links that sign in another one (the
- * pending ones listed, whichever device made them, each revocable). */
+ * pending ones listed, whichever device made them, each revocable). Live while open. */
 export function Devices() {
   const devices = useStore($devices);
-  const link = useStore($link);
   const links = useStore($links);
-  useEffect(() => { void act("Loading devices", loadDevices); }, []);
+  useEffect(() => watchDevices(), []);
   return (
     <section class="devices" aria-labelledby="devices-heading">
       <h1 id="devices-heading">Devices</h1>
@@ -63,16 +98,7 @@ export function Devices() {
           {devices.map((d) => <DeviceItem key={d.id} d={d} />)}
         </ul>
       )}
-      <h2>Link a device</h2>
-      <p class="hint">Makes a sign-in link valid for 10 minutes, usable once. Open it on the other device.</p>
-      <button type="button" class="primary" onClick={() => act("Making a link", () => createLink())}>Link a device</button>
-      {link && (
-        <p class="link-out">
-          <label>Sign-in link <input readOnly value={link.url} onFocus={(e) => e.currentTarget.select()} /></label>
-          <button type="button" onClick={() => navigator.clipboard?.writeText(link.url)}>Copy</button>
-          <span class="hint">valid until {time(link.expiresAt)}</span>
-        </p>
-      )}
+      <LinkMaker />
       {links && links.length > 0 && (
         <>
           <h2>Links waiting to be used</h2>

@@ -1,4 +1,6 @@
+import { useStore } from "@nanostores/preact";
 import { useState } from "preact/hooks";
+import { $busy } from "../stores/conversation";
 import type { AttachmentInput, QueueItem as Item } from "../lib/chatsync";
 import { editQueued, moveQueued, removeQueued, sendQueuedNow } from "../stores/actions";
 import { act } from "../stores/call";
@@ -26,6 +28,7 @@ export function QueueItem({ item, index, count, onDragStart, onDrop }: Props) {
   const [draft, setDraft] = useState(item.content);
   const [draftFiles, setDraftFiles] = useState(item.attachments ?? []);
   const [over, setOver] = useState(false);
+  const busy = useStore($busy); // then "Send now" stops the answer: it says so
   // Typed here and not yet confirmed by the server: shown at once, but there is nothing to act on yet.
   const pending = !!item.pending;
   const attached = item.attachments ?? [];
@@ -77,7 +80,8 @@ export function QueueItem({ item, index, count, onDragStart, onDrop }: Props) {
           <span class="queue-actions">
             <button type="button" disabled={pending}
                     onClick={startEditing}>Edit</button>
-            <button type="button" disabled={pending}
+            <button type="button" disabled={pending} aria-describedby={busy ? "send-now-hint" : undefined}
+                    title={busy ? "Stops the current answer and sends this message now" : undefined}
                     onClick={() => act("Sending now", () => sendQueuedNow(item.id))}>Send now</button>
             <button type="button" disabled={pending || index === 0}
                     onClick={() => act("Moving", () => moveQueued(item.id, index - 1))}>Move up</button>

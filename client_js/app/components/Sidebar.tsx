@@ -2,7 +2,7 @@ import { useStore } from "@nanostores/preact";
 import { useEffect, useRef } from "preact/hooks";
 import {
   $searchHasMore, $searchLoaded, $searchResults, $searchText, $sessionList, $sessionsLoaded, $showArchived,
-  createSession, importSession, loadMoreResults, setSearch, showArchived,
+  emptyOrNewSession, importSession, loadMoreResults, setSearch, showArchived,
 } from "../stores/sessions";
 import { $route, navigate, sessionPath } from "../stores/route";
 import { act } from "../stores/call";
@@ -16,10 +16,9 @@ import "../sidebar.css";
 export const NEW_CHAT_KEYS = "Control+Shift+O Meta+Shift+O";
 export const SEARCH_KEYS = "Control+K Meta+K";
 
-function newChat(): Promise<void> {
+export function newChat(): Promise<void> {
   return act("Creating a chat", async () => {
-    const s = await createSession();
-    navigate(sessionPath(s.id));
+    navigate(sessionPath(await emptyOrNewSession()));
     document.getElementById("message")?.focus();
   });
 }

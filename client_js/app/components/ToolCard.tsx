@@ -1,13 +1,19 @@
 import { useStore } from "@nanostores/preact";
 import { useState } from "preact/hooks";
 import { $toolCalls, type ToolCallState } from "../stores/conversation";
+import type { ToolOutcome } from "../lib/chatsync";
 import { approve } from "../stores/actions";
 import { act } from "../stores/call";
+
+/** How a finished call ended, in words: each outcome its own, so a failure never reads as done. */
+export const OUTCOMES: Record<ToolOutcome, string> = {
+  ok: "Done", error: "Failed", denied: "Denied", "unknown-tool": "Unknown tool", cancelled: "Cancelled",
+};
 
 function statusText(c: ToolCallState): string {
   if (c.phase === "streaming") return "Preparing arguments…";
   if (c.approval === "pending") return "Waiting for approval";
-  if (c.result) return c.result.isError ? "Failed" : "Done";
+  if (c.result) return OUTCOMES[c.result.outcome] ?? "Failed";
   if (c.approval === "denied") return "Denied";
   if (c.executor === "client") return "Waiting for a client to run it";
   return "Running…";
@@ -21,7 +27,8 @@ function prettyArguments(args: string): string {
   }
 }
 
-/** A tool call: its arguments (streaming in), status, approval and result. Any device may approve. */
+/** A tool call: its arguments (streaming in), status, approval and result — a group named "Tool call: NAME"
+ * whose status says how it ended. Any device may approve. */
 export function ToolCard({ callId }: { callId: string }) {
   const c = useStore($toolCalls).get(callId);
   const [sending, setSending] = useState(false);
@@ -32,10 +39,11 @@ export function ToolCard({ callId }: { callId: string }) {
   };
   const headingId = `tool-${callId}`;
   return (
-    <section class="tool" aria-labelledby={headingId} data-call-id={callId}>
+    <div class="tool" role="group" aria-labelledby={headingId} data-call-id={callId}
+         data-outcome={c.result?.outcome ?? "open"}>
       <h2 id={headingId} class="tool-name">Tool call: {c.name}</h2>
       <pre class="tool-args">{prettyArguments(c.arguments)}</pre>
-      <p class="tool-status">{statusText(c)}</p>
+      <p class="tool-status"><span class="tool-mark" aria-hidden="true" />{statusText(c)}</p>
       {c.approval === "pending" && (
         <div class="tool-actions">
           <button type="button" class="primary" disabled={sending} onClick={() => decide(true)}>Approve</button>
@@ -48,8 +56,8 @@ export function ToolCard({ callId }: { callId: string }) {
         </p>
       )}
       {c.result && (
-        <pre class={c.result.isError ? "tool-result error" : "tool-result"}>{c.result.output}</pre>
+        <pre class={c.result.outcome === "ok" ? "tool-result" : "tool-result error"}>{c.result.output}</pre>
       )}
-    </section>
+    </div>
   );
 }

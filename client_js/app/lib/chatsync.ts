@@ -3,10 +3,11 @@
 import type { Session } from "../../src/index";
 
 export {
-  createChatsyncClient, errorCode, fileAttachments, formatSize, newClientRequestId, TOKEN_REVOKED,
+  createChatsyncClient, errorCode, FileRequestError, fileAttachments, formatSize, newClientRequestId, TOKEN_REVOKED,
   type ChatsyncClient, type ConnectionState, type OpenSession, type SessionList, type SessionListItem,
   type Message, type QueueItem, type RunView, type Session, type Device, type PendingLink, type Decision,
-  type ToolCallPreview,
+  type ToolCallPreview, type ToolOutcome, type ProviderInfo, type ToolDefinitionInfo, type SessionSettings,
+  type ToolDefinition,
   type SessionEvent, type AttachmentInput, type FileAttachmentInfo, type UploadedFile,
 } from "../../src/index";
 

@@ -1,12 +1,17 @@
 // What the buttons and the message box do, through the open session's actions (the client library's:
 // writes carry a clientRequestId and are retried after a drop without being applied twice). The server's
 // events, not these calls' replies, update what every device shows.
+import { atom } from "nanostores";
 import { $run, current } from "./conversation";
 import { announce } from "./announcer";
-import { errorCode, type AttachmentInput, type BusyPolicy, type UploadedFile } from "../lib/chatsync";
+import { errorCode, type AttachmentInput, type SessionSettings, type UploadedFile } from "../lib/chatsync";
+
+/** Counts this device's sends: the log goes back to its end on each (the reader wants to see what they sent). */
+export const $sends = atom(0);
 
 /** Sends what was typed: an idle session answers it at once; a busy one queues or steers it (its policy). */
 export async function send(content: string, attachments: readonly UploadedFile[] = []): Promise<void> {
+  $sends.set($sends.get() + 1);
   const res = await current().send(content, attachments.length ? { attachments } : {});
   if (res.status === "queued") announce("Message queued");
   else if (res.status === "steered") announce("Message sent into the current answer");
@@ -34,5 +39,6 @@ export const sendQueuedNow = (messageId: string) => current().sendQueuedNow(mess
 export const clearQueue = () => current().clearQueue();
 export const pauseQueue = () => current().pauseQueue();
 export const resumeQueue = () => current().resumeQueue();
-export const updateModel = (provider: string, model: string) => current().setModel(provider, model);
-export const setBusyPolicy = (busyPolicy: BusyPolicy) => current().update({ busyPolicy });
+/** Changes the session's settings (provider and model, system prompt, tools, busy policy) for every device. */
+export const updateSettings = (settings: SessionSettings) => current().update(settings);
+export const regenerateTitle = (method: "truncate" | "model") => current().regenerateTitle(method);

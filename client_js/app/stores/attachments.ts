@@ -1,10 +1,12 @@
 // Files the person is about to send: picked, dropped or pasted into the composer. Each uploads at once (its
 // chip shows it uploading, ready, or the server's reason for refusing it) and goes with the next message
 // as `{fileId}`. A message is sent only when every chip is ready, so what is sent is what the chips show.
+// An upload that got no answer (the server down, the network gone) says so, offers "Retry", and is sent again
+// by itself once the connection is back.
 import { atom } from "nanostores";
-import { $client } from "./auth";
+import { $client, $connection } from "./auth";
 import { announce } from "./announcer";
-import { errorMessage, type UploadedFile } from "../lib/chatsync";
+import { errorMessage, FileRequestError, type UploadedFile } from "../lib/chatsync";
 
 /** The server takes at most this many attachments on one message. */
 export const MAX_ATTACHMENTS = 32;
@@ -17,12 +19,17 @@ export interface PendingFile {
   type: string;
   state: "uploading" | "ready" | "failed";
   error: string | null;
+  /** Failed for want of an answer (not refused by the server): worth sending again. */
+  retryable: boolean;
   uploaded: UploadedFile | null;
 }
 
 export const $pending = atom<readonly PendingFile[]>([]);
 
 const uploads = new Map<string, AbortController>();
+/** The chosen files by chip, kept until the chip goes, to send again after an outage. */
+const sources = new Map<string, File>();
+const OFFLINE = "No connection to the server: not uploaded yet. It is sent again when the connection is back.";
 let counter = 0;
 
 function patch(key: string, change: Partial<PendingFile>): void {
@@ -39,8 +46,9 @@ async function upload(key: string, file: File): Promise<void> {
     if (!abort.signal.aborted) patch(key, { state: "ready", uploaded, size: uploaded.size });
   } catch (err) {
     if (abort.signal.aborted) return; // removed while uploading: nothing to say
-    const error = errorMessage(err);
-    patch(key, { state: "failed", error });
+    const retryable = err instanceof FileRequestError && err.code === "NO_ANSWER";
+    const error = retryable ? OFFLINE : errorMessage(err);
+    patch(key, { state: "failed", error, retryable });
     announce(`${file.name} was not attached: ${error}`);
   } finally {
     uploads.delete(key);
@@ -54,16 +62,35 @@ export function addFiles(files: Iterable<File>): void {
   if (list.length > room) announce(`A message takes at most ${MAX_ATTACHMENTS} files; ${list.length - Math.max(room, 0)} left out.`);
   const added = list.slice(0, Math.max(room, 0)).map((file): [PendingFile, File] => [{
     key: `f${++counter}`, name: file.name || "file", size: file.size, type: file.type, state: "uploading", error: null,
-    uploaded: null,
+    retryable: false, uploaded: null,
   }, file]);
   if (!added.length) return;
   $pending.set([...$pending.get(), ...added.map(([p]) => p)]);
-  for (const [p, file] of added) void upload(p.key, file);
+  for (const [p, file] of added) {
+    sources.set(p.key, file);
+    void upload(p.key, file);
+  }
 }
+
+/** Sends a file that got no answer again ("Retry"). */
+export function retryUpload(key: string): void {
+  const file = sources.get(key);
+  const chip = $pending.get().find((p) => p.key === key);
+  if (!file || !chip || chip.state !== "failed" || uploads.has(key)) return;
+  patch(key, { state: "uploading", error: null, retryable: false });
+  void upload(key, file);
+}
+
+// The connection is back: what failed for want of an answer goes again.
+$connection.listen((state) => {
+  if (state !== "connected" && state !== "resumed") return;
+  for (const p of $pending.get()) if (p.state === "failed" && p.retryable) retryUpload(p.key);
+});
 
 /** Takes a chip away (an upload in progress is cancelled). */
 export function removePending(key: string): void {
   uploads.get(key)?.abort();
+  sources.delete(key);
   $pending.set($pending.get().filter((p) => p.key !== key));
 }
 
@@ -77,10 +104,15 @@ export function takeReady(): PendingFile[] | null {
     announce("Wait until the files have uploaded.");
     return null;
   }
+  if (pending.some((p) => p.state === "failed" && p.retryable)) {
+    announce("Some files are not uploaded yet (no connection): press Retry, or wait for the connection.");
+    return null;
+  }
   if (pending.some((p) => p.state === "failed")) {
     announce("Remove the files that could not be attached first.");
     return null;
   }
+  for (const p of pending) sources.delete(p.key);
   $pending.set([]);
   return [...pending];
 }

@@ -6,6 +6,9 @@ import {
 } from "../lib/chatsync";
 
 const TOKEN_KEY = "chatsync.token";
+// Set when this browser's token was issued to it by a sign-in link: that token is this browser's alone, so
+// signing out revokes it. A pasted token may be in use elsewhere (a terminal), so signing out only forgets it.
+const LINKED_KEY = "chatsync.linked";
 
 export const $token = atom<string | null>(readToken());
 export const $client = atom<ChatsyncClient | null>(null);
@@ -73,18 +76,36 @@ export async function signIn(token: string): Promise<boolean> {
 export function signOut(reason: string | null = null): void {
   close();
   localStorage.removeItem(TOKEN_KEY);
+  localStorage.removeItem(LINKED_KEY);
   $token.set(null);
   $signInError.set(reason);
 }
 
-function keep(token: string): void {
+function keep(token: string, linked = false): void {
   localStorage.setItem(TOKEN_KEY, token);
+  if (linked) localStorage.setItem(LINKED_KEY, "1");
+  else localStorage.removeItem(LINKED_KEY);
   $signInError.set(null);
   $token.set(token);
 }
 
 /** Keeps a token the server just issued (a spent sign-in link) and connects with it, replacing any other. */
 export function adoptToken(token: string): void {
-  keep(token);
+  keep(token, true);
   open(token);
+}
+
+/** "Sign out": this browser forgets its token; one a sign-in link issued to it is revoked on the server first
+ * (so it is no use to anyone who copies it later), and that device leaves every Devices list. */
+export async function signOutHere(): Promise<void> {
+  const client = $client.get();
+  if (client && localStorage.getItem(LINKED_KEY)) {
+    try {
+      const me = await client.requests.query("auth.me", undefined);
+      if (me.deviceId) await client.requests.mutate("auth.revokeDevice", { deviceId: me.deviceId });
+    } catch {
+      // Offline or refused: the token is forgotten here anyway; it can be revoked from another device.
+    }
+  }
+  signOut(null);
 }

@@ -5,7 +5,7 @@ import { atom, computed } from "nanostores";
 import { $client } from "./auth";
 import { announceRuns } from "./run-announcements";
 import type {
-  Decision, Message, OpenSession, QueueItem, RunView, Session, ToolCallPreview,
+  Decision, Message, OpenSession, QueueItem, RunView, Session, ToolCallPreview, ToolOutcome,
 } from "../lib/chatsync";
 
 export interface ToolCallState {
@@ -18,7 +18,8 @@ export interface ToolCallState {
   approval: "pending" | "approved" | "denied" | null;
   /** Which device answered the approval: "this device", the other device's name, or "another device". */
   decidedBy: string | null;
-  result: { output: string; isError: boolean } | null;
+  /** Its result and how the call ended (ok, error, denied, unknown-tool, cancelled). */
+  result: { output: string; outcome: ToolOutcome } | null;
 }
 
 export const $sessionId = atom<string | null>(null);
@@ -42,13 +43,16 @@ export const $toolCalls = computed([$messages, $run, $previews, $decisions], (me
   for (const m of messages) {
     if (m.role === "assistant") {
       for (const c of m.toolCalls ?? []) {
-        calls.set(c.id, { callId: c.id, name: c.name, arguments: c.arguments, phase: "ready", approval: null,
-                          decidedBy: null, result: null });
+        // An answered approval is kept on the call (`decision`), so it shows after a reload too.
+        const d = c.decision;
+        calls.set(c.id, { callId: c.id, name: c.name, arguments: c.arguments, phase: "ready",
+                          approval: d ? (d.approved ? "approved" : "denied") : null,
+                          decidedBy: d ? d.deviceName || "another device" : null, result: null });
       }
     } else if (m.role === "tool" && m.toolCallId && calls.has(m.toolCallId)) {
       const c = calls.get(m.toolCallId)!;
       c.phase = "done";
-      c.result = { output: m.content, isError: m.status === "error" };
+      c.result = { output: m.content, outcome: m.outcome ?? "ok" };
     }
   }
   for (const [callId, p] of Object.entries(previews)) {

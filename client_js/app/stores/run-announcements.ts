@@ -1,9 +1,10 @@
 // What the status region says about the open session's runs: start, end, failure, stop, an approval
 // waiting — once per event, never per token.
-import { announce } from "./announcer";
+import { announce as say } from "./announcer";
 import type { SessionEvent } from "../lib/chatsync";
 
 export function announceRuns(e: SessionEvent): void {
+  const announce = (text: string) => say(text, e.sessionId);
   switch (e.type) {
     case "run-started":
       announce("Answering…");

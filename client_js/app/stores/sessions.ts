@@ -109,6 +109,35 @@ export function createSession(): Promise<Session> {
   return client().createSession({});
 }
 
+const MADE_KEY = "chatsync.newChats";
+
+function madeHere(): string[] {
+  try {
+    const ids: unknown = JSON.parse(localStorage.getItem(MADE_KEY) ?? "[]");
+    return Array.isArray(ids) ? ids.filter((x): x is string => typeof x === "string") : [];
+  } catch {
+    return [];
+  }
+}
+
+/** The chat "New chat" opens: one this browser made with "New chat" that is still empty (no message, nothing
+ * queued), else a new one, so pressing it again and again does not pile up empty "New chat" sessions. Chats
+ * made elsewhere are left alone: an empty one may be a script's, about to be written to. */
+export async function emptyOrNewSession(): Promise<string> {
+  const made = madeHere();
+  const candidates = $sessionList.get().filter((s) => made.includes(s.id) &&
+    s.titleSource === "none" && !s.title && !s.queueLength && s.status === "idle" && !s.archived);
+  for (const s of candidates.slice(0, 3)) {
+    // The list has no message counts: one read makes sure (a cleared title may hide a conversation).
+    const state = await client().requests.query("session.get", { sessionId: s.id, messageLimit: 1 });
+    if (state.messages.length === 0 && state.queue.length === 0) return s.id;
+  }
+  const id = (await createSession()).id;
+  const live = new Set($sessionList.get().map((s) => s.id));
+  localStorage.setItem(MADE_KEY, JSON.stringify([id, ...made.filter((x) => live.has(x))].slice(0, 10)));
+  return id;
+}
+
 export async function renameSession(sessionId: string, title: string): Promise<void> {
   if (title.trim()) await client().requests.mutate("session.setTitle", { sessionId, title: title.trim() });
   else await client().requests.mutate("session.clearTitle", { sessionId });

@@ -14,6 +14,9 @@ they steer the model instead, so every path of the run loop can be exercised wit
     does not retry; pass one to the constructor).
 ``/length [after=N]``
     Stream the text (only its first N words with ``after=N``), then finish with ``length`` instead of ``stop``.
+``/describe``
+    Add what the request asked for: ``[model M; system prompt: TEXT; tools: NAME, ...]`` (``none`` for an
+    absent prompt or no tools), so a client can see its session settings reached the model.
 
 A continuation (``run.continue``, or an answer going on after a restart) streams the rest of the text the last
 user message asks for after the words the answer already has, and finishes with ``stop``.
@@ -66,6 +69,7 @@ class Directives:
     fail_message: str = "echo model failure requested"
     length: bool = False
     length_after: int | None = None
+    describe: bool = False
 
 
 def parse_directives(message: str) -> Directives:
@@ -103,10 +107,19 @@ def parse_directives(message: str) -> Directives:
             for word in stripped[len("/length") :].split():
                 if word.startswith("after=") and word[6:].isdigit():
                     out.length_after = int(word[6:])
+        elif stripped == "/describe":
+            out.describe = True
         else:
             kept.append(line)
     out.text = "\n".join(kept).strip()
     return out
+
+
+def describe_request(request: ChatRequest) -> str:
+    """The model, system prompt and tool names ``request`` carries, in one bracketed line."""
+    prompt = request.options.system_prompt or "none"
+    tools = ", ".join(t.name for t in request.tools) or "none"
+    return f"[model {request.options.model}; system prompt: {prompt}; tools: {tools}]"
 
 
 class EchoProvider(Provider):
@@ -138,6 +151,8 @@ class EchoProvider(Provider):
                 # Say what arrived, so a client can see its files reached the model.
                 seen = " ".join(f"[received {a.name}: {a.media_type}, {len(a.data)} bytes]" for a in last.attachments)
                 directives.text = f"{directives.text} {seen}".strip()
+            if directives.describe:
+                directives.text = f"{directives.text} {describe_request(request)}".strip()
         if directives.fail and self._should_fail(request, directives):
             fail_at = directives.fail_after
         else:

@@ -4,8 +4,8 @@ the answer they continue
 Existing histories become a chain: each message's parent is the message before it (by ordinal), and every
 message is on the active path.
 
-Revision ID: 0011
-Revises: 0009
+Revision ID: 0012
+Revises: 0011
 Create Date: 2026-11-26
 """
 from typing import Sequence, Union
@@ -14,8 +14,8 @@ from alembic import op
 import sqlalchemy as sa
 
 
-revision: str = '0011'
-down_revision: Union[str, None] = '0009'
+revision: str = '0012'
+down_revision: Union[str, None] = '0011'
 branch_labels: Union[str, Sequence[str], None] = None
 depends_on: Union[str, Sequence[str], None] = None
 
