@@ -12,9 +12,10 @@ import { presenceScenarios } from "./presence_scenarios.mjs";
 import { organiseScenarios } from "./organise_scenarios.mjs";
 import { coreScenarios } from "./core_scenarios.mjs";
 import { settingsScenarios } from "./settings_scenarios.mjs";
+import { versionsScenarios } from "./versions_scenarios.mjs";
 
 const scenarios = { ...appScenarios, ...linkScenarios, ...presenceScenarios, ...organiseScenarios, ...coreScenarios,
-                    ...settingsScenarios };
+                    ...settingsScenarios, ...versionsScenarios };
 
 const url = process.env.CHATSYNC_URL;
 const browser = await launch();

@@ -1,9 +1,11 @@
 import { memo } from "preact/compat";
+import { useState } from "preact/hooks";
 import { useStore } from "@nanostores/preact";
-import { $previews, previewsOf } from "../stores/conversation";
+import { $leafId, $previews, previewsOf } from "../stores/conversation";
 import type { Message } from "../lib/chatsync";
 import { Markdown } from "./Markdown";
 import { MessageAttachments } from "./MessageAttachments";
+import { EditBox, MessageActions } from "./MessageVersions";
 import { ToolCard } from "./ToolCard";
 
 /** Calls of the message still streaming: their cards appear with tool-call-start, before the message completes. */
@@ -20,8 +22,16 @@ function Notices({ m }: { m: Message }) {
 
 const ENDINGS: Record<string, string> = { interrupted: "Stopped", error: "Failed" };
 
+/** Versions and actions under a message (not while it streams). */
+function Actions({ m, onEdit }: { m: Message; onEdit: () => void }) {
+  const leaf = useStore($leafId);
+  if (m.status === "streaming") return null;
+  return <MessageActions m={m} onEdit={onEdit} last={leaf === m.id} />;
+}
+
 /** One message of the log. Memoised on the message object: a token for another message leaves it alone. */
 export const MessageItem = memo(function MessageItem({ m }: { m: Message }) {
+  const [editing, setEditing] = useState(false);
   if (m.role === "tool") return null; // shown inside its tool call's card
   if (m.role === "system") {
     return <div class="msg msg-system" data-role="system"><p>{m.content}</p></div>;
@@ -30,8 +40,10 @@ export const MessageItem = memo(function MessageItem({ m }: { m: Message }) {
     return (
       <div class="msg msg-user" data-role="user" data-message-id={m.id}>
         <span class="sr-only">You: </span>
-        {m.content && <p class="plain">{m.content}</p>}
+        {editing ? <EditBox m={m} done={() => setEditing(false)} />
+                 : m.content && <p class="plain">{m.content}</p>}
         <MessageAttachments list={m.attachments} />
+        {!editing && <Actions m={m} onEdit={() => setEditing(true)} />}
       </div>
     );
   }
@@ -45,6 +57,7 @@ export const MessageItem = memo(function MessageItem({ m }: { m: Message }) {
                  : m.toolCalls?.map((c) => <ToolCard key={c.id} callId={c.id} />)}
       {ENDINGS[m.status] && <p class="msg-ending">{ENDINGS[m.status]}</p>}
       <Notices m={m} />
+      <Actions m={m} onEdit={() => {}} />
     </div>
   );
 });
