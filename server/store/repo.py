@@ -268,11 +268,17 @@ _LEAF = (
 )
 
 
+_APPEND_POINT = select(
+    select(func.coalesce(func.max(Message.ordinal), 0)).where(Message.session_id == bindparam("sid")).scalar_subquery(),
+    _LEAF.scalar_subquery(),
+)
+
+
 async def append_point(db: AsyncSession, session_id: str) -> tuple[int, str | None]:
-    """Where a new message goes (callers hold the session row lock): its ordinal, and its parent, the last
-    message of the active path (None for an empty one)."""
-    leaf = (await db.execute(_LEAF, {"sid": session_id})).scalar_one_or_none()
-    return await next_ordinal(db, session_id), leaf
+    """Where a new message goes (callers hold the session row lock), in one statement: its ordinal, and its
+    parent, the last message of the active path (None for an empty one)."""
+    top, leaf = (await db.execute(_APPEND_POINT, {"sid": session_id})).one()
+    return int(top) + 1, leaf
 
 
 async def siblings(db: AsyncSession, session_id: str, rows: Sequence[Message]) -> dict[str | None, list[str]]:

@@ -21,6 +21,7 @@ from typing import Any
 
 from attachment_files import pdf, png
 
+from server.domain.models import ToolOutcome
 from server.engine.history import build_request, load_files
 from server.llm import ChatRequest, ModelInputs, ToolCallEvent
 from server.protocol.errors import RpcError
@@ -166,6 +167,11 @@ async def read_file(file_id: str) -> bytes:
     if data is None:
         raise RpcError("NOT_FOUND", "File not found")
     return data
+
+
+def failed_or_ok(rng: random.Random) -> ToolOutcome:
+    """How a tool that ran ended: mostly fine, sometimes a reported failure."""
+    return "error" if rng.random() < 0.2 else "ok"
 
 
 def attachments(rng: random.Random) -> list[dict[str, Any]]:
@@ -345,7 +351,7 @@ async def running_op(t: Any, rng: random.Random) -> tuple[str, bool] | None:
         open_calls = await repo.run_tool_calls(t.db, t.row.id, run.id, open_only=True)
         for call in transitions.runnable(open_calls):  # server tools finish (some may be cut off by a crash later)
             if rng.random() < 0.8:
-                await transitions.add_tool_result(t, call, rng.choice(TEXTS), rng.random() < 0.2)
+                await transitions.add_tool_result(t, call, rng.choice(TEXTS), failed_or_ok(rng))
         open_calls = await repo.run_tool_calls(t.db, t.row.id, run.id, open_only=True)
         if transitions.waiting_on_people(open_calls):
             transitions.suspend(t, run)
@@ -367,11 +373,11 @@ async def waiting_op(t: Any, rng: random.Random) -> None:
             approved = rng.random() < 0.6
             call.approval = "approved" if approved else "denied"
             if not approved:
-                await transitions.add_tool_result(t, call, transitions.DENIED_RESULT, True)
+                await transitions.add_tool_result(t, call, transitions.DENIED_RESULT, "denied")
             elif rng.random() < 0.8:
-                await transitions.add_tool_result(t, call, rng.choice(TEXTS), False)
+                await transitions.add_tool_result(t, call, rng.choice(TEXTS), "ok")
         elif call.executor == "client" and not call.has_result:
-            await transitions.add_tool_result(t, call, rng.choice(TEXTS), rng.random() < 0.2)
+            await transitions.add_tool_result(t, call, rng.choice(TEXTS), failed_or_ok(rng))
         elif not call.has_result and call.executor == "server":
-            await transitions.add_tool_result(t, call, rng.choice(TEXTS), False)
+            await transitions.add_tool_result(t, call, rng.choice(TEXTS), "ok")
     await transitions.maybe_resume(t, OWNER, LEASE)

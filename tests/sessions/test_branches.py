@@ -344,3 +344,27 @@ async def test_titles_follow_the_first_message_of_the_active_path_unless_the_use
         await c.mutation("message.edit", {"sessionId": named, "messageId": sent["message"]["id"], "content": "Trains"})
         snap = await idle(c, named)
         assert (snap["session"]["title"], snap["session"]["titleSource"]) == ("My trip", "user")
+
+
+async def test_queued_messages_wait_through_branch_switches_and_go_onto_the_path_then_active(tree):
+    async with tree.client("alice") as c:
+        sid = (await c.mutation("session.create", {}))["id"]
+        messages = await four_exchanges(c, sid)
+        edited = await c.mutation(
+            "message.edit", {"sessionId": sid, "messageId": messages[2]["id"], "content": "the other branch"}
+        )
+        await idle(c, sid)
+        await c.mutation("message.pauseQueue", {"sessionId": sid})
+        for text in ("waiting 1", "waiting 2"):
+            await c.mutation("message.enqueueMessage", {"sessionId": sid, "content": text})
+        await c.mutation("session.switchBranch", {"sessionId": sid, "messageId": messages[2]["id"]})
+        await c.mutation("session.switchBranch", {"sessionId": sid, "messageId": edited["message"]["id"]})
+        await c.mutation("session.switchBranch", {"sessionId": sid, "messageId": messages[2]["id"]})
+        snap = await c.query("session.get", {"sessionId": sid})
+        assert [q["content"] for q in snap["queue"]] == ["waiting 1", "waiting 2"]  # still waiting, in order
+        await c.mutation("message.resumeQueue", {"sessionId": sid})
+        snap = await idle(c, sid)
+        contents = [m["content"] for m in snap["messages"]]
+        assert contents[:8] == [m["content"] for m in messages]  # the branch active when they were sent
+        assert contents[8:] == ["waiting 1", "waiting 1", "waiting 2", "waiting 2"]
+        assert snap["messages"][8]["parentId"] == messages[-1]["id"]
