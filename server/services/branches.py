@@ -95,7 +95,7 @@ async def make_active(tx: SessionTx, path: list[str], nodes: Sequence[TreeNode] 
 
 
 async def message_of(tx: SessionTx, message_id: str) -> Message:
-    row = await repo.active_message(tx.db, tx.row.id, message_id)
+    row = await repo.session_message(tx.db, tx.row.id, message_id)
     if row is None:
         raise RpcError("NOT_FOUND", "Message not found")
     return row

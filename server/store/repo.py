@@ -301,7 +301,7 @@ async def siblings(db: AsyncSession, session_id: str, rows: Sequence[Message]) -
     return out
 
 
-async def active_message(db: AsyncSession, session_id: str, message_id: str) -> Message | None:
+async def session_message(db: AsyncSession, session_id: str, message_id: str) -> Message | None:
     """A message of the session (any branch), or None."""
     row = await db.get(Message, message_id)
     return row if row is not None and row.session_id == session_id else None
