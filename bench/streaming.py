@@ -90,7 +90,7 @@ def serve() -> None:
 def trace_fan_out(path: str) -> None:
     """Time every text delta's fan-out inside the server; one line per delta:
     ``<ms from provider to fan-out start> <ms in fan-out> <ms of its slowest write()>``."""
-    from server.rpc import outbox
+    from server.rpc import uvicorn_ws as outbox  # the module whose _write_all makes the fan-out's writes
     from server.sync.hub import Hub
 
     out = open(path, "a", buffering=1)

@@ -12,7 +12,8 @@ fi
 stamp=.venv/.chatsync-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/python -m pip install --quiet --upgrade pip
-  .venv/bin/python -m pip install --quiet -e '.[dev]'
+  # otel too: the tracing tests run the OpenTelemetry SDK with its in-memory exporter.
+  .venv/bin/python -m pip install --quiet -e '.[dev,otel]'
   touch "$stamp"
 fi
 

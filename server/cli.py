@@ -7,10 +7,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import logging
 import sys
 from typing import Any
 
+from . import logformat, tracing
 from .settings import Settings, SettingsError, load_settings
 
 
@@ -26,6 +26,7 @@ def serve(settings: Settings, host: str | None, port: int | None) -> None:
     from .app import create_app
     from .serve import ChatsyncServer, uvicorn_config
 
+    tracing.configure_from_env()  # OTEL_* variables: off unless they ask for traces
     app = create_app(settings)
     config = uvicorn_config(app, settings, host or settings.host, settings.port if port is None else port)
     # What is loaded by now (modules, SQLAlchemy's mappers, pydantic's validators) lives as long as the
@@ -33,7 +34,10 @@ def serve(settings: Settings, host: str | None, port: int | None) -> None:
     # With it, a full collection is a pause every streaming client would feel (docs/performance.md).
     gc.collect()
     gc.freeze()
-    ChatsyncServer(config).run()
+    try:
+        ChatsyncServer(config).run()
+    finally:
+        tracing.shutdown()  # sends the spans still batched
 
 
 async def _db_upgrade(settings: Settings) -> None:
@@ -196,8 +200,7 @@ def main(argv: list[str] | None = None) -> None:
         _client_command(args)
         return
     settings = _settings_or_exit()
-    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("alembic").setLevel(logging.WARNING)
+    logformat.configure(settings.log_level, settings.log_format)
     try:
         if args.command == "serve":
             serve(settings, args.host, args.port)

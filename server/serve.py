@@ -153,4 +153,8 @@ def uvicorn_config(app: ChatsyncApp, settings: Settings, host: str, port: int, *
         "ws": LeanWebSocketProtocol,
         "timeout_graceful_shutdown": 10,
     }
+    if settings.log_format == "json":
+        # uvicorn's own lines (requests, WebSockets, errors) go to the root logger's JSON handler instead of
+        # the text handlers uvicorn would configure for itself (``logformat.configure`` set it up).
+        options["log_config"] = None
     return uvicorn.Config(app, host=host, port=port, **{**options, **extra})

@@ -67,6 +67,8 @@ class Settings(BaseSettings):
     allow_method_override: bool = False
     run_migrations_on_start: bool = True
     log_level: str = "info"
+    # ``json``: one JSON object per line with the request, session, run and trace ids (server/logformat.py).
+    log_format: Literal["text", "json"] = "text"
     # /metrics is open (counts and timings only, no user content) unless this is set; then it takes this
     # bearer token, so a scraper need not hold an admin's.
     metrics_token: str | None = None

@@ -186,7 +186,7 @@ EVENT_TYPES: dict[str, str] = {
     "tool-call-ready": '{ callId: string; name: string; arguments: string; executor: "client" | "server";'
     " requiresApproval: boolean }",
     "tool-approval-requested": "{ callId: string }",
-    "tool-approval-resolved": "{ callId: string; approved: boolean; decidedBy?: DecidedBy }",
+    "tool-approval-resolved": "{ callId: string; approved: boolean; decidedBy?: DecidedBy; decidedAt?: number }",
     "tool-call-result": "{ callId: string; output: string; isError: boolean; outcome: ToolOutcome }",
     "session-updated": "{ session: SessionChanges }",
     "title-changed": "{ title: string; source: TitleSource }",

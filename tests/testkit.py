@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
+import json
+import logging
 import os
 import random
 import shutil
@@ -12,7 +15,8 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
 
 import asyncpg
 import httpx
@@ -314,3 +318,23 @@ def create_user(env: dict[str, str], name: str, cwd: str | None = None) -> str:
         text=True,
         check=True,
     ).stdout.strip()
+
+
+@contextlib.contextmanager
+def json_log(logger_name: str) -> Iterator[tuple[logging.Logger, Callable[[], list[dict[str, Any]]]]]:
+    """Records of ``logger_name`` (DEBUG and up) in the JSON log format: ``(logger, lines)``, where ``lines()``
+    parses what was written so far."""
+    from server.logformat import JsonFormatter
+
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(JsonFormatter())
+    logger = logging.getLogger(logger_name)
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    try:
+        yield logger, lambda: [json.loads(line) for line in out.getvalue().splitlines()]
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)

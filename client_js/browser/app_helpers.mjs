@@ -128,3 +128,37 @@ export const previewOf = (text) => {
 
 /** `n` words, so the echo model (one word per CHATSYNC_ECHO_DELAY) answers for a while. */
 export const words = (n, tag = "w") => Array.from({ length: n }, (_, i) => `${tag}${i}`).join(" ");
+
+/**
+ * Delivers `payloads` (objects, as the server's push would carry them) to the device's service worker, one after
+ * another, as a push service would (DevTools: ServiceWorker.deliverPushMessage). Notifications get permission.
+ */
+export async function deliverPush(d, url, payloads) {
+  const origin = new URL(url).origin;
+  await d.context.grantPermissions(["notifications"], { origin });
+  const scope = await d.page.evaluate(async () => (await navigator.serviceWorker.ready).scope);
+  const cdp = await d.context.newCDPSession(d.page);
+  await cdp.send("ServiceWorker.enable");
+  const versions = [];
+  cdp.on("ServiceWorker.workerRegistrationUpdated", (e) => versions.push(...e.registrations));
+  const regs = await until(async () => versions, (v) => v.some((r) => r.scopeURL === scope), {
+    what: "the worker's registration",
+  });
+  const reg = regs.find((r) => r.scopeURL === scope);
+  for (const payload of payloads) {
+    const before = await notifications(d.page);
+    await cdp.send("ServiceWorker.deliverPushMessage", {
+      origin, registrationId: reg.registrationId, data: JSON.stringify(payload),
+    });
+    // Each shown before the next goes: a notification whose body says so is up.
+    await until(() => notifications(d.page), (list) => list.some((n) => n.body === payload.body &&
+      !before.some((b) => b.body === n.body && b.tag === n.tag)), { what: `the notification "${payload.body}"` });
+  }
+}
+
+/** The notifications the device's service worker registration shows now. */
+export function notifications(page) {
+  return page.evaluate(async () => (await (await navigator.serviceWorker.ready).getNotifications())
+    .map((n) => ({ title: n.title, body: n.body, tag: n.tag, actions: n.actions.map((a) => a.action),
+                   sessionId: n.data?.sessionId ?? null })));
+}

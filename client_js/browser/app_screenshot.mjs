@@ -1,8 +1,9 @@
-// Takes docs/web.png: a real server (temporary SQLite, the echo model), a few chats, one with a rendered
-// answer, an image attached, a tool call waiting for approval, two queued messages (one with a file) and a
-// file about to be sent, in headless Chromium at 1280×800.
+// Takes the screenshots in docs/web.md: a real server (temporary SQLite, the echo model), a few chats, one with
+// a rendered answer, an image attached, a tool call waiting for approval, two queued messages (one with a file)
+// and a file about to be sent, in headless Chromium: a desktop (1280×800) and a phone (390×844), each in the
+// light and the dark theme, as web-desktop-light.png … web-phone-dark.png.
 //
-//   node client_js/browser/app_screenshot.mjs [out.png]
+//   node client_js/browser/app_screenshot.mjs [out-dir]
 import { spawn, execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -13,7 +14,11 @@ import { device, launch, openApp, trpcClient, until } from "./app_helpers.mjs";
 import { png } from "../test/stores/support/png.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
-const out = resolve(process.argv[2] ?? join(root, "docs/web.png"));
+const outDir = resolve(process.argv[2] ?? join(root, "docs"));
+const shots = [
+  { name: "desktop", viewport: { width: 1280, height: 800 } },
+  { name: "phone", viewport: { width: 390, height: 844 } },
+];
 const chatsync = join(root, ".venv/bin/chatsync");
 
 const port = await new Promise((ok) => {
@@ -71,18 +76,24 @@ try {
 
   const browser = await launch();
   try {
-    const d = await device(browser, url, { token, viewport: { width: 1280, height: 800 }, colorScheme: "light" });
-    await openApp(d.page, `/s/${s.id}`);
-    await d.page.getByRole("list", { name: "Queued messages" }).waitFor();
-    await d.page.getByRole("button", { name: "Approve" }).waitFor();
-    await d.page.locator(".attachments img").waitFor();
-    await d.page.locator(".composer input[type=file]").setInputFiles([
-      { name: "changelog.md", mimeType: "text/markdown", buffer: Buffer.from("## 0.4\n\n- Attachments\n".repeat(40)) }]);
-    await d.page.locator(".chip[data-state=ready]").waitFor();
-    await d.page.getByRole("textbox", { name: "Message" }).fill("Also mention the new web app");
-    await d.page.screenshot({ path: out });
-    if (d.problems.length) throw new Error(d.problems.join("\n"));
-    console.log(out);
+    for (const { name, viewport } of shots) {
+      for (const colorScheme of ["light", "dark"]) {
+        const d = await device(browser, url, { token, viewport, colorScheme });
+        await openApp(d.page, `/s/${s.id}`);
+        await d.page.getByRole("list", { name: "Queued messages" }).waitFor();
+        await d.page.getByRole("button", { name: "Approve" }).waitFor();
+        await d.page.locator(".attachments img").first().waitFor();
+        await d.page.locator(".composer input[type=file]").setInputFiles([
+          { name: "changelog.md", mimeType: "text/markdown", buffer: Buffer.from("## 0.4\n\n- Attachments\n".repeat(40)) }]);
+        await d.page.locator(".chip[data-state=ready]").waitFor();
+        await d.page.getByRole("textbox", { name: "Message" }).fill("Also mention the new web app");
+        const out = join(outDir, `web-${name}-${colorScheme}.png`);
+        await d.page.screenshot({ path: out });
+        if (d.problems.length) throw new Error(d.problems.join("\n"));
+        await d.context.close();
+        console.log(out);
+      }
+    }
   } finally {
     await browser.close();
   }

@@ -1,7 +1,7 @@
 // Devices that know about each other, in the web app (tests/web/test_web_presence.py): one user's laptop and phone
 // as two browser contexts. Controls and regions are found by role, accessible name and text, as a person (or a
 // screen reader) finds them.
-import { devices, openApp, until } from "./app_helpers.mjs";
+import { deliverPush, devices, notifications, openApp, until } from "./app_helpers.mjs";
 
 const message = (page) => page.getByRole("textbox", { name: "Message" });
 
@@ -55,27 +55,8 @@ export const presenceScenarios = {
   async push_shows_a_notification({ browser, url, token, payload }) {
     return devices(browser, url, [{ token }], async ([d], problems) => {
       await openApp(d.page, "/");
-      const origin = new URL(url).origin;
-      await d.context.grantPermissions(["notifications"], { origin });
-      const registration = await d.page.evaluate(async () => {
-        const reg = await navigator.serviceWorker.ready;
-        return reg.scope;
-      });
-      const cdp = await d.context.newCDPSession(d.page);
-      await cdp.send("ServiceWorker.enable");
-      const versions = [];
-      cdp.on("ServiceWorker.workerRegistrationUpdated", (e) => versions.push(...e.registrations));
-      const regs = await until(async () => versions, (v) => v.some((r) => r.scopeURL === registration), {
-        what: "the worker's registration",
-      });
-      const reg = regs.find((r) => r.scopeURL === registration);
-      await cdp.send("ServiceWorker.deliverPushMessage", {
-        origin, registrationId: reg.registrationId, data: JSON.stringify(payload),
-      });
-      const shown = await until(
-        () => d.page.evaluate(async () => (await (await navigator.serviceWorker.ready).getNotifications())
-          .map((n) => ({ title: n.title, body: n.body, tag: n.tag, actions: n.actions.map((a) => a.action) }))),
-        (list) => list.length > 0, { what: "a notification" });
+      await deliverPush(d, url, [payload]);
+      const shown = (await notifications(d.page)).map(({ sessionId, ...n }) => n);
       const cached = await d.page.evaluate(async () => {
         const names = await caches.keys();
         const keys = [];

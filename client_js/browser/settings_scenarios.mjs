@@ -1,7 +1,7 @@
 // The web app's session settings and device scenarios, run by app_driver.mjs for tests/web/test_web_settings.py.
 // Controls are found by role and accessible name.
 import decodeQR from "qr/decode.js";
-import { axeScan, connection, devices, openApp, until } from "./app_helpers.mjs";
+import { axeScan, connection, deliverPush, devices, notifications, openApp, until, words } from "./app_helpers.mjs";
 
 const log = (page) => page.getByRole("log", { name: "Conversation" });
 const messageBox = (page) => page.getByRole("textbox", { name: "Message" });
@@ -225,6 +225,78 @@ export const settingsScenarios = {
       const axe = await axeScan(page);
       return { emptyButtonVisible, sidebarButtonVisible, first, again, second, statusInNewChat, queuePanels,
                renameVisible, axe, problems: problems() };
+    });
+  },
+
+  /** A hidden tab with no push subscription: an answer that finishes meanwhile is shown with the Notification
+   * API (the server's push reaches nobody here); looking at the chat again withdraws it. */
+  async hidden_tab_notifies({ browser, url, token, sessionId, checkpoint }) {
+    return devices(browser, url, [{ token }], async ([d], problems) => {
+      const { page } = d;
+      await d.context.grantPermissions(["notifications"], { origin: new URL(url).origin });
+      await openApp(page, `/s/${sessionId}`);
+      await page.evaluate(async () => { await navigator.serviceWorker.ready; });
+      const setVisibility = (state) => page.evaluate((state) => {
+        Object.defineProperty(document, "visibilityState", { configurable: true, get: () => state });
+        Object.defineProperty(document, "hidden", { configurable: true, get: () => state === "hidden" });
+        document.dispatchEvent(new Event("visibilitychange"));
+      }, state);
+      await setVisibility("hidden");
+      await checkpoint("hidden", {}); // the test waits until the server has the tab as not visible, then sends
+      const shown = await until(() => notifications(page), (list) => list.some((n) => n.sessionId === sessionId),
+                                { what: "the tab's notification" });
+      await setVisibility("visible");
+      await until(() => notifications(page), (list) => !list.some((n) => n.sessionId === sessionId),
+                  { what: "the notification withdrawn once the chat is looked at" });
+      return { shown: shown.filter((n) => n.sessionId === sessionId), problems: problems() };
+    });
+  },
+
+  /** Pushes about one chat: each newer one withdraws what this device showed of the chat before. */
+  async newer_push_withdraws_older({ browser, url, token, payloads }) {
+    return devices(browser, url, [{ token }], async ([d], problems) => {
+      await openApp(d.page, "/devices");
+      await deliverPush(d, url, payloads);
+      return { shown: await notifications(d.page), problems: problems() };
+    });
+  },
+
+  /** An approval pushed to this device (`payload`: what the server sent its push service), shown by the service
+   * worker with Approve and Deny; Approve is pressed — the worker's own click handler runs on that notification,
+   * as the browser runs it for a click — and the worker decides the call on the server. */
+  async approve_from_notification({ browser, url, token, payload }) {
+    return devices(browser, url, [{ token }], async ([d], problems) => {
+      await openApp(d.page, "/devices");
+      await deliverPush(d, url, [payload]);
+      const shown = (await notifications(d.page)).filter((n) => n.sessionId === payload.sessionId);
+      const worker = d.context.serviceWorkers()[0] ?? await d.context.waitForEvent("serviceworker");
+      await worker.evaluate(async (sessionId) => {
+        const [note] = (await self.registration.getNotifications())
+          .filter((n) => n.data?.sessionId === sessionId && n.actions.some((a) => a.action === "approve"));
+        await onNotificationClick(note, "approve");
+      }, payload.sessionId);
+      const after = await until(() => notifications(d.page), (list) => list.some((n) => n.sessionId === payload.sessionId &&
+        n.body.startsWith("Approved")), { what: "the worker's outcome notification" });
+      return { shown, after: after.filter((n) => n.sessionId === payload.sessionId), problems: problems() };
+    });
+  },
+
+  /** A paused, empty queue shows no panel; while an answer runs, "Send now" says it stops that answer. */
+  async queue_panel_words({ browser, url, token, sessionId, checkpoint }) {
+    return devices(browser, url, [{ token }], async ([d], problems) => {
+      const { page } = d;
+      await openApp(page, `/s/${sessionId}`);
+      await page.getByRole("heading", { name: "Paused and empty", level: 1 }).waitFor(); // the chat has loaded
+      const emptyPanels = await page.getByRole("heading", { name: /queued/ }).count();
+      await messageBox(page).fill(words(400, "long"));
+      await messageBox(page).press("Enter");
+      await log(page).locator("[data-role=assistant][data-status=streaming]").waitFor();
+      await checkpoint("answering", {}); // the test queues a message behind the answer
+      const heading = await page.getByRole("heading", { name: /queued/ }).textContent();
+      const sendNow = page.getByRole("list", { name: "Queued messages" }).getByRole("button", { name: "Send now" });
+      const description = await sendNow.evaluate((b) => document.getElementById(b.getAttribute("aria-describedby"))?.textContent ?? "");
+      await page.getByRole("button", { name: "Stop" }).click();
+      return { emptyPanels, heading, description, problems: problems() };
     });
   },
 

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from typing import Any, get_args
 
 import orjson
+from prometheus_client.core import Metric
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, Response
 from starlette.routing import Route
@@ -28,7 +29,6 @@ from starlette.routing import Route
 from .. import metrics
 from ..api.inputs import MAX_MESSAGES_PER_PAGE
 from ..domain.models import SessionStatus
-from ..metrics import Sample
 from ..protocol.errors import RpcError, to_rpc_error
 from ..rpc.http import bearer_token, plain_error_response
 from ..services.sessions import decode_cursor, encode_cursor
@@ -229,77 +229,30 @@ class AdminApi:
                     status_code=401,
                     headers={"WWW-Authenticate": "Bearer"},
                 )
-        return PlainTextResponse(
-            metrics.render(self._families(services)), media_type="text/plain; version=0.0.4; charset=utf-8"
-        )
+        return Response(metrics.exposition(self._gauges(services)), media_type=metrics.CONTENT_TYPE)
 
-    def _families(self, services: Any) -> list[tuple[str, str, str, list[Sample]]]:
-        c = metrics.COUNTERS
-        bus_reconnects = getattr(services.bus, "reconnects", 0)
+    def _gauges(self, services: Any) -> list[Metric]:
+        """The series read now: what this process holds open."""
+        gauge = metrics.gauge
         return [
-            ("chatsync_build_info", "gauge", "Version of this chatsync process.", [({"version": VERSION}, 1)]),
-            (
-                "chatsync_websocket_connections",
-                "gauge",
-                "Open WebSocket connections.",
-                [({}, len(services.connections))],
-            ),
-            (
+            gauge("chatsync_build_info", "Version of this chatsync process.", 1, {"version": VERSION}),
+            gauge("chatsync_websocket_connections", "Open WebSocket connections.", len(services.connections)),
+            gauge(
                 "chatsync_sse_streams",
-                "gauge",
                 "Open server-sent-event subscription streams.",
-                [({}, len(self.state["http"].sse_streams))],
+                len(self.state["http"].sse_streams),
             ),
-            (
-                "chatsync_subscriptions",
-                "gauge",
-                "Live session.events subscriptions.",
-                [({}, services.hub.subscriber_count())],
-            ),
-            (
+            gauge("chatsync_subscriptions", "Live session.events subscriptions.", services.hub.subscriber_count()),
+            gauge(
                 "chatsync_subscribed_sessions",
-                "gauge",
                 "Sessions with at least one subscriber here.",
-                [({}, len(services.hub.subscribed_sessions()))],
+                len(services.hub.subscribed_sessions()),
             ),
-            (
+            gauge(
                 "chatsync_running_sessions",
-                "gauge",
                 "Sessions whose run is executing in this process.",
-                [({}, len(services.orchestrator.running_sessions()))],
+                len(services.orchestrator.running_sessions()),
             ),
-            (
-                "chatsync_durable_events_total",
-                "counter",
-                "Durable events committed by this process, by type.",
-                [({"type": t}, n) for t, n in sorted(c.events.items())],
-            ),
-            (
-                "chatsync_fanout_deliveries_total",
-                "counter",
-                "Events handed to this process's subscribers (one event to one subscriber counts one).",
-                [({}, c.deliveries)],
-            ),
-            (
-                "chatsync_slow_consumer_closes_total",
-                "counter",
-                "Connections closed with code 4000 because they did not read fast enough.",
-                [({}, c.slow_consumer_closes)],
-            ),
-            (
-                "chatsync_http_closes_total",
-                "counter",
-                "HTTP connections the server closed on its own: header-timeout, body-timeout, send-timeout, "
-                "drain-limit, evicted (to make room for a new one), refused (no room).",
-                [({"reason": r}, n) for r, n in sorted(c.http_closes.items())],
-            ),
-            (
-                "chatsync_bus_reconnects_total",
-                "counter",
-                "Times the bus listener reconnected after an error.",
-                [({}, bus_reconnects)],
-            ),
-            *metrics.process_families(),
         ]
 
 

@@ -20,7 +20,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..domain.models import Message, QueuedMessage, Session, SessionSnapshot, Versions
+from ..domain.models import Message, QueuedMessage, Session, SessionSnapshot, ToolDecision, Versions
 from .trpc import ConnectionLost, Subscription, TrpcError
 
 if TYPE_CHECKING:
@@ -255,6 +255,23 @@ class SessionView:
                 return
         self.messages.append(msg)
 
+    def _put_decision(self, e: dict[str, Any]) -> None:
+        """Who answered an approval, kept on the call as ``session.get`` shows it (``toolCalls[].decision``)."""
+        by = e.get("decidedBy")
+        if not by or e.get("decidedAt") is None:
+            return
+        decision = ToolDecision(
+            approved=e["approved"],
+            user_name=by["userName"],
+            device_name=by.get("deviceName"),
+            decided_at=e["decidedAt"],
+        )
+        for m in self.messages:
+            for i, call in enumerate(m.tool_calls or []):
+                if call.id == e["callId"]:
+                    m.tool_calls[i] = call.model_copy(update={"decision": decision})  # type: ignore[index]
+                    return
+
     def _set_text(self, message_id: str, text: str) -> TextChunk | None:
         """Set a streaming message's text from a snapshot; returns the new tail when it extends the old."""
         msg = self.message(message_id)
@@ -350,6 +367,7 @@ class SessionView:
             }
         elif kind == "tool-approval-resolved":
             self.pending_approvals.pop(e["callId"], None)
+            self._put_decision(e)
         elif kind == "session-deleted":
             self.deleted = True
         self._notify(Change(kind, e, chunk))

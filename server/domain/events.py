@@ -12,6 +12,7 @@ builds its frames around that text — never once per subscriber.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, get_args
@@ -76,6 +77,10 @@ class EventEnvelope:
     # Whole WebSocket frames by subscription prefix: subscribers whose subscription ids are equal (tRPC
     # clients number them from 1 per socket, so most are) share one frame object.
     _frames: dict[bytes, bytes] | None = field(default=None, repr=False)
+    # Set on the first event of a batch as it is published: the wall-clock time (a stream event's: when it
+    # was made) and, while tracing, the trace it was committed in (``server.tracing``). The bus carries both.
+    published_at: float = field(default=0.0, repr=False)
+    trace_parent: str | None = field(default=None, repr=False)
 
     @classmethod
     def build(cls, session_id: str, seq: int | None, type_: str, fields: dict[str, Any]) -> EventEnvelope:
@@ -84,7 +89,10 @@ class EventEnvelope:
         if (seq is None) != (type_ in EPHEMERAL_EVENT_TYPES):
             raise ValueError(f"{type_} must {'not ' if seq is None else ''}carry a seq")
         body = {"type": type_, "sessionId": session_id, **fields}
-        return cls(session_id, seq, type_, dumps(body), fields.get("messageId"), fields.get("offset"))
+        env = cls(session_id, seq, type_, dumps(body), fields.get("messageId"), fields.get("offset"))
+        if seq is None:
+            env.published_at = time.time()  # a stream event is published as soon as it is made
+        return env
 
     @property
     def event_id(self) -> str:
@@ -249,9 +257,13 @@ def tool_approval_requested(call_id: str) -> Event:
     return Event("tool-approval-requested", {"callId": call_id})
 
 
-def tool_approval_resolved(call_id: str, approved: bool, decided_by: dict[str, Any]) -> Event:
-    """``decided_by``: ``{userId, userName, deviceName}`` of whoever answered first."""
-    return Event("tool-approval-resolved", {"callId": call_id, "approved": approved, "decidedBy": decided_by})
+def tool_approval_resolved(call_id: str, approved: bool, decided_by: dict[str, Any], decided_at: int) -> Event:
+    """``decided_by``: ``{userId, userName, deviceName}`` of whoever answered first; ``decided_at`` in ms (the
+    same as the call's kept ``decision.decidedAt``)."""
+    return Event(
+        "tool-approval-resolved",
+        {"callId": call_id, "approved": approved, "decidedBy": decided_by, "decidedAt": decided_at},
+    )
 
 
 def tool_call_result(call_id: str, output: str, outcome: ToolOutcome) -> Event:
@@ -310,7 +322,15 @@ def _stream(session_id: str, type_: StreamEventType, body: dict[str, Any]) -> st
 def text_delta(session_id: str, message_id: str, offset: int, delta: str) -> EventEnvelope:
     """``delta`` extends the message's text at character ``offset``."""
     body = {"messageId": message_id, "offset": offset, "delta": delta}
-    return EventEnvelope(session_id, None, "text-delta", _stream(session_id, "text-delta", body), message_id, offset)
+    return EventEnvelope(
+        session_id,
+        None,
+        "text-delta",
+        _stream(session_id, "text-delta", body),
+        message_id,
+        offset,
+        published_at=time.time(),
+    )
 
 
 def stream_snapshot(session_id: str, message_id: str, offset: int, text: str) -> EventEnvelope:
@@ -327,9 +347,11 @@ def stream_snapshot(session_id: str, message_id: str, offset: int, text: str) ->
 
 def tool_call_start(session_id: str, message_id: str, call_id: str, name: str, index: int) -> EventEnvelope:
     body = {"messageId": message_id, "callId": call_id, "name": name, "index": index}
-    return EventEnvelope(session_id, None, "tool-call-start", _stream(session_id, "tool-call-start", body), message_id)
+    json = _stream(session_id, "tool-call-start", body)
+    return EventEnvelope(session_id, None, "tool-call-start", json, message_id, published_at=time.time())
 
 
 def tool_call_delta(session_id: str, message_id: str, call_id: str, offset: int, delta: str) -> EventEnvelope:
     body = {"messageId": message_id, "callId": call_id, "offset": offset, "delta": delta}
-    return EventEnvelope(session_id, None, "tool-call-delta", _stream(session_id, "tool-call-delta", body), message_id)
+    json = _stream(session_id, "tool-call-delta", body)
+    return EventEnvelope(session_id, None, "tool-call-delta", json, message_id, published_at=time.time())

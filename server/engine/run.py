@@ -47,6 +47,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .. import tracing
 from ..domain import events
 from ..llm import ChatRequest, ErrorEvent, Finished, TextDelta, ToolCallDelta, ToolCallEvent, ToolCallStart
 from ..llm.errors import ErrorCode
@@ -89,6 +90,7 @@ class RunLoop:
         self._flushed = 0  # characters of it already written to its row
         self._files: dict[str, bytes] = {}  # uploaded files read by this run's steps, by id
         self._cut: tuple[str, str] | None = None  # (message id, text) of the last step's stream as it ended
+        self._trace = tracing.RunTrace(session_id)  # the run's span and log ids (``server.tracing``)
 
     # --- control (called from the orchestrator) ------------------------------------------------------------
 
@@ -104,6 +106,7 @@ class RunLoop:
         ticker = asyncio.create_task(self._tick())
         try:
             while self.run_id is not None:
+                self._trace.at(self.run_id)
                 if self.abort_requested:
                     await self._finish_aborted()
                     continue  # None, or the queue's head an abort made room for
@@ -120,6 +123,7 @@ class RunLoop:
             log.exception("session %s: run %s failed", self.session_id, self.run_id)
             await self._safely(self._fail(RunFailure.INTERNAL_ERROR, "The run failed on the server."))
         finally:
+            self._trace.close()
             ticker.cancel()
             if self._streaming is not None:
                 self.o.buffer.end(self.session_id, self._streaming)
@@ -193,6 +197,7 @@ class RunLoop:
 
     # --- one step -----------------------------------------------------------------------------------------
 
+    @tracing.traced("step")
     async def _step(self) -> None:
         assert self.run_id is not None
         async with self._tx() as tx:
@@ -269,7 +274,7 @@ class RunLoop:
                 )
                 return
             result.notices = notices(request)
-        turn = Turn(lambda: self.o.provider(provider_id), request, streaming=streaming)
+        turn = Turn(lambda: self.o.provider(provider_id), request, streaming=streaming, provider_id=provider_id)
         await self._consume(turn, mid, result)
 
     async def _consume(self, turn: Turn, mid: str, result: StepResult) -> None:
@@ -423,6 +428,7 @@ class RunLoop:
         else:
             await asyncio.gather(*(self._execute_one(call) for call in calls))
 
+    @tracing.traced("tool call", lambda _self, call: {"tool": call.name, "call_id": call.id})
     async def _execute_one(self, call: Any) -> None:
         result = await self.o.tools.execute(call.name, call.arguments, timeout=self.o.settings.tool_timeout_seconds)
         async with self._tx() as tx:

@@ -14,17 +14,24 @@ import logging
 from collections.abc import AsyncIterator, Callable
 
 from ..llm import ChatRequest, ErrorEvent, Provider, ProviderError, TextDelta, TextDone, TurnEvent
+from ..llm.observe import observed
 
 log = logging.getLogger(__name__)
 
 
 class Turn:
-    def __init__(self, provider: Callable[[], Provider], request: ChatRequest, *, streaming: bool = True) -> None:
+    def __init__(
+        self, provider: Callable[[], Provider], request: ChatRequest, *, streaming: bool = True, provider_id: str = ""
+    ) -> None:
         self._provider = provider
         self.request = request
         self.streaming = streaming
+        self.provider_id = provider_id  # for metrics and traces (``llm.observe``)
 
-    async def events(self) -> AsyncIterator[TurnEvent]:
+    def events(self) -> AsyncIterator[TurnEvent]:
+        return observed(self._events(), self.provider_id, self.request.options.model)
+
+    async def _events(self) -> AsyncIterator[TurnEvent]:
         try:
             provider = self._provider()
         except ProviderError as exc:

@@ -15,6 +15,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from .. import metrics
 from ..protocol.errors import RpcError, to_rpc_error
 from ..rpc.http import bearer_token, plain_error_response
 from .service import Files, Upload
@@ -56,6 +57,7 @@ def file_routes(services: Callable[[], Services]) -> list[Route]:
         return principal.user.id
 
     async def upload(request: Request) -> Response:
+        outcome = "stored"  # chatsync_uploads_total: stored, client-gone, or the error code
         try:
             owner = await user_id(request)
             await services().limiter.admit(owner)  # an upload is a mutation like any other
@@ -67,17 +69,23 @@ def file_routes(services: Callable[[], Services]) -> list[Route]:
             async with files.upload(owner, least=least, most=most) as up:
                 return await _receive(request, up, boundary)
         except ClientDisconnect:
+            outcome = "client-gone"
             return Response(status_code=400)  # nobody reads it; the upload was discarded on the way out
         except FormParserError as exc:
+            outcome = "BAD_REQUEST"
             return error("BAD_REQUEST", f"The body is not valid multipart/form-data: {exc}")
         except RpcError as exc:
+            outcome = exc.code
             if exc.code == "PAYLOAD_TOO_LARGE":
                 await _drain(request)
             retry = {"retry-after": str(-(-exc.retry_after_ms // 1000))} if exc.retry_after_ms else None
             return error(exc.code, exc.message, retry)
         except Exception as exc:
             err = to_rpc_error(exc)
+            outcome = err.code
             return error(err.code, err.message)
+        finally:
+            metrics.UPLOADS.labels(outcome=outcome).inc()
 
     async def download(request: Request) -> Response:
         try:

@@ -23,6 +23,7 @@ import orjson
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 
+from .. import metrics
 from ..domain.events import EventEnvelope
 from .base import Bus
 from .keys import (
@@ -52,15 +53,25 @@ UNAVAILABLE: tuple[type[Exception], ...] = (Exception,)
 
 
 def encode(events: Sequence[EventEnvelope]) -> bytes:
-    """One line per event: ``seq|type|json`` (seq empty for ephemeral events; JSON has no raw newline)."""
-    return "\n".join(
-        ("" if env.seq is None else str(env.seq)) + "|" + env.type + "|" + env.json for env in events
-    ).encode()
+    """One line per event: ``seq|type|json`` (seq empty for ephemeral events; JSON has no raw newline), after a
+    header line ``#<published at>[ <traceparent>]`` when the first event carries them (``server.tracing``)."""
+    body = "\n".join(("" if env.seq is None else str(env.seq)) + "|" + env.type + "|" + env.json for env in events)
+    first = events[0]
+    if first.published_at:
+        header = (
+            f"#{first.published_at!r}"
+            if first.trace_parent is None
+            else f"#{first.published_at!r} {first.trace_parent}"
+        )
+        body = header + "\n" + body
+    return body.encode()
 
 
 def decode(session_id: str, data: bytes) -> list[EventEnvelope]:
     out = []
-    for line in data.decode().split("\n"):
+    lines = data.decode().split("\n")
+    header = lines.pop(0)[1:].split(" ", 1) if lines[0].startswith("#") else None
+    for line in lines:
         seq, type_, json = line.split("|", 2)
         env = EventEnvelope(session_id, int(seq) if seq else None, type_, json)
         if env.seq is None:
@@ -68,6 +79,9 @@ def decode(session_id: str, data: bytes) -> list[EventEnvelope]:
             fields = orjson.loads(json)
             env.message_id, env.offset = fields.get("messageId"), fields.get("offset")
         out.append(env)
+    if header is not None and out:
+        out[0].published_at = float(header[0])
+        out[0].trace_parent = header[1] if len(header) > 1 else None
     return out
 
 
@@ -223,6 +237,7 @@ class RedisBus(Bus):
                         log.warning("redis bus reconnect attempt %d failed: %s", attempt, again)
                 attempt = 0
                 self.reconnects += 1
+                metrics.BUS_RECONNECTS.inc()
                 log.info("redis bus reconnected; subscribers catch up from the event log")
                 self._on_reconnect()
 

@@ -25,6 +25,7 @@ from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
+from .. import metrics
 from .keys import DEFAULT_PREFIX, control_channel, session_channel
 from .redis import MAX_BACKOFF, SUBSCRIBE_TIMEOUT, UNAVAILABLE, RedisBus
 
@@ -83,6 +84,7 @@ class _Shard:
                         self.lost = False
                         attempt = 0
                         self.bus.reconnects += 1
+                        metrics.BUS_RECONNECTS.inc()
                         log.info(
                             "redis cluster shard %s:%d reconnected; subscribers catch up from the log",
                             self.host,

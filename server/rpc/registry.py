@@ -14,14 +14,18 @@ for the lot instead of one each.
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, ValidationError
 
+from .. import metrics, tracing
 from ..domain.models import jsonable as to_jsonable
-from ..protocol.errors import RpcError
+from ..protocol.errors import RpcError, to_rpc_error
 from ..protocol.inputs import check_json
 from ..store.models import User
 
@@ -29,6 +33,8 @@ if TYPE_CHECKING:
     # For the checker only: at run time the rpc layer imports nothing of the app that it serves.
     from ..app import Services
     from ..services.auth import Principal
+
+log = logging.getLogger(__name__)
 
 Kind = Literal["query", "mutation", "subscription"]
 
@@ -162,11 +168,33 @@ async def _admit(proc: Procedure, ctx: Context, n: int = 1) -> None:
         await limiter.admit(ctx.user.id, n)
 
 
+def _outcome(exc: BaseException) -> str:
+    """The ``outcome`` label of a failed call: its tRPC error code (``cancelled`` when it was)."""
+    if isinstance(exc, asyncio.CancelledError):
+        return "cancelled"
+    return exc.code if isinstance(exc, RpcError) else to_rpc_error(exc).code
+
+
 async def call(proc: Procedure, ctx: Context, raw_input: Any) -> Any:
-    """Validate, run, and make the result JSON-able (queries and mutations)."""
-    await _admit(proc, ctx)
-    parsed = proc.parse_input(raw_input)
-    return to_jsonable(await proc.handler(ctx, parsed))
+    """Validate, run, and make the result JSON-able (queries and mutations). Timed (``metrics``), traced
+    (``tracing``), and its log lines carry a request id."""
+    started, outcome = time.perf_counter(), "ok"
+    tokens = tracing.begin_request()
+    try:
+        with tracing.span("rpc " + proc.path, procedure=proc.path, transport=ctx.transport):
+            await _admit(proc, ctx)
+            parsed = proc.parse_input(raw_input)
+            tracing.annotate(session_id=getattr(parsed, "session_id", None))
+            return to_jsonable(await proc.handler(ctx, parsed))
+    except BaseException as exc:
+        outcome = _outcome(exc)
+        raise
+    finally:
+        took = time.perf_counter() - started
+        metrics.RPC_DURATION.labels(proc.path, outcome).observe(took)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("%s %s %s in %.1f ms", ctx.transport, proc.path, outcome, took * 1000)
+        tracing.end_request(tokens)
 
 
 async def call_many(proc: Procedure, ctx: Context, raw_inputs: Sequence[Any]) -> list[Any]:
@@ -183,11 +211,25 @@ async def call_many(proc: Procedure, ctx: Context, raw_inputs: Sequence[Any]) ->
             parsed.append(proc.parse_input(raw))
         except RpcError as exc:
             parsed.append(exc)
+    started = time.perf_counter()
+    out = await _call_batch(proc, ctx, parsed)
+    elapsed, histogram = time.perf_counter() - started, metrics.RPC_DURATION
+    for result in out:
+        histogram.labels(proc.path, _outcome(result) if isinstance(result, BaseException) else "ok").observe(elapsed)
+    return out
+
+
+async def _call_batch(proc: Procedure, ctx: Context, parsed: list[Any]) -> list[Any]:
+    assert proc.batch is not None
     valid = [p for p in parsed if not isinstance(p, RpcError)]
+    tokens = tracing.begin_request()
     try:
-        done = iter(await proc.batch(ctx, valid)) if valid else iter(())
+        with tracing.span("rpc " + proc.path, procedure=proc.path, transport=ctx.transport, calls=len(parsed)):
+            done = iter(await proc.batch(ctx, valid)) if valid else iter(())
     except Exception as exc:  # nothing in the batch happened
         return [p if isinstance(p, RpcError) else exc for p in parsed]
+    finally:
+        tracing.end_request(tokens)
     out: list[Any] = []
     for p in parsed:
         if isinstance(p, RpcError):

@@ -18,8 +18,8 @@ import asyncio
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
+from .. import metrics
 from ..domain.events import EventEnvelope, dumps
-from ..metrics import COUNTERS
 from ..protocol.errors import RpcError, error_shape, to_rpc_error
 from .registry import Context, Procedure
 
@@ -120,7 +120,7 @@ class SseResponse:
             if backlog > limit:
                 # A reader that does not keep up: end its stream with a retryable error, as a slow WebSocket
                 # is closed with 4000; EventSource reconnects with its Last-Event-ID and loses nothing.
-                COUNTERS.slow_consumer_closes += 1
+                metrics.SLOW_CONSUMER_CLOSES.inc()
                 inbox.put_nowait(RpcError("SERVICE_UNAVAILABLE", "Slow consumer: reconnect and resume"))
                 producer.cancel()
                 return
@@ -153,17 +153,19 @@ class SseResponse:
             devices.add(ctx.device_id, revoked)
         last_tracked: str | None = None
         ended = False  # the response is complete, or the client is gone
+        closed = "server"  # chatsync_connections_closed_total's code: completed, client, or the error's code
+        metrics.CONNECTIONS_OPENED.labels(transport="sse").inc()
         try:
             while True:
                 item = await inbox.get(PING_SECONDS)
                 if item is _GONE:
-                    ended = True
+                    ended, closed = True, "client"
                     return
                 if item is PING:
                     body = "event: ping\ndata: \n\n\n"
                 elif item is _DONE or isinstance(item, RpcError):
                     last = error_frame(item, path) if isinstance(item, RpcError) else b"event: return\ndata: \n\n\n"
-                    ended = True
+                    ended, closed = True, item.code if isinstance(item, RpcError) else "completed"
                     await send({"type": "http.response.body", "body": last, "more_body": False})
                     return
                 else:
@@ -180,6 +182,7 @@ class SseResponse:
                         body = "data: " + data + "\nid: \n\n\nevent: restore-id\ndata: \nid: " + last_tracked + "\n\n\n"
                 await send({"type": "http.response.body", "body": body.encode(), "more_body": True})
         finally:
+            metrics.CONNECTIONS_CLOSED.labels("sse", closed).inc()
             self.streams.discard(inbox)
             if ctx.device_id is not None:
                 devices.discard(ctx.device_id, revoked)

@@ -132,7 +132,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         if (len(gate.live) >= gate.max_connections or len(self.connections) > gate.max_sockets) and (
             not gate.make_room()
         ):
-            metrics.COUNTERS.http_closes["refused"] += 1
+            metrics.HTTP_CLOSES.labels(reason="refused").inc()
             self._phase = _Phase.DONE
             transport.write(FULL_RESPONSE)
             transport.close()
@@ -166,7 +166,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
 
     def close_now(self, reason: str) -> None:
         """Close at once (a response already written is flushed first when the socket takes it)."""
-        metrics.COUNTERS.http_closes[reason] += 1
+        metrics.HTTP_CLOSES.labels(reason=reason).inc()
         self._phase = _Phase.DONE
         self.gate.forget(self)
         transport = self.transport
@@ -279,7 +279,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
     def _stop_reading(self, reason: str) -> None:
         """End a connection whose answer is complete without reading the rest of its request: the answer is
         flushed and the write side shut, so the client can read it, then the socket is closed."""
-        metrics.COUNTERS.http_closes[reason] += 1
+        metrics.HTTP_CLOSES.labels(reason=reason).inc()
         self._phase = _Phase.DONE
         self.gate.waiting.pop(self, None)
         self.gate.lingering.add(self)  # still counted until closed, and the first to go when room is needed

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from .. import metrics
 from ..domain.events import EventEnvelope, dumps, tracked_tail, untracked_tail
-from ..metrics import COUNTERS
 from ..protocol import close_codes
 from ..protocol.envelopes import (
     WS_METHODS,
@@ -103,6 +103,7 @@ class WsConnection:
         else:
             writer = asyncio.create_task(self.outbox.run())
         self.registry.add(self)
+        metrics.CONNECTIONS_OPENED.labels(transport="ws").inc()
         self._task = asyncio.current_task()
         if self.ctx.user is None:
             self._spawn(self._auth_deadline())
@@ -128,6 +129,9 @@ class WsConnection:
                     await closed()
             if self._close_code is not None:
                 await self.outbox.close(self._close_code)
+            metrics.CONNECTIONS_CLOSED.labels(
+                "ws", "client" if self._close_code is None else str(self._close_code)
+            ).inc()
             self._done = True
             if self._finished is not None and not self._finished.done():
                 self._finished.set_result(None)
@@ -179,7 +183,7 @@ class WsConnection:
 
     def _overflow(self) -> None:
         log.info("closing slow consumer (%d buffered)", self.outbox.pending())
-        COUNTERS.slow_consumer_closes += 1
+        metrics.SLOW_CONSUMER_CLOSES.inc()
         self._close_code = close_codes.SLOW_CONSUMER
         self._request_close()
 

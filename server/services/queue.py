@@ -27,6 +27,7 @@ from typing import Any
 
 from sqlalchemy import insert
 
+from .. import metrics
 from ..domain import events
 from ..domain import models as wire
 from ..domain.events import QueueRemovalReason
@@ -134,6 +135,8 @@ async def take(tx: SessionTx, item: QueuedMessage, reason: QueueRemovalReason) -
     await tx.db.delete(item)
     if reason != "sent":
         await file_refs.release(tx.db, tx.row.id, item.attachments)
+    else:
+        metrics.queue_waited(item.enqueued_at)
     tx.emit(events.queue_message_removed(item.id, reason))
 
 

@@ -337,9 +337,10 @@ class RunService:
             call.approval_reason = reason
             # Who decided, so every other device can show it (the first answer wins; later ones are CONFLICT).
             decided_by = {"userId": user.id, "userName": user.name, "deviceName": device_name}
-            tx.emit(events.tool_approval_resolved(call.id, approved, decided_by))
+            decided_at = int(time.time() * 1000)
+            tx.emit(events.tool_approval_resolved(call.id, approved, decided_by, decided_at))
             # Kept with the call on its message, so a device that loads the session later shows it too.
-            decision = {"approved": approved, "userName": user.name, "deviceName": device_name}
+            decision = {"approved": approved, "userName": user.name, "deviceName": device_name, "decidedAt": decided_at}
             await transitions.record_decision(tx, call, decision)
             if not approved:
                 text = transitions.DENIED_RESULT + (f" Reason: {reason}" if reason else "")

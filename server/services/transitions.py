@@ -23,6 +23,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
+from .. import metrics
 from ..domain import events
 from ..domain.events import RunTrigger
 from ..domain.models import MessageStatus, Role, SessionStatus, ToolOutcome
@@ -266,6 +267,7 @@ def end_run(
     assert run_id is not None, "end_run needs the session's run"
     if run is not None:
         run.status, run.finish_reason, run.error, run.ended_at = outcome, finish_reason, error, utcnow()
+        metrics.run_ended(tx.row.provider, tx.row.model, outcome, run.created_at, run.ended_at)
     tx.row.run_id = None
     tx.row.abort_requested = False
     tx.row.abort_then_send = False
@@ -518,11 +520,10 @@ async def maybe_resume(tx: SessionTx, owner: str, lease_seconds: float) -> Run |
 
 
 async def record_decision(tx: SessionTx, call: ToolCallRow, decision: dict[str, Any]) -> None:
-    """Put an approval's answer (``{approved, userName, deviceName}``, stamped now) on the call's entry in its
-    assistant message, where ``session.get`` and ``message.list`` show it."""
+    """Put an approval's answer (``{approved, userName, deviceName, decidedAt}``, as ``tool-approval-resolved``
+    says it) on the call's entry in its assistant message, where ``session.get`` and ``message.list`` show it."""
     message = await tx.db.get(Message, call.message_id)
     if message is None or not message.tool_calls:
         return
-    stamped = {**decision, "decidedAt": int(utcnow().timestamp() * 1000)}
     # A new list: JSON columns track assignment, not changes inside.
-    message.tool_calls = [{**c, "decision": stamped} if c.get("id") == call.id else c for c in message.tool_calls]
+    message.tool_calls = [{**c, "decision": decision} if c.get("id") == call.id else c for c in message.tool_calls]

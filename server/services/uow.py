@@ -4,6 +4,7 @@ publish after commit (a transactional outbox; ARCHITECTURE.md invariant 2)."""
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -14,9 +15,9 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm.attributes import set_committed_value
 
+from .. import metrics, tracing
 from ..domain import events
 from ..domain.events import Event, EventEnvelope
-from ..metrics import COUNTERS
 from ..protocol.errors import RpcError
 from ..pubsub.base import Bus
 from ..store import eventlog, repo
@@ -273,8 +274,11 @@ class UnitOfWork:
         """Best effort: a lost publish is repaired by subscribers reading the log, so never fail the call."""
         if not events:
             return
-        COUNTERS.events.update(e.type for e in events if e.seq is not None)
+        metrics.count_durable(e.type for e in events if e.seq is not None)
+        tracing.stamp(events[0])  # the commit's time and trace, carried to every replica's fan-out
+        started = time.perf_counter()
         try:
             await self.bus.publish(session_id, events)
+            metrics.BUS_PUBLISH.observe(time.perf_counter() - started)
         except Exception:
             log.warning("publish to %s failed; subscribers will catch up from the log", session_id, exc_info=True)

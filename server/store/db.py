@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import event, exc, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
+from .. import metrics, tracing
 from . import sqlite_inline
 from .prepared import PlainConnection, PreparedConnection
 
@@ -71,6 +72,17 @@ def _ping_idle_connections(engine: AsyncEngine) -> None:
             raise exc.DisconnectionError("idle connection failed its ping") from error
 
 
+_WRITE_WAIT, _READ_WAIT = metrics.DB_POOL_WAIT.labels(kind="write"), metrics.DB_POOL_WAIT.labels(kind="read")
+_WRITE_TX, _READ_TX = metrics.DB_TRANSACTION.labels(kind="write"), metrics.DB_TRANSACTION.labels(kind="read")
+
+
+def _waited(histogram: Any, since: float) -> float:
+    """Observe the wait for a connection that began at ``since``; returns now (when the transaction began)."""
+    now = time.perf_counter()
+    histogram.observe(now - since)
+    return now
+
+
 class Database:
     """Owns the engines. ``write()`` is a unit of work (commit on success); ``read()`` is read-only.
 
@@ -107,14 +119,29 @@ class Database:
     @asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncSession]:
         """One transaction; commits when the block ends without an exception, rolls back otherwise."""
-        async with self._one_writer(), self._writes() as session, session.begin():
-            yield session
+        started, began = time.perf_counter(), 0.0
+        try:
+            with tracing.span("db write"):
+                async with self._one_writer(), self._writes() as session, session.begin():
+                    await session.connection()  # checked out now: its wait is measured apart from the work
+                    began = _waited(_WRITE_WAIT, started)
+                    yield session
+        finally:
+            if began:  # not when no connection was had
+                _WRITE_TX.observe(time.perf_counter() - began)
 
     @asynccontextmanager
     async def write_connection(self) -> AsyncIterator[AsyncConnection]:
         """Like :meth:`write`, on a plain connection (no ORM session) for statements built by hand."""
-        async with self._one_writer(), self.write_engine.begin() as conn:
-            yield conn
+        started, began = time.perf_counter(), 0.0
+        try:
+            with tracing.span("db write"):
+                async with self._one_writer(), self.write_engine.begin() as conn:
+                    began = _waited(_WRITE_WAIT, started)
+                    yield conn
+        finally:
+            if began:  # not when no connection was had
+                _WRITE_TX.observe(time.perf_counter() - began)
 
     @asynccontextmanager
     async def plain_write(self) -> AsyncIterator[PlainConnection]:
@@ -129,19 +156,26 @@ class Database:
             async with self.write_connection() as conn:
                 yield conn
             return
-        async with self._one_writer():
-            inline = await self._plain_connection()
-            await inline.begin_immediate()
-            try:
-                yield PreparedConnection(inline.sqlite_connection(), self.write_engine.dialect)
-                await inline.commit()
-            except BaseException:
-                try:
-                    await inline.rollback()
-                except Exception:  # a connection that cannot roll back is not used again
-                    self._plain = None
-                    await inline.close()
-                raise
+        started, began = time.perf_counter(), 0.0
+        try:
+            with tracing.span("db write"):
+                async with self._one_writer():
+                    inline = await self._plain_connection()
+                    await inline.begin_immediate()
+                    began = _waited(_WRITE_WAIT, started)
+                    try:
+                        yield PreparedConnection(inline.sqlite_connection(), self.write_engine.dialect)
+                        await inline.commit()
+                    except BaseException:
+                        try:
+                            await inline.rollback()
+                        except Exception:  # a connection that cannot roll back is not used again
+                            self._plain = None
+                            await inline.close()
+                        raise
+        finally:
+            if began:  # not when no connection was had
+                _WRITE_TX.observe(time.perf_counter() - began)
 
     async def _plain_connection(self) -> sqlite_inline.InlineConnection:
         if self._plain is None:
@@ -164,8 +198,16 @@ class Database:
     async def read(self) -> AsyncIterator[AsyncSession]:
         if self.is_sqlite:
             await _let_ready_callbacks_run()
-        async with self._reads() as session, session.begin():
-            yield session
+        started, began = time.perf_counter(), 0.0
+        try:
+            with tracing.span("db read"):
+                async with self._reads() as session, session.begin():
+                    await session.connection()
+                    began = _waited(_READ_WAIT, started)
+                    yield session
+        finally:
+            if began:
+                _READ_TX.observe(time.perf_counter() - began)
 
     async def close(self) -> None:
         if self._plain is not None:

@@ -25,11 +25,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from .. import metrics
 from ..domain.events import EventEnvelope, stream_snapshot
 from ..protocol.errors import RpcError
 from ..store import repo
@@ -129,7 +131,9 @@ class Delivery:
         # Attach before reading the log, so nothing published during the read is missed.
         await self.hub.attach(self)
         try:
+            started, first = time.perf_counter(), self.next_seq
             await self._catch_up()
+            metrics.caught_up(self.next_seq - first, time.perf_counter() - started)
             await self._done  # raises what failed the first catch-up (a read, NOT_FOUND), if anything did
         finally:
             self._finished = True

@@ -7,8 +7,8 @@ import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 
+from .. import metrics, tracing
 from ..domain.events import EventEnvelope
-from ..metrics import COUNTERS
 from ..pubsub.base import Bus
 from .admission import OwnerCache
 from .delivery import Delivery, fan_out
@@ -96,8 +96,13 @@ class Hub:
     def _on_message(self, session_id: str, events: Sequence[EventEnvelope]) -> None:
         members = self._local.get(session_id)
         if members:
-            COUNTERS.deliveries += len(members) * len(events)
-            fan_out(tuple(members), events)
+            first = events[0]
+            if first.trace_parent is None:
+                fan_out(tuple(members), events)
+            else:
+                with tracing.delivery(first, session_id, len(events)):
+                    fan_out(tuple(members), events)
+            metrics.delivered(first.published_at, first.seq is None, len(members) * len(events))
         else:
             handler = self.channel_handlers.get(session_id)
             if handler is not None:

@@ -6,10 +6,12 @@ import asyncio
 import inspect
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import metrics
 from ..domain.models import ToolOutcome
 
 log = logging.getLogger(__name__)
@@ -71,7 +73,14 @@ class ToolRegistry:
 
     async def execute(self, name: str, arguments: str, *, timeout: float) -> ToolResult:
         """Run tool ``name`` with JSON ``arguments``. Never raises (except cancellation): every failure is an
-        error result the model can read, so one bad tool cannot fail the run."""
+        error result the model can read, so one bad tool cannot fail the run. Timed by tool and outcome."""
+        started = time.perf_counter()
+        result = await self._execute(name, arguments, timeout)
+        label = name if name in self._tools else "unknown"  # a model's made-up name is no label value
+        metrics.TOOL_DURATION.labels(label, result.outcome).observe(time.perf_counter() - started)
+        return result
+
+    async def _execute(self, name: str, arguments: str, timeout: float) -> ToolResult:
         tool = self._tools.get(name)
         if tool is None:
             return ToolResult(f"No server tool named {name!r} is registered.", True, "unknown-tool")

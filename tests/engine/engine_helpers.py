@@ -86,3 +86,14 @@ async def idle(client: Any, session_id: str, timeout: float = 10) -> dict[str, A
         return snap if snap["run"] is None and snap["session"]["status"] in ("idle", "error") else None
 
     return await wait_for(check, timeout)
+
+
+def server_tool(name: str) -> dict[str, Any]:
+    """A session's definition of the server tool ``name`` (runs without approval)."""
+    return {
+        "name": name,
+        "description": name,
+        "parameters": {"type": "object", "properties": {}},
+        "executor": "server",
+        "requiresApproval": False,
+    }

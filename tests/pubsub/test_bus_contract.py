@@ -119,12 +119,22 @@ async def test_redis_subscription_is_active_when_subscribe_returns(shared_bus_ur
         await pub_bus.disconnect()
 
 
-def test_wire_encoding_round_trip():
+TRACE = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+
+@pytest.mark.parametrize("published_at,trace_parent", [(0.0, None), (1764133923.25, None), (1764133923.5, TRACE)])
+def test_wire_encoding_round_trip(published_at, trace_parent):
+    """Events, and the header line with the first event's publish time and trace context when it has them."""
     events = [ev("s", 3, "queue-cleared"), ev("s", None, "text-delta", messageId="m|x", offset=0, delta="|||")]
-    back = decode("s", encode(events))
+    events[0].published_at, events[0].trace_parent = published_at, trace_parent
+    wire = encode(events)
+    assert wire.startswith(b"#") == bool(published_at)
+    back = decode("s", wire)
     assert [(e.seq, e.type, e.json, e.message_id, e.offset) for e in back] == [
         (e.seq, e.type, e.json, e.message_id, e.offset) for e in events
     ]
+    assert (back[0].published_at, back[0].trace_parent) == (published_at, trace_parent)
+    assert (back[1].published_at, back[1].trace_parent) == (0.0, None)  # a batch's time is its first event's
 
 
 async def test_partial_texts_are_shared_between_processes(shared_bus_url):

@@ -238,9 +238,11 @@ async def test_public_url_is_an_allowed_origin(server_factory, sqlite_url):
         assert await ws.recv() == "PONG"
 
 
-async def test_access_log_never_records_a_token(tmp_path):
+@pytest.mark.parametrize("log_format", ["text", "json"])
+async def test_access_log_never_records_a_token(tmp_path, log_format):
     """Every documented way of sending a token (header, connectionParams in the URL of an SSE stream or a
-    WebSocket) leaves the access log without it."""
+    WebSocket) leaves the access log without it; in the JSON format too, where every line is one JSON object
+    and the lines of calls and runs carry their request, session and run ids."""
     import os
 
     from testkit import create_user, free_port, start_process, wait_ready
@@ -250,7 +252,8 @@ async def test_access_log_never_records_a_token(tmp_path):
         **os.environ,
         "CHATSYNC_DATABASE_URL": db,
         "CHATSYNC_PORT": str(free_port()),
-        "CHATSYNC_LOG_LEVEL": "info",
+        "CHATSYNC_LOG_LEVEL": "info" if log_format == "text" else "debug",
+        "CHATSYNC_LOG_FORMAT": log_format,
         "CHATSYNC_TEST_LOG": str(tmp_path / "access.log"),
     }
     token = create_user(env, "dora")
@@ -269,12 +272,27 @@ async def test_access_log_never_records_a_token(tmp_path):
             await ws.send(orjson.dumps({"method": "connectionParams", "data": {"token": token}}).decode())
             await ws.send("PING")
             assert await ws.recv() == "PONG"
+        async with TrpcClient(url, token) as c:  # a call and a run, for lines with their ids
+            sid = (await c.mutation("session.create", {}))["id"]
+            sub = await c.subscribe("session.events", {"sessionId": sid, "lastEventId": "0"})
+            await sub.wait_started()
+            await c.mutation("message.send", {"sessionId": sid, "content": "hello"})
+            while (await sub.next(10))[1]["type"] != "run-finished":
+                pass
     finally:
         proc.terminate()
         proc.wait(30)
     log = (tmp_path / "access.log").read_text()
     assert "GET /trpc/session.list" in log and "[redacted]" in log
     assert token not in log and token[3:20] not in log
+    if log_format == "json":
+        lines = [orjson.loads(line) for line in log.splitlines() if line.strip()]  # every line is JSON
+        assert all({"time", "level", "logger", "message"} <= set(line) for line in lines)
+        assert any(line["logger"] == "uvicorn.access" and "session.list" in line["message"] for line in lines)
+        sent = [line for line in lines if "message.send ok" in line["message"]]
+        assert len(sent) == 1 and sent[0]["session_id"] == sid and len(sent[0]["request_id"]) == 16
+        run = [line for line in lines if line["message"] == "run started"]
+        assert len(run) == 1 and run[0]["session_id"] == sid and run[0]["run_id"]
 
 
 async def test_metrics_beyond_loopback_need_a_token(server_factory, sqlite_url):

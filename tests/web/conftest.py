@@ -22,6 +22,7 @@ def web_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebServer]:
         ("alice", "bob", "carol", "dana"),  # dana: only the empty-state test uses her, so she starts with no chats
         ECHO_DELAY=ECHO_DELAY,
         MAX_FILE_BYTES=str(MAX_FILE_BYTES),
+        PUSH_ALLOW_INSECURE_ENDPOINTS="1",  # the push tests' push service listens on 127.0.0.1
     ) as served:
         yield WebServer(url=served.url, tokens=served.tokens, log=served.log, proc=served.proc)
 

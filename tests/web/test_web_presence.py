@@ -4,38 +4,9 @@ service worker showing a push. Scenarios are in client_js/browser/presence_scena
 
 from __future__ import annotations
 
-import json
-import time
-import urllib.request
 from typing import Any
 
-from web_support import Driver, WebServer
-
-
-def second_device(server: WebServer, user: str, name: str) -> str:
-    """A token for another device of ``user``, through a sign-in link."""
-    link = server.api(user).mutate("auth.createLink", {"deviceName": name})
-    req = urllib.request.Request(
-        server.url + "/auth/link",
-        data=json.dumps({"code": link["code"], "deviceName": name}).encode(),
-        method="POST",
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(req, timeout=10) as res:
-        return str(json.loads(res.read())["token"])
-
-
-def answered(server: WebServer, user: str, session_id: str, n: int) -> None:
-    """Wait until the session has ``n`` answers and is idle."""
-    api = server.api(user)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        snap = api.query("session.get", {"sessionId": session_id})
-        done = [m for m in snap["messages"] if m["role"] == "assistant" and m["status"] == "complete"]
-        if len(done) >= n and snap["session"]["status"] == "idle":
-            return
-        time.sleep(0.1)
-    raise TimeoutError("no answer")
+from web_support import Driver, WebServer, answered, second_device
 
 
 def test_presence_drafts_and_unread_between_two_browsers(web_server: WebServer, browser: Driver) -> None:

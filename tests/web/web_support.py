@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -108,6 +109,32 @@ def build_app() -> None:
     )
     if done.returncode != 0 or not (ROOT / "server" / "web" / "dist" / "index.html").is_file():
         pytest.fail(f"building the web app failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+
+
+def second_device(server: WebServer, user: str, name: str) -> str:
+    """A token for another device of ``user``, through a sign-in link."""
+    link = server.api(user).mutate("auth.createLink", {"deviceName": name})
+    req = urllib.request.Request(
+        server.url + "/auth/link",
+        data=json.dumps({"code": link["code"], "deviceName": name}).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=10) as res:
+        return str(json.loads(res.read())["token"])
+
+
+def answered(server: WebServer, user: str, session_id: str, n: int) -> None:
+    """Wait until the session has ``n`` answers and is idle."""
+    api = server.api(user)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        snap = api.query("session.get", {"sessionId": session_id})
+        done = [m for m in snap["messages"] if m["role"] == "assistant" and m["status"] == "complete"]
+        if len(done) >= n and snap["session"]["status"] == "idle":
+            return
+        time.sleep(0.1)
+    raise TimeoutError("no answer")
 
 
 def answers(api: Api, session_id: str) -> list[dict[str, Any]]:

@@ -69,7 +69,14 @@ self.addEventListener("push", (event) => {
     requireInteraction: note.type === "approval-needed",
   };
   if (note.type === "approval-needed" && note.capability) options.actions = note.actions || [];
-  event.waitUntil(self.registration.showNotification(note.title || "chatsync", options));
+  event.waitUntil((async () => {
+    // The newest word about a chat replaces what this device showed of it before (an approval that was
+    // answered, an answer since followed by another): every device gets the push, so each withdraws its own.
+    for (const older of await self.registration.getNotifications()) {
+      if (older.data && older.data.sessionId === note.sessionId) older.close();
+    }
+    await self.registration.showNotification(note.title || "chatsync", options);
+  })());
 });
 
 async function decide(note, approved) {
@@ -83,22 +90,26 @@ async function decide(note, approved) {
   await self.registration.showNotification(note.title || "chatsync", { body: outcome, tag: note.tag, data: note });
 }
 
-self.addEventListener("notificationclick", (event) => {
-  const note = event.notification.data || {};
-  event.notification.close();
-  if ((event.action === "approve" || event.action === "deny") && note.capability) {
-    event.waitUntil(decide(note, event.action === "approve"));
+/** A notification clicked (`action`: "approve", "deny", or "" for the notification itself). A named function, so
+ * the browser tests can run exactly this on a shown notification (they cannot press a system notification). */
+async function onNotificationClick(notification, action) {
+  const note = notification.data || {};
+  notification.close();
+  if ((action === "approve" || action === "deny") && note.capability) {
+    await decide(note, action === "approve");
     return;
   }
   const target = `/s/${encodeURIComponent(note.sessionId || "")}`;
-  event.waitUntil((async () => {
-    for (const client of await self.clients.matchAll({ type: "window", includeUncontrolled: true })) {
-      if ("focus" in client) {
-        await client.focus();
-        if ("navigate" in client) await client.navigate(target);
-        return;
-      }
+  for (const client of await self.clients.matchAll({ type: "window", includeUncontrolled: true })) {
+    if ("focus" in client) {
+      await client.focus();
+      if ("navigate" in client) await client.navigate(target);
+      return;
     }
-    await self.clients.openWindow(target);
-  })());
+  }
+  await self.clients.openWindow(target);
+}
+
+self.addEventListener("notificationclick", (event) => {
+  event.waitUntil(onNotificationClick(event.notification, event.action));
 });

@@ -7,7 +7,7 @@
  * held until the gap is filled by other deltas or by a snapshot. A snapshot replaces the text; the final text
  * of `message-completed` replaces everything, and later stream events for that message are ignored.
  */
-import type { Message, RunState, StreamEvent, TextDeltaEvent } from "../router.gen.js";
+import type { DurableEvent, Message, RunState, StreamEvent, TextDeltaEvent } from "../router.gen.js";
 import { assemble, cpLength, type HeldDelta } from "./text.js";
 
 export type { HeldDelta } from "./text.js";
@@ -124,6 +124,19 @@ export function changeBranch(state: MessagesState, parentId: string | null, path
     if (m.status === "streaming") streams[m.id] = held ?? { length: cpLength(m.content), held: [] };
   }
   return { list, streams, before };
+}
+
+/** An approval answered (`tool-approval-resolved`): the call's message keeps who decided and when, as
+ * `session.get` shows it (`toolCalls[].decision`). */
+export function putDecision(state: MessagesState, e: Extract<DurableEvent, { type: "tool-approval-resolved" }>): MessagesState {
+  const i = state.list.findIndex((m) => m.toolCalls?.some((c) => c.id === e.callId));
+  if (i < 0 || !e.decidedBy || e.decidedAt === undefined) return state;
+  const msg = state.list[i]!;
+  const decision = {
+    approved: e.approved, userName: e.decidedBy.userName, deviceName: e.decidedBy.deviceName, decidedAt: e.decidedAt,
+  };
+  const toolCalls = msg.toolCalls!.map((c) => (c.id === e.callId ? { ...c, decision } : c));
+  return { ...state, list: replaceAt(state.list, i, { ...msg, toolCalls }) };
 }
 
 function drain(state: MessagesState, id: string, extra: HeldDelta[]): MessagesState {

@@ -14,7 +14,9 @@ import {
   type SessionState,
   type StreamEvent,
 } from "../router.gen.js";
-import { applyStreamEvent, changeBranch, messagesFromSnapshot, putMessage, type MessagesState } from "./messages.js";
+import {
+  applyStreamEvent, changeBranch, messagesFromSnapshot, putDecision, putMessage, type MessagesState,
+} from "./messages.js";
 import { applyQueueEvent, queueFromSnapshot, type QueueState } from "./queue.js";
 import { applyPreviewDurable, applyPreviewStream, emptyPreviews, type PreviewsState } from "./previews.js";
 import { applyRunEvent, decisionOf, runFromSnapshot, type Decision, type RunView } from "./run.js";
@@ -87,6 +89,8 @@ function applyDurable(state: SessionSyncState, e: DurableEvent): SessionSyncStat
   } else if (e.type === "branch-changed") {
     messages = changeBranch(messages, e.parentId, e.path);
     if (messages === null) return null;
+  } else if (e.type === "tool-approval-resolved") {
+    messages = putDecision(messages, e);
   }
   return {
     ...state,
