@@ -46,6 +46,7 @@ from .services.sessions import SessionService
 from .services.titles import TitleService
 from .services.unread import UnreadService
 from .services.uow import UnitOfWork
+from .services.versions import VersionService
 from .settings import Settings, SettingsError
 from .store import migrate
 from .store.db import Database
@@ -78,6 +79,7 @@ class Services:
     mcp: McpTools
     orchestrator: Orchestrator
     runs: RunService
+    versions: VersionService
     titles: TitleService
     files: Files
     devices: revocation.DeviceConnections
@@ -173,6 +175,7 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
             mcp=mcp,
             orchestrator=orchestrator,
             runs=runs,
+            versions=VersionService(runs),
             titles=orchestrator.titles,
             files=files,
             presence=presence,

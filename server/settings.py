@@ -48,6 +48,10 @@ class Settings(BaseSettings):
     run_lease_seconds: float = Field(default=15.0, gt=0.2)
     # Partial text of a streaming message is written to its row this often (ARCHITECTURE.md invariant 4).
     stream_flush_seconds: float = Field(default=1.0, gt=0)
+    # An answer cut off by a shutdown or a crash of the process streaming it goes on, once, from its stored text
+    # (taken over by the restarted process or another replica), unless a person stopped it. Off: such a run
+    # fails with ``interrupted`` and the queue pauses.
+    resume_interrupted_answers: bool = True
     # How often a running run looks for an abort requested on another replica.
     abort_poll_seconds: float = Field(default=0.25, gt=0)
     # How often the sweeper looks for sessions with pending work and no live run (crash recovery, queue).

@@ -182,7 +182,11 @@ EVENT_TYPES: dict[str, str] = {
     "queue-resumed": "{}",
     "message-created": "{ message: Message }",
     "message-completed": "{ message: Message }",
-    "run-started": '{ runId: string; trigger: "message" | "queue" | "instructions" | (string & {});'
+    "message-continued": "{ message: Message }",
+    "branch-changed": "{ parentId: string | null; path: Message[] }",
+    "run-resumed": "{ runId: string; messageId: string }",
+    "run-started": '{ runId: string; trigger: "message" | "queue" | "instructions" | "edit" | "regenerate"'
+    ' | "continue" | (string & {});'
     " clientRequestId?: string | null }",
     "run-finished": "{ runId: string; finishReason: string; usage: Record<string, unknown> | null }",
     "run-failed": "{ runId: string; error: { code: string; message: string; retryable: boolean } }",
@@ -232,6 +236,11 @@ OUTPUTS: dict[str, type[BaseModel] | str] = {
     "tool.submitOutputs": "{ messages: Message[]; resumed: boolean }",
     "tool.approve": "{ resolved: true }",
     "run.abort": "{ aborted: boolean }",
+    "run.regenerate": "{ runId: string; parentId: string | null; provider: string; model: string }",
+    "run.continue": "{ runId: string; messageId: string }",
+    "message.edit": '{ status: "started"; message: Message; runId: string }',
+    "session.switchBranch": "{ changed: boolean; leafId: string | null }",
+    "session.fork": "Session",
     "tool.builtins": "ToolDefinitionInfo[]",
     "provider.list": "ProviderInfo[]",
     "auth.me": (

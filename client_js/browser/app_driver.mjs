@@ -13,9 +13,10 @@ import { organiseScenarios } from "./organise_scenarios.mjs";
 import { coreScenarios } from "./core_scenarios.mjs";
 import { settingsScenarios } from "./settings_scenarios.mjs";
 import { mcpScenarios } from "./mcp_scenarios.mjs";
+import { versionsScenarios } from "./versions_scenarios.mjs";
 
 const scenarios = { ...appScenarios, ...linkScenarios, ...presenceScenarios, ...organiseScenarios, ...coreScenarios,
-                    ...settingsScenarios, ...mcpScenarios };
+                    ...settingsScenarios, ...mcpScenarios, ...versionsScenarios };
 
 const url = process.env.CHATSYNC_URL;
 const browser = await launch();

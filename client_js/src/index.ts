@@ -40,7 +40,9 @@ export {
 export { createTranscripts, sessionsEndpoint, type ExportFormat, type Transcripts } from "./transcripts.js";
 export { openSession, type OpenSession, type SessionSettings } from "./stores/session.js";
 export { followSession, type EventListener, type FollowOptions, type FollowStatus, type SessionFollower } from "./stores/follow.js";
-export { messageActions, messagesStore, type MessageActions, type SendOptions } from "./stores/messages.js";
+export {
+  messageActions, messagesStore, type EditOptions, type MessageActions, type RegenerateOptions, type SendOptions,
+} from "./stores/messages.js";
 export { queueActions, queueStore, type QueueActions, type SendNowMode } from "./stores/queue.js";
 export { decisionsStore, previewsStore, runActions, runStore, type RunActions } from "./stores/run.js";
 export { watchSessions, type SessionList, type SessionListOptions, type SessionListStatus } from "./stores/sessions.js";

@@ -2,7 +2,8 @@
  * Calls by path, typed from the generated {@link Procedures} map, and the write rule that keeps what a user
  * typed from being lost or doubled:
  *
- * A write (`message.send`, `message.enqueueMessage`, `message.addInstructions`, `session.create`,
+ * A write (`message.send`, `message.enqueueMessage`, `message.addInstructions`, `session.create`, `message.edit`,
+ * `run.regenerate`, `run.continue`, `session.switchBranch`, `session.fork`,
  * `tool.submitOutputs`, `tool.approve`) gets a fresh `clientRequestId`. When the connection drops before the
  * answer, the client cannot know whether the server applied it; it sends the same call again with the same
  * id, and the server answers a repeat with the first call's result without applying it twice. Other calls are
@@ -33,6 +34,11 @@ export const WRITE_PATHS = [
   "session.create",
   "tool.submitOutputs",
   "tool.approve",
+  "message.edit",
+  "run.regenerate",
+  "run.continue",
+  "session.switchBranch",
+  "session.fork",
 ] as const satisfies readonly MutationPath[];
 export type WritePath = (typeof WRITE_PATHS)[number];
 export type WriteInput<P extends WritePath> = Omit<NonNullable<InputOf<P>>, "clientRequestId">;

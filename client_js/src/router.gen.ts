@@ -30,6 +30,12 @@ export type ApproveInput = {
   /** max length 4096 */
   reason?: string | null;
 };
+export type ContinueRunInput = {
+  /** min length 1; max length 64 */
+  clientRequestId?: string | null;
+  /** min length 1; max length 64 */
+  sessionId: string;
+};
 export type CreateLinkInput = {
   /** min length 1; max length 200 */
   deviceName?: string | null;
@@ -54,6 +60,18 @@ export type DraftSaveInput = {
   /** min 0 */
   baseVersion: number;
 };
+export type EditMessageInput = {
+  /** min length 1; max length 64 */
+  clientRequestId?: string | null;
+  /** min length 1; max length 64 */
+  sessionId: string;
+  /** min length 1; max length 64 */
+  messageId: string;
+  content: string;
+  /** max items 32 */
+  attachments?: (FileRef | FileAttachment)[] | null;
+  busyPolicy?: "reject" | "interrupt" | null;
+};
 export type EnqueueInput = {
   /** min length 1; max length 64 */
   clientRequestId?: string | null;
@@ -76,6 +94,16 @@ export type FileAttachment = {
 export type FileRef = {
   /** min length 1; max length 64 */
   fileId: string;
+};
+export type ForkInput = {
+  /** min length 1; max length 64 */
+  clientRequestId?: string | null;
+  /** min length 1; max length 64 */
+  sessionId: string;
+  /** min length 1; max length 64 */
+  messageId: string;
+  /** min length 1; max length 500 */
+  title?: string | null;
 };
 export type GenerationDefaults = {
   /** min 0; max 2 */
@@ -107,6 +135,9 @@ export type Message = {
   outcome: "ok" | "error" | "denied" | "unknown-tool" | "cancelled" | null;
   error: MessageError | null;
   stoppedBy: StoppedBy | null;
+  parentId: string | null;
+  versions: Versions | null;
+  siblingIds: string[] | null;
 };
 export type MessageError = {
   code: string;
@@ -121,6 +152,8 @@ export type MessageListInput = {
   before?: number | null;
   /** min 1; max 500; @default 100 */
   limit?: number;
+  /** min length 1; max length 64 */
+  leafId?: string | null;
 };
 export type MoveQueuedInput = {
   /** min length 1; max length 64 */
@@ -179,6 +212,19 @@ export type QueuedRefInput = {
   sessionId: string;
   /** min length 1; max length 64 */
   messageId: string;
+};
+export type RegenerateInput = {
+  /** min length 1; max length 64 */
+  clientRequestId?: string | null;
+  /** min length 1; max length 64 */
+  sessionId: string;
+  /** min length 1; max length 64 */
+  messageId?: string | null;
+  /** min length 1; max length 32 */
+  provider?: string | null;
+  /** min length 1; max length 200 */
+  model?: string | null;
+  busyPolicy?: "reject" | "interrupt" | null;
 };
 export type RegenerateTitleInput = {
   /** min length 1; max length 64 */
@@ -345,6 +391,14 @@ export type SubmitOutputsInput = {
   /** max items 128 */
   toolOutputs: ToolOutput[];
 };
+export type SwitchBranchInput = {
+  /** min length 1; max length 64 */
+  clientRequestId?: string | null;
+  /** min length 1; max length 64 */
+  sessionId: string;
+  /** min length 1; max length 64 */
+  messageId: string;
+};
 export type SwitchContextInput = {
   /** min length 1; max length 64 */
   sessionId: string;
@@ -399,6 +453,10 @@ export type Usage = {
   inputTokens: number;
   /** @default 0 */
   outputTokens: number;
+};
+export type Versions = {
+  index: number;
+  count: number;
 };
 
 export type TitleSource = Session["titleSource"];
@@ -538,7 +596,10 @@ export type QueuePausedEvent = { type: "queue-paused"; sessionId: string; };
 export type QueueResumedEvent = { type: "queue-resumed"; sessionId: string; };
 export type MessageCreatedEvent = { type: "message-created"; sessionId: string; message: Message; };
 export type MessageCompletedEvent = { type: "message-completed"; sessionId: string; message: Message; };
-export type RunStartedEvent = { type: "run-started"; sessionId: string; runId: string; trigger: "message" | "queue" | "instructions" | (string & {}); clientRequestId?: string | null; };
+export type MessageContinuedEvent = { type: "message-continued"; sessionId: string; message: Message; };
+export type BranchChangedEvent = { type: "branch-changed"; sessionId: string; parentId: string | null; path: Message[]; };
+export type RunResumedEvent = { type: "run-resumed"; sessionId: string; runId: string; messageId: string; };
+export type RunStartedEvent = { type: "run-started"; sessionId: string; runId: string; trigger: "message" | "queue" | "instructions" | "edit" | "regenerate" | "continue" | (string & {}); clientRequestId?: string | null; };
 export type RunFinishedEvent = { type: "run-finished"; sessionId: string; runId: string; finishReason: string; usage: Record<string, unknown> | null; };
 export type RunFailedEvent = { type: "run-failed"; sessionId: string; runId: string; error: { code: string; message: string; retryable: boolean }; };
 export type RunAbortedEvent = { type: "run-aborted"; sessionId: string; runId: string; };
@@ -566,6 +627,9 @@ export type DurableEvent =
   | QueueResumedEvent
   | MessageCreatedEvent
   | MessageCompletedEvent
+  | MessageContinuedEvent
+  | BranchChangedEvent
+  | RunResumedEvent
   | RunStartedEvent
   | RunFinishedEvent
   | RunFailedEvent
@@ -601,7 +665,7 @@ export type FeedEvent =
 export type FeedEventItem = Tracked<FeedEvent> | ResyncRequired;
 
 /** Event types written to the log (the rest are streaming previews). */
-export const DURABLE_EVENT_TYPES: readonly DurableEvent["type"][] = ["message-completed", "message-created", "queue-cleared", "queue-message-added", "queue-message-removed", "queue-message-updated", "queue-paused", "queue-reordered", "queue-resumed", "run-aborted", "run-failed", "run-finished", "run-started", "session-deleted", "session-updated", "title-changed", "tool-approval-requested", "tool-approval-resolved", "tool-call-ready", "tool-call-result"];
+export const DURABLE_EVENT_TYPES: readonly DurableEvent["type"][] = ["branch-changed", "message-completed", "message-continued", "message-created", "queue-cleared", "queue-message-added", "queue-message-removed", "queue-message-updated", "queue-paused", "queue-reordered", "queue-resumed", "run-aborted", "run-failed", "run-finished", "run-resumed", "run-started", "session-deleted", "session-updated", "title-changed", "tool-approval-requested", "tool-approval-resolved", "tool-call-ready", "tool-call-result"];
 export const STREAM_EVENT_TYPES: readonly StreamEvent["type"][] = ["stream-snapshot", "text-delta", "tool-call-delta", "tool-call-progress", "tool-call-start"];
 
 // --- procedures ---
@@ -623,6 +687,7 @@ export interface Procedures {
   "message.addInstructions": { kind: "mutation"; input: AddInstructionsInput; output: { messages: Message[]; runId: string | null } };
   "message.clearQueue": { kind: "mutation"; input: SessionRefInput; output: null };
   "message.dequeueMessage": { kind: "mutation"; input: SessionRefInput; output: QueuedMessage | null };
+  "message.edit": { kind: "mutation"; input: EditMessageInput; output: { status: "started"; message: Message; runId: string } };
   "message.enqueueMessage": { kind: "mutation"; input: EnqueueInput; output: QueuedMessage };
   "message.getQueuedMessages": { kind: "query"; input: SessionRefInput; output: QueuedMessage[] };
   "message.list": { kind: "query"; input: MessageListInput; output: MessagePage };
@@ -643,16 +708,20 @@ export interface Procedures {
   "push.subscriptions": { kind: "query"; input: void; output: PushSubscriptionInfo[] };
   "push.unsubscribe": { kind: "mutation"; input: PushUnsubscribeInput; output: null };
   "run.abort": { kind: "mutation"; input: SessionRefInput; output: { aborted: boolean } };
+  "run.continue": { kind: "mutation"; input: ContinueRunInput; output: { runId: string; messageId: string } };
+  "run.regenerate": { kind: "mutation"; input: RegenerateInput; output: { runId: string; parentId: string | null; provider: string; model: string } };
   "session.clearTitle": { kind: "mutation"; input: SessionRefInput; output: Session };
   "session.create": { kind: "mutation"; input: SessionCreateInput | undefined; output: Session };
   "session.delete": { kind: "mutation"; input: SessionRefInput; output: null };
   "session.events": { kind: "subscription"; input: SessionEventsInput; output: SessionEventItem };
   "session.feed": { kind: "subscription"; input: SessionFeedInput | undefined; output: FeedEventItem };
+  "session.fork": { kind: "mutation"; input: ForkInput; output: Session };
   "session.get": { kind: "query"; input: SessionGetInput; output: SessionState };
   "session.list": { kind: "query"; input: SessionListInput | undefined; output: SessionPage };
   "session.markRead": { kind: "mutation"; input: SessionRefInput; output: null };
   "session.regenerateTitle": { kind: "mutation"; input: RegenerateTitleInput; output: Session };
   "session.setTitle": { kind: "mutation"; input: SetTitleInput; output: Session };
+  "session.switchBranch": { kind: "mutation"; input: SwitchBranchInput; output: { changed: boolean; leafId: string | null } };
   "session.switchContext": { kind: "mutation"; input: SwitchContextInput; output: Session };
   "session.update": { kind: "mutation"; input: SessionUpdateInput; output: Session };
   "tool.approve": { kind: "mutation"; input: ApproveInput; output: { resolved: true } };
@@ -687,6 +756,7 @@ export type AppRouter = TRPCBuiltRouter<
       addInstructions: TRPCMutationProcedure<{ input: AddInstructionsInput; output: { messages: Message[]; runId: string | null }; meta: object }>;
       clearQueue: TRPCMutationProcedure<{ input: SessionRefInput; output: null; meta: object }>;
       dequeueMessage: TRPCMutationProcedure<{ input: SessionRefInput; output: QueuedMessage | null; meta: object }>;
+      edit: TRPCMutationProcedure<{ input: EditMessageInput; output: { status: "started"; message: Message; runId: string }; meta: object }>;
       enqueueMessage: TRPCMutationProcedure<{ input: EnqueueInput; output: QueuedMessage; meta: object }>;
       getQueuedMessages: TRPCQueryProcedure<{ input: SessionRefInput; output: QueuedMessage[]; meta: object }>;
       list: TRPCQueryProcedure<{ input: MessageListInput; output: MessagePage; meta: object }>;
@@ -715,6 +785,8 @@ export type AppRouter = TRPCBuiltRouter<
     };
     run: {
       abort: TRPCMutationProcedure<{ input: SessionRefInput; output: { aborted: boolean }; meta: object }>;
+      continue: TRPCMutationProcedure<{ input: ContinueRunInput; output: { runId: string; messageId: string }; meta: object }>;
+      regenerate: TRPCMutationProcedure<{ input: RegenerateInput; output: { runId: string; parentId: string | null; provider: string; model: string }; meta: object }>;
     };
     session: {
       clearTitle: TRPCMutationProcedure<{ input: SessionRefInput; output: Session; meta: object }>;
@@ -722,11 +794,13 @@ export type AppRouter = TRPCBuiltRouter<
       delete: TRPCMutationProcedure<{ input: SessionRefInput; output: null; meta: object }>;
       events: TRPCSubscriptionProcedure<{ input: SessionEventsInput; output: AsyncIterable<SessionEventItem, void, any>; meta: object }>;
       feed: TRPCSubscriptionProcedure<{ input: SessionFeedInput | undefined; output: AsyncIterable<FeedEventItem, void, any>; meta: object }>;
+      fork: TRPCMutationProcedure<{ input: ForkInput; output: Session; meta: object }>;
       get: TRPCQueryProcedure<{ input: SessionGetInput; output: SessionState; meta: object }>;
       list: TRPCQueryProcedure<{ input: SessionListInput | undefined; output: SessionPage; meta: object }>;
       markRead: TRPCMutationProcedure<{ input: SessionRefInput; output: null; meta: object }>;
       regenerateTitle: TRPCMutationProcedure<{ input: RegenerateTitleInput; output: Session; meta: object }>;
       setTitle: TRPCMutationProcedure<{ input: SetTitleInput; output: Session; meta: object }>;
+      switchBranch: TRPCMutationProcedure<{ input: SwitchBranchInput; output: { changed: boolean; leafId: string | null }; meta: object }>;
       switchContext: TRPCMutationProcedure<{ input: SwitchContextInput; output: Session; meta: object }>;
       update: TRPCMutationProcedure<{ input: SessionUpdateInput; output: Session; meta: object }>;
     };

@@ -141,6 +141,42 @@ class LinkRef(StrictInput):
 class MessageList(SessionRef):
     before: int | None = Field(default=None, ge=1, le=2**31 - 1)
     limit: int = Field(default=100, ge=1, le=MAX_MESSAGES_PER_PAGE)
+    # Another branch than the active one: the path from the start down to this message.
+    leaf_id: str | None = Field(default=None, min_length=1, max_length=64)
+
+
+# What a run in progress means for an edit or a regenerate (default: the session's busy policy; ``reject`` is
+# CONFLICT, anything else interrupts the run).
+EditBusyPolicy = Literal["reject", "interrupt"]
+
+
+class EditMessage(SessionRef, Idempotent):
+    message_id: str = Id
+    content: str
+    # The new version's files (default: those of the message edited).
+    attachments: list[Attachment] | None = Field(default=None, max_length=32)
+    busy_policy: EditBusyPolicy | None = None
+
+
+class Regenerate(SessionRef, Idempotent):
+    # An answer (any of its messages; default: the last answer on the active path).
+    message_id: str | None = Field(default=None, min_length=1, max_length=64)
+    provider: str | None = Field(default=None, min_length=1, max_length=32)
+    model: str | None = Field(default=None, min_length=1, max_length=200)
+    busy_policy: EditBusyPolicy | None = None
+
+
+class ContinueRun(SessionRef, Idempotent):
+    pass
+
+
+class SwitchBranch(SessionRef, Idempotent):
+    message_id: str = Id
+
+
+class Fork(SessionRef, Idempotent):
+    message_id: str = Id
+    title: str | None = Field(default=None, min_length=1, max_length=500)
 
 
 class Enqueue(SessionRef, Idempotent):

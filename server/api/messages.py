@@ -21,7 +21,23 @@ async def stored_attachments(ctx: Context, user: User, items: list[Any]) -> list
 def register(router: Router) -> None:
     @router.query("message.list", inputs.MessageList)
     async def list_(ctx: Context, inp: inputs.MessageList) -> Any:
-        return await ctx.services.sessions.messages(ctx.require_user(), inp.session_id, inp.before, inp.limit)
+        return await ctx.services.sessions.messages(
+            ctx.require_user(), inp.session_id, inp.before, inp.limit, inp.leaf_id
+        )
+
+    @router.mutation("message.edit", inputs.EditMessage)
+    async def edit(ctx: Context, inp: inputs.EditMessage) -> Any:
+        user = ctx.require_user()
+        attachments = None if inp.attachments is None else await stored_attachments(ctx, user, inp.attachments)
+        return await ctx.services.versions.edit(
+            user,
+            inp.session_id,
+            inp.message_id,
+            inp.content,
+            attachments,
+            inp.busy_policy,
+            request_key(user.id, "message.edit", inp),
+        )
 
     @router.mutation("message.enqueueMessage", inputs.Enqueue)
     async def enqueue(ctx: Context, inp: inputs.Enqueue) -> Any:

@@ -92,6 +92,20 @@ def register(router: Router) -> None:
             ctx.require_user(), inp.session_id, inp.directory, inp.agent, inp.regenerate_title
         )
 
+    @router.mutation("session.switchBranch", inputs.SwitchBranch)
+    async def switch_branch(ctx: Context, inp: inputs.SwitchBranch) -> Any:
+        user = ctx.require_user()
+        return await ctx.services.versions.switch_branch(
+            user, inp.session_id, inp.message_id, request_key(user.id, "session.switchBranch", inp)
+        )
+
+    @router.mutation("session.fork", inputs.Fork)
+    async def fork(ctx: Context, inp: inputs.Fork) -> Any:
+        user = ctx.require_user()
+        return await ctx.services.sessions.fork(
+            user, inp.session_id, inp.message_id, inp.title, request_key(user.id, "session.fork", inp)
+        )
+
     @router.subscription("session.events", inputs.SessionEvents)
     async def events(ctx: Context, inp: inputs.SessionEvents) -> Any:
         """Every durable event after ``lastEventId`` (default: from now), then live ones, tracked by seq."""

@@ -14,6 +14,7 @@ and :class:`ConnectionRejected`.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,6 +62,11 @@ class UploadedFile:
 
 # An attachment as the client methods take it: an uploaded file, its id, or a wire item (``{"path": ...}``).
 Attachment = UploadedFile | str | dict[str, Any]
+
+
+def _with_id(inp: dict[str, Any], request_id: str | None) -> dict[str, Any]:
+    """``inp`` with a ``clientRequestId`` (the caller's, else a new one): a retry after a lost reply is safe."""
+    return {**inp, "clientRequestId": request_id or str(uuid.uuid4())}
 
 
 def _attachments(items: Sequence[Attachment]) -> list[dict[str, Any]]:
@@ -131,14 +137,17 @@ class ChatClient:
         return SessionSnapshot.model_validate(await self.trpc.query("session.get", {"sessionId": session_id}))
 
     async def list_messages(
-        self, session_id: str, before: int | None = None, limit: int = 100
+        self, session_id: str, before: int | None = None, limit: int = 100, leaf_id: str | None = None
     ) -> tuple[list[Message], int | None]:
         """A page of the history, oldest first, ending before ordinal ``before`` (``get_session``'s
         ``messages_before`` for the messages older than the snapshot's), and the ``before`` of the page
-        preceding it (``None`` at the start of the history)."""
+        preceding it (``None`` at the start of the history). The active path, or with ``leaf_id`` the branch
+        from the start down to that message."""
         args: dict[str, Any] = {"sessionId": session_id, "limit": limit}
         if before is not None:
             args["before"] = before
+        if leaf_id is not None:
+            args["leafId"] = leaf_id
         page = await self.trpc.query("message.list", args)
         return [Message.model_validate(m) for m in page["items"]], page["nextCursor"]
 
@@ -238,6 +247,64 @@ class ChatClient:
         if instructions is not None:
             inp["instructions"] = instructions
         return SendResult.from_wire(await self.trpc.mutation("message.send", inp))
+
+    # --- versions and branches (docs/api.md "Versions and branches") ---------------------------------------
+
+    async def edit_message(
+        self,
+        session_id: str,
+        message_id: str,
+        content: str,
+        *,
+        attachments: Sequence[Attachment] | None = None,
+        busy_policy: Literal["reject", "interrupt"] | None = None,
+        request_id: str | None = None,
+    ) -> SendResult:
+        """A new version of a user message, made active and answered."""
+        inp: dict[str, Any] = {"sessionId": session_id, "messageId": message_id, "content": content}
+        if attachments is not None:
+            inp["attachments"] = _attachments(attachments)
+        if busy_policy is not None:
+            inp["busyPolicy"] = busy_policy
+        return SendResult.from_wire(await self.trpc.mutation("message.edit", _with_id(inp, request_id)))
+
+    async def regenerate(
+        self,
+        session_id: str,
+        message_id: str | None = None,
+        *,
+        provider: str | None = None,
+        model: str | None = None,
+        busy_policy: Literal["reject", "interrupt"] | None = None,
+        request_id: str | None = None,
+    ) -> dict[str, Any]:
+        """A new version of an answer (default: the last one), by the session's model or the one given;
+        ``{runId, parentId, provider, model}``."""
+        inp: dict[str, Any] = {"sessionId": session_id}
+        for key, value in (("messageId", message_id), ("provider", provider), ("model", model)):
+            if value is not None:
+                inp[key] = value
+        if busy_policy is not None:
+            inp["busyPolicy"] = busy_policy
+        return dict(await self.trpc.mutation("run.regenerate", _with_id(inp, request_id)))
+
+    async def continue_answer(self, session_id: str, request_id: str | None = None) -> dict[str, Any]:
+        """The last answer, stopped at the length limit, goes on in the same message; ``{runId, messageId}``."""
+        return dict(await self.trpc.mutation("run.continue", _with_id({"sessionId": session_id}, request_id)))
+
+    async def switch_branch(self, session_id: str, message_id: str, request_id: str | None = None) -> dict[str, Any]:
+        """The path through ``message_id`` becomes the active one; ``{changed, leafId}``."""
+        inp = {"sessionId": session_id, "messageId": message_id}
+        return dict(await self.trpc.mutation("session.switchBranch", _with_id(inp, request_id)))
+
+    async def fork_session(
+        self, session_id: str, message_id: str, title: str | None = None, request_id: str | None = None
+    ) -> Session:
+        """A new session whose history is the path up to ``message_id``."""
+        inp: dict[str, Any] = {"sessionId": session_id, "messageId": message_id}
+        if title is not None:
+            inp["title"] = title
+        return Session.model_validate(await self.trpc.mutation("session.fork", _with_id(inp, request_id)))
 
     async def abort(self, session_id: str) -> bool:
         return bool((await self.trpc.mutation("run.abort", {"sessionId": session_id}))["aborted"])

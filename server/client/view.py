@@ -20,7 +20,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..domain.models import Message, QueuedMessage, Session, SessionSnapshot, ToolDecision
+from ..domain.models import Message, QueuedMessage, Session, SessionSnapshot, ToolDecision, Versions
 from .trpc import ConnectionLost, Subscription, TrpcError
 
 if TYPE_CHECKING:
@@ -239,6 +239,16 @@ class SessionView:
             if streaming:
                 self._set_text(streaming["messageId"], streaming["text"])
 
+    def _versions_changed(self, msg: Message) -> None:
+        """A new message's versions are the new list of its siblings: update those held (on the path)."""
+        if msg.sibling_ids is None:
+            return
+        for i, m in enumerate(self.messages):
+            if m.id != msg.id and m.id in msg.sibling_ids:
+                index = msg.sibling_ids.index(m.id)
+                versions = Versions(index=index, count=len(msg.sibling_ids))
+                self.messages[i] = m.model_copy(update={"versions": versions, "sibling_ids": list(msg.sibling_ids)})
+
     def _replace_message(self, msg: Message) -> None:
         for i, m in enumerate(self.messages):
             if m.id == msg.id:
@@ -297,8 +307,24 @@ class SessionView:
             if self.message(e["messageId"]) is None:
                 return False
             chunk = self._set_text(e["messageId"], e["text"])
-        elif kind in ("message-created", "message-completed"):
-            self._replace_message(Message.model_validate(e["message"]))
+        elif kind == "message-created":
+            msg = Message.model_validate(e["message"])
+            self._replace_message(msg)
+            self._versions_changed(msg)
+        elif kind in ("message-completed", "message-continued"):
+            msg = Message.model_validate(e["message"])
+            old = self.message(msg.id)
+            if old is not None and msg.versions is None:  # keep the versions we know
+                msg = msg.model_copy(update={"versions": old.versions, "sibling_ids": old.sibling_ids})
+            self._replace_message(msg)
+        elif kind == "branch-changed":
+            # The active path is now the path up to parentId followed by the messages carried: no refetch.
+            parent = e.get("parentId")
+            ids = [m.id for m in self.messages]
+            if parent is not None and parent not in ids:
+                return False  # older than the messages held: read the session again
+            self.messages = self.messages[: ids.index(parent) + 1] if parent is not None else []
+            self.messages += [Message.model_validate(m) for m in e["path"]]
         elif kind == "queue-message-added":
             self.queue.append(QueuedMessage.model_validate(e["message"]))
         elif kind == "queue-message-removed":

@@ -32,7 +32,10 @@ DurableEventType = Literal[
     "queue-resumed",
     "message-created",
     "message-completed",
+    "message-continued",
+    "branch-changed",
     "run-started",
+    "run-resumed",
     "run-finished",
     "run-failed",
     "run-aborted",
@@ -49,7 +52,7 @@ DURABLE_EVENT_TYPES: frozenset[str] = frozenset(get_args(DurableEventType))
 EPHEMERAL_EVENT_TYPES: frozenset[str] = frozenset(get_args(StreamEventType))
 
 QueueRemovalReason = Literal["sent", "dequeued", "removed"]
-RunTrigger = Literal["message", "queue", "instructions"]
+RunTrigger = Literal["message", "queue", "instructions", "edit", "regenerate", "continue"]
 ToolExecutor = Literal["client", "server"]
 
 
@@ -200,6 +203,23 @@ def message_created(message: Message) -> Event:
 
 def message_completed(message: Message) -> Event:
     return Event("message-completed", {"message": message.wire()})
+
+
+def message_continued(message: Message) -> Event:
+    """An answer goes on (``run.continue``, or after the process streaming it stopped): ``message`` is streaming
+    again with the text it has; ``text-delta`` offsets go on from its length."""
+    return Event("message-continued", {"message": message.wire()})
+
+
+def branch_changed(parent_id: str | None, path: list[Message]) -> Event:
+    """The active path changed: it is now the path up to ``parent_id`` (None: from the start) followed by
+    ``path``, the messages below it, in order, each with its versions."""
+    return Event("branch-changed", {"parentId": parent_id, "path": [m.wire() for m in path]})
+
+
+def run_resumed(run_id: str, message_id: str) -> Event:
+    """The run was taken over after the process driving it stopped mid-answer; it goes on with ``message_id``."""
+    return Event("run-resumed", {"runId": run_id, "messageId": message_id})
 
 
 def run_started(run_id: str, trigger: RunTrigger, client_request_id: str | None) -> Event:

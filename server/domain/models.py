@@ -157,6 +157,13 @@ class StoppedBy(WireModel):
     device_name: str | None = None
 
 
+class Versions(WireModel):
+    """A message's place among its versions (the messages with its parent): ``index`` 0-based, in creation order."""
+
+    index: int
+    count: int
+
+
 class Message(WireModel):
     id: str
     session_id: str
@@ -179,6 +186,13 @@ class Message(WireModel):
     # An answer that did not finish (status ``interrupted`` or ``error``): why it failed, or who stopped it.
     error: MessageError | None = None
     stopped_by: StoppedBy | None = None
+    # The message before it on its branch (None: the first of a branch from the start).
+    parent_id: str | None = None
+    # Where the message stands among its versions, and their ids (in creation order, this one included):
+    # given by ``session.get``, ``message.list``, ``branch-changed`` and a new message's ``message-created``;
+    # absent (null) where the reader keeps what it had (``message-completed``).
+    versions: Versions | None = None
+    sibling_ids: list[str] | None = None
 
 
 class QueuedMessage(WireModel):

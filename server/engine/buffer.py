@@ -38,8 +38,8 @@ class StreamBuffer(abc.ABC):
     """Partial text per in-progress message, grouped by session."""
 
     @abc.abstractmethod
-    def start(self, session_id: str, message_id: str) -> None:
-        """Begin an empty stream for a new message."""
+    def start(self, session_id: str, message_id: str, initial: str = "") -> None:
+        """Begin the stream of a message: empty for a new one, its text so far for an answer that goes on."""
 
     @abc.abstractmethod
     def append(self, session_id: str, message_id: str, delta: str) -> int:
@@ -64,8 +64,9 @@ class MemoryStreamBuffer(StreamBuffer):
     def __init__(self) -> None:
         self._sessions: dict[str, dict[str, _Stream]] = {}
 
-    def start(self, session_id: str, message_id: str) -> None:
-        self._sessions.setdefault(session_id, {})[message_id] = _Stream()
+    def start(self, session_id: str, message_id: str, initial: str = "") -> None:
+        stream = _Stream([initial], len(initial), initial) if initial else _Stream()
+        self._sessions.setdefault(session_id, {})[message_id] = stream
 
     def append(self, session_id: str, message_id: str, delta: str) -> int:
         stream = self._sessions[session_id][message_id]

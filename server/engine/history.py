@@ -83,13 +83,22 @@ def tool_definitions(session: ChatSession) -> tuple[ToolDefinition, ...]:
 
 
 def build_request(
-    session: ChatSession, rows: Sequence[MessageRow], *, exclude: str | None = None, inputs: ModelInputs | None = None
+    session: ChatSession,
+    rows: Sequence[MessageRow],
+    *,
+    exclude: str | None = None,
+    inputs: ModelInputs | None = None,
+    model: str | None = None,
+    continuation: bool = False,
 ) -> ChatRequest:
     """The request for ``rows`` (uploaded files named, not loaded: see :func:`load_files`). ``inputs``: what the
-    session's model takes, when the caller decided it (else the converters apply the documented rule)."""
+    session's model takes, when the caller decided it (else the converters apply the documented rule).
+    ``model``: another model than the session's (a regenerate's); ``continuation``: the last row is an answer
+    that goes on."""
     defaults: dict[str, Any] = session.defaults or {}
     options = RequestOptions(
-        model=session.model,
+        model=model or session.model,
+        continuation=continuation,
         temperature=defaults.get("temperature"),
         max_tokens=defaults.get("maxTokens", defaults.get("max_tokens")),
         top_p=defaults.get("topP", defaults.get("top_p")),

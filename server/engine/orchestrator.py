@@ -32,11 +32,11 @@ from ..pubsub.base import Bus
 from ..services import requests, transitions
 from ..services.lease import SessionGone, lease_live, new_owner_id
 from ..services.titles import TitleService
-from ..services.uow import UnitOfWork
+from ..services.uow import SessionTx, UnitOfWork
 from ..settings import Settings, SettingsError
 from ..store import repo
 from ..store.db import Database
-from ..store.models import ChatSession, utcnow
+from ..store.models import ChatSession, Run, utcnow
 from ..tools import ToolRegistry
 from ..tools.mcp import McpTools
 from .buffer import StreamBuffer
@@ -280,18 +280,33 @@ class Orchestrator:
             self.start(session_id, run.id)
         return run.id if run is not None else None
 
+    async def shared_texts(self, session_id: str) -> dict[str, str]:
+        """The text of the session's streams as every replica saw them (the shared stream buffer), by message."""
+        if not self.multi_replica:
+            return {}
+        snaps = await self.streams.snapshot(session_id) or []
+        return {str(s["messageId"]): str(s["text"]) for s in snaps}
+
+    async def take_over(self, tx: SessionTx, shared: dict[str, str]) -> Run | None:
+        """``transitions.take_over`` for this process; the caller starts the run it returns after committing."""
+        settings = self.settings
+        return await transitions.take_over(
+            tx, self.owner, settings.run_lease_seconds, resume=settings.resume_interrupted_answers, shared=shared
+        )
+
     async def _sweep_session(self, session_id: str) -> int:
         started = None
+        shared = await self.shared_texts(session_id)
         async with self.uow.session(None, session_id, missing=SessionGone) as tx:
             row = tx.row
             if row.run_id is not None and row.status == "running" and not lease_live(row):
                 log.warning(
-                    "session %s: run %s lost its process (lease owner %s); recovering",
+                    "session %s: run %s lost its process (lease owner %s); taking it over",
                     session_id,
                     row.run_id,
                     row.lease_owner,
                 )
-                await transitions.recover(tx)
+                started = await self.take_over(tx, shared)
             elif row.run_id is None:
                 started = await transitions.send_next_queued(tx, self.owner, self.settings.run_lease_seconds)
             else:

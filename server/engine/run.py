@@ -28,8 +28,14 @@ Choices made here:
   the abortable work (one read per file per run); a file that cannot be read for another reason than being gone
   fails the step with ``attachment_unavailable`` (retryable) rather than answering without it. Files the model
   gets only a placeholder for are listed as ``notices`` on the step's ``message-completed``.
-* Shutdown of this process (graceful) is treated like a crash that we get to write down ourselves:
-  ``run-failed`` with code ``interrupted``, the partial answer marked, the queue paused.
+* Shutdown of this process (graceful) while an answer streams hands the answer over: its text so far is written
+  to its row and the lease released; the next process to sweep (this one restarted, another replica) continues
+  it once (``run-resumed``, then ``message-continued``: the same message, its text growing on). Otherwise — or
+  with ``CHATSYNC_RESUME_INTERRUPTED_ANSWERS=false`` — it is treated like a crash that we get to write down
+  ourselves: ``run-failed`` with code ``interrupted``, the partial answer marked, the queue paused.
+* A run asks the model its run names (``run.regenerate`` with another model), else the session's. A run that
+  continues an answer (``run.continue``, or taken over after a restart) extends that message in its first step,
+  with a continuation request (``llm.RequestOptions.continuation``).
 """
 
 from __future__ import annotations
@@ -46,7 +52,7 @@ from ..domain import events
 from ..llm import ChatRequest, ErrorEvent, Finished, TextDelta, ToolCallDelta, ToolCallEvent, ToolCallStart
 from ..llm.errors import ErrorCode
 from ..services import transitions
-from ..services.lease import LeaseLost, fenced_tx, heartbeat
+from ..services.lease import LeaseLost, fenced_tx, heartbeat, release
 from ..services.transitions import RunFailure
 from ..services.uow import SessionTx
 from ..store import repo
@@ -86,6 +92,7 @@ class RunLoop:
         self._files: dict[str, bytes] = {}  # uploaded files read by this run's steps, by id
         self._mcp: mcp_tools.McpContext | None = None  # what the step's MCP tools are offered for
         self._mcp_defs: dict[str, dict[str, Any]] = {}  # the MCP tools offered in the step, by name
+        self._cut: tuple[str, str] | None = None  # (message id, text) of the last step's stream as it ended
         self._trace = tracing.RunTrace(session_id)  # the run's span and log ids (``server.tracing``)
 
     # --- control (called from the orchestrator) ------------------------------------------------------------
@@ -110,13 +117,10 @@ class RunLoop:
         except LeaseLost:
             log.info("session %s: run %s is no longer ours; stopping without writing", self.session_id, self.run_id)
         except asyncio.CancelledError:
-            # Shutdown: write the interruption down ourselves, as the sweeper would after a crash.
+            # Shutdown: hand a streaming answer over (the next process to sweep continues it), or write the
+            # interruption down ourselves, as the sweeper would after a crash.
             ticker.cancel()
-            await asyncio.shield(
-                self._safely(
-                    self._fail(RunFailure.INTERRUPTED, "The server stopped before the answer finished.", retryable=True)
-                )
-            )
+            await asyncio.shield(self._safely(self._stopping()))
             raise
         except Exception:
             log.exception("session %s: run %s failed", self.session_id, self.run_id)
@@ -202,20 +206,35 @@ class RunLoop:
         async with self._tx() as tx:
             run = await repo.get_run(tx.db, self.run_id)
             assert run is not None
-            run.steps += 1
-            message = await transitions.add_message(tx, "assistant", "", status="streaming", run_id=self.run_id)
-            rows = await repo.list_messages(tx.db, self.session_id)
             session: ChatSession = tx.row
-            provider_id, streaming = session.provider, not session.disable_streaming
+            provider_id, model = run.provider or session.provider, run.model or session.model
+            message = await self._continued(tx, run)
+            run.steps += 1
+            if message is not None:
+                # The answer goes on in the same message: streaming again, from the text it has.
+                run.continues_id = None
+                message.status, message.finish_reason = "streaming", None
+                tx.emit(events.message_continued(repo.message_wire(message)))
+                exclude, initial = None, message.content
+            else:
+                message = await transitions.add_message(tx, "assistant", "", status="streaming", run_id=self.run_id)
+                exclude, initial = message.id, ""
+            rows = await repo.list_messages(tx.db, self.session_id)
+            streaming = not session.disable_streaming
             request = build_request(
-                session, rows, exclude=message.id, inputs=self.o.model_inputs(provider_id, session.model)
+                session,
+                rows,
+                exclude=exclude,
+                inputs=self.o.model_inputs(provider_id, model),
+                model=model,
+                continuation=exclude is None,
             )
             owner_id = session.owner_id
             self._mcp = await mcp_tools.context(tx.db, session)
         mid = message.id
-        self.o.buffer.start(self.session_id, mid)
-        await self.o.streams.started(self.session_id, mid)
-        self._streaming, self._flushed = mid, 0
+        self.o.buffer.start(self.session_id, mid, initial)
+        await self.o.streams.started(self.session_id, mid, initial)
+        self._streaming, self._flushed = mid, len(initial)
         result = StepResult()
         try:
             await self._inner_run(self._prepare_and_consume(request, owner_id, provider_id, streaming, mid, result))
@@ -224,9 +243,22 @@ class RunLoop:
             else:
                 await self._finish_step(mid, result)
         finally:
+            self._cut = self._live_text(mid)  # what a shutdown cutting this step short hands over
             self.o.buffer.end(self.session_id, mid)
             self._streaming = None
             await self.o.streams.ended(self.session_id, mid)
+
+    async def _continued(self, tx: SessionTx, run: Any) -> Message | None:
+        """The answer this run's next step goes on with (``run.continue``, or a run taken over mid-answer): the
+        message it names while that is still the last of the active path, else None (a new message)."""
+        if run.continues_id is None:
+            return None
+        row = await tx.db.get(Message, run.continues_id)
+        leaf = await repo.list_messages(tx.db, self.session_id, limit=1)
+        if row is None or row.role != "assistant" or not leaf or leaf[0].id != row.id:
+            run.continues_id = None
+            return None
+        return row
 
     async def _prepare_and_consume(
         self, request: ChatRequest, owner_id: str, provider_id: str, streaming: bool, mid: str, result: StepResult
@@ -359,10 +391,34 @@ class RunLoop:
             )
         self._next_run(nxt.id if nxt is not None else None)
 
-    async def _fail(self, code: RunFailure, message: str, *, retryable: bool = False) -> None:
+    async def _stopping(self) -> None:
+        """This process stops while the run is in progress. An answer streaming now is handed over — its text
+        so far written to its row, still ``streaming``, and the lease released, so that the sweeper of the next
+        process to look (this one restarted, or another replica) continues it (``transitions.take_over``) —
+        when answers may go on after a restart (``CHATSYNC_RESUME_INTERRUPTED_ANSWERS``), nobody asked to stop
+        it, and it was not continued once already. Otherwise the run fails with ``interrupted``."""
         if self.run_id is None:
             return
-        live = self._live_text(self._streaming)
+        live = self._live_text(self._streaming) or self._cut
+        if live is not None and self.o.settings.resume_interrupted_answers and not self.abort_requested:
+            async with self._tx() as tx:
+                run = await repo.get_run(tx.db, self.run_id)
+                row = await tx.db.get(Message, live[0])
+                if run is not None and run.resumes == 0 and row is not None and row.status == "streaming":
+                    row.content = live[1]
+                    release(tx.row)
+                    self.run_id = None
+                    return
+        await self._fail(
+            RunFailure.INTERRUPTED, "The server stopped before the answer finished.", retryable=True, live=live
+        )
+
+    async def _fail(
+        self, code: RunFailure, message: str, *, retryable: bool = False, live: tuple[str, str] | None = None
+    ) -> None:
+        if self.run_id is None:
+            return
+        live = live or self._live_text(self._streaming)
         async with self._tx() as tx:
             error = transitions.run_error(code, message, retryable=retryable)
             await transitions.stop_run(tx, "failed", error=error, run_id=self.run_id, live_text=live)

@@ -103,6 +103,10 @@ class RequestOptions(_Frozen):
     system_prompt: str | None = None
     # What the model takes; ``None``: the documented rule for the target and model (``server.llm.capabilities``).
     inputs: ModelInputs | None = None
+    # The history ends with an answer that is to go on where it stopped (``run.continue``): targets that take an
+    # assistant prefill (Anthropic) get it as the final assistant message; the others get a user turn after it
+    # asking to go on (``server.llm.convert.history.request_turns``).
+    continuation: bool = False
 
 
 class ChatRequest(_Frozen):

@@ -281,7 +281,7 @@ class RedisStreams(StreamBuffer):
     def __init__(self, bus: RedisBus) -> None:
         self.bus = bus
 
-    async def started(self, session_id: str, message_id: str) -> None:
+    async def started(self, session_id: str, message_id: str, initial: str = "") -> None:
         redis, prefix = self.bus._redis, self.bus.prefix
         assert redis is not None
         key = stream_text_key(prefix, session_id, message_id)
@@ -289,6 +289,8 @@ class RedisStreams(StreamBuffer):
         try:
             async with redis.pipeline(transaction=False) as pipe:
                 pipe.delete(key)
+                if initial:
+                    pipe.set(key, initial, ex=STREAM_TTL_SECONDS)
                 pipe.sadd(members, message_id)
                 pipe.expire(members, STREAM_TTL_SECONDS)
                 await pipe.execute()

@@ -27,8 +27,9 @@ class StreamBuffer(abc.ABC):
     """Shared partial texts of a deployment's streaming messages."""
 
     @abc.abstractmethod
-    async def started(self, session_id: str, message_id: str) -> None:
-        """A message of the session starts streaming (called before its first delta)."""
+    async def started(self, session_id: str, message_id: str, initial: str = "") -> None:
+        """A message of the session starts streaming (called before its first delta), with ``initial``, the
+        text it has when it goes on after a stop."""
 
     @abc.abstractmethod
     async def append(self, session_id: str, env: EventEnvelope, message_id: str, delta: str) -> None:
@@ -50,7 +51,7 @@ class LocalStreams(StreamBuffer):
     def __init__(self, bus: Bus) -> None:
         self.bus = bus
 
-    async def started(self, session_id: str, message_id: str) -> None:
+    async def started(self, session_id: str, message_id: str, initial: str = "") -> None:
         return None
 
     async def append(self, session_id: str, env: EventEnvelope, message_id: str, delta: str) -> None:

@@ -37,7 +37,7 @@ from ..domain.models import ToolOutcome
 from ..files import refs as file_refs
 from ..protocol.errors import RpcError
 from ..store import repo
-from ..store.models import ChatSession, User
+from ..store.models import ChatSession, Run, User
 from . import queue, transitions
 from .lease import lease_live
 from .queue import QueueService
@@ -73,8 +73,14 @@ class RunDriver(Protocol):
     def partial_text(self, session_id: str, message_id: str) -> str | None:
         """The text streamed so far of a message this process streams, or None."""
 
+    async def shared_texts(self, session_id: str) -> dict[str, str]:
+        """The text of the session's streams as every replica saw them, by message."""
 
-def _receipt(result: dict[str, Any]) -> dict[str, Any]:
+    async def take_over(self, tx: SessionTx, shared: dict[str, str]) -> Run | None:
+        """Take over a run whose process is gone (``transitions.take_over``) for this process."""
+
+
+def receipt(result: dict[str, Any]) -> dict[str, Any]:
     """What an exactly-once record keeps of a reply of this module (``services.requests``): its messages by id,
     its queued message by id and time, the rest (status, run ids, flags) as it is."""
     receipt = dict(result)
@@ -87,10 +93,10 @@ def _receipt(result: dict[str, Any]) -> dict[str, Any]:
     return receipt
 
 
-def _again(
+def again(
     tx: SessionTx, content: str = "", attachments: list[dict[str, Any]] | None = None, crid: str | None = None
 ) -> Expand:
-    """Rebuilds a reply from its :func:`_receipt`: the messages read again (a live session keeps every message),
+    """Rebuilds a reply from its :func:`receipt`: the messages read again (a live session keeps every message),
     a queued message from the repeated call's own ``content`` and ``attachments``."""
 
     async def expand(receipt: dict[str, Any]) -> dict[str, Any]:
@@ -147,16 +153,16 @@ class RunService:
         crid = request.request_id if request is not None else None
         deadline = time.monotonic() + INTERRUPT_WAIT_SECONDS
         while True:
-            started = None
+            started = taken = None
             result: dict[str, Any] | None = None
             async with self.uow.session(user, session_id) as tx:
-                replayed = await tx.replay(request, _again(tx, content, attachments, crid))
+                replayed = await tx.replay(request, again(tx, content, attachments, crid))
                 if replayed is not MISSING:
                     return replayed
                 row = tx.row
                 policy = busy_policy or row.busy_policy
                 await file_refs.link(tx.db, session_id, attachments)
-                await self._recover_orphaned(tx)
+                taken = await self._recover_orphaned(tx)
                 if row.run_id is not None:
                     if policy == "reject":
                         raise RpcError("CONFLICT", "A run is in progress in this session")
@@ -188,19 +194,30 @@ class RunService:
                     started = run.id
                     result = {"status": "started", "message": repo.message_wire(message).wire(), "runId": run.id}
                 if result is not None:
-                    tx.remember(request, _receipt(result))
-            if started is not None:
-                self.o.start(session_id, started)
+                    tx.remember(request, receipt(result))
+            self.start_runs(session_id, taken, started)
             if result is not None:
                 return result
             # interrupt: the abort is recorded; wait for the run to stop, then try again
-            if time.monotonic() > deadline:
-                raise RpcError("TIMEOUT", "The running answer did not stop in time")
-            await self._wait_stopped(session_id, min(1.0, deadline - time.monotonic()))
+            await self.wait_interrupted(session_id, deadline)
 
-    async def _recover_orphaned(self, tx: SessionTx) -> None:
-        """A run marked running whose lease lapsed and which no loop here drives: its process died; write
-        that down (``transitions.recover``) before going on."""
+    def start_runs(self, session_id: str, *run_ids: str | None) -> None:
+        """Drive the runs a committed transaction claimed for this process."""
+        for run_id in run_ids:
+            if run_id is not None:
+                self.o.start(session_id, run_id)
+
+    async def wait_interrupted(self, session_id: str, deadline: float) -> None:
+        """After an abort written to make room: wait (a while) for the run to stop; ``TIMEOUT`` past ``deadline``."""
+        if time.monotonic() > deadline:
+            raise RpcError("TIMEOUT", "The running answer did not stop in time")
+        await self._wait_stopped(session_id, min(1.0, deadline - time.monotonic()))
+
+    async def _recover_orphaned(self, tx: SessionTx) -> str | None:
+        """A run marked running whose lease lapsed and which no loop here drives: its process died (or handed
+        it over as it stopped). Take it over before going on, as the sweeper would (``transitions.take_over``:
+        the answer it streamed goes on, or the run fails); returns the id of a run this process now drives,
+        which the caller starts once its transaction committed."""
         row = tx.row
         if (
             row.run_id is not None
@@ -208,7 +225,9 @@ class RunService:
             and not lease_live(row)
             and self.o.local_loop(row.id) is None
         ):
-            await transitions.recover(tx)
+            run = await self.o.take_over(tx, await self.o.shared_texts(row.id))
+            return run.id if run is not None else None
+        return None
 
     async def _wait_stopped(self, session_id: str, timeout: float) -> None:
         loop = self.o.abort_local(session_id)
@@ -229,7 +248,7 @@ class RunService:
         crid = request.request_id if request is not None else None
         started = None
         async with self.uow.session(user, session_id) as tx:
-            replayed = await tx.replay(request, _again(tx))
+            replayed = await tx.replay(request, again(tx))
             if replayed is not MISSING:
                 return replayed
             messages = await transitions.add_system_messages(tx, instructions, crid)
@@ -238,7 +257,7 @@ class RunService:
                     await transitions.begin_run(tx, self.o.owner, self._lease, "instructions", client_request_id=crid)
                 ).id
             result = {"messages": [repo.message_wire(m).wire() for m in messages], "runId": started}
-            tx.remember(request, _receipt(result))
+            tx.remember(request, receipt(result))
         if started is not None:
             self.o.start(session_id, started)
         return result
@@ -262,7 +281,7 @@ class RunService:
             self._check(item["output"])
         resumed = None
         async with self.uow.session(user, session_id) as tx:
-            replayed = await tx.replay(request, _again(tx))
+            replayed = await tx.replay(request, again(tx))
             if replayed is not MISSING:
                 return replayed
             messages = []
@@ -287,7 +306,7 @@ class RunService:
             run = await transitions.maybe_resume(tx, self.o.owner, self._lease)
             resumed = run.id if run is not None else None
             result = {"messages": messages, "resumed": resumed is not None}
-            tx.remember(request, _receipt(result))
+            tx.remember(request, receipt(result))
         if resumed is not None:
             self.o.start(session_id, resumed)
         return result
@@ -354,7 +373,7 @@ class RunService:
             row = tx.row
             items = await repo.queue_rows(tx.db, session_id)
             item = queue.find(items, message_id)
-            await self._recover_orphaned(tx)
+            taken = await self._recover_orphaned(tx)
             queue.set_paused(tx, False)
             if row.run_id is None:
                 run = await transitions.send_queued(tx, self.o.owner, self._lease, item)
@@ -388,8 +407,7 @@ class RunService:
                         row.abort_then_send = True
                         signal = True
                         return_value = {"status": "interrupting", "mode": mode, "runId": row.run_id}
-        if started is not None:
-            self.o.start(session_id, started)
+        self.start_runs(session_id, taken, started)
         if signal:
             self.o.abort_local(session_id)  # on another replica, its owner polls abort_requested
         return return_value

@@ -17,24 +17,25 @@ from __future__ import annotations
 
 import base64
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import insert, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from ..domain import events
 from ..domain import models as wire
 from ..domain.models import TitleSource
+from ..files import refs as file_refs
 from ..llm import PROVIDER_IDS, default_provider_id, known_provider
 from ..protocol.errors import RpcError
 from ..protocol.inputs import check_text
 from ..store import eventlog, repo
 from ..store.db import Database
-from ..store.models import ChatSession, User, utcnow
-from . import feed, requests, transitions
+from ..store.models import ChatSession, Message, User, utcnow
+from . import branches, feed, requests, transitions
 from .requests import MISSING, Expand, RequestKey
 from .titles import TitleService, apply_title
 from .uow import UnitOfWork, can_read
@@ -301,13 +302,14 @@ class SessionService:
             if row is None or not can_read(user, row):
                 raise RpcError("NOT_FOUND", "Session not found")
             messages = await repo.list_messages(s, session_id, limit=message_limit + 1)
+            older = len(messages) > message_limit
+            messages = messages[1:] if older else messages
+            versions = await repo.siblings(s, session_id, messages)
             queue = await repo.queue_rows(s, session_id)
             run = await self._run_snapshot(s, row)
-        older = len(messages) > message_limit
-        messages = messages[1:] if older else messages
         return wire.SessionSnapshot(
             session=repo.session_wire(row),
-            messages=[repo.message_wire(m) for m in messages],
+            messages=[repo.message_wire(m, versions) for m in messages],
             messages_before=messages[0].ordinal if older else None,
             queue=[repo.queued_wire(q) for q in queue],
             run=run,
@@ -380,13 +382,74 @@ class SessionService:
             tx.row.deleted_at = utcnow()
             tx.emit(events.session_deleted())
 
-    async def messages(self, user: User, session_id: str, before: int | None, limit: int) -> dict[str, Any]:
+    async def messages(
+        self, user: User, session_id: str, before: int | None, limit: int, leaf_id: str | None = None
+    ) -> dict[str, Any]:
+        """A page of the active path, or with ``leaf_id`` of the branch from the start down to that message,
+        newest last, before ordinal ``before``."""
         await self.readable(user, session_id)
         async with self.db.read() as s:
-            rows = await repo.list_messages(s, session_id, before=before, limit=limit + 1)
-        has_more = len(rows) > limit
-        page = rows[1:] if has_more else rows
+            rows: Sequence[Message]
+            if leaf_id is None:
+                rows = await repo.list_messages(s, session_id, before=before, limit=limit + 1)
+            else:
+                rows = await self._branch(s, session_id, leaf_id, before, limit + 1)
+            has_more = len(rows) > limit
+            page = rows[1:] if has_more else rows
+            versions = await repo.siblings(s, session_id, page)
         return {
-            "items": [repo.message_wire(m).wire() for m in page],
+            "items": [repo.message_wire(m, versions).wire() for m in page],
             "nextCursor": page[0].ordinal if has_more and page else None,
         }
+
+    @staticmethod
+    async def _branch(
+        db: AsyncSession, session_id: str, leaf_id: str, before: int | None, limit: int
+    ) -> Sequence[Message]:
+        nodes = await repo.message_tree(db, session_id)
+        if not any(n[0] == leaf_id for n in nodes):
+            raise RpcError("NOT_FOUND", "Message not found")
+        ordinals = {n[0]: n[2] for n in nodes}
+        ids = [i for i in branches.path_to(nodes, leaf_id) if before is None or ordinals[i] < before][-limit:]
+        rows = {m.id: m for m in await repo.messages_by_id(db, ids)}
+        return [rows[i] for i in ids]
+
+    async def fork(
+        self, user: User, session_id: str, message_id: str, title: str | None, request: RequestKey | None = None
+    ) -> Any:
+        """``session.fork``: a new session of ``user`` with the source's settings whose history is a copy of the
+        path up to ``message_id`` (uploaded files are shared, not copied); announced on the owner's feed."""
+        replayed = await self.replayed(request)
+        if replayed is not MISSING:
+            return replayed
+        source = await self.readable(user, session_id)
+        async with self.db.read() as s:
+            nodes = await repo.message_tree(s, session_id)
+            if not any(n[0] == message_id for n in nodes):
+                raise RpcError("NOT_FOUND", "Message not found")
+            ids = branches.path_to(nodes, message_id)
+            found = {m.id: m for m in await repo.messages_by_id(s, ids)}
+        now = utcnow()
+        fields = {
+            "title": title,
+            "system_prompt": source.system_prompt,
+            "defaults": source.defaults,
+            "tools": source.tools,
+            "tool_mode": source.tool_mode,
+            "busy_policy": source.busy_policy,
+            "disable_streaming": source.disable_streaming,
+            "metadata": source.meta,
+        }
+        row = new_session_row(user, fields, str(uuid.uuid4()), now, source.provider, source.model)
+        if title is None:
+            row.title, row.title_source = source.title, source.title_source
+        copies = branches.copies(row.id, [found[i] for i in ids], now)
+
+        async def fill(db: AsyncSession) -> None:
+            if copies:
+                await db.execute(insert(Message.__table__), copies)
+            for copy in copies:
+                await file_refs.link(db, row.id, copy["attachments"])
+
+        session = await self.insert(user, row, request, fill)
+        return session.wire() if isinstance(session, wire.Session) else session

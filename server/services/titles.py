@@ -78,6 +78,16 @@ async def title_from_first_message(tx: SessionTx) -> None:
         apply_title(tx, truncate_title(first.content), "truncate")
 
 
+async def follow_active_path(tx: SessionTx) -> None:
+    """After the active path changed (an edit, a switch): a title that was made from the first user message, or
+    none, follows the first user message of the path now; one the user gave or the model made stays."""
+    if tx.row.title_source not in ("none", "truncate"):
+        return
+    first = await repo.first_user_message(tx.db, tx.row.id)
+    if first is not None:
+        apply_title(tx, truncate_title(first.content), "truncate")
+
+
 def title_request(model: str, first_message: str, answer: str | None) -> ChatRequest:
     """The separate, non-streamed completion that asks for a title of a first exchange."""
     text = first_message[:EXCERPT_CHARS]

@@ -17,6 +17,7 @@ An import is one transaction: the session, its messages, the files it references
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -129,7 +130,8 @@ class Transcripts:
         out = []
         for m in messages:
             body = repo.message_wire(m).wire()
-            for name in ("sessionId", "runId", "clientRequestId"):  # ids that mean something only here
+            # Ids that mean something only here (the export is the active path: a line, as an import rebuilds it).
+            for name in ("sessionId", "runId", "clientRequestId", "parentId", "versions", "siblingIds"):
                 body.pop(name, None)
             out.append({k: v for k, v in body.items() if v is not None})
         return {
@@ -178,6 +180,8 @@ class Transcripts:
         async def messages(s: AsyncSession) -> None:
             owned = await _owned_files(s, user.id, transcript.messages)
             rows = [_message_row(row.id, i, m, owned, now) for i, m in enumerate(transcript.messages, 1)]
+            for before, after in itertools.pairwise(rows):  # one line: each message's parent is the one before it
+                after["parent_id"] = before["id"]
             if rows:
                 await s.execute(insert(Message.__table__), rows)
             for r in rows:
@@ -227,6 +231,9 @@ def _message_row(
         "id": str(uuid.uuid4()),
         "session_id": session_id,
         "ordinal": ordinal,
+        "parent_id": None,
+        "active": True,
+        "left_seq": 0,
         "role": m.role,
         "content": m.content,
         "attachments": _attachments(m.attachments, owned),

@@ -16,6 +16,7 @@ run state only through these functions. The events they emit (made by ``domain.e
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from collections.abc import Iterable, Sequence
 from datetime import datetime
@@ -46,13 +47,18 @@ def new_id() -> str:
 # --- messages -------------------------------------------------------------------------------------------
 
 
-def _new_message(tx: SessionTx, ordinal: int, role: Role, content: str, created_at: datetime, **fields: Any) -> Message:
-    """A new message row of the session (not yet added). ``fields``: the columns that differ from a complete
-    message with no attachments, tool calls, run or client request."""
+def _new_message(
+    tx: SessionTx, ordinal: int, parent_id: str | None, role: Role, content: str, created_at: datetime, **fields: Any
+) -> Message:
+    """A new message row of the session (not yet added), on the active path after ``parent_id``. ``fields``: the
+    columns that differ from a complete message with no attachments, tool calls, run or client request."""
     return Message(
         id=new_id(),
         session_id=tx.row.id,
         ordinal=ordinal,
+        parent_id=parent_id,
+        active=True,
+        left_seq=0,
         role=role,
         content=content,
         created_at=created_at,
@@ -87,9 +93,11 @@ async def add_message(
     client_request_id: str | None = None,
 ) -> Message:
     """``outcome``: a tool result's (``is_error`` follows from it)."""
+    ordinal, parent_id = await repo.append_point(tx.db, tx.row.id)
     row = _new_message(
         tx,
-        await repo.next_ordinal(tx.db, tx.row.id),
+        ordinal,
+        parent_id,
         role,
         content,
         utcnow(),
@@ -103,7 +111,7 @@ async def add_message(
     )
     tx.db.add(row)
     await tx.db.flush()
-    tx.emit(events.message_created(repo.message_wire(row)))
+    tx.emit(events.message_created(repo.message_wire(row, await repo.siblings(tx.db, tx.row.id, [row]))))
     if role == "user":
         await title_from_first_message(tx)  # in the transaction that stores the message
     return row
@@ -143,15 +151,17 @@ async def add_system_messages(
     texts = [text for text in instructions if text.strip()]
     if not texts:
         return []
-    first, now = await repo.next_ordinal(tx.db, tx.row.id), utcnow()
-    rows = [
-        _new_message(tx, first + i, "system", text, now, client_request_id=client_request_id)
-        for i, text in enumerate(texts)
-    ]
+    (first, parent), now = await repo.append_point(tx.db, tx.row.id), utcnow()
+    rows = []
+    for i, text in enumerate(texts):
+        rows.append(_new_message(tx, first + i, parent, "system", text, now, client_request_id=client_request_id))
+        parent = rows[-1].id
     tx.db.add_all(rows)
     await tx.db.flush()
+    versions = await repo.siblings(tx.db, tx.row.id, rows[:1])
+    versions.update({before.id: [after.id] for before, after in itertools.pairwise(rows)})
     for row in rows:
-        tx.emit(events.message_created(repo.message_wire(row)))
+        tx.emit(events.message_created(repo.message_wire(row, versions)))
     return rows
 
 
@@ -374,6 +384,36 @@ async def recover(tx: SessionTx) -> None:
     """The process driving the run is gone: stop it as failed (``interrupted``, retryable)."""
     message = "The server running this answer stopped before it finished."
     await stop_run(tx, "failed", error=run_error(RunFailure.INTERRUPTED, message, retryable=True))
+
+
+async def take_over(
+    tx: SessionTx, owner: str, lease_seconds: float, *, resume: bool, shared: dict[str, str] | None = None
+) -> Run | None:
+    """The process driving the run is gone (its lease lapsed, or it handed the run over as it stopped). With
+    ``resume``, an answer it was streaming goes on, once, driven by ``owner`` from here: the run is claimed,
+    ``run-resumed`` names the message, and the run's next step continues it (``engine.run``). ``shared`` holds
+    the text of streams as every replica saw them (the shared stream buffer), which may be ahead of the row's
+    last flush: the answer goes on from there, so its text stays contiguous with what clients showed.
+
+    Otherwise — resuming is off, nothing was streaming, the answer was continued once already — the run fails
+    as :func:`recover` says; and a run a person asked to stop ends ``aborted``. Returns the run taken over."""
+    run = await repo.get_run(tx.db, tx.row.run_id) if tx.row.run_id else None
+    streaming = [m for m in await repo.streaming_messages(tx.db, tx.row.id) if m.active and m.role == "assistant"]
+    if tx.row.abort_requested:
+        await stop_run(tx, "aborted")
+        return None
+    if not resume or run is None or run.resumes > 0 or not streaming:
+        await recover(tx)
+        return None
+    message = streaming[-1]
+    text = (shared or {}).get(message.id)
+    if text is not None and len(text) > len(message.content) and text.startswith(message.content):
+        message.content = text
+    run.resumes += 1
+    run.continues_id = message.id
+    lease.claim(tx.row, owner, lease_seconds)
+    tx.emit(events.run_resumed(run.id, message.id))
+    return run
 
 
 class RunFailure(StrEnum):

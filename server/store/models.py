@@ -22,6 +22,7 @@ from sqlalchemy import (
     TypeDecorator,
     UniqueConstraint,
     false,
+    true,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -212,12 +213,27 @@ class ChatSession(Base):
 
 class Message(Base):
     __tablename__ = "messages"
-    __table_args__ = (Index("ix_messages_session_ordinal", "session_id", "ordinal", unique=True),)
+    __table_args__ = (
+        Index("ix_messages_session_ordinal", "session_id", "ordinal", unique=True),
+        # The active path in order (``session.get``, ``message.list``, every request the model gets).
+        Index("ix_messages_session_active_ordinal", "session_id", "active", "ordinal"),
+        # The versions of a message: the messages with its parent.
+        Index("ix_messages_session_parent", "session_id", "parent_id"),
+    )
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
     session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"))
-    # Position in the session's history, 1-based, assigned under the session row lock.
+    # Creation order in the session, 1-based, assigned under the session row lock. A message is always created
+    # after its parent, so the messages of one path in ordinal order are that path in order.
     ordinal: Mapped[int] = mapped_column(Integer)
+    # The message before it on its branch (None: the first message of a branch from the start). Messages with
+    # the same parent are versions of each other, in ordinal order.
+    parent_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    # On the session's active path (the branch every device shows), changed only under the session row lock.
+    active: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
+    # The session's event seq at which it last left the active path (0: never left it): a branch switch goes
+    # down to the leaf that was active last below the message it names.
+    left_seq: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     role: Mapped[Role] = mapped_column(String(16))
     content: Mapped[str] = mapped_column(Text, default="")
     attachments: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
@@ -260,6 +276,14 @@ class Run(Base):
     error: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    # The model this run asks when not the session's (``run.regenerate`` with a provider or model).
+    provider: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    model: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    # ``run.continue`` and the continuation after a restart: the answer this run goes on with (its first step
+    # extends that message instead of starting a new one).
+    continues_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    # How many times this run was continued after its process stopped mid-answer (at most once).
+    resumes: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
 
 class ToolCallRow(Base):

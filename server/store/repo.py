@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, bindparam, delete, func, select, update
+from sqlalchemy import Row, bindparam, delete, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
@@ -235,8 +235,8 @@ def session_changes_wire(row: ChatSession, changed_large: tuple[str, ...] = ()) 
 async def list_messages(
     db: AsyncSession, session_id: str, *, before: int | None = None, limit: int | None = None
 ) -> list[Message]:
-    """Messages in history order; with ``limit``, the newest ``limit`` before ordinal ``before``."""
-    stmt = select(Message).where(Message.session_id == session_id)
+    """The active path in order; with ``limit``, its newest ``limit`` messages before ordinal ``before``."""
+    stmt = select(Message).where(Message.session_id == session_id, Message.active.is_(True))
     if before is not None:
         stmt = stmt.where(Message.ordinal < before)
     if limit is None:
@@ -245,11 +245,80 @@ async def list_messages(
     return list(reversed(rows))
 
 
+TreeNode = tuple[str, str | None, int, bool, int]
+"""One message of a session's tree, without its content: (id, parent id, ordinal, active, left seq)."""
+
+_TREE = (
+    select(Message.id, Message.parent_id, Message.ordinal, Message.active, Message.left_seq)
+    .where(Message.session_id == bindparam("sid"))
+    .order_by(Message.ordinal)
+)
+
+
+async def message_tree(db: AsyncSession, session_id: str) -> list[TreeNode]:
+    """Every message of the session as a tree node, in creation order (a few columns each)."""
+    return [
+        (r[0], r[1], int(r[2]), bool(r[3]), int(r[4])) for r in (await db.execute(_TREE, {"sid": session_id})).all()
+    ]
+
+
+_LEAF = (
+    select(Message.id)
+    .where(Message.session_id == bindparam("sid"), Message.active.is_(True))
+    .order_by(Message.ordinal.desc())
+    .limit(1)
+)
+
+
+_APPEND_POINT = select(
+    select(func.coalesce(func.max(Message.ordinal), 0)).where(Message.session_id == bindparam("sid")).scalar_subquery(),
+    _LEAF.scalar_subquery(),
+)
+
+
+async def append_point(db: AsyncSession, session_id: str) -> tuple[int, str | None]:
+    """Where a new message goes (callers hold the session row lock), in one statement: its ordinal, and its
+    parent, the last message of the active path (None for an empty one)."""
+    top, leaf = (await db.execute(_APPEND_POINT, {"sid": session_id})).one()
+    return int(top) + 1, leaf
+
+
+async def siblings(db: AsyncSession, session_id: str, rows: Sequence[Message]) -> dict[str | None, list[str]]:
+    """The versions under each parent of ``rows`` (parent id -> message ids in creation order)."""
+    parents = {r.parent_id for r in rows}
+    if not parents:
+        return {}
+    named = [p for p in parents if p is not None]
+    conds: list[Any] = [Message.parent_id.in_(named)] if named else []
+    if None in parents:
+        conds.append(Message.parent_id.is_(None))
+    stmt = (
+        select(Message.id, Message.parent_id)
+        .where(Message.session_id == session_id, or_(*conds))
+        .order_by(Message.ordinal)
+    )
+    out: dict[str | None, list[str]] = {}
+    for mid, parent in (await db.execute(stmt)).all():
+        out.setdefault(parent, []).append(mid)
+    return out
+
+
+async def session_message(db: AsyncSession, session_id: str, message_id: str) -> Message | None:
+    """A message of the session (any branch), or None."""
+    row = await db.get(Message, message_id)
+    return row if row is not None and row.session_id == session_id else None
+
+
 async def first_user_message(db: AsyncSession, session_id: str) -> Message | None:
     """The session's first user message with text (a blank one, e.g. attachments only, names nothing)."""
     stmt = (
         select(Message)
-        .where(Message.session_id == session_id, Message.role == "user", Message.content != "")
+        .where(
+            Message.session_id == session_id,
+            Message.active.is_(True),
+            Message.role == "user",
+            Message.content != "",
+        )
         .order_by(Message.ordinal)
         .limit(20)
     )
@@ -262,6 +331,7 @@ async def first_answer_after(db: AsyncSession, session_id: str, ordinal: int) ->
         select(Message)
         .where(
             Message.session_id == session_id,
+            Message.active.is_(True),
             Message.role == "assistant",
             Message.ordinal > ordinal,
             Message.status != "streaming",
@@ -280,8 +350,13 @@ async def messages_by_id(db: AsyncSession, ids: list[str]) -> Sequence[Message]:
     return (await db.execute(select(Message).where(Message.id.in_(ids)))).scalars().all()
 
 
-def message_wire(row: Message) -> wire.Message:
+def message_wire(row: Message, versions: dict[str | None, list[str]] | None = None) -> wire.Message:
+    """The message as clients see it; with ``versions`` (``siblings``), its place among its versions too."""
+    ids = versions.get(row.parent_id) if versions is not None else None
     return wire.Message(
+        parent_id=row.parent_id,
+        versions=wire.Versions(index=ids.index(row.id), count=len(ids)) if ids and row.id in ids else None,
+        sibling_ids=list(ids) if ids and row.id in ids else None,
         id=row.id,
         session_id=row.session_id,
         role=row.role,
@@ -407,7 +482,11 @@ async def get_tool_call(db: AsyncSession, session_id: str, call_id: str) -> Tool
 async def steered_after(db: AsyncSession, session_id: str, run_id: str, ordinal: int) -> bool:
     """True when a user message was steered into ``run_id`` after the message at ``ordinal``."""
     stmt = select(func.count()).where(
-        Message.session_id == session_id, Message.run_id == run_id, Message.role == "user", Message.ordinal > ordinal
+        Message.session_id == session_id,
+        Message.active.is_(True),
+        Message.run_id == run_id,
+        Message.role == "user",
+        Message.ordinal > ordinal,
     )
     return int((await db.execute(stmt)).scalar_one()) > 0
 

@@ -236,6 +236,8 @@ class ChatApp(App[None]):
         if text == "/attach" or text.startswith("/attach "):
             await self._attach_file(text.removeprefix("/attach").strip())
             return
+        if self._version_command(text):
+            return
         sid = self.view.session_id
         attached, self.attached = self.attached, []
         self._show_attached()
@@ -246,6 +248,42 @@ class ChatApp(App[None]):
             self._call(self.chat.update_queued(sid, mid, text, kept + attached if attached else None))
         else:
             self._call(self.chat.send(sid, text, attachments=attached))
+
+    def _version_command(self, text: str) -> bool:
+        """Versions and branches (docs/api.md): ``/edit TEXT`` (a new version of the last message you sent),
+        ``/regenerate [PROVIDER MODEL]``, ``/continue``, ``/prev`` and ``/next`` (the previous or next version of
+        the last answer, or of the last message you sent), ``/fork``. True when ``text`` was one of them."""
+        assert self.view is not None and self.chat is not None
+        command, _, rest = text.partition(" ")
+        if command not in ("/edit", "/regenerate", "/continue", "/prev", "/next", "/fork"):
+            return False
+        sid, path = self.view.session_id, self.view.messages
+        users = [m for m in path if m.role == "user"]
+        if command == "/edit":
+            if not users or not rest.strip():
+                self.notify("/edit TEXT replaces the last message you sent", severity="warning")
+            else:
+                self._call(self.chat.edit_message(sid, users[-1].id, rest.strip()))
+        elif command == "/regenerate":
+            provider, _, model = rest.strip().partition(" ")
+            self._call(self.chat.regenerate(sid, provider=provider or None, model=model.strip() or None))
+        elif command == "/continue":
+            self._call(self.chat.continue_answer(sid))
+        elif command == "/fork":
+            if path:
+                self._call(self.chat.fork_session(sid, path[-1].id), "Forked into a new session (ctrl+o)")
+        else:
+            with_versions = [m for m in path if m.versions is not None and m.versions.count > 1 and m.sibling_ids]
+            if not with_versions:
+                self.notify("no other versions here", severity="warning")
+                return True
+            target = with_versions[-1]
+            assert target.versions is not None and target.sibling_ids is not None
+            step = -1 if command == "/prev" else 1
+            index = target.versions.index + step
+            if 0 <= index < target.versions.count:
+                self._call(self.chat.switch_branch(sid, target.sibling_ids[index]))
+        return True
 
     async def _attach_file(self, path: str) -> None:
         """``/attach PATH``: upload a local file now; the next message (or queued edit) carries it."""

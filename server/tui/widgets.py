@@ -25,7 +25,8 @@ CONNECTION_LABELS = {
 
 def message_key(m: Message) -> tuple[Any, ...]:
     """What a message's rendering depends on (redraw only when it changed)."""
-    return (m.content, m.status, tuple((c.name, c.arguments) for c in m.tool_calls or []), len(m.attachments))
+    versions = (m.versions.index, m.versions.count) if m.versions is not None else None
+    return (m.content, m.status, tuple((c.name, c.arguments) for c in m.tool_calls or []), len(m.attachments), versions)
 
 
 def tool_label(name: str, mcp_servers: list[str] | None = None) -> str:
@@ -63,6 +64,8 @@ class MessageView(Static):
         text.append(f"{m.role}", style=ROLE_STYLES.get(m.role, "bold"))
         if m.status != "complete":
             text.append(f"  [{m.status}{'…' if m.status == 'streaming' else ''}]", style="dim italic")
+        if m.versions is not None and m.versions.count > 1:  # /prev and /next switch
+            text.append(f"  < {m.versions.index + 1} / {m.versions.count} >", style="dim")
         text.append("\n")
         text.append(m.content)
         for a in m.attachments:

@@ -196,3 +196,41 @@ async def test_view_resyncs_on_an_offset_gap_or_resync_required(paced: Any) -> N
                 lambda v: any(m.content == "later" for m in v.messages) or [x.id for x in v.queue] == [q.id]
             )
             assert next(m.content for m in view.messages if m.role == "assistant") == "one two three"
+
+
+async def test_versions_and_branches_through_the_client_and_a_view(paced: Any) -> None:
+    """Edit, regenerate, continue, switch and fork with ChatClient; another client's SessionView keeps the active
+    path from the events alone and ends equal to the server's."""
+    async with (
+        ChatClient(paced.url, paced.tokens["alice"]) as chat,
+        ChatClient(paced.url, paced.tokens["alice"]) as other,
+    ):
+        s = await chat.create_session()
+        view = await other.open_session(s.id)
+        async with view:
+            await chat.send(s.id, "alpha beta gamma\n/length after=1")
+            await view.wait_until(lambda v: not v.busy and len(v.messages) == 2)
+            assert view.messages[1].finish_reason == "length"
+            went_on = await chat.continue_answer(s.id)
+            await view.wait_until(lambda v: not v.busy and v.messages[1].content == "alpha beta gamma")
+            assert went_on["messageId"] == view.messages[1].id
+            first_user = view.messages[0]
+            edited = await chat.edit_message(s.id, first_user.id, "delta")
+            await view.wait_until(lambda v: not v.busy and [m.content for m in v.messages] == ["delta", "delta"])
+            assert edited.message is not None and view.messages[0].versions is not None
+            assert (view.messages[0].versions.index, view.messages[0].versions.count) == (1, 2)
+            regen = await chat.regenerate(s.id)
+            await view.wait_until(lambda v: not v.busy and v.messages[1].id != edited.message.id)
+            await view.wait_until(lambda v: not v.busy and v.messages[-1].run_id == regen["runId"])
+            await chat.switch_branch(s.id, first_user.id)
+            await view.wait_until(lambda v: v.messages[0].id == first_user.id)
+            snap = await chat.get_session(s.id)
+            assert [(m.id, m.content) for m in view.messages] == [(m.id, m.content) for m in snap.messages]
+            assert view.resyncs == 0  # no refetch for any of it
+            page, _ = await chat.list_messages(s.id, leaf_id=edited.message.id)
+            assert [m.content for m in page] == ["delta"]
+            fork = await chat.fork_session(s.id, first_user.id, title="forked")
+            assert fork.title == "forked"
+            assert [m.content for m in (await chat.get_session(fork.id)).messages] == [
+                "alpha beta gamma\n/length after=1"
+            ]

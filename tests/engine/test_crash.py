@@ -1,4 +1,6 @@
-"""kill -9 a real `chatsync serve` mid-stream, start it again: nothing said is lost and the history stays valid."""
+"""kill -9 a real `chatsync serve` mid-stream, start it again: nothing said is lost and the history stays valid.
+With answers not continued after a restart (``CHATSYNC_RESUME_INTERRUPTED_ANSWERS=false``), the run fails as
+``interrupted`` and the queue waits; ``test_resume.py`` has the continuation."""
 
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ async def test_kill_9_mid_stream_then_restart(tmp_path):
         "CHATSYNC_RUN_LEASE_SECONDS": "1",
         "CHATSYNC_STREAM_FLUSH_SECONDS": "0.2",
         "CHATSYNC_SWEEP_SECONDS": "0.2",
+        "CHATSYNC_RESUME_INTERRUPTED_ANSWERS": "false",
     }
     token = create_user(env, "erin")
     url = f"http://127.0.0.1:{port}"

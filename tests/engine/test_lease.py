@@ -18,7 +18,10 @@ from server.store.models import ChatSession, Event, utcnow
 
 
 def settings(db_url, **kw):
-    return load_settings(**{"database_url": db_url, "echo_delay": 0.001, "sweep_seconds": 1000, **kw})
+    # Answers cut off by a crash are not continued here (CHATSYNC_RESUME_INTERRUPTED_ANSWERS off): these tests are
+    # about the run that fails instead; tests/engine/test_resume.py covers the continuation.
+    base = {"database_url": db_url, "echo_delay": 0.001, "sweep_seconds": 1000, "resume_interrupted_answers": False}
+    return load_settings(**{**base, **kw})
 
 
 @pytest.fixture

@@ -2,7 +2,10 @@
 database: the rows a session can actually hold after sends, steering, instructions, context and provider
 switches, tool calls of every kind (server, client, approval, unknown; parallel), approvals and denials, late
 outputs, aborts and crashes mid-text and mid-tool-call, errors, ``length`` stops and step limits; user messages
-with uploaded files (an image, a PDF, a text file, one gone from storage) for models with and without vision.
+with uploaded files (an image, a PDF, a text file, one gone from storage) for models with and without vision;
+and the conversation as a tree (``server.services.branches``): edits of any user message, regenerations of any
+answer (by another provider), continues after a ``length`` stop, answers taken over after a crash and continued,
+switches to any branch, and forks into new sessions (whose history is checked too).
 
 Every time the model would be asked (the start of each step, and at the end), the stored history is turned into
 the canonical request exactly as the run loop does (``engine.history.build_request``) and converted for every
@@ -18,13 +21,14 @@ from typing import Any
 
 from attachment_files import pdf, png
 
+from server.domain.models import ToolOutcome
 from server.engine.history import build_request, load_files
 from server.llm import ChatRequest, ModelInputs, ToolCallEvent
 from server.protocol.errors import RpcError
-from server.services import queue, transitions
+from server.services import branches, queue, transitions
 from server.services.uow import SessionTx, UnitOfWork
 from server.store import repo
-from server.store.models import ChatSession, User, utcnow
+from server.store.models import ChatSession, Message, User, utcnow
 
 OWNER = "player"
 LEASE = 60.0
@@ -108,24 +112,29 @@ async def play(
 
         inputs = rng.choice(INPUTS)
 
-        async def ask(exclude: str | None = None) -> None:
+        async def ask(exclude: str | None = None, continuation: bool = False, session: ChatSession = row) -> None:
             nonlocal checked
-            request = build_request(row, await repo.list_messages(db, row.id), exclude=exclude, inputs=inputs)
+            rows = await repo.list_messages(db, session.id)
+            request = build_request(session, rows, exclude=exclude, inputs=inputs, continuation=continuation)
             check(await load_files(request, read_file))
             checked += 1
 
         async def step(rng: random.Random) -> None:
             t = SessionTx(db, row, uow.retention)
-            streaming = None
+            asking = None
+            forked = None
             if row.run_id is None:
-                await idle_op(t, rng)
+                forked = await idle_op(t, rng)
             elif row.status == "requires-action":
                 await waiting_op(t, rng)
             else:
-                streaming = await running_op(t, rng)
+                asking = await running_op(t, rng)
             await t.finish()
-            if streaming:
-                await ask(exclude=streaming)
+            if asking is not None:
+                message_id, continuation = asking
+                await ask(exclude=None if continuation else message_id, continuation=continuation)
+            if forked is not None:
+                await ask(session=forked)
 
         async def played_from(done: int, rng: random.Random) -> int:
             """Plays operations ``done..ops`` from the current state; returns how many histories ended."""
@@ -160,11 +169,17 @@ async def read_file(file_id: str) -> bytes:
     return data
 
 
+def failed_or_ok(rng: random.Random) -> ToolOutcome:
+    """How a tool that ran ended: mostly fine, sometimes a reported failure."""
+    return "error" if rng.random() < 0.2 else "ok"
+
+
 def attachments(rng: random.Random) -> list[dict[str, Any]]:
     return [FILES[f][0] for f in rng.choice(ATTACHMENTS)]
 
 
-async def idle_op(t: Any, rng: random.Random) -> None:
+async def idle_op(t: Any, rng: random.Random) -> ChatSession | None:
+    """One thing done to an idle session; returns a session forked from it, if that is what was done."""
     op = rng.choice(
         [
             "send",
@@ -175,8 +190,15 @@ async def idle_op(t: Any, rng: random.Random) -> None:
             "switch_context",
             "switch_provider",
             "late_output",
+            "edit",
+            "regenerate",
+            "continue",
+            "switch_branch",
+            "fork",
         ]
     )
+    if op in ("edit", "regenerate", "continue", "switch_branch", "fork"):
+        return await tree_op(t, rng, op)
     if op == "send":
         queue.set_paused(t, False)
         await transitions.start_with_message(t, OWNER, LEASE, rng.choice(TEXTS), attachments(rng), "message")
@@ -191,21 +213,100 @@ async def idle_op(t: Any, rng: random.Random) -> None:
     else:
         # A client output for a call of a run that has ended is refused (services.runs): nothing is stored.
         pass
+    return None
 
 
-async def running_op(t: Any, rng: random.Random) -> str | None:
+async def tree_op(t: Any, rng: random.Random, op: str) -> ChatSession | None:
+    """The versions and branches of an idle session, done as ``services.versions`` does them."""
+    every = list(await repo.messages_by_id(t.db, [n[0] for n in await repo.message_tree(t.db, t.row.id)]))
+    if not every:
+        return None
+    if op == "edit":
+        users = [m for m in every if m.role == "user"]
+        if users:
+            target = rng.choice(users)
+            await branches.cut_before(t, target)
+            queue.set_paused(t, False)
+            await transitions.start_with_message(t, OWNER, LEASE, rng.choice(TEXTS), attachments(rng), "edit")
+    elif op == "regenerate":
+        answers = [m for m in every if m.role in branches.ANSWER_ROLES]
+        if answers:
+            start = await branches.answer_start(t, rng.choice(answers))
+            await branches.cut_before(t, start)
+            run = await transitions.begin_run(t, OWNER, LEASE, "regenerate")
+            run.provider, run.model = rng.choice(PROVIDERS), "other-model"  # another provider asked
+    elif op == "continue":
+        leaf = await branches.active_leaf(t)
+        if leaf is not None and leaf.role == "assistant" and leaf.finish_reason == "length":
+            run = await transitions.begin_run(t, OWNER, LEASE, "continue")
+            run.continues_id = leaf.id
+    elif op == "switch_branch":
+        await branches.switch_to(t, rng.choice(every).id)
+    else:
+        target = rng.choice(every)
+        path = branches.path_to(await repo.message_tree(t.db, t.row.id), target.id)
+        found = {m.id: m for m in every}
+        fork = new_session_like(t.row)
+        t.db.add(fork)
+        await t.db.flush()
+        t.db.add_all(Message(**c) for c in branches.copies(fork.id, [found[i] for i in path], utcnow()))
+        await t.db.flush()
+        return fork
+    return None
+
+
+def new_session_like(row: ChatSession) -> ChatSession:
+    now = utcnow()
+    return ChatSession(
+        id=transitions.new_id(),
+        owner_id=row.owner_id,
+        title="",
+        title_source="none",
+        provider=row.provider,
+        model=row.model,
+        system_prompt=row.system_prompt,
+        defaults={},
+        tools=TOOLS,
+        tool_mode="parallel",
+        busy_policy="enqueue",
+        disable_streaming=False,
+        meta={},
+        status="idle",
+        queue_paused=True,
+        usage_input_tokens=0,
+        usage_output_tokens=0,
+        last_seq=0,
+        created_at=now,
+        updated_at=now,
+    )
+
+
+async def running_op(t: Any, rng: random.Random) -> tuple[str, bool] | None:
     """One thing happening while a run is in progress; returns the id of a message left streaming (the model
-    is being asked right now), if any."""
+    is being asked right now) and whether it is an answer that goes on (a continuation), if any."""
     run = await repo.get_run(t.db, t.row.run_id)
     assert run is not None
     streaming = await repo.streaming_messages(t.db, t.row.id)
-    op = rng.choice(["step", "step", "step", "steer", "instructions", "abort", "crash"])
+    op = rng.choice(["step", "step", "step", "steer", "instructions", "abort", "crash", "crash_resumed"])
+    if op == "step" and run.continues_id is not None:
+        # The run's next step goes on with an answer (``engine.run``): when it is still the path's last message.
+        going_on = await t.db.get(Message, run.continues_id)
+        leaf = await branches.active_leaf(t)
+        run.continues_id = None
+        if going_on is not None and leaf is not None and leaf.id == going_on.id and going_on.role == "assistant":
+            going_on.status, going_on.finish_reason = "streaming", None
+            run.steps += 1
+            return going_on.id, True
+        streaming = await repo.streaming_messages(t.db, t.row.id)
+    if op == "crash_resumed":
+        await transitions.take_over(t, OWNER, LEASE, resume=True)
+        return None
     if op == "steer":
         await transitions.add_message(t, "user", rng.choice(TEXTS), run_id=run.id, attachments=attachments(rng))
-        return streaming[0].id if streaming else None
+        return (streaming[0].id, False) if streaming else None
     if op == "instructions":
         await transitions.add_system_messages(t, [rng.choice(TEXTS)])
-        return streaming[0].id if streaming else None
+        return (streaming[0].id, False) if streaming else None
     if op == "abort":
         await transitions.stop_run(t, "aborted")
         return None
@@ -221,9 +322,9 @@ async def running_op(t: Any, rng: random.Random) -> str | None:
             return None
         run.steps += 1
         message = await transitions.add_message(t, "assistant", "", status="streaming", run_id=run.id)
-        return message.id  # the model is asked now: the request is built without this message
+        return message.id, False  # the model is asked now: the request is built without this message
     message = streaming[0]
-    text = rng.choice(TEXTS)
+    text = message.content + rng.choice(TEXTS)  # a continued answer keeps what it had
     outcome = rng.choice(["stop", "stop", "tools", "tools", "length", "error"])
     if outcome in ("stop", "length"):
         transitions.complete_message(t, message, status="complete", content=text, finish_reason=outcome)
@@ -250,7 +351,7 @@ async def running_op(t: Any, rng: random.Random) -> str | None:
         open_calls = await repo.run_tool_calls(t.db, t.row.id, run.id, open_only=True)
         for call in transitions.runnable(open_calls):  # server tools finish (some may be cut off by a crash later)
             if rng.random() < 0.8:
-                await transitions.add_tool_result(t, call, rng.choice(TEXTS), rng.random() < 0.2)
+                await transitions.add_tool_result(t, call, rng.choice(TEXTS), failed_or_ok(rng))
         open_calls = await repo.run_tool_calls(t.db, t.row.id, run.id, open_only=True)
         if transitions.waiting_on_people(open_calls):
             transitions.suspend(t, run)
@@ -272,11 +373,11 @@ async def waiting_op(t: Any, rng: random.Random) -> None:
             approved = rng.random() < 0.6
             call.approval = "approved" if approved else "denied"
             if not approved:
-                await transitions.add_tool_result(t, call, transitions.DENIED_RESULT, True)
+                await transitions.add_tool_result(t, call, transitions.DENIED_RESULT, "denied")
             elif rng.random() < 0.8:
-                await transitions.add_tool_result(t, call, rng.choice(TEXTS), False)
+                await transitions.add_tool_result(t, call, rng.choice(TEXTS), "ok")
         elif call.executor == "client" and not call.has_result:
-            await transitions.add_tool_result(t, call, rng.choice(TEXTS), rng.random() < 0.2)
+            await transitions.add_tool_result(t, call, rng.choice(TEXTS), failed_or_ok(rng))
         elif not call.has_result and call.executor == "server":
-            await transitions.add_tool_result(t, call, rng.choice(TEXTS), False)
+            await transitions.add_tool_result(t, call, rng.choice(TEXTS), "ok")
     await transitions.maybe_resume(t, OWNER, LEASE)

@@ -112,3 +112,63 @@ async def test_results_stored_before_outcomes_get_theirs(db_url):
             found = (await conn.execute(text("SELECT outcome FROM messages ORDER BY ordinal"))).scalars().all()
             assert found == [None, "ok", "error", "denied", "unknown-tool", "unknown-tool"]
             assert await conn.run_sync(_diff) == []
+
+
+async def test_histories_become_chains_on_the_active_path(db_url):
+    """Revision 0013: each message's parent is the one before it in its session, every message is on the active
+    path, and the session reads the same as before through the new schema."""
+    from sqlalchemy import text
+
+    from server.store import migrate, repo
+    from server.store.db import Database
+    from server.store.models import utcnow
+
+    async with Database(db_url) as db:
+        await migrate.upgrade(db, "0009")
+        now = utcnow()
+        async with db.write_engine.begin() as conn:
+            await conn.execute(
+                text("INSERT INTO users (id, name, role, created_at, feed_seq) VALUES ('u1', 'alice', 'user', :t, 0)"),
+                {"t": now},
+            )
+            for sid in ("s1", "s2"):
+                await conn.execute(
+                    text(
+                        "INSERT INTO sessions (id, owner_id, title, title_source, provider, model, defaults, tools,"
+                        " tool_mode, busy_policy, disable_streaming, metadata, status, queue_paused,"
+                        " usage_input_tokens, usage_output_tokens, last_seq, created_at, updated_at)"
+                        " VALUES (:id, 'u1', '', 'none', 'echo', 'echo', '{}', '[]', 'parallel', 'enqueue', false,"
+                        " '{}', 'idle', false, 0, 0, 0, :t, :t)"
+                    ),
+                    {"id": sid, "t": now},
+                )
+            # Ordinals with gaps, inserted out of order, two sessions interleaved.
+            for mid, sid, ordinal in [
+                ("m3", "s1", 5),
+                ("m1", "s1", 1),
+                ("n1", "s2", 1),
+                ("m2", "s1", 2),
+                ("n2", "s2", 7),
+            ]:
+                await conn.execute(
+                    text(
+                        "INSERT INTO messages (id, session_id, ordinal, role, content, attachments, status, created_at,"
+                        " is_error) VALUES (:id, :sid, :o, 'user', :c, '[]', 'complete', :t, false)"
+                    ),
+                    {"id": mid, "sid": sid, "o": ordinal, "c": f"text {mid}", "t": now},
+                )
+        await migrate.upgrade(db)
+        async with db.write_engine.connect() as conn:
+            rows = (await conn.execute(text("SELECT id, parent_id, active, left_seq FROM messages ORDER BY id"))).all()
+            assert [(r[0], r[1], bool(r[2]), r[3]) for r in rows] == [
+                ("m1", None, True, 0),
+                ("m2", "m1", True, 0),
+                ("m3", "m2", True, 0),
+                ("n1", None, True, 0),
+                ("n2", "n1", True, 0),
+            ]
+            assert await conn.run_sync(_diff) == []
+        async with db.read() as s:
+            assert [m.id for m in await repo.list_messages(s, "s1")] == ["m1", "m2", "m3"]
+            versions = await repo.siblings(s, "s1", await repo.list_messages(s, "s1"))
+            assert versions == {None: ["m1"], "m1": ["m2"], "m2": ["m3"]}

@@ -283,3 +283,29 @@ async def test_attach_a_file_then_send(live: Any, tmp_path: Path) -> None:
             ("notes.txt", "text/plain", 18)
         ]
         assert await chat.download(sent[0].attachments[0]["fileId"]) == b"remember the milk\n"
+
+
+async def test_edit_regenerate_and_versions_from_the_terminal(paced: Any) -> None:
+    """``/edit``, ``/prev`` and ``/next``, ``/regenerate`` and ``/continue`` from the prompt; the history shows
+    the active path and "< i / n >" on a message with versions."""
+    async with ChatClient(paced.url, paced.tokens["alice"]) as chat:
+        s = await chat.create_session(title="Versions")
+        app = ChatApp(paced.url, paced.tokens["alice"], s.id)
+        async with app.run_test(size=SIZE) as pilot:
+            await submit(pilot, "one two three\n/length after=1")
+            await until(pilot, lambda: shown(app, "assistant") == ["one"])
+            await submit(pilot, "/continue")
+            await until(pilot, lambda: shown(app, "assistant") == ["one two three"])
+            await submit(pilot, "/edit four five")
+            await until(pilot, lambda: shown(app, "assistant") == ["four five"])
+            await until(pilot, lambda: "< 2 / 2 >" in str(app.query(MessageView).first().render()))
+            await submit(pilot, "/prev")
+            await until(pilot, lambda: shown(app, "user") == ["one two three\n/length after=1"])
+            await submit(pilot, "/next")
+            await until(pilot, lambda: shown(app, "user") == ["four five"])
+            await submit(pilot, "/regenerate")
+            await until(pilot, lambda: app.view is not None and not app.view.busy and len(app.view.messages) == 2)
+            await until(pilot, lambda: "< 2 / 2 >" in str(list(app.query(MessageView))[-1].render()))
+        stored = await chat.get_session(s.id)
+        assert [m.content for m in stored.messages] == ["four five", "four five"]
+        assert stored.messages[1].versions is not None and stored.messages[1].versions.count == 2

@@ -1,9 +1,11 @@
 import { memo } from "preact/compat";
+import { useState } from "preact/hooks";
 import { useStore } from "@nanostores/preact";
-import { $previews, previewsOf } from "../stores/conversation";
+import { $leafId, $previews, previewsOf } from "../stores/conversation";
 import type { Message } from "../lib/chatsync";
 import { Markdown } from "./Markdown";
 import { MessageAttachments } from "./MessageAttachments";
+import { EditBox, MessageActions } from "./MessageVersions";
 import { ToolCard } from "./ToolCard";
 import { MessageEnding } from "./MessageEnding";
 import { MessageBar } from "./MessageActions";
@@ -20,8 +22,16 @@ function Notices({ m }: { m: Message }) {
   return <>{m.notices.map((n) => <p class="msg-notice" key={n.fileId + n.message}>{n.message}</p>)}</>;
 }
 
+/** Versions and actions under a message (not while it streams). */
+function Actions({ m, onEdit }: { m: Message; onEdit: () => void }) {
+  const leaf = useStore($leafId);
+  if (m.status === "streaming") return null;
+  return <MessageActions m={m} onEdit={onEdit} last={leaf === m.id} />;
+}
+
 /** One message of the log. Memoised on the message object: a token for another message leaves it alone. */
 export const MessageItem = memo(function MessageItem({ m }: { m: Message }) {
+  const [editing, setEditing] = useState(false);
   if (m.role === "tool") return null; // shown inside its tool call's card
   if (m.role === "system") {
     return <div class="msg msg-system" data-role="system"><p>{m.content}</p></div>;
@@ -30,9 +40,11 @@ export const MessageItem = memo(function MessageItem({ m }: { m: Message }) {
     return (
       <div class="msg msg-user" data-role="user" data-message-id={m.id}>
         <span class="sr-only">You: </span>
-        {m.content && <p class="plain">{m.content}</p>}
+        {editing ? <EditBox m={m} done={() => setEditing(false)} />
+                 : m.content && <p class="plain">{m.content}</p>}
         <MessageAttachments list={m.attachments} />
-        <MessageBar m={m} />
+        {!editing && <MessageBar m={m} />}
+        {!editing && <Actions m={m} onEdit={() => setEditing(true)} />}
       </div>
     );
   }
@@ -47,6 +59,7 @@ export const MessageItem = memo(function MessageItem({ m }: { m: Message }) {
       <MessageEnding m={m} />
       <Notices m={m} />
       <MessageBar m={m} />
+      <Actions m={m} onEdit={() => {}} />
     </div>
   );
 });

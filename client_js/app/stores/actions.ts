@@ -5,6 +5,7 @@ import { atom } from "nanostores";
 import { $run, $sessionId, current } from "./conversation";
 import { sendMessage } from "./outbox";
 import { announce } from "./announcer";
+import { navigate, sessionPath } from "./route";
 import { errorCode, type AttachmentInput, type SessionSettings, type UploadedFile } from "../lib/chatsync";
 
 /** Counts this device's sends: the log goes back to its end on each (the reader wants to see what they sent). */
@@ -57,3 +58,21 @@ export const resumeQueue = () => current().resumeQueue();
 /** Changes the session's settings (provider and model, system prompt, tools, busy policy) for every device. */
 export const updateSettings = (settings: SessionSettings) => current().update(settings);
 export const regenerateTitle = (method: "truncate" | "model") => current().regenerateTitle(method);
+
+// --- versions and branches (docs/api.md "Versions and branches"): every device follows from the events ---
+
+/** A new version of one of your messages, answered (a run in progress is interrupted unless the policy rejects). */
+export const editMessage = (messageId: string, content: string) => current().edit(messageId, content);
+/** A new version of an answer, by the session's model or `provider`/`model`. */
+export const regenerate = (messageId: string, provider?: string, model?: string) =>
+  current().regenerate({ messageId, ...(provider && model ? { provider, model } : {}) });
+/** The answer stopped at the length limit goes on in the same message. */
+export const continueAnswer = () => current().continueAnswer();
+/** Show another version of a message (and what follows it) on every device. */
+export const switchVersion = (messageId: string) => current().switchBranch(messageId);
+/** A new chat whose history is the conversation up to this message; it opens here. */
+export async function forkAt(messageId: string): Promise<void> {
+  const fork = await current().fork(messageId);
+  announce("Forked into a new chat");
+  navigate(sessionPath(fork.id));
+}

@@ -37,6 +37,8 @@ export const $decisions = atom<Record<string, Decision>>({});
 export const $previews = atom<Record<string, ToolCallPreview>>({});
 
 export const $busy = computed($session, (s) => s?.status === "running" || s?.status === "requires-action");
+/** The last message of the active path (where Continue applies). */
+export const $leafId = computed($messages, (ms) => ms[ms.length - 1]?.id ?? null);
 export const $streaming = computed($messages, (ms) => ms.some((m) => m.status === "streaming"));
 
 /** Every tool call of the session by id: the messages say what was called and its result; the run says

@@ -77,10 +77,21 @@ function replaceAt(list: Message[], i: number, msg: Message): Message[] {
   return next;
 }
 
-/** A message created or completed: insert or replace it; completion ends its stream. */
+/** A message created, completed or continued: insert or replace it; completion ends its stream. A message that
+ * carries no `versions` (`message-completed`) keeps those held; one that does (a new message) gives every version
+ * held its new place among them. */
 export function putMessage(state: MessagesState, msg: Message): MessagesState {
   const i = indexOf(state, msg.id);
-  const list = i < 0 ? [...state.list, msg] : replaceAt(state.list, i, msg);
+  const old = i < 0 ? undefined : state.list[i]!;
+  if (old && msg.versions == null) msg = { ...msg, versions: old.versions ?? null, siblingIds: old.siblingIds ?? null };
+  let list = i < 0 ? [...state.list, msg] : replaceAt(state.list, i, msg);
+  const siblings = msg.siblingIds;
+  if (siblings && siblings.length > 1) {
+    list = list.map((m) => {
+      const index = m.id === msg.id ? -1 : siblings.indexOf(m.id);
+      return index < 0 ? m : { ...m, versions: { index, count: siblings.length }, siblingIds: siblings };
+    });
+  }
   const streams = { ...state.streams };
   const held = streams[msg.id]?.held ?? [];
   if (msg.status === "streaming") {
@@ -89,6 +100,30 @@ export function putMessage(state: MessagesState, msg: Message): MessagesState {
   }
   delete streams[msg.id];
   return { ...state, list, streams };
+}
+
+/**
+ * `branch-changed`: the active path is now the path up to `parentId` (null: from the start) followed by `path`.
+ * The messages held up to `parentId` stay; returns null when `parentId` is not among them (it is older than the
+ * pages loaded, or the copy missed something): then the session is read again.
+ */
+export function changeBranch(state: MessagesState, parentId: string | null, path: Message[]): MessagesState | null {
+  let kept: Message[] = [];
+  let before = state.before;
+  if (parentId !== null) {
+    const i = indexOf(state, parentId);
+    if (i < 0) return null;
+    kept = state.list.slice(0, i + 1);
+  } else {
+    before = null; // the path carried starts the history
+  }
+  const list = [...kept, ...path];
+  const streams: Record<string, StreamState> = {};
+  for (const m of list) {
+    const held = state.streams[m.id];
+    if (m.status === "streaming") streams[m.id] = held ?? { length: cpLength(m.content), held: [] };
+  }
+  return { list, streams, before };
 }
 
 /** An approval answered (`tool-approval-resolved`): the call's message keeps who decided and when, as

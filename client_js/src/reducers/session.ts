@@ -14,7 +14,9 @@ import {
   type SessionState,
   type StreamEvent,
 } from "../router.gen.js";
-import { applyStreamEvent, messagesFromSnapshot, putDecision, putMessage, type MessagesState } from "./messages.js";
+import {
+  applyStreamEvent, changeBranch, messagesFromSnapshot, putDecision, putMessage, type MessagesState,
+} from "./messages.js";
 import { applyQueueEvent, queueFromSnapshot, type QueueState } from "./queue.js";
 import { applyPreviewDurable, applyPreviewStream, emptyPreviews, type PreviewsState } from "./previews.js";
 import { applyRunEvent, decisionOf, runFromSnapshot, type Decision, type RunView } from "./run.js";
@@ -80,10 +82,16 @@ function applySession(session: Session, e: DurableEvent): Session {
   }
 }
 
-function applyDurable(state: SessionSyncState, e: DurableEvent): SessionSyncState {
-  let messages = state.messages;
-  if (e.type === "message-created" || e.type === "message-completed") messages = putMessage(messages, e.message);
-  else if (e.type === "tool-approval-resolved") messages = putDecision(messages, e);
+function applyDurable(state: SessionSyncState, e: DurableEvent): SessionSyncState | null {
+  let messages: MessagesState | null = state.messages;
+  if (e.type === "message-created" || e.type === "message-completed" || e.type === "message-continued") {
+    messages = putMessage(messages, e.message);
+  } else if (e.type === "branch-changed") {
+    messages = changeBranch(messages, e.parentId, e.path);
+    if (messages === null) return null;
+  } else if (e.type === "tool-approval-resolved") {
+    messages = putDecision(messages, e);
+  }
   return {
     ...state,
     session: applySession(state.session, e),
@@ -113,7 +121,9 @@ export function applyTracked(
   const seq = Number(id);
   if (!Number.isFinite(seq) || seq <= state.lastSeq) return { state, outcome: "duplicate" };
   if (seq !== state.lastSeq + 1) return { state, outcome: "resync" };
-  return { state: { ...applyDurable(state, event), lastSeq: seq }, outcome: "applied" };
+  const next = applyDurable(state, event);
+  if (next === null) return { state, outcome: "resync" }; // a branch whose start this copy does not hold
+  return { state: { ...next, lastSeq: seq }, outcome: "applied" };
 }
 
 /** Apply a run of tracked items in order; stops at the first that asks for a resync. */

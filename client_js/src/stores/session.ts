@@ -12,12 +12,12 @@ import type { Decision, RunView } from "../reducers/run.js";
 import type { ToolCallPreview } from "../reducers/previews.js";
 import type { SessionSyncState } from "../reducers/session.js";
 import { followSession, type EventListener, type FollowOptions, type FollowStatus } from "./follow.js";
-import { messageActions, messagesStore, type SendOptions } from "./messages.js";
+import { messageActions, messagesStore, type EditOptions, type RegenerateOptions, type SendOptions } from "./messages.js";
 import { queueActions, queueStore, type SendNowMode } from "./queue.js";
 import { decisionsStore, previewsStore, runActions, runStore } from "./run.js";
 
 export type { EventListener, FollowOptions, FollowStatus } from "./follow.js";
-export type { SendOptions } from "./messages.js";
+export type { EditOptions, RegenerateOptions, SendOptions } from "./messages.js";
 export type { SendNowMode } from "./queue.js";
 
 type Out<P extends ProcedurePath> = Procedures[P]["output"];
@@ -63,6 +63,16 @@ export interface OpenSession {
   enqueue(content: string, attachments?: readonly AttachmentInput[]): Promise<Out<"message.enqueueMessage">>;
   /** System instructions for the session (`respond: false` only stores them). */
   addInstructions(instructions: string | string[], respond?: boolean): Promise<Out<"message.addInstructions">>;
+  /** A new version of a user message, made active and answered (docs/api.md "Versions and branches"). */
+  edit(messageId: string, content: string, options?: EditOptions): Promise<Out<"message.edit">>;
+  /** A new version of an answer (default: the last one), by the session's model or the one given. */
+  regenerate(options?: RegenerateOptions): Promise<Out<"run.regenerate">>;
+  /** The last answer, stopped at the length limit, goes on in the same message. */
+  continueAnswer(): Promise<Out<"run.continue">>;
+  /** The path through `messageId` becomes the active one; every device follows from the events. */
+  switchBranch(messageId: string): Promise<Out<"session.switchBranch">>;
+  /** A new session whose history is the path up to `messageId`. */
+  fork(messageId: string, title?: string): Promise<Out<"session.fork">>;
   /** Change a queued message's text or attachments (a given list replaces the old one). */
   updateQueued(messageId: string, change: { content?: string; attachments?: readonly AttachmentInput[] }): Promise<Out<"message.updateQueuedMessage">>;
   removeQueued(messageId: string): Promise<null>;

@@ -153,6 +153,101 @@ describe('durable events', { skip: skipReason }, () => {
   });
 });
 
+describe('versions and branches', { skip: skipReason }, () => {
+  /** Two exchanges, then the second user message edited: the log holds a branch change and a new version. */
+  function edited() {
+    const server = new FakeSession();
+    const start = server.get();
+    const exchanges = [];
+    for (const text of ['one', 'two']) {
+      const answer = server.startRun(text);
+      server.delta(answer, `echo ${text}`);
+      server.complete(answer);
+      exchanges.push(server.messages[server.messages.length - 2].id, answer);
+    }
+    const answer = server.edit(exchanges[2], 'two, edited');
+    const deltas = [server.delta(answer, 'echo two, '), server.delta(answer, 'edited')];
+    server.complete(answer);
+    return { server, start, exchanges, deltas };
+  }
+
+  test('an edit, a switch back and a regenerate: the active path and versions from the events alone', () => {
+    const { server, start, exchanges, deltas } = edited();
+    let { state, outcomes } = follow(server, start, [...server.log.slice(0, -3), ...deltas, ...server.log.slice(-3)]);
+    assert.ok(outcomes.every((o) => o === 'applied'));
+    assert.deepEqual(state.messages.list, expectedMessages(server.get()));
+    assert.deepEqual(state.messages.list[2].versions, { index: 1, count: 2 });
+    const seen = server.log.length;
+    server.switchBranch(exchanges[2]); // "Previous version"
+    ({ state } = { state: lib.applyAll(state, server.log.slice(seen)).state });
+    assert.deepEqual(state.messages.list, expectedMessages(server.get()));
+    assert.deepEqual(state.messages.list.map((m) => m.id), exchanges);
+    const again = server.log.length;
+    const fresh = server.regenerate(exchanges[2]);
+    server.delta(fresh, 'another');
+    server.complete(fresh);
+    ({ state } = { state: lib.applyAll(state, server.log.slice(again)).state });
+    assert.deepEqual(state.messages.list, expectedMessages(server.get()));
+    assert.deepEqual(state.messages.list[3].versions, { index: 1, count: 2 });
+  });
+
+  test('out of order: a branch change ahead of its seq asks for a resync, a repeat of one is ignored', () => {
+    const { server, start } = edited();
+    const change = server.log.findIndex((i) => i.data.type === 'branch-changed');
+    const ahead = follow(server, start, [...server.log.slice(0, change - 1), server.log[change], server.log[change - 1]]);
+    assert.equal(ahead.outcomes[change - 1], 'resync', 'the change came before the event it follows');
+    const repeated = follow(server, start, [...server.log.slice(0, change + 2), server.log[change], ...server.log.slice(change + 2)]);
+    assert.equal(repeated.outcomes[change + 2], 'duplicate');
+    assert.deepEqual(repeated.state.messages.list, expectedMessages(server.get()));
+  });
+
+  test('resumed: a copy from before the edit, resumed with its lastEventId, replays the change without a refetch', () => {
+    const server = new FakeSession();
+    const first = server.startRun('one');
+    server.delta(first, 'echo one');
+    server.complete(first);
+    const user = server.messages[0].id;
+    const before = server.get(); // the copy a client had when its socket died
+    const fresh = server.edit(user, 'one, edited');
+    const partial = server.delta(fresh, 'echo one, ');
+    const resumed = lib.applyAll(lib.fromSnapshot(before), server.log.slice(Number(before.lastEventId)));
+    assert.equal(resumed.outcome, 'applied');
+    // The stream after a resume: a snapshot of the streaming answer, then a delta it already covers, then more.
+    let state = lib.applyTracked(resumed.state, partial.id, server.snapshot(fresh).data).state;
+    state = lib.applyTracked(state, partial.id, partial.data).state;
+    state = lib.applyTracked(state, partial.id, server.delta(fresh, 'edited').data).state;
+    assert.deepEqual(state.messages.list, expectedMessages(server.get()));
+    assert.deepEqual(state.messages.list.map((m) => m.content), ['one, edited', 'echo one, edited']);
+    assert.deepEqual(state.messages.list[0].siblingIds, [user, state.messages.list[0].id]);
+  });
+
+  test('a branch change whose start this copy does not hold asks for a resync', () => {
+    const { server, start } = edited();
+    const change = server.log.findIndex((i) => i.data.type === 'branch-changed');
+    let state = lib.fromSnapshot(start);
+    state = lib.applyAll(state, server.log.slice(0, change)).state;
+    state = { ...state, messages: { ...state.messages, list: state.messages.list.slice(2), before: 2 } }; // older pages not loaded
+    const r = lib.applyTracked(state, server.log[change].id, server.log[change].data);
+    assert.equal(r.outcome, 'resync');
+  });
+
+  test('continue: the same message streams on from the text it has', () => {
+    const server = new FakeSession();
+    const start = server.get();
+    const answer = server.startRun('long');
+    const d0 = server.delta(answer, 'cut ');
+    server.complete(answer);
+    const mid = server.continueLast();
+    const d1 = server.delta(mid, 'off');
+    server.complete(mid);
+    const { state, outcomes } = follow(server, start, [...server.log.slice(0, 4), d0, ...server.log.slice(4, -3), d1, ...server.log.slice(-3)]);
+    assert.ok(outcomes.every((o) => o === 'applied'));
+    assert.deepEqual(state.messages.list, expectedMessages(server.get()));
+    assert.equal(state.messages.list.length, 2);
+    assert.equal(state.messages.list[1].content, 'cut off');
+  });
+});
+
 describe('run', { skip: skipReason }, () => {
   test('joining after an approval was answered elsewhere: the decision shows, as another client\'s', () => {
     const server = new FakeSession();

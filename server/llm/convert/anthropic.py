@@ -24,7 +24,7 @@ from .history import (
     ResultsTurn,
     SystemTurn,
     UserTurn,
-    normalize,
+    request_turns,
     split_leading_system,
     wrap_system,
 )
@@ -54,7 +54,7 @@ def _part(part: Part) -> dict[str, Any]:
 
 def to_anthropic_messages(request: ChatRequest) -> tuple[str | None, list[dict[str, Any]]]:
     """``(system, messages)`` for ``request``."""
-    leading, turns = split_leading_system(normalize(request.messages), request.options.system_prompt)
+    leading, turns = split_leading_system(request_turns(request, prefill=True), request.options.system_prompt)
     files = user_parts(turns, "anthropic", inputs_for(request, "anthropic"))
     messages: list[dict[str, Any]] = []
 

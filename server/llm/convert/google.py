@@ -30,7 +30,7 @@ from .history import (
     ResultsTurn,
     SystemTurn,
     UserTurn,
-    normalize,
+    request_turns,
     split_leading_system,
     wrap_system,
 )
@@ -66,7 +66,7 @@ def _call_part(call: ToolCall, first: bool, include_ids: bool) -> dict[str, Any]
 
 def to_google_contents(request: ChatRequest, *, include_ids: bool = True) -> tuple[str | None, list[dict[str, Any]]]:
     """``(system_instruction, contents)``. ``include_ids=False`` for Vertex, which rejects call ids [V5]."""
-    leading, turns = split_leading_system(normalize(request.messages), request.options.system_prompt)
+    leading, turns = split_leading_system(request_turns(request, prefill=False), request.options.system_prompt)
     files = user_parts(turns, "google", inputs_for(request, "google"))
     contents: list[dict[str, Any]] = []
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..types import Attachment, Message, ToolCall
+from ..types import Attachment, ChatRequest, Message, ToolCall
 
 INTERRUPTED_RESULT = "The tool call was interrupted before a result was produced."
 # A non-empty user turn where a target requires one (a history that starts with the assistant, or is empty).
@@ -147,6 +147,18 @@ def normalize(messages: Sequence[Message]) -> list[Turn]:
         norm.add(index, msg)
     norm._close()
     return norm.out
+
+
+CONTINUE_TEXT = "Continue your previous answer exactly where it stopped, without repeating any of it."
+
+
+def request_turns(request: ChatRequest, *, prefill: bool) -> list[Turn]:
+    """``normalize(request.messages)``, and for a continuation (``options.continuation``) whose history ends with
+    the answer's text: on a target without assistant prefill, a user turn after it asking to go on."""
+    turns = normalize(request.messages)
+    if request.options.continuation and not prefill and turns and isinstance(turns[-1], AssistantTurn):
+        turns.append(UserTurn(CONTINUE_TEXT))
+    return turns
 
 
 def split_leading_system(turns: Sequence[Turn], system_prompt: str | None) -> tuple[list[str], list[Turn]]:

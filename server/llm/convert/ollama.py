@@ -14,7 +14,7 @@ from typing import Any
 from ..types import ChatRequest, ToolDefinition
 from .encode import arguments_object
 from .files import BinaryPart, inputs_for, joined_text, user_parts
-from .history import ANCHOR_TEXT, AssistantTurn, ResultsTurn, SystemTurn, UserTurn, normalize
+from .history import ANCHOR_TEXT, AssistantTurn, ResultsTurn, SystemTurn, UserTurn, request_turns
 
 
 def ollama_tools(tools: tuple[ToolDefinition, ...]) -> list[dict[str, Any]]:
@@ -30,7 +30,7 @@ def to_ollama_messages(request: ChatRequest) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     if request.options.system_prompt:
         out.append({"role": "system", "content": request.options.system_prompt})
-    turns = normalize(request.messages)
+    turns = request_turns(request, prefill=False)
     files = user_parts(turns, "ollama", inputs_for(request, "ollama"))
     for position, turn in enumerate(turns):
         if isinstance(turn, SystemTurn):

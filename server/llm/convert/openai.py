@@ -20,7 +20,7 @@ from .history import (
     ResultsTurn,
     SystemTurn,
     UserTurn,
-    normalize,
+    request_turns,
     split_leading_system,
     wrap_system,
 )
@@ -94,7 +94,7 @@ def openai_tools(tools: tuple[ToolDefinition, ...]) -> list[dict[str, Any]]:
 
 def to_openai_messages(request: ChatRequest, profile: OpenAIProfile = OPENAI) -> list[dict[str, Any]]:
     """The ``messages`` array for ``request`` under ``profile``."""
-    turns = normalize(request.messages)
+    turns = request_turns(request, prefill=False)
     out: list[dict[str, Any]] = []
     if profile.system_mode == "leading":
         leading, turns = split_leading_system(turns, request.options.system_prompt)

@@ -12,11 +12,14 @@ they steer the model instead, so every path of the run loop can be exercised wit
     first N words before failing (a mid-stream failure, never retried). ``times=N`` fails only the first N
     attempts of the same request, so the retry wrapper can be seen to recover (echo's default retry policy
     does not retry; pass one to the constructor).
-``/length``
-    Stream the text, then finish with ``length`` instead of ``stop``.
+``/length [after=N]``
+    Stream the text (only its first N words with ``after=N``), then finish with ``length`` instead of ``stop``.
 ``/describe``
     Add what the request asked for: ``[model M; system prompt: TEXT; tools: NAME, ...]`` (``none`` for an
     absent prompt or no tools), so a client can see its session settings reached the model.
+
+A continuation (``run.continue``, or an answer going on after a restart) streams the rest of the text the last
+user message asks for after the words the answer already has, and finishes with ``stop``.
 
 Files attached to the last user message are named in the answer (``[received NAME: TYPE, N bytes]``).
 
@@ -42,7 +45,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from ..assemble import TurnAssembler
-from ..convert.history import ResultsTurn, UserTurn, normalize
+from ..convert.history import AssistantTurn, ResultsTurn, UserTurn, normalize
 from ..errors import ProviderError
 from ..retry import NO_RETRY, RetryPolicy
 from ..types import ChatRequest, TurnEvent
@@ -65,6 +68,7 @@ class Directives:
     fail_times: int | None = None
     fail_message: str = "echo model failure requested"
     length: bool = False
+    length_after: int | None = None
     describe: bool = False
 
 
@@ -98,8 +102,11 @@ def parse_directives(message: str) -> Directives:
                     message_words.append(word)
             if message_words:
                 out.fail_message = " ".join(message_words)
-        elif stripped == "/length":
+        elif stripped == "/length" or stripped.startswith("/length "):
             out.length = True
+            for word in stripped[len("/length") :].split():
+                if word.startswith("after=") and word[6:].isdigit():
+                    out.length_after = int(word[6:])
         elif stripped == "/describe":
             out.describe = True
         else:
@@ -151,6 +158,15 @@ class EchoProvider(Provider):
         else:
             fail_at = None
         words = _WORDS.findall(directives.text)
+        last_turn = turns[-1] if turns else None
+        prefix = last_turn.text if request.options.continuation and isinstance(last_turn, AssistantTurn) else None
+        if prefix is not None:
+            # Going on: the words after those the answer has, then a normal stop.
+            done = directives.text[: len(prefix)] == prefix
+            words = _WORDS.findall(directives.text[len(prefix) :]) if done else words
+            directives.length, directives.tools = False, []
+        elif directives.length and directives.length_after is not None:
+            words = words[: directives.length_after]
         for i, word in enumerate(words):
             if fail_at is not None and i >= fail_at:
                 break

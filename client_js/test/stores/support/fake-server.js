@@ -23,7 +23,9 @@ export class FakeSession {
       tools: [], toolMode: 'parallel', busyPolicy: 'enqueue', disableStreaming: false, metadata: {}, status: 'idle',
       queuePaused: true, usage: { inputTokens: 0, outputTokens: 0 }, lastSeq: 0, createdAt: 1, updatedAt: 1,
     };
-    this.messages = [];
+    this.messages = []; // the active path
+    this.all = []; // every message of every branch, in creation order
+    this.lastActive = new Map(); // message id -> when it left the active path (a counter)
     this.queue = [];
     this.run = null; // {id, status, calls: [...]}
     this.writes = new Map(); // clientRequestId -> first result
@@ -85,13 +87,82 @@ export class FakeSession {
   }
 
   addMessage(role, content, status = 'complete') {
+    const parentId = this.messages.length ? this.messages[this.messages.length - 1].id : null;
     const m = {
       id: newId('m'), sessionId: this.id, role, content, attachments: [], toolCalls: null, toolCallId: null, status,
       finishReason: null, usage: null, runId: this.run?.id ?? null, createdAt: 2000 + this.seq, clientRequestId: null,
+      notices: null, parentId, versions: null, siblingIds: null,
     };
     this.messages.push(m);
-    this.emit('message-created', { message: m });
+    this.all.push(m);
+    this.emit('message-created', { message: this.withVersions(m) });
     return m;
+  }
+
+  // --- versions and branches, as the server keeps them (docs/api.md "Versions and branches") ---
+
+  /** `m` with its place among its versions (what session.get, branch-changed and message-created carry). */
+  withVersions(m) {
+    const siblingIds = this.all.filter((x) => x.parentId === m.parentId).map((x) => x.id);
+    return { ...m, versions: { index: siblingIds.indexOf(m.id), count: siblingIds.length }, siblingIds };
+  }
+
+  /** Make `path` (message objects from the start) the active path, with its one `branch-changed`. */
+  makeActive(path) {
+    let shared = 0;
+    while (shared < Math.min(path.length, this.messages.length) && path[shared] === this.messages[shared]) shared++;
+    for (const m of this.messages.slice(shared)) this.lastActive.set(m.id, this.seq + 1);
+    this.messages = path.slice();
+    const parentId = shared ? path[shared - 1].id : null;
+    this.emit('branch-changed', { parentId, path: path.slice(shared).map((m) => this.withVersions(m)) });
+  }
+
+  pathTo(id) {
+    const out = [];
+    for (let m = this.all.find((x) => x.id === id); m; m = this.all.find((x) => x.id === m.parentId)) out.unshift(m);
+    return out;
+  }
+
+  /** `message.edit`: a new version of a user message, answered (the answer left streaming). */
+  edit(messageId, content) {
+    const target = this.all.find((m) => m.id === messageId);
+    this.makeActive(target.parentId ? this.pathTo(target.parentId) : []);
+    return this.startRun(content);
+  }
+
+  /** `run.regenerate` of the answer after user message `userId` (its new version left streaming). */
+  regenerate(userId) {
+    this.makeActive(this.pathTo(userId));
+    const runId = newId('r');
+    this.run = { id: runId, status: 'running', calls: [] };
+    this.emit('run-started', { runId, trigger: 'regenerate', clientRequestId: null });
+    this.setStatus('running');
+    return this.addMessage('assistant', '', 'streaming').id;
+  }
+
+  /** `session.switchBranch`: the path through `messageId`, down to the leaf active last below it. */
+  switchBranch(messageId) {
+    const path = this.pathTo(messageId);
+    for (;;) {
+      const last = path[path.length - 1];
+      const kids = this.all.filter((m) => m.parentId === last.id);
+      if (!kids.length) break;
+      kids.sort((a, b) => (this.lastActive.get(b.id) ?? 1e9) - (this.lastActive.get(a.id) ?? 1e9));
+      path.push(kids[0]);
+    }
+    this.makeActive(path);
+  }
+
+  /** `run.continue` of the last answer (stopped at the length limit): streaming again, in the same message. */
+  continueLast() {
+    const m = this.messages[this.messages.length - 1];
+    const runId = newId('r');
+    this.run = { id: runId, status: 'running', calls: [] };
+    this.emit('run-started', { runId, trigger: 'continue', clientRequestId: null });
+    this.setStatus('running');
+    Object.assign(m, { status: 'streaming', finishReason: null });
+    this.emit('message-continued', { message: { ...m, versions: null, siblingIds: null } });
+    return m.id;
   }
 
   /** A user message and a run whose assistant message starts streaming; returns the assistant message id. */
@@ -131,7 +202,7 @@ export class FakeSession {
   complete(messageId) {
     const m = this.messages.find((x) => x.id === messageId);
     Object.assign(m, { status: 'complete', finishReason: 'stop' });
-    this.emit('message-completed', { message: m });
+    this.emit('message-completed', { message: { ...m, versions: null, siblingIds: null } });
     const runId = this.run.id;
     this.run = null;
     this.emit('run-finished', { runId, finishReason: 'stop', usage: { inputTokens: 0, outputTokens: 0 } });
@@ -165,7 +236,7 @@ export class FakeSession {
     const streaming = this.messages.find((m) => m.status === 'streaming');
     return clone({
       session: this.session,
-      messages: this.messages,
+      messages: this.messages.map((m) => this.withVersions(m)),
       queue: this.queue,
       run: this.run && {
         id: this.run.id,
