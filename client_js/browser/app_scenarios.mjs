@@ -590,10 +590,11 @@ export const scenarios = {
                        chipsAfterSend: await chipNames(d1.page), busy: await busy(d1.page) };
       await checkpoint("queued", queued);
 
-      // The answer ends, the queued message goes out with its files: both devices show them.
+      // The answer ends, the queued message goes out with its files: both devices show them. The rest of the
+      // 30-second answer comes first, longer on a busy machine.
       for (const p of [d1.page, d2.page]) {
         await until(() => shownFiles(p), (u) => u.length === 1 && u[0].images.length === 1 && u[0].images[0].loaded,
-          { what: "the thumbnail" });
+          { what: "the thumbnail", timeout: 90_000 });
       }
       for (const p of [d1.page, d2.page]) await waitIdle(p);
       const shown = [await shownFiles(d1.page), await shownFiles(d2.page)];

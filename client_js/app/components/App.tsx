@@ -3,7 +3,7 @@ import { useEffect, useState } from "preact/hooks";
 import { $client, $token } from "../stores/auth";
 import { $linkPrompt } from "../stores/link";
 import { $route, navigate, sessionPath } from "../stores/route";
-import { $sessionList, $sessionsLoaded, startSessions, stopSessions } from "../stores/sessions";
+import { $creatingChat, $sessionList, $sessionsLoaded, startSessions, stopSessions } from "../stores/sessions";
 import { close as closeConversation } from "../stores/conversation";
 import { SignIn } from "./SignIn";
 import { LinkPrompt } from "./LinkPrompt";
@@ -18,9 +18,11 @@ import { RunStatus } from "./RunStatus";
 function Home() {
   const loaded = useStore($sessionsLoaded);
   const list = useStore($sessionList);
+  const creating = useStore($creatingChat);
   useEffect(() => {
-    if (loaded && list.length > 0) navigate(sessionPath(list[0].id), true);
-  }, [loaded, list.length > 0]);
+    // Not while "New chat" makes one: that chat opens when it exists (opening this one first raced with it).
+    if (loaded && list.length > 0 && !creating) navigate(sessionPath(list[0].id), true);
+  }, [loaded, list.length > 0, creating]);
   return (
     <section class="chat">
       <p class="empty">{loaded ? "No chats yet: press “New chat” to start one." : "Loading…"}</p>

@@ -2,7 +2,7 @@ import { useStore } from "@nanostores/preact";
 import { useEffect, useRef } from "preact/hooks";
 import {
   $searchHasMore, $searchLoaded, $searchResults, $searchText, $sessionList, $sessionsLoaded, $showArchived,
-  createSession, importSession, loadMoreResults, setSearch, showArchived,
+  $creatingChat, createSession, importSession, loadMoreResults, setSearch, showArchived,
 } from "../stores/sessions";
 import { $route, navigate, sessionPath } from "../stores/route";
 import { act } from "../stores/call";
@@ -18,8 +18,13 @@ export const SEARCH_KEYS = "Control+K Meta+K";
 
 function newChat(): Promise<void> {
   return act("Creating a chat", async () => {
-    const s = await createSession();
-    navigate(sessionPath(s.id));
+    $creatingChat.set(true);
+    try {
+      const s = await createSession();
+      navigate(sessionPath(s.id));
+    } finally {
+      $creatingChat.set(false);
+    }
     document.getElementById("message")?.focus();
   });
 }
