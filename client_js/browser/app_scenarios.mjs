@@ -576,7 +576,7 @@ export const scenarios = {
         (n) => n === 0, { timeout: 180_000, what: "the queued message to go out after the long answer" });
       for (const p of [d1.page, d2.page]) {
         await until(() => shownFiles(p), (u) => u.length === 1 && u[0].images.length === 1 && u[0].images[0].loaded,
-          { what: "the thumbnail" });
+          { what: "the thumbnail", timeout: 90_000 });
       }
       for (const p of [d1.page, d2.page]) await waitIdle(p);
       const shown = [await shownFiles(d1.page), await shownFiles(d2.page)];

@@ -10,10 +10,12 @@ export function PendingMessages() {
   const messages = useStore($messages);
   const queue = useStore($queue);
   const online = useStore($online);
+  const mine = outbox.filter((o) => o.sessionId === sessionId);
+  if (!mine.length) return null; // the usual case, re-rendered with every streamed token: nothing to work out
   const arrived = new Set<string>();
   for (const m of messages) if (m.clientRequestId) arrived.add(m.clientRequestId);
   for (const q of queue) if (q.clientRequestId) arrived.add(q.clientRequestId);
-  const waiting = outbox.filter((o) => o.sessionId === sessionId && !arrived.has(o.clientRequestId));
+  const waiting = mine.filter((o) => !arrived.has(o.clientRequestId));
   return (
     <>
       {waiting.map((o) => (

@@ -2,7 +2,7 @@ import { useStore } from "@nanostores/preact";
 import { useEffect, useRef } from "preact/hooks";
 import {
   $searchHasMore, $searchLoaded, $searchResults, $searchText, $sessionList, $sessionsLoaded, $showArchived,
-  emptyOrNewSession, importSession, loadMoreResults, setSearch, showArchived,
+  $creatingChat, emptyOrNewSession, importSession, loadMoreResults, setSearch, showArchived,
 } from "../stores/sessions";
 import { $route, navigate, sessionPath } from "../stores/route";
 import { act } from "../stores/call";
@@ -18,7 +18,12 @@ export const SEARCH_KEYS = "Control+K Meta+K";
 
 export function newChat(): Promise<void> {
   return act("Creating a chat", async () => {
-    navigate(sessionPath(await emptyOrNewSession()));
+    $creatingChat.set(true);
+    try {
+      navigate(sessionPath(await emptyOrNewSession()));
+    } finally {
+      $creatingChat.set(false);
+    }
     document.getElementById("message")?.focus();
   });
 }

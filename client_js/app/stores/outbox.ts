@@ -100,22 +100,29 @@ async function owner(): Promise<string> {
   return Array.from(hash.slice(0, 12), (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
-/** Keeps the message (memory and IndexedDB), then sends it. */
-export async function sendMessage(sessionId: string, content: string,
-                                  files: readonly (AttachmentInput & { name?: string })[]): Promise<SendResult | null> {
+/** Keeps the message (shown at once; written to IndexedDB alongside, never holding the send up), then sends it. */
+export function sendMessage(sessionId: string, content: string,
+                            files: readonly (AttachmentInput & { name?: string })[]): Promise<SendResult | null> {
   const item: Outgoing = {
-    clientRequestId: newClientRequestId(), owner: await owner(), sessionId, content,
-    attachments: wireAttachments(files),
+    clientRequestId: newClientRequestId(), owner: "", sessionId, content, attachments: wireAttachments(files),
     fileNames: files.map((f) => f.name ?? "file"), createdAt: Date.now(),
   };
   $outbox.set([...$outbox.get(), item]);
-  await store("readwrite", (s) => s.put(item)).catch(() => undefined);
+  void owner().then((me) => {
+    item.owner = me;
+    // Already answered for (and dropped): nothing to keep. IndexedDB runs this put before any later delete.
+    if ($outbox.get().some((o) => o.clientRequestId === item.clientRequestId)) {
+      return store("readwrite", (s) => s.put(item));
+    }
+  }).catch(() => undefined);
   return deliver(item);
 }
 
 /** Sends what waits, oldest first, one at a time (so they arrive in the order they were written). */
 async function flush(): Promise<void> {
-  for (const item of [...$outbox.get()].sort((a, b) => a.createdAt - b.createdAt)) {
+  const me = await owner();
+  const mine = $outbox.get().filter((o) => o.owner === me || o.owner === "");
+  for (const item of mine.sort((a, b) => a.createdAt - b.createdAt)) {
     if (!$online.get()) return;
     await deliver(item).catch(() => undefined); // a refusal drops it; nothing else to do here
   }
@@ -129,9 +136,6 @@ export function startOutbox(): () => void {
     if (more.length) $outbox.set([...$outbox.get(), ...more]);
     if ($online.get()) void flush();
   }).catch(() => undefined);
-  const stop = $online.subscribe((online) => { if (online) void flush(); });
-  return () => {
-    stop();
-    $outbox.set([]); // signed out: what waits stays in IndexedDB for when this account signs in again
-  };
+  // Kept across a change of connection (nothing typed may vanish from view); flush sends only this account's.
+  return $online.subscribe((online) => { if (online) void flush(); });
 }

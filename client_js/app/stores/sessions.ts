@@ -105,6 +105,9 @@ function client() {
   return c;
 }
 
+/** A chat is being made ("New chat") and opened: `/` must not open another one meanwhile. */
+export const $creatingChat = atom(false);
+
 export function createSession(): Promise<Session> {
   return client().createSession({});
 }
