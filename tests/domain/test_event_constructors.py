@@ -47,6 +47,7 @@ CALLS: dict[str, Any] = {
     "stream_snapshot": lambda: events.stream_snapshot("s1", "m1", 5, "hello"),
     "tool_call_start": lambda: events.tool_call_start("s1", "m1", "c1", "search", 0),
     "tool_call_delta": lambda: events.tool_call_delta("s1", "m1", "c1", 2, '{"'),
+    "tool_call_progress": lambda: events.tool_call_progress("s1", "c1", 1, 4, "a quarter done"),
 }
 
 
