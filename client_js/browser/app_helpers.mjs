@@ -147,12 +147,22 @@ export async function deliverPush(d, url, payloads) {
   const reg = regs.find((r) => r.scopeURL === scope);
   for (const payload of payloads) {
     const before = await notifications(d.page);
-    await cdp.send("ServiceWorker.deliverPushMessage", {
-      origin, registrationId: reg.registrationId, data: JSON.stringify(payload),
-    });
-    // Each shown before the next goes: a notification whose body says so is up.
-    await until(() => notifications(d.page), (list) => list.some((n) => n.body === payload.body &&
-      !before.some((b) => b.body === n.body && b.tag === n.tag)), { what: `the notification "${payload.body}"` });
+    const shown = (list) => list.some((n) => n.body === payload.body &&
+      !before.some((b) => b.body === n.body && b.tag === n.tag));
+    // Each shown before the next goes: a notification whose body says so is up. A worker that was still
+    // starting may miss the message (as a push service would, it is sent again; its tag replaces a copy).
+    for (let attempt = 1; ; attempt++) {
+      await cdp.send("ServiceWorker.deliverPushMessage", {
+        origin, registrationId: reg.registrationId, data: JSON.stringify(payload),
+      });
+      try {
+        await until(() => notifications(d.page), shown, { what: `the notification "${payload.body}"`,
+                                                          timeout: attempt < 3 ? 10_000 : 30_000 });
+        break;
+      } catch (err) {
+        if (attempt >= 3) throw err;
+      }
+    }
   }
 }
 

@@ -19,7 +19,7 @@ const hasFiles = (e: DragEvent) => !!e.dataTransfer && [...e.dataTransfer.types]
 
 /** The message box: usable while the model answers. Enter sends, Shift+Enter is a new line. Files come by
  * the "Attach files" button, by dropping them on the box, or by pasting images; each shows as a chip. */
-export function Composer() {
+export function Composer({ sessionId }: { sessionId: string }) {
   const busy = useStore($busy);
   const policy = useStore($session)?.busyPolicy ?? "enqueue";
   const [text, setText] = useState("");
@@ -48,7 +48,7 @@ export function Composer() {
     setText("");
     draftSent();
     const attachments = files.map((f) => f.uploaded!);
-    void act("Sending", () => send(content, attachments).catch((err) => {
+    void act("Sending", () => send(sessionId, content, attachments).catch((err) => {
       setText((t) => t || content);
       restore(files);
       throw err;

@@ -1,5 +1,5 @@
 import { useStore } from "@nanostores/preact";
-import { useEffect } from "preact/hooks";
+import { useLayoutEffect } from "preact/hooks";
 import { $loadState, openSession } from "../stores/conversation";
 import { ChatHeader } from "./ChatHeader";
 import { MessageLog } from "./MessageLog";
@@ -10,7 +10,8 @@ import { PresenceStatus } from "./PresenceStatus";
 
 export function Conversation({ sessionId }: { sessionId: string }) {
   const state = useStore($loadState);
-  useEffect(() => openSession(sessionId), [sessionId]);
+  // Before the browser paints or hands over input: nothing typed here can reach the chat open before it.
+  useLayoutEffect(() => openSession(sessionId), [sessionId]);
   if (state === "missing") {
     return <section class="chat"><p class="empty">This chat does not exist (or was deleted).</p></section>;
   }
@@ -21,7 +22,7 @@ export function Conversation({ sessionId }: { sessionId: string }) {
       <RunStatus />
       <QueuePanel />
       <PresenceStatus />
-      <Composer />
+      <Composer sessionId={sessionId} />
     </section>
   );
 }

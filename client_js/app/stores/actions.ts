@@ -2,7 +2,7 @@
 // writes carry a clientRequestId and are retried after a drop without being applied twice). The server's
 // events, not these calls' replies, update what every device shows.
 import { atom } from "nanostores";
-import { $run, $sessionId, current } from "./conversation";
+import { $run, current } from "./conversation";
 import { sendMessage } from "./outbox";
 import { announce } from "./announcer";
 import { navigate, sessionPath } from "./route";
@@ -12,9 +12,9 @@ import { errorCode, type AttachmentInput, type SessionSettings, type UploadedFil
 export const $sends = atom(0);
 
 /** Sends what was typed: an idle session answers it at once; a busy one queues or steers it (its policy). */
-export async function send(content: string, attachments: readonly UploadedFile[] = []): Promise<void> {
-  const sessionId = $sessionId.get();
-  if (!sessionId) throw new Error("No chat is open");
+/** Sends to `sessionId`: the chat whose message box it was typed in (not whichever chat the store has open at
+ * that instant — right after a switch it may still hold the one before). */
+export async function send(sessionId: string, content: string, attachments: readonly UploadedFile[] = []): Promise<void> {
   $sends.set($sends.get() + 1);
   // Kept until the server has it: shown at once, sent again when the connection is back (stores/outbox.ts).
   const res = await sendMessage(sessionId, content, attachments);
