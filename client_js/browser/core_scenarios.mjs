@@ -160,18 +160,52 @@ export const coreScenarios = {
       const box = await messageBox(page).inputValue();
       const shown = (await pending.locator(".plain").textContent()).trim();
       const sent = await pending.getAttribute("data-client-request-id");
+      const banner = page.getByRole("alert").filter({ hasText: "Offline" });
+      const bannerText = async () => (await banner.textContent()).replace(/\s+/g, " ").trim();
+      await banner.getByText(/1 message waiting/).waitFor();
+      const bannerBefore = await bannerText();
       await page.reload();
       await pending.getByText("Waiting for connection", { exact: true }).waitFor();
       const afterReload = { text: (await pending.locator(".plain").textContent()).trim(),
                             id: await pending.getAttribute("data-client-request-id") };
+      await banner.getByText(/1 message waiting/).waitFor();
+      const bannerAfterReload = await bannerText();
       await checkpoint("reloaded", {});
       await log(page).locator("[data-role=user]").filter({ hasText: text }).waitFor();
       await pending.waitFor({ state: "detached" });
+      await banner.waitFor({ state: "detached" });
       await answersDone(page, 1);
       const users = await log(page).locator("[data-role=user] .plain").allTextContents();
       // While the server was away the browser itself reports the refused connections; nothing else may show.
       const away = /ERR_CONNECTION_REFUSED|WebSocket connection to .* failed|Failed to load resource/;
-      return { box, shown, sent, afterReload, users, problems: problems().filter((p) => !away.test(p)) };
+      return { box, shown, sent, afterReload, users, bannerBefore, bannerAfterReload,
+               problems: problems().filter((p) => !away.test(p)) };
+    });
+  },
+
+  /** The message box grows with what is written (up to a third of the window, then it scrolls); Esc in the
+   * empty box stops the answer. */
+  async composer_comfort({ browser, url, token, sessionId }) {
+    return devices(browser, url, [{ token, viewport: { width: 1280, height: 800 } }], async ([d], problems) => {
+      const { page } = d;
+      await openApp(page, `/s/${sessionId}`);
+      const height = () => messageBox(page).evaluate((el) => el.getBoundingClientRect().height);
+      const empty = await height();
+      await messageBox(page).fill(Array.from({ length: 6 }, (_, i) => `line ${i + 1}`).join("\n"));
+      const six = await height();
+      await messageBox(page).fill(Array.from({ length: 80 }, (_, i) => `line ${i + 1}`).join("\n"));
+      const many = await height();
+      const scrolls = await messageBox(page).evaluate((el) => el.scrollHeight > el.clientHeight);
+      await messageBox(page).fill("");
+      const emptyAgain = await height();
+      await send(page, words(400, "stoppable"));
+      await log(page).locator("[data-status=streaming]").waitFor();
+      await messageBox(page).focus();
+      await messageBox(page).press("Escape");
+      await waitIdle(page);
+      const ending = (await log(page).locator("[data-role=assistant]").last().locator(".msg-ending").textContent()).trim();
+      const axe = await axeScan(page);
+      return { empty, six, many, scrolls, emptyAgain, ending, window: 800, axe, problems: problems() };
     });
   },
 

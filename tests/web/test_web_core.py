@@ -113,6 +113,23 @@ def test_a_message_written_while_the_server_is_down_is_sent_once_when_it_is_back
     users = [m for m in api.messages(sid) if m["role"] == "user"]
     assert [(m["content"], m["clientRequestId"]) for m in users] == [(text, seen["sent"])]  # sent once
     assert seen["users"] == [text]
+    # The banner says the app is offline and what waits, also after the reload; it goes when the server is back.
+    for banner in (seen["bannerBefore"], seen["bannerAfterReload"]):
+        assert banner.startswith("Offline") and "1 message waiting to be sent" in banner
+
+
+def test_the_message_box_grows_and_escape_stops_the_answer(web_server: WebServer, browser: Driver) -> None:
+    api = web_server.api("carol")
+    sid = api.mutate("session.create", {"title": "comfort"})["id"]
+    seen = browser.run("composer_comfort", token=web_server.tokens["carol"], sessionId=sid)
+    no_problems(seen)
+    assert seen["six"] > seen["empty"] * 1.5  # six lines: taller than the empty box
+    assert seen["six"] < seen["many"] <= seen["window"] / 3 + 4 and seen["scrolls"]  # capped, then it scrolls
+    assert seen["emptyAgain"] == seen["empty"]  # and back when emptied
+    assert seen["ending"] == "Stopped by you"
+    answer = api.messages(sid)[-1]
+    assert answer["role"] == "assistant" and answer["status"] == "interrupted" and answer["stoppedBy"]
+    assert seen["axe"] == []
 
 
 def test_copy_a_message_as_markdown_or_plain_text_and_see_when_it_was_written(

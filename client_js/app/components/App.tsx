@@ -13,6 +13,7 @@ import { Conversation } from "./Conversation";
 import { Devices } from "./Devices";
 import { startOutbox } from "../stores/outbox";
 import { ConnectionStatus } from "./ConnectionStatus";
+import { OfflineBanner } from "./OfflineBanner";
 import { RunStatus } from "./RunStatus";
 
 /** `/` opens the newest chat; with none yet, it offers to start one. */
@@ -63,6 +64,7 @@ function Shell() {
       </header>
       <Sidebar open={menu} />
       <main class="main">
+        <OfflineBanner />
         {route.name === "session" ? <Conversation sessionId={route.sessionId} />
           : route.name === "devices" ? <Devices /> : <Home />}
       </main>

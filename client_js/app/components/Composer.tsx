@@ -1,8 +1,8 @@
 import { useStore } from "@nanostores/preact";
-import { useEffect, useRef, useState } from "preact/hooks";
+import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import { $busy, $session } from "../stores/conversation";
-import { send } from "../stores/actions";
-import { addFiles, restore, takeReady } from "../stores/attachments";
+import { send, stop } from "../stores/actions";
+import { $pending, addFiles, restore, takeReady } from "../stores/attachments";
 import { act } from "../stores/call";
 import { AttachmentChips } from "./AttachmentChips";
 import { DraftOffer } from "./DraftOffer";
@@ -25,6 +25,13 @@ export function Composer({ sessionId }: { sessionId: string }) {
   const [text, setText] = useState("");
   const [dropping, setDropping] = useState(false);
   const box = useRef<HTMLTextAreaElement>(null);
+  useLayoutEffect(() => {
+    // The box grows with its text, up to a third of the window; beyond that it scrolls.
+    const el = box.current;
+    if (!el) return;
+    el.style.height = "auto";
+    el.style.height = `${Math.min(el.scrollHeight + 2, Math.max(window.innerHeight / 3, 80))}px`;
+  }, [text]);
   const picker = useRef<HTMLInputElement>(null);
   useEffect(() => {
     // A file dropped beside the box would make the browser open it in place of the app (and drop the draft).
@@ -58,6 +65,12 @@ export function Composer({ sessionId }: { sessionId: string }) {
   const onKeyDown = (e: KeyboardEvent) => {
     // An IME composing (Japanese, Chinese…) uses Enter to pick a candidate: that Enter is not a send.
     if (e.isComposing || e.keyCode === 229) return;
+    // Esc stops the answer, when nothing is being written here (with text, Esc is left to the browser).
+    if (e.key === "Escape" && busy && !text && !$pending.get().length) {
+      e.preventDefault();
+      void act("Stopping", stop);
+      return;
+    }
     if (e.key === "Enter" && !e.shiftKey) {
       e.preventDefault();
       submit();
