@@ -8,8 +8,9 @@ with ``--messages`` messages (half questions with a little markdown, half their 
 
 * open: from navigation until the newest answer shows and the main thread is free again (interactive), and until
   every message `session.get` returned (the newest 200) is in the log;
-* stream: one ``--words``-word answer arriving at 200 tokens/s in that session, with every main-thread task
-  over 50 ms the browser reports (Long Tasks API);
+* stream: one ``--words``-word answer arriving at 200 tokens/s in that session (paragraphs of 40 words and a
+  fenced Python block of 8 lines every 200 words), with every main-thread task over 50 ms the browser reports
+  (Long Tasks API);
 * size: the built JavaScript the first load fetches, the CSS, and the JavaScript loaded only on demand (the
   syntax highlighter), raw and gzipped (level 9).
 

@@ -41,7 +41,11 @@ async function open(page) {
 async function stream(page) {
   // Earlier streaming runs added to the session: wait for all of it, then one more answer, into that log.
   await all(page);
-  const words = Array.from({ length: streamWords }, (_, i) => (i % 40 === 39 ? `w${i}\n\n` : `w${i}`)).join(" ");
+  // Paragraphs of 40 words, and every 200 words a fenced code block of 8 lines (highlighted once settled).
+  const code = (i) => "\n\n```python\n" + Array.from({ length: 8 }, (_, k) => `value_${i}_${k} = compute(${k}, "w${i}")`)
+    .join("\n") + "\n```\n\n";
+  const words = Array.from({ length: streamWords }, (_, i) =>
+    i % 200 === 199 ? `w${i}${code(i)}` : i % 40 === 39 ? `w${i}\n\n` : `w${i}`).join(" ");
   const box = page.getByRole("textbox", { name: "Message" });
   await box.fill(words);
   await page.evaluate(() => { window.__longTasks = []; window.__longTaskStarts = []; });
