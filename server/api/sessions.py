@@ -11,23 +11,11 @@ from ..protocol.errors import RpcError
 from ..rpc.registry import Context, Router
 from ..services import feed
 from ..services.requests import request_key
+from ..services.sessions import SETTINGS
 from ..store.eventlog import FEED_LOG, SESSION_LOG, LogReader
 from ..sync import admission
 from ..sync.delivery import Delivery
 from . import inputs
-
-FIELDS = (
-    "provider",
-    "model",
-    "system_prompt",
-    "defaults",
-    "tools",
-    "tool_mode",
-    "busy_policy",
-    "disable_streaming",
-    "mcp_servers",
-    "mcp_tools",
-)
 
 
 def _wire(value: Any) -> Any:
@@ -49,7 +37,7 @@ def register(router: Router) -> None:
     @router.mutation("session.create", inputs.SessionCreate)
     async def create(ctx: Context, inp: inputs.SessionCreate) -> Any:
         user = ctx.require_user()
-        fields = _given(inp, (*FIELDS, "title", "metadata", "queue_paused"))
+        fields = _given(inp, (*SETTINGS, "title", "metadata", "queue_paused"))
         ctx.services.mcp.check_choice(user, fields.get("mcp_servers"), fields.get("mcp_tools"))
         return await ctx.services.sessions.create(user, fields, request_key(user.id, "session.create", inp))
 
@@ -63,7 +51,7 @@ def register(router: Router) -> None:
 
     @router.mutation("session.update", inputs.SessionUpdate)
     async def update(ctx: Context, inp: inputs.SessionUpdate) -> Any:
-        changes = _given(inp, (*FIELDS, "pinned", "archived"))
+        changes = _given(inp, (*SETTINGS, "pinned", "archived"))
         user = ctx.require_user()
         ctx.services.mcp.check_choice(user, changes.get("mcp_servers"), changes.get("mcp_tools"))
         return await ctx.services.sessions.update(user, inp.session_id, changes)

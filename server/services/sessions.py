@@ -40,7 +40,8 @@ from .requests import MISSING, Expand, RequestKey
 from .titles import TitleService, apply_title
 from .uow import UnitOfWork, can_read
 
-UPDATABLE = (
+# A session's settings: given at ``session.create`` and changed by ``session.update``.
+SETTINGS = (
     "provider",
     "model",
     "system_prompt",
@@ -49,11 +50,10 @@ UPDATABLE = (
     "tool_mode",
     "busy_policy",
     "disable_streaming",
-    "pinned",
-    "archived",
     "mcp_servers",
     "mcp_tools",
 )
+UPDATABLE = (*SETTINGS, "pinned", "archived")
 _WIRE_NAMES = {"system_prompt": "systemPrompt"}
 # Settings every session has: ``session.update`` refuses null for them (``systemPrompt: null`` clears the prompt).
 _REQUIRED = {
