@@ -65,15 +65,20 @@ Check = Callable[[ChatRequest], None]
 
 
 def new_session(user: User, rng: random.Random) -> ChatSession:
+    return _session(user.id, rng.choice(PROVIDERS), "m", rng.choice([None, "Be brief."]))
+
+
+def _session(owner_id: str, provider: str, model: str, system_prompt: str | None) -> ChatSession:
+    """A fresh idle session with the played tools and a paused queue."""
     now = utcnow()
     return ChatSession(
         id=transitions.new_id(),
-        owner_id=user.id,
+        owner_id=owner_id,
         title="",
         title_source="none",
-        provider=rng.choice(PROVIDERS),
-        model="m",
-        system_prompt=rng.choice([None, "Be brief."]),
+        provider=provider,
+        model=model,
+        system_prompt=system_prompt,
         defaults={},
         tools=TOOLS,
         tool_mode="parallel",
@@ -256,29 +261,7 @@ async def tree_op(t: Any, rng: random.Random, op: str) -> ChatSession | None:
 
 
 def new_session_like(row: ChatSession) -> ChatSession:
-    now = utcnow()
-    return ChatSession(
-        id=transitions.new_id(),
-        owner_id=row.owner_id,
-        title="",
-        title_source="none",
-        provider=row.provider,
-        model=row.model,
-        system_prompt=row.system_prompt,
-        defaults={},
-        tools=TOOLS,
-        tool_mode="parallel",
-        busy_policy="enqueue",
-        disable_streaming=False,
-        meta={},
-        status="idle",
-        queue_paused=True,
-        usage_input_tokens=0,
-        usage_output_tokens=0,
-        last_seq=0,
-        created_at=now,
-        updated_at=now,
-    )
+    return _session(row.owner_id, row.provider, row.model, row.system_prompt)
 
 
 async def running_op(t: Any, rng: random.Random) -> tuple[str, bool] | None:
