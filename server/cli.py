@@ -79,6 +79,7 @@ async def _auth_command(settings: Settings, args: argparse.Namespace) -> None:
     """``users delete``, ``tokens ...`` and ``link``: the database directly, no server needed."""
     import json
 
+    from .files import Files, create_storage
     from .services.auth import AuthService
     from .services.links import SignInLinks
     from .store import migrate
@@ -94,7 +95,7 @@ async def _auth_command(settings: Settings, args: argparse.Namespace) -> None:
             for device_id in ids:
                 await auth.revoke_token(device_id)
             await asyncio.sleep(2.5 if ids else 0)
-            await auth.delete_user(args.name)
+            await auth.delete_user(args.name, Files(db, create_storage(settings, db), settings))
             print(f"deleted user {args.name!r} and revoked {len(ids)} token(s)", file=sys.stderr)
         elif args.command == "link":
             base = await _link_base(db, settings, args.url)

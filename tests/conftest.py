@@ -148,7 +148,9 @@ async def start_server(
 
 
 @pytest.fixture
-async def server_factory() -> AsyncIterator[Callable[..., Any]]:
+async def server_factory(tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
+    """Starts servers; each keeps uploaded files under the test's own directory unless told otherwise (with
+    PostgreSQL the default is the working directory, which every test's server would share)."""
     started: list[LiveServer] = []
 
     async def factory(
@@ -158,6 +160,7 @@ async def server_factory() -> AsyncIterator[Callable[..., Any]]:
         ws: str | None = None,
         **overrides: Any,
     ) -> LiveServer:
+        overrides.setdefault("files_url", os.environ.get("CHATSYNC_FILES_URL") or str(tmp_path / "files"))
         settings = load_settings(database_url=database_url, port=0, **overrides)
         live = await start_server(settings, users, tokens, ws)
         started.append(live)

@@ -17,6 +17,11 @@ Invariants, and the failure each prevents:
   take a file out from under a message being written. Files only deleted sessions referenced go at once.
 * A reference and a deletion of the same file are serialised by row locks (``refs``): a message whose
   reference committed keeps its file; one that loses the race is ``NOT_FOUND`` and writes nothing.
+* Bytes are removed only for a blob this database has (or just had) a row for, never because no row names them:
+  one storage directory may hold the files of several databases (the default one does, for two SQLite files side
+  by side or two PostgreSQL databases served from the same working directory), and what one database does not
+  know is another's user's file. A server stopped between deleting a blob's row and its bytes leaves those
+  bytes behind: disk space, never a file someone still has.
 """
 
 from __future__ import annotations
@@ -264,32 +269,28 @@ class Files:
                 removed += 1
         return removed
 
-    async def collect_stray_bytes(self) -> int:
-        """Remove stored bytes no blob row names (their owner was deleted with ``chatsync users delete``, whose
-        cascade removes rows but cannot reach storage). Safe against uploads in progress: a blob's row is
-        written before any of its bytes, and removed only after them."""
+    async def remove_blobs(self, blob_ids: Sequence[str]) -> int:
+        """Remove the stored bytes of blobs whose rows were deleted by a cascade (``chatsync users delete``),
+        which cannot reach storage; bytes a row still names are kept. Returns how many blobs' bytes went."""
         removed = 0
-        batch: list[str] = []
-
-        async def sweep(ids: list[str]) -> int:
+        for start in range(0, len(blob_ids), _DELETE_BATCH):
+            ids = blob_ids[start : start + _DELETE_BATCH]
             async with self.db.read() as s:
-                known = set((await s.execute(select(FileBlob.id).where(FileBlob.id.in_(ids)))).scalars())
+                named = set((await s.execute(select(FileBlob.id).where(FileBlob.id.in_(ids)))).scalars())
             for blob_id in ids:
-                if blob_id not in known:
+                if blob_id not in named:
                     await self.storage.delete(blob_id)
-            return len(ids) - len(known)
+                    removed += 1
+        return removed
 
-        async for blob_id in self.storage.stored_ids():
-            batch.append(blob_id)
-            if len(batch) == 500:
-                removed, batch = removed + await sweep(batch), []
-        return removed + (await sweep(batch) if batch else 0)
+    async def sweep(self) -> None:
+        """One pass of the collector, as the server runs it every ``CHATSYNC_FILE_SWEEP_SECONDS``."""
+        await self.collect()
 
     async def _collect_forever(self) -> None:
         while not self._stop.is_set():
             try:
-                await self.collect()
-                await self.collect_stray_bytes()
+                await self.sweep()
             except Exception:
                 log.warning("collecting unreferenced files failed", exc_info=True)
             with suppress(TimeoutError):
@@ -449,15 +450,17 @@ class Upload:
         await asyncio.shield(self._discard())
 
     async def _discard(self) -> None:
-        # The row first (it frees the reservation): bytes without a row are found by ``collect_stray_bytes``
-        # should this stop halfway. A blob that became complete (``finish`` interrupted after its transaction)
-        # is a file: keep it.
-        async with self.files.db.write() as s:
+        # A blob that became complete (``finish`` interrupted after its transaction) is a file: keep it. Else the
+        # bytes go first, then the row (which frees the reservation): should this stop halfway, the row lapses
+        # and the collector removes it with whatever bytes are left.
+        async with self.files.db.read() as s:
             state = (await s.execute(select(FileBlob.state).where(FileBlob.id == self.blob_id))).scalar()
-            if state == "writing":
-                await s.execute(delete(FileBlob).where(FileBlob.id == self.blob_id))
-        if state != "complete":
-            await self._writer.abort()
+        if state == "complete":
+            return
+        await self._writer.abort()
+        if state == "writing":
+            async with self.files.db.write() as s:
+                await s.execute(delete(FileBlob).where(FileBlob.id == self.blob_id, FileBlob.state == "writing"))
 
 
 _WRITING = select(FileBlob.id).where(FileBlob.id == bindparam("bid"), FileBlob.state == "writing")

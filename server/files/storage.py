@@ -54,7 +54,7 @@ class FileStorage(abc.ABC):
 
     @abc.abstractmethod
     def stored_ids(self) -> AsyncIterator[str]:
-        """The id of every blob with bytes here, committed or not (for finding bytes no blob row names)."""
+        """The id of every blob with bytes here, committed or not (for checks of what storage holds)."""
 
     @abc.abstractmethod
     async def is_empty(self) -> bool:

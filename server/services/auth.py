@@ -31,10 +31,11 @@ from typing import Any, cast
 from sqlalchemy import CursorResult, select, update
 from sqlalchemy.exc import IntegrityError
 
+from ..files import Files
 from ..protocol.errors import RpcError
 from ..store import repo
 from ..store.db import Database
-from ..store.models import ApiToken, User, utcnow
+from ..store.models import ApiToken, FileBlob, User, utcnow
 from ..sync import admission
 
 log = logging.getLogger(__name__)
@@ -278,15 +279,18 @@ class AuthService:
             return None
         return token
 
-    async def delete_user(self, name: str) -> list[str]:
-        """Delete a user with everything they own; every device is revoked first. Returns the device ids."""
+    async def delete_user(self, name: str, files: Files) -> list[str]:
+        """Delete a user with everything they own, their files' bytes in ``files`` storage too (the database's
+        cascade cannot reach those); every device is revoked first. Returns the device ids."""
         async with self.db.write() as s:
             user = await repo.user_by_name(s, name)
             if user is None:
                 raise ValueError(f"no user named {name!r}")
             ids = list((await s.execute(select(ApiToken.id).where(ApiToken.user_id == user.id))).scalars())
+            blobs = list((await s.execute(select(FileBlob.id).where(FileBlob.user_id == user.id))).scalars())
             await s.delete(user)
         await self._revoked(ids)
+        await files.remove_blobs(blobs)
         return ids
 
     async def tokens(self, user_name: str | None = None) -> list[dict[str, Any]]:

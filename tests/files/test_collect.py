@@ -4,10 +4,14 @@ removes the files only it carried."""
 from __future__ import annotations
 
 import os
+from contextlib import AsyncExitStack
+from pathlib import Path
 from typing import Any
 
+import pytest
 from file_helpers import download, stored_nothing, upload
 from sqlalchemy import func, select
+from testkit import fresh_pg_database
 
 from server.store.models import FileBlob
 
@@ -110,9 +114,39 @@ async def test_a_deleted_users_bytes_are_removed(server_factory: Any, db_url: st
     kept = await _up(live, "alice's")
     for name in ("one", "two"):
         assert (await upload(live, os.urandom(600_000), name, user="bob")).status_code == 200
-    await live.services.auth.delete_user("bob")  # rows go by cascade; storage is not the database's to clean
     storage = live.services.files.storage
     assert len([i async for i in storage.stored_ids()]) == 3
-    assert await live.services.files.collect_stray_bytes() == 2
+    await live.services.auth.delete_user("bob", live.services.files)  # rows go by cascade, bytes with them
     assert len([i async for i in storage.stored_ids()]) == 1
     assert await _exists(live, kept)
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+async def test_a_directory_two_databases_share_keeps_both_their_files(
+    server_factory: Any, kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two databases whose servers keep files in the same directory: the default one (two SQLite files side by
+    side, or PostgreSQL servers started in the same working directory). Neither collector takes the other's
+    files, which its own database knows nothing of."""
+    monkeypatch.delenv("CHATSYNC_FILES_URL")
+    monkeypatch.chdir(tmp_path)
+    async with AsyncExitStack() as databases:
+        if kind == "sqlite":
+            urls = [f"sqlite+aiosqlite:///{tmp_path / name}" for name in ("one.db", "two.db")]
+        else:
+            urls = [await databases.enter_async_context(fresh_pg_database()) for _ in range(2)]
+        mine = await server_factory(urls[0], files_url=None)  # the default directory
+        kept = await _up(mine, "kept", b"remember the milk")
+        async with mine.client("alice") as c:
+            sid = (await c.mutation("session.create", {"queuePaused": True}))["id"]
+            await c.mutation(
+                "message.enqueueMessage", {"sessionId": sid, "content": "q", "attachments": [{"fileId": kept}]}
+            )
+        theirs = await server_factory(urls[1], files_url=None)
+        assert theirs.services.files.storage.root == mine.services.files.storage.root
+        await theirs.services.files.sweep()
+        await mine.services.files.sweep()
+        got = await download(mine, kept)
+        assert (got.status_code, got.content) == (200, b"remember the milk")
+        await theirs.stop()  # before their databases are dropped
+        await mine.stop()

@@ -249,7 +249,7 @@ async def test_a_revoked_devices_links_do_not_sign_in(md):
 async def test_links_die_with_their_user(md):
     async with md.client("bob") as bob:
         link = await bob.mutation("auth.createLink", {})
-    await md.services.auth.delete_user("bob")
+    await md.services.auth.delete_user("bob", md.services.files)
     for answer in (await link_info(md.url, link["code"]), await exchange_link(md.url, link["code"])):
         assert answer.status_code == 400 and "not valid" in answer.json()["error"]["message"]
 
