@@ -24,7 +24,7 @@ from .admin.api import AdminApi
 from .api import build_router
 from .api.link_http import link_routes
 from .api.transcripts_http import transcript_routes
-from .engine import MemoryStreamBuffer, Orchestrator
+from .engine import MemoryPartialTexts, Orchestrator
 from .files import Files, create_storage
 from .files.http import file_routes
 from .protocol import close_codes
@@ -123,7 +123,7 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
         stack.push_async_callback(mcp.close)  # after the runs are written down (the orchestrator closes first)
         # Entered after the bus and the database, so it is closed (runs written down) before them.
         orchestrator = await stack.enter_async_context(
-            Orchestrator(settings, db, uow, bus, tools, MemoryStreamBuffer(), files=files, mcp=mcp)
+            Orchestrator(settings, db, uow, bus, tools, MemoryPartialTexts(), files=files, mcp=mcp)
         )
         queue = QueueService(
             uow,

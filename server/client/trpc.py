@@ -110,7 +110,7 @@ class Subscription:
         return pair
 
     async def close(self) -> None:
-        await self._client._stop(self._sub)
+        await self._client.stop_subscription(self._sub)
 
 
 class TrpcClient:
@@ -241,7 +241,8 @@ class TrpcClient:
                 await self._send(sub.request())
         return Subscription(self, sub)
 
-    async def _stop(self, sub: _Sub) -> None:
+    async def stop_subscription(self, sub: _Sub) -> None:
+        """Stop ``sub`` on the server (when connected) and end its iteration here."""
         if self._subs.pop(sub.id, None) is not None and self._connected.is_set():
             with suppress(ConnectionClosed):
                 await self._send({"id": sub.id, "method": "subscription.stop"})

@@ -34,7 +34,7 @@ class _Stream:
         return self.joined
 
 
-class StreamBuffer(abc.ABC):
+class PartialTexts(abc.ABC):
     """Partial text per in-progress message, grouped by session."""
 
     @abc.abstractmethod
@@ -58,7 +58,7 @@ class StreamBuffer(abc.ABC):
         """``[{messageId, offset, text}]`` for the session's streaming messages held here."""
 
 
-class MemoryStreamBuffer(StreamBuffer):
+class MemoryPartialTexts(PartialTexts):
     """One process: a dict. Joining is lazy, so appending a token stays O(1)."""
 
     def __init__(self) -> None:

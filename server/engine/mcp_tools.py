@@ -24,7 +24,7 @@ from ..tools.mcp import OfferedTool
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession
 
-    from .orchestrator import Orchestrator
+    from .run_context import RunContext
 
 
 @dataclass(frozen=True)
@@ -46,32 +46,34 @@ async def context(db: AsyncSession, session: ChatSession) -> McpContext | None:
     return McpContext(session.owner_id, name, servers, choices, session.provider)
 
 
-async def offer(o: Orchestrator, ctx: McpContext | None) -> list[OfferedTool]:
-    if ctx is None or o.mcp is None:
+async def offer(run: RunContext, ctx: McpContext | None) -> list[OfferedTool]:
+    if ctx is None or run.mcp is None:
         return []
     try:
-        target = o.provider(ctx.provider).input_target
+        target = run.provider(ctx.provider).input_target
     except Exception:  # the provider cannot be built: the step fails with its error anyway
         target = ctx.provider
-    return await o.mcp.offered(ctx.user_id, ctx.user_name, ctx.servers, ctx.choices, target)
+    return await run.mcp.offered(ctx.user_id, ctx.user_name, ctx.servers, ctx.choices, target)
 
 
 def definitions(offered: list[OfferedTool]) -> tuple[ToolDefinition, ...]:
     return tuple(ToolDefinition(name=t.name, description=t.description, parameters=t.parameters) for t in offered)
 
 
-async def execute(o: Orchestrator, session_id: str, call: Any) -> ToolResult:
-    timeout = o.settings.tool_timeout_seconds
-    if o.tools.get(call.name) is not None or o.mcp is None:
-        return await o.tools.execute(call.name, call.arguments, timeout=timeout)
-    async with o.db.read() as s:
+async def execute(run: RunContext, session_id: str, call: Any) -> ToolResult:
+    timeout = run.settings.tool_timeout_seconds
+    if run.tools.get(call.name) is not None or run.mcp is None:
+        return await run.tools.execute(call.name, call.arguments, timeout=timeout)
+    async with run.db.read() as s:
         session = await repo.get_session(s, session_id)
         ctx = await context(s, session) if session is not None else None
-    found = next((t for t in await offer(o, ctx) if t.name == call.name), None)
+    found = next((t for t in await offer(run, ctx) if t.name == call.name), None)
     if found is None or ctx is None:
-        return await o.tools.execute(call.name, call.arguments, timeout=timeout)
+        return await run.tools.execute(call.name, call.arguments, timeout=timeout)
 
     async def progress(progress: float, total: float | None, message: str | None) -> None:
-        await o.publish_ephemeral(session_id, events.tool_call_progress(session_id, call.id, progress, total, message))
+        await run.publish_ephemeral(
+            session_id, events.tool_call_progress(session_id, call.id, progress, total, message)
+        )
 
-    return await o.mcp.execute(ctx.user_id, found.server, found.tool, call.arguments, progress)
+    return await run.mcp.execute(ctx.user_id, found.server, found.tool, call.arguments, progress)

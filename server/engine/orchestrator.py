@@ -21,7 +21,7 @@ import asyncio
 import logging
 import time
 from contextlib import suppress
-from typing import Any, Protocol
+from typing import Any
 
 from sqlalchemy import select
 
@@ -39,16 +39,11 @@ from ..store.db import Database
 from ..store.models import ChatSession, Run, utcnow
 from ..tools import ToolRegistry
 from ..tools.mcp import McpTools
-from .buffer import StreamBuffer
+from .buffer import PartialTexts
 from .run import RunLoop
+from .run_context import FileReader, RunContext
 
 log = logging.getLogger(__name__)
-
-
-class FileReader(Protocol):
-    """The part of the Files service the engine uses (``server.files.Files``)."""
-
-    async def read(self, user_id: str, file_id: str) -> bytes: ...
 
 
 VISION_MODELS_ENV = "CHATSYNC_VISION_MODELS"
@@ -74,7 +69,7 @@ class Orchestrator:
         uow: UnitOfWork,
         bus: Bus,
         tools: ToolRegistry,
-        buffer: StreamBuffer,
+        partial_texts: PartialTexts,
         *,
         files: FileReader | None = None,
         mcp: McpTools | None = None,
@@ -87,10 +82,10 @@ class Orchestrator:
         self.db = db
         self.uow = uow
         self.bus = bus
-        self.streams = bus.stream_buffer()
+        self.shared_streams = bus.shared_stream_texts()
         self.tools = tools
         self.mcp = mcp  # MCP servers' tools (docs/tools.md); the app opens and closes their sessions
-        self.buffer = buffer
+        self.partial_texts = partial_texts
         self.owner = new_owner_id()
         # Other processes can only share our sessions through a networked bus.
         self.multi_replica = not settings.bus_url.startswith("memory://")
@@ -101,6 +96,25 @@ class Orchestrator:
         self._closing = False
         self._stop = asyncio.Event()
         self.titles = TitleService(uow, settings.title_mode, self.provider)
+        self.run_context = RunContext(
+            settings=settings,
+            db=db,
+            uow=uow,
+            owner=self.owner,
+            multi_replica=self.multi_replica,
+            partial_texts=partial_texts,
+            shared_texts=self.shared_streams,
+            files=files,
+            tools=tools,
+            mcp=mcp,
+            provider=self.provider,
+            model_inputs=self.model_inputs,
+            publish_delta=self.publish_delta,
+            publish_ephemeral=self.publish_ephemeral,
+            abort_flag=self.abort_flag,
+            run_finished=self.run_finished,
+            loop_finished=self._loop_finished,
+        )
 
     def running_sessions(self) -> list[str]:
         """Sessions whose run loop is in this process now (for admins and metrics)."""
@@ -147,7 +161,7 @@ class Orchestrator:
             # publishing). Start after it, never beside it.
             self._spawn(self._start_after(current, session_id, run_id), f"run-wait:{session_id}")
             return
-        loop = RunLoop(self, session_id, run_id)
+        loop = RunLoop(self.run_context, session_id, run_id)
         self._loops[session_id] = loop
         self._spawn(loop.main(), f"run:{session_id}")
 
@@ -174,7 +188,7 @@ class Orchestrator:
         return self._loops.get(session_id)
 
     def partial_text(self, session_id: str, message_id: str) -> str | None:
-        return self.buffer.text(session_id, message_id)
+        return self.partial_texts.text(session_id, message_id)
 
     def abort_local(self, session_id: str) -> RunLoop | None:
         loop = self._loops.get(session_id)
@@ -206,7 +220,7 @@ class Orchestrator:
 
     async def publish_delta(self, session_id: str, env: EventEnvelope, message_id: str, delta: str) -> None:
         try:
-            await self.streams.append(session_id, env, message_id, delta)
+            await self.shared_streams.append(session_id, env, message_id, delta)
         except Exception:  # a lost delta is repaired by the snapshot a reconnecting client gets
             log.debug("publish of a delta to %s failed", session_id, exc_info=True)
 
@@ -227,14 +241,14 @@ class Orchestrator:
         """
         shared: dict[str, dict[str, Any]] = {}
         if self.multi_replica:
-            snaps = await self.streams.snapshot(session_id)
+            snaps = await self.shared_streams.snapshot(session_id)
             if snaps is not None:
                 shared = {str(snap["messageId"]): dict(snap) for snap in snaps}
             else:
                 async with self.db.read() as s:
                     for row in await repo.streaming_messages(s, session_id):
                         shared[row.id] = {"messageId": row.id, "offset": len(row.content), "text": row.content}
-        local = self.buffer.snapshot(session_id)
+        local = self.partial_texts.snapshot(session_id)
         for snap in local:
             shared.pop(str(snap["messageId"]), None)
         return [*local, *shared.values()]
@@ -284,7 +298,7 @@ class Orchestrator:
         """The text of the session's streams as every replica saw them (the shared stream buffer), by message."""
         if not self.multi_replica:
             return {}
-        snaps = await self.streams.snapshot(session_id) or []
+        snaps = await self.shared_streams.snapshot(session_id) or []
         return {str(s["messageId"]): str(s["text"]) for s in snaps}
 
     async def take_over(self, tx: SessionTx, shared: dict[str, str]) -> Run | None:

@@ -62,7 +62,7 @@ from .history import build_request, has_files, load_files, notices
 from .turn import Turn
 
 if TYPE_CHECKING:
-    from .orchestrator import Orchestrator
+    from .run_context import RunContext
 
 log = logging.getLogger(__name__)
 
@@ -79,8 +79,8 @@ class StepResult:
 class RunLoop:
     """One run (and the runs auto-send chains to it) of one session, on this process."""
 
-    def __init__(self, orchestrator: Orchestrator, session_id: str, run_id: str) -> None:
-        self.o = orchestrator
+    def __init__(self, ctx: RunContext, session_id: str, run_id: str) -> None:
+        self.ctx = ctx
         self.session_id = session_id
         self.run_id: str | None = run_id
         self.abort_requested = False
@@ -129,10 +129,10 @@ class RunLoop:
             self._trace.close()
             ticker.cancel()
             if self._streaming is not None:
-                self.o.buffer.end(self.session_id, self._streaming)
+                self.ctx.partial_texts.end(self.session_id, self._streaming)
                 self._streaming = None
             self.done.set()
-            self.o._loop_finished(self)
+            self.ctx.loop_finished(self)
 
     async def _safely(self, coro: Any) -> None:
         try:
@@ -144,15 +144,17 @@ class RunLoop:
 
     def _tx(self) -> AbstractAsyncContextManager[SessionTx]:
         assert self.run_id is not None
-        return fenced_tx(self.o.uow, self.session_id, self.run_id, self.o.owner, self.o.settings.run_lease_seconds)
+        return fenced_tx(
+            self.ctx.uow, self.session_id, self.run_id, self.ctx.owner, self.ctx.settings.run_lease_seconds
+        )
 
     async def _advance(self) -> None:
         assert self.run_id is not None
-        async with self.o.db.read() as s:
+        async with self.ctx.db.read() as s:
             session = await repo.get_session(s, self.session_id)
             run = await repo.get_run(s, self.run_id)
             calls = await repo.run_tool_calls(s, self.session_id, self.run_id, open_only=True)
-        if session is None or run is None or session.run_id != self.run_id or session.lease_owner != self.o.owner:
+        if session is None or run is None or session.run_id != self.run_id or session.lease_owner != self.ctx.owner:
             raise LeaseLost(self.session_id)
         if session.abort_requested:
             self.abort_requested = True
@@ -170,13 +172,13 @@ class RunLoop:
                 transitions.suspend(tx, run)
             self.run_id = None
             return
-        if run.steps >= self.o.settings.max_steps_per_run:
+        if run.steps >= self.ctx.settings.max_steps_per_run:
             finished = self.run_id
             async with self._tx() as tx:
                 run = await repo.get_run(tx.db, self.run_id)
                 transitions.end_run(tx, run, "finished", finish_reason=run.finish_reason if run else None)
-                nxt = await transitions.next_or_idle(tx, self.o.owner, self.o.settings.run_lease_seconds)
-            self.o.run_finished(self.session_id, finished)
+                nxt = await transitions.next_or_idle(tx, self.ctx.owner, self.ctx.settings.run_lease_seconds)
+            self.ctx.run_finished(self.session_id, finished)
             self.run_id = nxt.id if nxt else None
             return
         await self._step()
@@ -225,15 +227,15 @@ class RunLoop:
                 session,
                 rows,
                 exclude=exclude,
-                inputs=self.o.model_inputs(provider_id, model),
+                inputs=self.ctx.model_inputs(provider_id, model),
                 model=model,
                 continuation=exclude is None,
             )
             owner_id = session.owner_id
             self._mcp = await mcp_tools.context(tx.db, session)
         mid = message.id
-        self.o.buffer.start(self.session_id, mid, initial)
-        await self.o.streams.started(self.session_id, mid, initial)
+        self.ctx.partial_texts.start(self.session_id, mid, initial)
+        await self.ctx.shared_texts.started(self.session_id, mid, initial)
         self._streaming, self._flushed = mid, len(initial)
         result = StepResult()
         try:
@@ -244,9 +246,9 @@ class RunLoop:
                 await self._finish_step(mid, result)
         finally:
             self._cut = self._live_text(mid)  # what a shutdown cutting this step short hands over
-            self.o.buffer.end(self.session_id, mid)
+            self.ctx.partial_texts.end(self.session_id, mid)
             self._streaming = None
-            await self.o.streams.ended(self.session_id, mid)
+            await self.ctx.shared_texts.ended(self.session_id, mid)
 
     async def _continued(self, tx: SessionTx, run: Any) -> Message | None:
         """The answer this run's next step goes on with (``run.continue``, or a run taken over mid-answer): the
@@ -264,12 +266,14 @@ class RunLoop:
         self, request: ChatRequest, owner_id: str, provider_id: str, streaming: bool, mid: str, result: StepResult
     ) -> None:
         """Load the request's uploaded files (outside any transaction, abortable), then run the model call."""
-        offered = [t for t in await mcp_tools.offer(self.o, self._mcp) if t.name not in {d.name for d in request.tools}]
+        offered = [
+            t for t in await mcp_tools.offer(self.ctx, self._mcp) if t.name not in {d.name for d in request.tools}
+        ]
         self._mcp_defs = {t.name: t.definition() for t in offered}
         if offered:
             request = request.model_copy(update={"tools": request.tools + mcp_tools.definitions(offered)})
         if has_files(request):
-            files = self.o.files
+            files = self.ctx.files
             read = None if files is None else (lambda file_id: files.read(owner_id, file_id))
             try:
                 request = await load_files(request, read, self._files)
@@ -282,16 +286,16 @@ class RunLoop:
                 )
                 return
             result.notices = notices(request)
-        turn = Turn(lambda: self.o.provider(provider_id), request, streaming=streaming, provider_id=provider_id)
+        turn = Turn(lambda: self.ctx.provider(provider_id), request, streaming=streaming, provider_id=provider_id)
         await self._consume(turn, mid, result)
 
     async def _consume(self, turn: Turn, mid: str, result: StepResult) -> None:
-        sid, buffer, publish = self.session_id, self.o.buffer, self.o.publish_ephemeral
+        sid, texts, publish = self.session_id, self.ctx.partial_texts, self.ctx.publish_ephemeral
         arg_offsets: dict[str, int] = {}
         async for event in turn.events():
             if isinstance(event, TextDelta):
-                offset = buffer.append(sid, mid, event.delta)  # before publishing: see buffer.py
-                await self.o.publish_delta(sid, events.text_delta(sid, mid, offset, event.delta), mid, event.delta)
+                offset = texts.append(sid, mid, event.delta)  # before publishing: see buffer.py
+                await self.ctx.publish_delta(sid, events.text_delta(sid, mid, offset, event.delta), mid, event.delta)
             elif isinstance(event, ToolCallStart):
                 arg_offsets[event.call_id] = 0
                 await publish(sid, events.tool_call_start(sid, mid, event.call_id, event.name, event.index))
@@ -308,7 +312,7 @@ class RunLoop:
                 result.error = event
 
     async def _finish_step(self, mid: str, result: StepResult) -> None:
-        text = self.o.buffer.text(self.session_id, mid) or ""
+        text = self.ctx.partial_texts.text(self.session_id, mid) or ""
         assert self.run_id is not None
         nxt: str | None = self.run_id
         finished = None
@@ -357,10 +361,10 @@ class RunLoop:
                 elif not await repo.steered_after(tx.db, self.session_id, run.id, row.ordinal):
                     transitions.end_run(tx, run, "finished", finish_reason=result.finish)
                     finished = run.id
-                    following = await transitions.next_or_idle(tx, self.o.owner, self.o.settings.run_lease_seconds)
+                    following = await transitions.next_or_idle(tx, self.ctx.owner, self.ctx.settings.run_lease_seconds)
                     nxt = following.id if following is not None else None
         if finished is not None:
-            self.o.run_finished(self.session_id, finished)  # after the commit: the answer is out already
+            self.ctx.run_finished(self.session_id, finished)  # after the commit: the answer is out already
         self._next_run(nxt)
 
     def _next_run(self, run_id: str | None) -> None:
@@ -374,7 +378,7 @@ class RunLoop:
 
     def _live_text(self, mid: str | None) -> tuple[str, str] | None:
         """The text this process streamed so far of message ``mid`` (newer than the row's last flush)."""
-        text = self.o.buffer.text(self.session_id, mid) if mid else None
+        text = self.ctx.partial_texts.text(self.session_id, mid) if mid else None
         return (mid, text) if mid is not None and text is not None else None
 
     async def _finish_aborted(self, mid: str | None = None) -> None:
@@ -386,8 +390,8 @@ class RunLoop:
                 "aborted",
                 run_id=self.run_id,
                 live_text=live,
-                owner=self.o.owner,
-                lease_seconds=self.o.settings.run_lease_seconds,
+                owner=self.ctx.owner,
+                lease_seconds=self.ctx.settings.run_lease_seconds,
             )
         self._next_run(nxt.id if nxt is not None else None)
 
@@ -400,7 +404,7 @@ class RunLoop:
         if self.run_id is None:
             return
         live = self._live_text(self._streaming) or self._cut
-        if live is not None and self.o.settings.resume_interrupted_answers and not self.abort_requested:
+        if live is not None and self.ctx.settings.resume_interrupted_answers and not self.abort_requested:
             async with self._tx() as tx:
                 run = await repo.get_run(tx.db, self.run_id)
                 row = await tx.db.get(Message, live[0])
@@ -438,7 +442,7 @@ class RunLoop:
 
     @tracing.traced("tool call", lambda _self, call: {"tool": call.name, "call_id": call.id})
     async def _execute_one(self, call: Any) -> None:
-        result = await mcp_tools.execute(self.o, self.session_id, call)
+        result = await mcp_tools.execute(self.ctx, self.session_id, call)
         async with self._tx() as tx:
             row = await repo.get_tool_call(tx.db, self.session_id, call.id)
             if row is not None and not row.has_result:
@@ -447,15 +451,15 @@ class RunLoop:
     # --- heartbeat ----------------------------------------------------------------------------------------
 
     async def _lease_still_ours(self) -> bool:
-        async with self.o.db.read() as s:
+        async with self.ctx.db.read() as s:
             session = await repo.get_session(s, self.session_id)
-        return session is not None and session.lease_owner == self.o.owner
+        return session is not None and session.lease_owner == self.ctx.owner
 
     async def _tick(self) -> None:
         """Renew the lease and flush partial text every ``stream_flush_seconds``; between flushes, poll for an
         abort requested on another replica (only when there can be other replicas: not on ``memory://``)."""
-        settings = self.o.settings
-        poll = settings.abort_poll_seconds if self.o.multi_replica else settings.stream_flush_seconds
+        settings = self.ctx.settings
+        poll = settings.abort_poll_seconds if self.ctx.multi_replica else settings.stream_flush_seconds
         interval = min(poll, settings.stream_flush_seconds, settings.run_lease_seconds / 3)
         last_flush = time.monotonic()
         while True:
@@ -469,16 +473,16 @@ class RunLoop:
                     last_flush = now
                     flush = None
                     mid = self._streaming
-                    text = self.o.buffer.text(self.session_id, mid) if mid else None
+                    text = self.ctx.partial_texts.text(self.session_id, mid) if mid else None
                     if mid is not None and text is not None and len(text) != self._flushed:
                         flush = (mid, text)
                     abort = await heartbeat(
-                        self.o.uow, self.session_id, run_id, self.o.owner, settings.run_lease_seconds, flush
+                        self.ctx.uow, self.session_id, run_id, self.ctx.owner, settings.run_lease_seconds, flush
                     )
                     if flush is not None:
                         self._flushed = len(flush[1])
                 else:
-                    abort = await self.o.abort_flag(self.session_id)
+                    abort = await self.ctx.abort_flag(self.session_id)
                 if abort:
                     self.request_abort()
             except LeaseLost:

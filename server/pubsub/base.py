@@ -13,7 +13,7 @@ from typing import Any
 from ..domain.events import EventEnvelope
 from .buckets import RateBuckets
 from .presence import MemoryPresence, PresenceStore
-from .streams import LocalStreams, StreamBuffer
+from .streams import SharedStreamTexts, UnsharedStreamTexts
 
 MessageHandler = Callable[[str, Sequence[EventEnvelope]], None]
 """Called (synchronously, on the event loop) with a session id and the events published for it."""
@@ -58,10 +58,10 @@ class Bus(abc.ABC):
         """Raise when the medium cannot carry messages now (``/readyz``); one round trip at most. The
         in-process bus always can."""
 
-    def stream_buffer(self) -> StreamBuffer:
+    def shared_stream_texts(self) -> SharedStreamTexts:
         """The shared partial texts of streaming messages that go with this bus (``streams.py``). The
         default suits one process, where the running stream's own buffer is enough."""
-        return LocalStreams(self)
+        return UnsharedStreamTexts(self)
 
     def rate_buckets(self) -> RateBuckets | None:
         """The token buckets every process on this bus shares (``buckets.py``), or None for a bus of one

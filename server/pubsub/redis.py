@@ -36,7 +36,7 @@ from .keys import (
 )
 from .redis_buckets import RedisRateBuckets
 from .redis_presence import RedisPresence
-from .streams import StreamBuffer
+from .streams import SharedStreamTexts
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +107,15 @@ class RedisBus(Bus):
         self._closing = False  # disconnect() began: start no more background work
         self.reconnects = 0  # listener reconnections after an error (for tests and metrics)
 
-    def _send(self, target: Any, channel: str, payload: bytes) -> Any:
+    @property
+    def client(self) -> aioredis.Redis | RedisCluster:
+        """The bus's Redis client (one connection pool per process), shared by the stores made by this bus
+        (:meth:`shared_stream_texts`, :meth:`rate_buckets`, :meth:`presence`). Only once connected."""
+        if self._redis is None:
+            raise ConnectionError("the bus is not connected to Redis")
+        return self._redis
+
+    def publish_command(self, target: Any, channel: str, payload: bytes) -> Any:
         """PUBLISH on a client or pipeline (Redis Cluster's sharded backend sends SPUBLISH instead)."""
         return target.publish(channel, payload)
 
@@ -178,7 +186,7 @@ class RedisBus(Bus):
         channel = session_channel(self.prefix, session_id)
         try:
             assert self._redis is not None
-            await self._send(self._redis, channel, payload)
+            await self.publish_command(self._redis, channel, payload)
         except UNAVAILABLE as exc:
             log.warning("publish to %s failed (%s); will retry", session_id, exc)
             self._unsent.append((channel, payload))
@@ -191,7 +199,7 @@ class RedisBus(Bus):
             channel, payload = self._unsent[0]
             try:
                 assert self._redis is not None
-                await self._send(self._redis, channel, payload)
+                await self.publish_command(self._redis, channel, payload)
                 self._unsent.popleft()
                 delay = 0.1
             except UNAVAILABLE:
@@ -204,8 +212,8 @@ class RedisBus(Bus):
         assert self._redis is not None
         await self._redis.ping()
 
-    def stream_buffer(self) -> RedisStreams:
-        return RedisStreams(self)
+    def shared_stream_texts(self) -> RedisStreamTexts:
+        return RedisStreamTexts(self)
 
     def rate_buckets(self) -> RedisRateBuckets:
         return RedisRateBuckets(self)
@@ -248,9 +256,9 @@ class RedisBus(Bus):
             msg = await pubsub.get_message(ignore_subscribe_messages=False, timeout=1.0)
             if msg is None:
                 continue
-            self._dispatch(msg, prefix_len, self._confirm)
+            self.handle_message(msg, prefix_len, self._confirm)
 
-    def _dispatch(self, msg: dict[str, Any], prefix_len: int, confirm: dict[str, asyncio.Future[None]]) -> None:
+    def handle_message(self, msg: dict[str, Any], prefix_len: int, confirm: dict[str, asyncio.Future[None]]) -> None:
         """Hand a session message to the hub; resolve the future of a confirmed subscription."""
         kind = msg["type"]
         channel = msg["channel"].decode() if isinstance(msg["channel"], bytes) else msg["channel"]
@@ -269,7 +277,7 @@ class RedisBus(Bus):
                 fut.set_result(None)
 
 
-class RedisStreams(StreamBuffer):
+class RedisStreamTexts(SharedStreamTexts):
     """Each streaming message's text is an APPENDed Redis string (with a TTL, so a crashed replica's
     texts do not stay), and each session's streaming messages a set; both in the session's hash slot.
 
@@ -282,8 +290,7 @@ class RedisStreams(StreamBuffer):
         self.bus = bus
 
     async def started(self, session_id: str, message_id: str, initial: str = "") -> None:
-        redis, prefix = self.bus._redis, self.bus.prefix
-        assert redis is not None
+        redis, prefix = self.bus.client, self.bus.prefix
         key = stream_text_key(prefix, session_id, message_id)
         members = session_streams_key(prefix, session_id)
         try:
@@ -298,14 +305,13 @@ class RedisStreams(StreamBuffer):
             log.warning("stream start for %s not recorded in Redis: %s", message_id, exc)
 
     async def append(self, session_id: str, env: EventEnvelope, message_id: str, delta: str) -> None:
-        redis, prefix = self.bus._redis, self.bus.prefix
-        assert redis is not None
+        redis, prefix = self.bus.client, self.bus.prefix
         key = stream_text_key(prefix, session_id, message_id)
         try:
             async with redis.pipeline(transaction=False) as pipe:
                 pipe.append(key, delta)
                 pipe.expire(key, STREAM_TTL_SECONDS)
-                self.bus._send(pipe, session_channel(prefix, session_id), encode((env,)))
+                self.bus.publish_command(pipe, session_channel(prefix, session_id), encode((env,)))
                 await pipe.execute()
         except UNAVAILABLE as exc:
             # Deltas are not retried: the final text arrives with message-completed, and reconnecting
@@ -313,8 +319,7 @@ class RedisStreams(StreamBuffer):
             log.debug("delta for %s not published: %s", message_id, exc)
 
     async def ended(self, session_id: str, message_id: str) -> None:
-        redis, prefix = self.bus._redis, self.bus.prefix
-        assert redis is not None
+        redis, prefix = self.bus.client, self.bus.prefix
         try:
             async with redis.pipeline(transaction=False) as pipe:
                 pipe.srem(session_streams_key(prefix, session_id), message_id)
@@ -324,8 +329,7 @@ class RedisStreams(StreamBuffer):
             log.warning("stream end for %s not recorded in Redis: %s", message_id, exc)
 
     async def snapshot(self, session_id: str) -> list[dict[str, object]] | None:
-        redis, prefix = self.bus._redis, self.bus.prefix
-        assert redis is not None
+        redis, prefix = self.bus.client, self.bus.prefix
         try:
             ids = sorted(_text(m) for m in await redis.smembers(session_streams_key(prefix, session_id)))
             if not ids:

@@ -55,8 +55,7 @@ class RedisRateBuckets(RateBuckets):
         self._script: Any = None
 
     async def take(self, name: str, n: int, rate: float, burst: int) -> int:
-        redis = self.bus._redis
-        assert redis is not None
+        redis = self.bus.client
         if self._script is None:
             # EVALSHA, loading the script again wherever a node answers NOSCRIPT (a restart, a new node).
             self._script = redis.register_script(TAKE)

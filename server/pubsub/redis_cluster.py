@@ -90,7 +90,7 @@ class _Shard:
                             self.host,
                             self.port,
                         )
-                        self.bus._on_reconnect()
+                        self.bus.shard_reconnected()
                 prefix_len = len(self.bus.prefix)
                 while True:
                     msg = await self.pubsub.get_message(ignore_subscribe_messages=False, timeout=1.0)
@@ -98,7 +98,7 @@ class _Shard:
                         continue
                     if msg["type"] == "sunsubscribe" and self._moved_away(msg["channel"]):
                         continue
-                    self.bus._dispatch(msg, prefix_len, self.confirm)
+                    self.bus.handle_message(msg, prefix_len, self.confirm)
             except asyncio.CancelledError:
                 await self._close()
                 raise
@@ -109,7 +109,7 @@ class _Shard:
                 await self._close()
                 attempt += 1
                 await asyncio.sleep(min(MAX_BACKOFF, 0.05 * 2**attempt) * (0.5 + random.random() / 2))
-                await self.bus._rehome(self)
+                await self.bus.rehome(self)
 
     def _moved_away(self, channel: bytes | str) -> bool:
         """Redis unsubscribes a shard channel whose slot moved to another node: follow it there."""
@@ -118,7 +118,7 @@ class _Shard:
         if sid not in self.sessions:
             return False  # our own SUNSUBSCRIBE
         self.sessions.discard(sid)
-        self.bus._spawn(self.bus._follow(sid))
+        self.bus.follow_soon(sid)
         return True
 
 
@@ -130,9 +130,9 @@ class RedisClusterBus(RedisBus):
         self._where: dict[str, _Shard] = {}
         self._homeless: set[str] = set()  # subscribed while no node was known to serve their slot
         self._background: set[asyncio.Task[None]] = set()
-        self._cluster: RedisCluster | None = None  # the same client as ``_redis``, with its cluster type
+        self._cluster: RedisCluster | None = None  # the same client as ``client``, with its cluster type
 
-    def _send(self, target: Any, channel: str, payload: bytes) -> Any:
+    def publish_command(self, target: Any, channel: str, payload: bytes) -> Any:
         return target.spublish(channel, payload)
 
     async def connect(self) -> None:
@@ -232,7 +232,7 @@ class RedisClusterBus(RedisBus):
             with suppress(*UNAVAILABLE):
                 await shard.pubsub.sunsubscribe(session_channel(self.prefix, session_id))
 
-    async def _rehome(self, shard: _Shard) -> None:
+    async def rehome(self, shard: _Shard) -> None:
         """Before a shard reconnects: refresh the slot map and move sessions whose slot has a new owner."""
         assert self._cluster is not None
         with suppress(*UNAVAILABLE):
@@ -243,6 +243,14 @@ class RedisClusterBus(RedisBus):
                 if owner != (shard.host, shard.port):
                     shard.sessions.discard(sid)
                     self._spawn(self._follow(sid))
+
+    def shard_reconnected(self) -> None:
+        """A shard's connection came back: every subscriber catches up from the log."""
+        self._on_reconnect()
+
+    def follow_soon(self, session_id: str) -> None:
+        """The session's slot moved to another node: subscribe it there, in the background."""
+        self._spawn(self._follow(session_id))
 
     async def _follow(self, session_id: str) -> None:
         """Subscribe a session again on its current owner, then have its subscribers catch up."""

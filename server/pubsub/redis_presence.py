@@ -112,8 +112,7 @@ class RedisPresence(PresenceStore):
     def _script(self, source: str) -> Any:
         script = self._scripts.get(source)
         if script is None:
-            redis = self.bus._redis
-            assert redis is not None
+            redis = self.bus.client
             script = self._scripts[source] = redis.register_script(source)
         return script
 

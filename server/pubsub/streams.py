@@ -6,7 +6,7 @@ this interface keeps the shared one, beside the bus whose deltas it must stay in
 adds a delta to the message's text *before* the delta is published, so a snapshot read at any moment covers
 every delta already on the bus, and a subscriber drops the deltas below its snapshot's offset.
 
-A backend is made by its bus (``Bus.stream_buffer``), since it shares the bus's connection: on Redis the
+A backend is made by its bus (``Bus.shared_stream_texts``), since it shares the bus's connection: on Redis the
 APPEND and the PUBLISH of a delta go in one pipeline, in that order. Every call is best-effort: a failure
 is logged, and ``snapshot`` answers None when the shared text cannot be read (the caller then falls back to
 the text last flushed to the database).
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from .base import Bus
 
 
-class StreamBuffer(abc.ABC):
+class SharedStreamTexts(abc.ABC):
     """Shared partial texts of a deployment's streaming messages."""
 
     @abc.abstractmethod
@@ -45,7 +45,7 @@ class StreamBuffer(abc.ABC):
         (one process) or unreadable now."""
 
 
-class LocalStreams(StreamBuffer):
+class UnsharedStreamTexts(SharedStreamTexts):
     """One process: nothing to share (the running stream's own buffer is every subscriber's source)."""
 
     def __init__(self, bus: Bus) -> None:

@@ -131,8 +131,12 @@ class TransportOutbox(Outbox):
         self._on_overflow = on_overflow
         self.closed = False
 
-    def _push(self, frame: bytes) -> None:
-        """Write one frame (the caller checked that the connection is open)."""
+    def writable(self) -> bool:
+        """The connection is open: neither side began to close it."""
+        return not (self.closed or self._proto.close_sent or self._transport.is_closing())
+
+    def write_frame(self, frame: bytes) -> None:
+        """Write one frame (the caller checked :meth:`writable`)."""
         transport = self._transport
         if self._fd >= 0 and not transport.get_write_buffer_size():
             sent = _write_fd(self._fd, frame)
@@ -145,24 +149,19 @@ class TransportOutbox(Outbox):
             self._on_overflow()
 
     def _write(self, payload: bytes) -> None:
-        if self.closed or self._proto.close_sent or self._transport.is_closing():
-            return
-        self._push(frame_header(len(payload)) + payload)
+        if self.writable():
+            self.write_frame(frame_header(len(payload)) + payload)
 
     def send(self, text: str) -> None:
         self._write(text.encode())
 
     def send_event(self, prefix: bytes, env: EventEnvelope) -> None:
-        if self.closed or self._proto.close_sent or self._transport.is_closing():
-            return
-        frames = env._frames
-        frame = frames.get(prefix) if frames is not None else None
-        self._push(frame if frame is not None else env.ws_frame(prefix, frame_header))
+        if self.writable():
+            self.write_frame(env.ws_frame(prefix, frame_header))
 
     def send_event_as(self, prefix: bytes, env: EventEnvelope, event_id: str) -> None:
-        if self.closed or self._proto.close_sent or self._transport.is_closing():
-            return
-        self._push(env.ws_frame_as(prefix, event_id, frame_header))
+        if self.writable():
+            self.write_frame(env.ws_frame_as(prefix, event_id, frame_header))
 
     def pending(self) -> int:
         return 0 if self._transport.is_closing() else self._transport.get_write_buffer_size()
@@ -201,16 +200,13 @@ class TransportOutbox(Outbox):
             if type(ob) is not TransportOutbox:
                 for env in events:
                     ob.send_event(prefix, env)
-            elif not (ob.closed or ob._proto.close_sent or ob._transport.is_closing()):
+            elif ob.writable():
                 if single is not None:
-                    frames = single._frames
-                    frame = frames.get(prefix) if frames is not None else None
-                    if frame is None:
-                        frame = single.ws_frame(prefix, frame_header)
-                else:
-                    frame = joined.get(prefix)
-                    if frame is None:
-                        frame = joined[prefix] = b"".join(env.ws_frame(prefix, frame_header) for env in events)
+                    writes.append((ob, single.ws_frame(prefix, frame_header)))
+                    continue
+                frame = joined.get(prefix)
+                if frame is None:
+                    frame = joined[prefix] = b"".join(env.ws_frame(prefix, frame_header) for env in events)
                 writes.append((ob, frame))
         _write_all(writes)
 
@@ -223,11 +219,11 @@ class TransportOutbox(Outbox):
             ob = sink.outbox
             if type(ob) is not TransportOutbox:
                 ob.send_event_as(sink.prefix, env, event_id)
-            elif not (ob.closed or ob._proto.close_sent or ob._transport.is_closing()):
+            elif ob.writable():
                 writes.append((ob, env.ws_frame_as(sink.prefix, event_id, frame_header)))
         _write_all(writes)
 
 
 def _write_all(writes: list[tuple[TransportOutbox, bytes]]) -> None:
     for ob, frame in writes:
-        ob._push(frame)
+        ob.write_frame(frame)

@@ -250,6 +250,21 @@ class PresenceService:
     def watch(self, session_id: str, own_key: str, first: list[dict[str, Any]]) -> PresenceWatch:
         return PresenceWatch(self, session_id, own_key, first)
 
+    async def serve_watch(self, session_id: str, own_key: str, first: list[dict[str, Any]], emit: Emit) -> None:
+        """One watcher, until cancelled (the subscription is stopped): the items in ``first``, the session's set
+        now, then every change (a set is given once, and never one older than the watcher has)."""
+        watcher = _Watcher(emit, own_key)
+        await self._attach(session_id, watcher)
+        try:
+            for item in first:
+                emit(None, item)
+            current = await self.store.read(session_id)
+            self._give(session_id, watcher, current)
+            self._offer(session_id, current)
+            await asyncio.get_running_loop().create_future()  # until the subscription is stopped
+        finally:
+            await self._detach(session_id, watcher)
+
     async def _attach(self, session_id: str, watcher: _Watcher) -> None:
         lock = self._locks.setdefault(session_id, asyncio.Lock())
         async with lock:
@@ -341,18 +356,7 @@ class PresenceWatch:
         self.first = first
 
     async def run(self, emit: Emit, emit_durable: Any = None) -> None:
-        watcher = _Watcher(emit, self.own_key)
-        service = self.service
-        await service._attach(self.session_id, watcher)
-        try:
-            for item in self.first:
-                emit(None, item)
-            current = await service.store.read(self.session_id)
-            service._give(self.session_id, watcher, current)
-            service._offer(self.session_id, current)
-            await asyncio.get_running_loop().create_future()  # until the subscription is stopped
-        finally:
-            await service._detach(self.session_id, watcher)
+        await self.service.serve_watch(self.session_id, self.own_key, self.first, emit)
 
 
 def render(session_id: str, current: PresenceSet, own_key: str) -> dict[str, Any]:

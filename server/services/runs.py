@@ -129,10 +129,11 @@ class RunService:
         self.uow = uow
         self.o = orchestrator
         self.queue_service = queue  # the queue's rules: a busy session's send enqueues through them
-        self._lease = run_lease_seconds
+        self.lease_seconds = run_lease_seconds
         self.max_content_chars = max_content_chars
 
-    def _check(self, *texts: str) -> None:
+    def check_content(self, *texts: str) -> None:
+        """Refuse a text longer than ``max_content_chars`` (``PAYLOAD_TOO_LARGE``)."""
         for content in texts:
             if len(content) > self.max_content_chars:
                 raise RpcError("PAYLOAD_TOO_LARGE", f"content exceeds {self.max_content_chars} characters")
@@ -149,7 +150,7 @@ class RunService:
         busy_policy: str | None,
         request: RequestKey | None = None,
     ) -> Any:
-        self._check(content, *instructions)
+        self.check_content(content, *instructions)
         crid = request.request_id if request is not None else None
         deadline = time.monotonic() + INTERRUPT_WAIT_SECONDS
         while True:
@@ -162,7 +163,7 @@ class RunService:
                 row = tx.row
                 policy = busy_policy or row.busy_policy
                 await file_refs.link(tx.db, session_id, attachments)
-                taken = await self._recover_orphaned(tx)
+                taken = await self.recover_orphaned(tx)
                 if row.run_id is not None:
                     if policy == "reject":
                         raise RpcError("CONFLICT", "A run is in progress in this session")
@@ -189,7 +190,7 @@ class RunService:
                     queue.set_paused(tx, False)
                     await transitions.add_system_messages(tx, instructions, crid)
                     message, run = await transitions.start_with_message(
-                        tx, self.o.owner, self._lease, content, attachments, "message", crid
+                        tx, self.o.owner, self.lease_seconds, content, attachments, "message", crid
                     )
                     started = run.id
                     result = {"status": "started", "message": repo.message_wire(message).wire(), "runId": run.id}
@@ -213,7 +214,7 @@ class RunService:
             raise RpcError("TIMEOUT", "The running answer did not stop in time")
         await self._wait_stopped(session_id, min(1.0, deadline - time.monotonic()))
 
-    async def _recover_orphaned(self, tx: SessionTx) -> str | None:
+    async def recover_orphaned(self, tx: SessionTx) -> str | None:
         """A run marked running whose lease lapsed and which no loop here drives: its process died (or handed
         it over as it stopped). Take it over before going on, as the sweeper would (``transitions.take_over``:
         the answer it streamed goes on, or the run fails); returns the id of a run this process now drives,
@@ -244,7 +245,7 @@ class RunService:
     async def add_instructions(
         self, user: User, session_id: str, instructions: list[str], respond: bool, request: RequestKey | None = None
     ) -> Any:
-        self._check(*instructions)
+        self.check_content(*instructions)
         crid = request.request_id if request is not None else None
         started = None
         async with self.uow.session(user, session_id) as tx:
@@ -254,7 +255,9 @@ class RunService:
             messages = await transitions.add_system_messages(tx, instructions, crid)
             if respond and tx.row.run_id is None:
                 started = (
-                    await transitions.begin_run(tx, self.o.owner, self._lease, "instructions", client_request_id=crid)
+                    await transitions.begin_run(
+                        tx, self.o.owner, self.lease_seconds, "instructions", client_request_id=crid
+                    )
                 ).id
             result = {"messages": [repo.message_wire(m).wire() for m in messages], "runId": started}
             tx.remember(request, receipt(result))
@@ -266,7 +269,7 @@ class RunService:
         started = None
         async with self.uow.session(user, session_id) as tx:
             queue.set_paused(tx, False)
-            run = await transitions.send_next_queued(tx, self.o.owner, self._lease)
+            run = await transitions.send_next_queued(tx, self.o.owner, self.lease_seconds)
             started = run.id if run is not None else None
         if started is not None:
             self.o.start(session_id, started)
@@ -278,7 +281,7 @@ class RunService:
         self, user: User, session_id: str, outputs: list[dict[str, Any]], request: RequestKey | None = None
     ) -> Any:
         for item in outputs:
-            self._check(item["output"])
+            self.check_content(item["output"])
         resumed = None
         async with self.uow.session(user, session_id) as tx:
             replayed = await tx.replay(request, again(tx))
@@ -303,7 +306,7 @@ class RunService:
                 outcome: ToolOutcome = "error" if item.get("isError") else "ok"
                 message = await transitions.add_tool_result(tx, call, item["output"], outcome)
                 messages.append(repo.message_wire(message).wire())
-            run = await transitions.maybe_resume(tx, self.o.owner, self._lease)
+            run = await transitions.maybe_resume(tx, self.o.owner, self.lease_seconds)
             resumed = run.id if run is not None else None
             result = {"messages": messages, "resumed": resumed is not None}
             tx.remember(request, receipt(result))
@@ -345,7 +348,7 @@ class RunService:
             if not approved:
                 text = transitions.DENIED_RESULT + (f" Reason: {reason}" if reason else "")
                 await transitions.add_tool_result(tx, call, text, "denied")
-            run = await transitions.maybe_resume(tx, self.o.owner, self._lease)
+            run = await transitions.maybe_resume(tx, self.o.owner, self.lease_seconds)
             resumed = run.id if run is not None else None
             tx.remember(request, {"resolved": True})
         if resumed is not None:
@@ -373,10 +376,10 @@ class RunService:
             row = tx.row
             items = await repo.queue_rows(tx.db, session_id)
             item = queue.find(items, message_id)
-            taken = await self._recover_orphaned(tx)
+            taken = await self.recover_orphaned(tx)
             queue.set_paused(tx, False)
             if row.run_id is None:
-                run = await transitions.send_queued(tx, self.o.owner, self._lease, item)
+                run = await transitions.send_queued(tx, self.o.owner, self.lease_seconds, item)
                 started = run.id
                 return_value: dict[str, str | None] = {"status": "started", "mode": mode, "runId": run.id}
             elif mode == "steer":
@@ -398,7 +401,7 @@ class RunService:
                         # Nobody drives a suspended run: abort it here and send the head in this transaction.
                         row.abort_then_send = True
                         resumed = await transitions.stop_run(
-                            tx, "aborted", owner=self.o.owner, lease_seconds=self._lease
+                            tx, "aborted", owner=self.o.owner, lease_seconds=self.lease_seconds
                         )
                         started = resumed.id if resumed is not None else None
                         return_value = {"status": "started", "mode": mode, "runId": started}

@@ -63,7 +63,7 @@ class VersionService:
                 if replayed is not MISSING:
                     return replayed
                 apply, busy = await prepare(tx)
-                taken = await runs._recover_orphaned(tx)
+                taken = await runs.recover_orphaned(tx)
                 row = tx.row
                 if row.run_id is not None:
                     if busy == "reject":
@@ -99,7 +99,7 @@ class VersionService:
     ) -> Any:
         """A new version of a user message (same parent), made active and answered."""
         runs = self.runs
-        runs._check(content)
+        runs.check_content(content)
         crid = request.request_id if request is not None else None
 
         async def prepare(tx: SessionTx) -> tuple[Apply, str]:
@@ -113,7 +113,7 @@ class VersionService:
                 queue.set_paused(tx, False)
                 await branches.cut_before(tx, target)
                 message, run = await transitions.start_with_message(
-                    tx, runs.o.owner, runs._lease, content, files, "edit", crid
+                    tx, runs.o.owner, runs.lease_seconds, content, files, "edit", crid
                 )
                 await follow_active_path(tx)
                 return {"status": "started", "message": repo.message_wire(message).wire(), "runId": run.id}, run.id
@@ -158,7 +158,9 @@ class VersionService:
                 queue.set_paused(tx, False)
                 await branches.cut_before(tx, start)
                 await follow_active_path(tx)
-                run = await transitions.begin_run(tx, runs.o.owner, runs._lease, "regenerate", client_request_id=crid)
+                run = await transitions.begin_run(
+                    tx, runs.o.owner, runs.lease_seconds, "regenerate", client_request_id=crid
+                )
                 run.provider, run.model = chosen
                 effective = (chosen[0] or tx.row.provider, chosen[1] or tx.row.model)
                 reply = {"runId": run.id, "parentId": start.parent_id, "provider": effective[0], "model": effective[1]}
@@ -182,7 +184,9 @@ class VersionService:
             made_by = await repo.get_run(tx.db, leaf.run_id) if leaf.run_id else None
 
             async def apply(tx: SessionTx) -> tuple[dict[str, Any], str | None]:
-                run = await transitions.begin_run(tx, runs.o.owner, runs._lease, "continue", client_request_id=crid)
+                run = await transitions.begin_run(
+                    tx, runs.o.owner, runs.lease_seconds, "continue", client_request_id=crid
+                )
                 run.continues_id = leaf.id
                 if made_by is not None:  # the model that wrote the answer goes on with it
                     run.provider, run.model = made_by.provider, made_by.model

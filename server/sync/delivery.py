@@ -164,6 +164,29 @@ class Delivery:
         if not self._catching_up:
             self.request_catch_up()
 
+    def batch_sink(self, first_seq: int | None) -> EventSink | None:
+        """Where ``fan_out`` may write this subscriber's next events itself, batched with other subscribers': its
+        :class:`EventSink` when it has one and is live (caught up, not finished) and, for durable events starting
+        at ``first_seq``, waits for exactly that seq with nothing buffered. None: the events go to ``on_event``."""
+        sink = self._emit_durable
+        if type(sink) is not EventSink or self._catching_up or self._finished:
+            return None
+        if first_seq is not None and (self.next_seq != first_seq or self._pending):
+            return None
+        return sink
+
+    def covers(self, env: EventEnvelope) -> bool:
+        """True when the stream-snapshot this subscriber got already contains this delta."""
+        if not self._stream_offsets:
+            return False
+        mid, offset = env.message_id, env.offset
+        # Only text deltas are positioned in the message text the snapshot covered; a tool-call delta's
+        # offset is a position in that call's arguments.
+        if mid is None or offset is None or env.type != "text-delta":
+            return False
+        known = self._stream_offsets.get(mid)
+        return known is not None and offset < known
+
     def request_catch_up(self) -> None:
         """Read the log from ``next_seq`` (after a gap or a bus reconnect)."""
         if self._catching_up or self._done is None or self._done.done():
@@ -190,18 +213,8 @@ class Delivery:
                 self._done.set_result(None)
 
     def _deliver_ephemeral(self, env: EventEnvelope) -> None:
-        if not self._in_snapshot(env):
+        if not self.covers(env):
             self._emit(str(self.next_seq - 1), env)
-
-    def _in_snapshot(self, env: EventEnvelope) -> bool:
-        """True when the stream-snapshot this subscriber got already contains this delta."""
-        mid, offset = env.message_id, env.offset
-        # Only text deltas are positioned in the message text the snapshot covered; a tool-call delta's
-        # offset is a position in that call's arguments.
-        if mid is None or offset is None or env.type != "text-delta":
-            return False
-        known = self._stream_offsets.get(mid)
-        return known is not None and offset < known
 
     def _drain_pending(self) -> None:
         pending = self._pending
@@ -294,8 +307,9 @@ def fan_out(deliveries: tuple[Delivery, ...], events: Sequence[EventEnvelope]) -
     written in one batch (an outlet's ``send_event_many``, ``sink.py``: with a thousand subscribers, a delivery's own
     Python is small beside its system call, and keeping the two apart is a measurable share of the whole,
     see ``docs/performance.md``; events committed together go to each connection in one write). A delivery
-    in any other state (catching up, holding a gap, finished, or without an :class:`EventSink`) goes through
-    ``on_event``, which holds the full rules; deliveries are independent, so the order between them does not matter.
+    in any other state (catching up, holding a gap, finished, or without an :class:`EventSink`: see
+    :meth:`Delivery.batch_sink`) goes through ``on_event``, which holds the full rules; deliveries are
+    independent, so the order between them does not matter.
     """
     first = events[0].seq
     if first is None:
@@ -306,14 +320,8 @@ def fan_out(deliveries: tuple[Delivery, ...], events: Sequence[EventEnvelope]) -
         after = first + len(events)
         sinks: list[EventSink] = []
         for d in deliveries:
-            sink = d._emit_durable
-            if (
-                d.next_seq == first
-                and type(sink) is EventSink
-                and not d._catching_up
-                and not d._finished
-                and not d._pending
-            ):
+            sink = d.batch_sink(first)
+            if sink is not None:
                 sinks.append(sink)
                 d.next_seq = after
             else:
@@ -331,11 +339,11 @@ def _fan_out_ephemeral(deliveries: tuple[Delivery, ...], env: EventEnvelope) -> 
     targets: list[tuple[EventSink, str]] = []
     ids: dict[int, str] = {}
     for d in deliveries:
-        sink = d._emit_durable
-        if type(sink) is not EventSink or d._catching_up or d._finished:
+        sink = d.batch_sink(None)
+        if sink is None:
             d.on_event(env)
             continue
-        if d._stream_offsets and d._in_snapshot(env):
+        if d.covers(env):
             continue
         last = d.next_seq - 1
         event_id = ids.get(last)

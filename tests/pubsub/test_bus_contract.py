@@ -143,7 +143,7 @@ async def test_partial_texts_are_shared_between_processes(shared_bus_url):
     reader, rec = await open_bus(shared_bus_url)
     try:
         await reader.subscribe("s")
-        texts, seen = writer.stream_buffer(), reader.stream_buffer()
+        texts, seen = writer.shared_stream_texts(), reader.shared_stream_texts()
         await texts.started("s", "m1")
         for offset, delta in ((0, "hel"), (3, "lo ✓")):
             await texts.append(
@@ -185,7 +185,7 @@ async def test_every_operation_survives_its_redis_going_away(killable_bus):
     url, kill = killable_bus
     bus, _ = await open_bus(url)
     try:
-        texts = bus.stream_buffer()
+        texts = bus.shared_stream_texts()
         await bus.subscribe("s")
         await texts.started("s", "m1")
         kill()

@@ -94,7 +94,9 @@ class _Normalizer:
         self.seen_ids.add(candidate)
         return candidate
 
-    def _close(self) -> None:
+    def close_calls(self) -> None:
+        """End the open tool-call turn: its results (a synthesised "interrupted" for each call without one),
+        then the turns held behind it."""
         if self.open_calls:
             results = tuple(
                 self.results.get(i) or ToolResult(call=call, content=INTERRUPTED_RESULT, is_error=True, synthetic=True)
@@ -118,7 +120,7 @@ class _Normalizer:
             # else: orphan (unknown id, already answered, or its call's turn is closed) -> dropped
             return
         if msg.role == "assistant":
-            self._close()
+            self.close_calls()
             calls = tuple(
                 call.model_copy(update={"id": self._unique_id(call.id, index, n)})
                 for n, call in enumerate(msg.tool_calls)
@@ -145,7 +147,7 @@ def normalize(messages: Sequence[Message]) -> list[Turn]:
     norm = _Normalizer()
     for index, msg in enumerate(messages):
         norm.add(index, msg)
-    norm._close()
+    norm.close_calls()
     return norm.out
 
 
