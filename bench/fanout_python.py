@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/fanout_python.py [--subscribers 1000] [--events 200] [--runs 5]
 
-Builds the real objects a live subscription uses (``Hub``, ``Delivery``, ``TransportOutbox``) over a
+Builds the real objects a live subscription uses (``Hub``, ``Delivery``, ``TransportWriter``) over a
 transport whose ``write`` only counts, and publishes durable events through the hub. What ``bench/fanout.py``
 measures beyond this is the kernel's send path and the durable write. Prints the best and the median run
 (warm caches: a lower bound of what one delivery costs the server in Python).
@@ -21,10 +21,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from server.domain.events import EventEnvelope
 from server.pubsub.memory import MemoryBus
-from server.rpc.uvicorn_ws import TransportOutbox
+from server.rpc.uvicorn_ws import TransportWriter
 from server.sync.delivery import Delivery
 from server.sync.hub import Hub
-from server.sync.sink import EventSink
+from server.sync.writer import SubscriptionWriter
 
 
 class CountingTransport:
@@ -62,7 +62,7 @@ async def main() -> None:
     for _ in range(args.subscribers):
         proto = Protocol()
         protocols.append(proto)
-        outbox = TransportOutbox(proto, 1 << 20, lambda: None)
+        writer = TransportWriter(proto, 1 << 20, lambda: None)
         delivery = Delivery(
             None,
             hub,
@@ -70,7 +70,7 @@ async def main() -> None:
             0,
             lambda *_: None,
             None,  # type: ignore[arg-type]
-            EventSink(outbox, b'{"id":1'),
+            SubscriptionWriter(writer, b'{"id":1'),
         )
         delivery._catching_up = False  # live, as after its catch-up
         delivery._done = asyncio.get_running_loop().create_future()

@@ -90,12 +90,12 @@ def serve() -> None:
 def trace_fan_out(path: str) -> None:
     """Time every text delta's fan-out inside the server; one line per delta:
     ``<ms from provider to fan-out start> <ms in fan-out> <ms of its slowest write()>``."""
-    from server.rpc import uvicorn_ws as outbox  # the module whose _write_all makes the fan-out's writes
+    from server.rpc import uvicorn_ws as transport  # the module whose _write_all makes the fan-out's writes
     from server.sync.hub import Hub
 
     out = open(path, "a", buffering=1)
     writes: list[int] = []
-    write_all, on_message = outbox._write_all, Hub._on_message
+    write_all, on_message = transport._write_all, Hub._on_message
 
     def timed_write_all(batch):  # type: ignore[no-untyped-def]
         for item in batch:
@@ -112,7 +112,7 @@ def trace_fan_out(path: str) -> None:
             stamp = int(orjson.loads(events[0].json)["delta"].split()[0])
             out.write(f"{(start_wall - stamp) / 1e6:.4f} {took / 1e6:.4f} {max(writes) / 1e6:.4f}\n")
 
-    outbox._write_all = timed_write_all  # type: ignore[assignment]
+    transport._write_all = timed_write_all  # type: ignore[assignment]
     Hub._on_message = timed_fan_out  # type: ignore[method-assign]
 
 

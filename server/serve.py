@@ -148,7 +148,7 @@ def uvicorn_config(app: ChatsyncApp, settings: Settings, host: str, port: int, *
         "lifespan": "on",
         # uvicorn's httptools protocol with deadlines and bounds on connections (rpc/uvicorn_http.py).
         "http": guarded_http_protocol(gate),
-        # The sans-I/O protocol lets connections write frames straight to the transport (rpc/outbox.py);
+        # The sans-I/O protocol lets connections write frames straight to the transport (rpc/writer.py);
         # this subclass of it keeps less state per connection (rpc/uvicorn_ws.py).
         "ws": LeanWebSocketProtocol,
         "timeout_graceful_shutdown": 10,

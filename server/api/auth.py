@@ -71,7 +71,7 @@ class _DeviceWatch:
         self.user = user
         self.device_id = device_id
 
-    async def run(self, emit: Any, emit_durable: Any = None) -> None:
+    async def run(self, send_item: Any, writer: Any = None) -> None:
         wake = asyncio.Event()
         unwatch = self.services.devices.watch(self.user.id, wake.set)
         try:
@@ -79,7 +79,7 @@ class _DeviceWatch:
                 wake.clear()  # before the reads: a change during them wakes the next round
                 devices = await self.services.auth.devices(self.user, self.device_id)
                 links = await self.services.links.pending(self.user, self.device_id)
-                emit(None, {"devices": devices, "links": links})
+                send_item(None, {"devices": devices, "links": links})
                 await wake.wait()
         finally:
             unwatch()

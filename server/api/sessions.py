@@ -149,16 +149,16 @@ class _EventStream:
         self.client = client
         self.log = log
 
-    async def run(self, emit: Any, emit_durable: Any = None) -> None:
+    async def run(self, send_item: Any, writer: Any = None) -> None:
         feed = self.log is not None  # a user feed: no stream snapshots, no client, its own log
         delivery = Delivery(
             self.services.db,
             self.services.hub,
             self.session_id,
             self.after,
-            emit,
+            send_item,
             None if feed else getattr(self.services, "stream_snapshots", None),
-            emit_durable,
+            writer,
             None if feed else self.client,
             self.log or SESSION_LOG,
             verify_live=self.verify_live and not feed,

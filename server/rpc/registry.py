@@ -2,7 +2,7 @@
 
 Handlers are ``async def handler(ctx, input_model)``. Query and mutation handlers return a JSON-able value
 (pydantic models are dumped camelCase). Subscription handlers return a :class:`Subscription`, whose
-``run(emit)`` pushes items synchronously into the transport (no queue hop per event: fan-out is the hot
+``run(send_item)`` pushes items synchronously into the transport (no queue hop per event: fan-out is the hot
 path) and returns when the stream ends.
 
 A mutation may also have a *batch handler* (``@router.batch(path)``): ``async def many(ctx, inputs)``
@@ -28,6 +28,7 @@ from ..domain.models import jsonable as to_jsonable
 from ..protocol.errors import RpcError, to_rpc_error
 from ..protocol.inputs import check_json
 from ..store.models import User
+from ..sync.writer import SubscriptionWriter
 
 if TYPE_CHECKING:
     # For the checker only: at run time the rpc layer imports nothing of the app that it serves.
@@ -69,11 +70,9 @@ class Context:
 
 
 class Subscription(Protocol):
-    async def run(
-        self, emit: Callable[[str | None, Any], None], emit_durable: Callable[[Any], None] | None = None
-    ) -> None:
-        """Push ``(tracked id or None, item)`` into ``emit`` until the stream ends. A transport may also
-        pass ``emit_durable`` for durable events (whose tracked id is their own): its fast path."""
+    async def run(self, send_item: Callable[[str | None, Any], None], writer: SubscriptionWriter | None = None) -> None:
+        """Push ``(tracked id or None, item)`` into ``send_item`` until the stream ends. A WebSocket also passes
+        the subscription's ``writer`` for durable events (whose tracked id is their own): fan-out's fast path."""
 
 
 Handler = Callable[[Context, Any], Awaitable[Any]]

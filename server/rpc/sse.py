@@ -112,7 +112,7 @@ class SseResponse:
         limit = self.services.settings.send_buffer_bytes
         backlog = 0  # bytes queued and not yet handed to the server
 
-        def emit(event_id: str | None, item: Any) -> None:
+        def send_item(event_id: str | None, item: Any) -> None:
             nonlocal backlog
             if backlog > limit:
                 return  # already over: the stream is ending
@@ -129,7 +129,7 @@ class SseResponse:
         async def produce() -> None:
             try:
                 stream = await proc.handler(ctx, proc.parse_input(self.raw))
-                await stream.run(emit)
+                await stream.run(send_item)
                 inbox.put_nowait(_DONE)
             except asyncio.CancelledError:
                 raise

@@ -9,8 +9,8 @@ pyproject.toml allows; its HTTP protocol is ``uvicorn_http.py``'s).
   bool and a waiter future instead of an ``asyncio.Event``; the upgrade request's headers (the parsed
   request's and the ASGI scope's copy) and the 101 response are dropped once the handshake is sent (the
   app reads what it needs from them before it accepts). Behaviour is uvicorn's: only these containers change.
-* :class:`TransportOutbox`, the outbox that writes a connection's frames straight to that protocol's
-  transport (``outbox.py`` says why), found from the server's own ASGI ``send`` by :func:`transport_outbox`.
+* :class:`TransportWriter`, the connection writer that puts a connection's frames straight onto that
+  protocol's transport (``writer.py`` says why), found from the server's own ASGI ``send`` by :func:`transport_writer`.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from typing import Any, cast
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
 from ..domain.events import EventEnvelope
-from ..sync.sink import EventSink
-from .outbox import ABORT_AFTER_CLOSE_SECONDS, Outbox, frame_header
+from ..sync.writer import SubscriptionWriter
 from .sse import Inbox
+from .writer import ABORT_AFTER_CLOSE_SECONDS, ConnectionWriter, frame_header
 
 
 class _Flag:
@@ -82,13 +82,13 @@ class LeanWebSocketProtocol(WebSocketsSansIOProtocol):
             cast(list[tuple[bytes, bytes]], self.scope["headers"]).clear()  # a list (ASGI declares an iterable)
 
 
-def transport_outbox(raw_send: Any, limit_bytes: int, on_overflow: Callable[[], None]) -> TransportOutbox | None:
-    """A :class:`TransportOutbox` for the connection whose server-side ASGI ``send`` is ``raw_send`` (a
+def transport_writer(raw_send: Any, limit_bytes: int, on_overflow: Callable[[], None]) -> TransportWriter | None:
+    """A :class:`TransportWriter` for the connection whose server-side ASGI ``send`` is ``raw_send`` (a
     bound method of uvicorn's sans-I/O protocol), or None under any other server."""
     protocol = getattr(raw_send, "__self__", None)
     if not isinstance(protocol, WebSocketsSansIOProtocol):
         return None
-    return TransportOutbox(protocol, limit_bytes, on_overflow)
+    return TransportWriter(protocol, limit_bytes, on_overflow)
 
 
 def _plain_socket_fd(transport: asyncio.BaseTransport) -> int:
@@ -112,7 +112,7 @@ def _write_fd(fd: int, frame: bytes) -> int:
         return 0
 
 
-class TransportOutbox(Outbox):
+class TransportWriter(ConnectionWriter):
     """Writes frames directly to uvicorn's transport (see module docstring).
 
     A frame goes to the socket with one ``os.write`` when nothing is buffered before it; the transport takes
@@ -182,8 +182,8 @@ class TransportOutbox(Outbox):
         asyncio.get_running_loop().call_later(ABORT_AFTER_CLOSE_SECONDS, transport.abort)
 
     @staticmethod
-    def send_event_many(sinks: list[EventSink], events: Sequence[EventEnvelope]) -> None:
-        """Fan-out's batch write (``sync/sink.Outlet``): consecutive durable events to many subscriptions,
+    def send_event_many(targets: list[SubscriptionWriter], events: Sequence[EventEnvelope]) -> None:
+        """Fan-out's batch write (``sync/writer.EventWriter``): consecutive durable events to many subscriptions,
         each tracked under the event's own id.
 
         Every frame is chosen first — Python only, over the connections' state — and the writes then run back
@@ -191,39 +191,39 @@ class TransportOutbox(Outbox):
         loopback the receiver's too), and Python run between two writes runs on caches the kernel just
         evicted. Several events (a batch committed together) go to a connection in one write.
         """
-        writes: list[tuple[TransportOutbox, bytes]] = []
+        writes: list[tuple[TransportWriter, bytes]] = []
         single = events[0] if len(events) == 1 else None
         joined: dict[bytes, bytes] = {}
-        for sink in sinks:
-            ob = sink.outbox
-            prefix = sink.prefix
-            if type(ob) is not TransportOutbox:
+        for target in targets:
+            conn = target.connection
+            prefix = target.prefix
+            if type(conn) is not TransportWriter:
                 for env in events:
-                    ob.send_event(prefix, env)
-            elif ob.writable():
+                    conn.send_event(prefix, env)
+            elif conn.writable():
                 if single is not None:
-                    writes.append((ob, single.ws_frame(prefix, frame_header)))
+                    writes.append((conn, single.ws_frame(prefix, frame_header)))
                     continue
                 frame = joined.get(prefix)
                 if frame is None:
                     frame = joined[prefix] = b"".join(env.ws_frame(prefix, frame_header) for env in events)
-                writes.append((ob, frame))
+                writes.append((conn, frame))
         _write_all(writes)
 
     @staticmethod
-    def send_tracked_many(targets: list[tuple[EventSink, str]], env: EventEnvelope) -> None:
+    def send_tracked_many(targets: list[tuple[SubscriptionWriter, str]], env: EventEnvelope) -> None:
         """Send one ephemeral event to many subscriptions, each tracked under its own ``event_id`` (the last
         durable id that subscriber got); two passes, as ``send_event_many``."""
-        writes: list[tuple[TransportOutbox, bytes]] = []
-        for sink, event_id in targets:
-            ob = sink.outbox
-            if type(ob) is not TransportOutbox:
-                ob.send_event_as(sink.prefix, env, event_id)
-            elif ob.writable():
-                writes.append((ob, env.ws_frame_as(sink.prefix, event_id, frame_header)))
+        writes: list[tuple[TransportWriter, bytes]] = []
+        for target, event_id in targets:
+            conn = target.connection
+            if type(conn) is not TransportWriter:
+                conn.send_event_as(target.prefix, env, event_id)
+            elif conn.writable():
+                writes.append((conn, env.ws_frame_as(target.prefix, event_id, frame_header)))
         _write_all(writes)
 
 
-def _write_all(writes: list[tuple[TransportOutbox, bytes]]) -> None:
-    for ob, frame in writes:
-        ob.write_frame(frame)
+def _write_all(writes: list[tuple[TransportWriter, bytes]]) -> None:
+    for conn, frame in writes:
+        conn.write_frame(frame)

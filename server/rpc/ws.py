@@ -1,6 +1,6 @@
 """tRPC over WebSocket (PROTOCOL.md §2): one :class:`WsConnection` per socket.
 
-Frames go out through the connection's :class:`~server.rpc.outbox.Outbox`. Producers (fan-out, replies)
+Frames go out through the connection's :class:`~server.rpc.writer.ConnectionWriter`. Producers (fan-out, replies)
 hand frames over synchronously and never wait on a slow client: when its buffer is full the client is
 closed with :data:`close_codes.SLOW_CONSUMER` and resumes from its ``lastEventId`` (it loses nothing, the
 others lose no time).
@@ -30,10 +30,10 @@ from ..protocol.envelopes import (
     ws_result,
 )
 from ..protocol.errors import RpcError, to_rpc_error
-from ..sync.sink import EventSink
-from .outbox import Outbox, TaskOutbox
+from ..sync.writer import SubscriptionWriter
 from .registry import Context, Kind, Router, call, call_many, merge_last_event_id
-from .uvicorn_ws import transport_outbox
+from .uvicorn_ws import transport_writer
+from .writer import ConnectionWriter, QueuedWriter
 
 if TYPE_CHECKING:
     from ..app import Services
@@ -68,7 +68,7 @@ class WsConnection:
             on_close=[],
         )
         self._raw_send = raw_send
-        self.outbox: Outbox = TaskOutbox(websocket, self.settings.send_queue_frames, self._overflow)
+        self.writer: ConnectionWriter = QueuedWriter(websocket, self.settings.send_queue_frames, self._overflow)
         self.subscriptions: dict[Any, asyncio.Task[None]] = {}
         self.tasks: set[asyncio.Task[Any]] = set()
         # Mutations waiting their turn (prefix, path, raw input), run in order by one task at a time. Made on
@@ -96,12 +96,12 @@ class WsConnection:
         self._sign_in(header_principal)
         self._awaiting_params = self.ws.query_params.get("connectionParams") == "1"
         await self.ws.accept()
-        direct = transport_outbox(self._raw_send, self.settings.send_buffer_bytes, self._overflow)
+        direct = transport_writer(self._raw_send, self.settings.send_buffer_bytes, self._overflow)
         if direct is not None:
-            self.outbox = direct
-            writer = None
+            self.writer = direct
+            writer_task = None
         else:
-            writer = asyncio.create_task(self.outbox.run())
+            writer_task = asyncio.create_task(self.writer.run())
         self.registry.add(self)
         metrics.CONNECTIONS_OPENED.labels(transport="ws").inc()
         self._task = asyncio.current_task()
@@ -118,7 +118,7 @@ class WsConnection:
             self.registry.discard(self)
             if self.ctx.device_id is not None:
                 self.services.devices.discard(self.ctx.device_id, self._revoked)
-            everything = [*self.subscriptions.values(), *self.tasks] + ([writer] if writer else [])
+            everything = [*self.subscriptions.values(), *self.tasks] + ([writer_task] if writer_task else [])
             for task in everything:
                 task.cancel()
             for task in everything:
@@ -128,7 +128,7 @@ class WsConnection:
                 with suppress(Exception):
                     await closed()
             if self._close_code is not None:
-                await self.outbox.close(self._close_code)
+                await self.writer.close(self._close_code)
             metrics.CONNECTIONS_CLOSED.labels(
                 "ws", "client" if self._close_code is None else str(self._close_code)
             ).inc()
@@ -153,7 +153,7 @@ class WsConnection:
         """
         self._rejected = err
         self._close_code = code
-        self.outbox.send(connection_error(err))
+        self.writer.send(connection_error(err))
 
         async def _finish() -> None:
             await asyncio.sleep(REJECT_GRACE_SECONDS)
@@ -182,17 +182,17 @@ class WsConnection:
         self._request_close()
 
     def _overflow(self) -> None:
-        log.info("closing slow consumer (%d buffered)", self.outbox.pending())
+        log.info("closing slow consumer (%d buffered)", self.writer.pending())
         metrics.SLOW_CONSUMER_CLOSES.inc()
         self._close_code = close_codes.SLOW_CONSUMER
         self._request_close()
 
     async def shutdown(self, timeout: float) -> None:
         """Tell the client to reconnect elsewhere, let queued frames drain, then close."""
-        self.outbox.send('{"id":null,"method":"reconnect"}')
+        self.writer.send('{"id":null,"method":"reconnect"}')
         for task in list(self.subscriptions.values()):
             task.cancel()
-        await self.outbox.drain(timeout)
+        await self.writer.drain(timeout)
         self._close_code = close_codes.SERVER_RESTART
         self._request_close()
         if self._done:
@@ -214,7 +214,7 @@ class WsConnection:
                     try:
                         text = data.decode("utf-8")
                     except UnicodeDecodeError:
-                        self.outbox.send(connection_error(RpcError("PARSE_ERROR", "Frame is not valid UTF-8")))
+                        self.writer.send(connection_error(RpcError("PARSE_ERROR", "Frame is not valid UTF-8")))
                         continue
                 await self._on_frame(text)
         except (WebSocketDisconnect, RuntimeError):
@@ -230,19 +230,19 @@ class WsConnection:
 
     async def _on_frame(self, text: str) -> None:
         if text == "PING":
-            self.outbox.send("PONG")
+            self.writer.send("PONG")
             return
         if text == "PONG":
             return
         if _utf8_length_over(text, self.settings.max_frame_bytes):
-            self.outbox.send(
+            self.writer.send(
                 connection_error(RpcError("PAYLOAD_TOO_LARGE", f"Frame exceeds {self.settings.max_frame_bytes} bytes"))
             )
             return
         try:
             msg = orjson.loads(text)
         except orjson.JSONDecodeError:
-            self.outbox.send(connection_error(RpcError("PARSE_ERROR", "Malformed JSON message")))
+            self.writer.send(connection_error(RpcError("PARSE_ERROR", "Malformed JSON message")))
             return
         if self._awaiting_params:
             await self._on_connection_params(msg)
@@ -251,19 +251,19 @@ class WsConnection:
         if self._rejected is not None:
             for item in items:
                 if isinstance(item, dict) and item.get("id") is not None and item.get("method") in WS_METHODS:
-                    self.outbox.send(ws_error(ws_frame_prefix(item["id"], "jsonrpc" in item), self._rejected))
+                    self.writer.send(ws_error(ws_frame_prefix(item["id"], "jsonrpc" in item), self._rejected))
             return
         if not items:
-            self.outbox.send(connection_error(RpcError("PARSE_ERROR", "Empty batch")))
+            self.writer.send(connection_error(RpcError("PARSE_ERROR", "Empty batch")))
             return
         for item in items:
             problem = check_ws_request(item)
             if problem is not None:
-                self.outbox.send(connection_error(RpcError("PARSE_ERROR", problem)))
+                self.writer.send(connection_error(RpcError("PARSE_ERROR", problem)))
                 return
         if len(items) > self.settings.max_batch_size:
             for item in items:
-                self.outbox.send(
+                self.writer.send(
                     ws_error(
                         ws_frame_prefix(item["id"], "jsonrpc" in item),
                         RpcError("BAD_REQUEST", "Batch call exceeds maximum size"),
@@ -314,10 +314,10 @@ class WsConnection:
         path = params["path"]
         if method == "subscription":
             if rid in self.subscriptions:
-                self.outbox.send(ws_error(prefix, RpcError("BAD_REQUEST", f"Duplicate id {rid}"), path))
+                self.writer.send(ws_error(prefix, RpcError("BAD_REQUEST", f"Duplicate id {rid}"), path))
                 return
             if len(self.subscriptions) >= self.settings.max_subscriptions_per_connection:
-                self.outbox.send(
+                self.writer.send(
                     ws_error(
                         prefix,
                         RpcError(
@@ -347,9 +347,9 @@ class WsConnection:
             result = await call(proc, self.ctx, raw)
             frame = ws_result(prefix, "data", result)  # serialising can fail too: answer that as an error
         except Exception as exc:
-            self.outbox.send(ws_error(prefix, to_rpc_error(exc), path))
+            self.writer.send(ws_error(prefix, to_rpc_error(exc), path))
             return
-        self.outbox.send(frame)
+        self.writer.send(frame)
 
     async def _run_mutations(self, pending: deque[tuple[str, str, Any]]) -> None:
         """Mutations from one connection apply one after the other, in the order they were sent.
@@ -381,47 +381,47 @@ class WsConnection:
                     failure = result
                     if not isinstance(result, BaseException):
                         try:
-                            self.outbox.send(ws_result(p, "data", result))
+                            self.writer.send(ws_result(p, "data", result))
                             continue
                         except Exception as exc:
                             failure = exc
-                    self.outbox.send(ws_error(p, to_rpc_error(failure), path))
+                    self.writer.send(ws_error(p, to_rpc_error(failure), path))
         finally:
             self._mutation_runner = None
 
     async def _subscribe(self, rid: Any, prefix: str, path: str, raw: Any) -> None:
-        outbox = self.outbox
+        conn = self.writer
         prefix_bytes = prefix.encode()
         started = False
         try:
             proc = self.router.lookup(path, "subscription")
             stream = await proc.handler(self.ctx, proc.parse_input(raw))
-            outbox.send(ws_result(prefix, "started"))
+            conn.send(ws_result(prefix, "started"))
             started = True
 
-            def emit(event_id: str | None, item: EventEnvelope | dict[str, Any]) -> None:
+            def send_item(event_id: str | None, item: EventEnvelope | dict[str, Any]) -> None:
                 if type(item) is EventEnvelope:
                     if item.seq is not None:
-                        outbox.send_event(prefix_bytes, item)  # shared tail, built once per event
+                        conn.send_event(prefix_bytes, item)  # shared tail, built once per event
                     elif event_id is not None:
-                        outbox.send_event_as(prefix_bytes, item, event_id)
+                        conn.send_event_as(prefix_bytes, item, event_id)
                     else:
-                        outbox.send(prefix + untracked_tail(item.json))
+                        conn.send(prefix + untracked_tail(item.json))
                 elif event_id is not None:
-                    outbox.send(prefix + tracked_tail(event_id, dumps(item)))
+                    conn.send(prefix + tracked_tail(event_id, dumps(item)))
                 else:
-                    outbox.send(prefix + untracked_tail(dumps(item)))
+                    conn.send(prefix + untracked_tail(dumps(item)))
 
-            await stream.run(emit, EventSink(outbox, prefix_bytes))
+            await stream.run(send_item, SubscriptionWriter(conn, prefix_bytes))
         except asyncio.CancelledError:
             pass
         except Exception as exc:
-            outbox.send(ws_error(prefix, to_rpc_error(exc), path))
+            conn.send(ws_error(prefix, to_rpc_error(exc), path))
         finally:
             if self.subscriptions.get(rid) is asyncio.current_task():
                 del self.subscriptions[rid]
             if started:
-                outbox.send(ws_result(prefix, "stopped"))
+                conn.send(ws_result(prefix, "stopped"))
 
 
 def _base_url(websocket: WebSocket) -> str | None:

@@ -49,7 +49,7 @@ log = logging.getLogger(__name__)
 PUBLISH_INTERVAL_SECONDS = 1.0
 REFRESH_SECONDS = 5.0
 
-Emit = Callable[[str | None, Any], None]
+SendItem = Callable[[str | None, Any], None]
 
 
 def channel(session_id: str) -> str:
@@ -59,7 +59,7 @@ def channel(session_id: str) -> str:
 
 @dataclass(eq=False)
 class _Watcher:
-    emit: Emit
+    send_item: SendItem
     own_key: str
     version: int = -1
 
@@ -250,14 +250,16 @@ class PresenceService:
     def watch(self, session_id: str, own_key: str, first: list[dict[str, Any]]) -> PresenceWatch:
         return PresenceWatch(self, session_id, own_key, first)
 
-    async def serve_watch(self, session_id: str, own_key: str, first: list[dict[str, Any]], emit: Emit) -> None:
+    async def serve_watch(
+        self, session_id: str, own_key: str, first: list[dict[str, Any]], send_item: SendItem
+    ) -> None:
         """One watcher, until cancelled (the subscription is stopped): the items in ``first``, the session's set
         now, then every change (a set is given once, and never one older than the watcher has)."""
-        watcher = _Watcher(emit, own_key)
+        watcher = _Watcher(send_item, own_key)
         await self._attach(session_id, watcher)
         try:
             for item in first:
-                emit(None, item)
+                send_item(None, item)
             current = await self.store.read(session_id)
             self._give(session_id, watcher, current)
             self._offer(session_id, current)
@@ -305,7 +307,7 @@ class PresenceService:
                 self._offer(session_id, PresenceSet(int(body.get("version", 0)), body.get("entries") or {}))
             elif env.type == "draft":
                 for watcher in tuple(self._watchers.get(session_id, ())):
-                    _safe_emit(watcher, {"type": "draft", "sessionId": session_id, "draft": body})
+                    _safe_send(watcher, {"type": "draft", "sessionId": session_id, "draft": body})
 
     def _offer(self, session_id: str, current: PresenceSet) -> None:
         """Give watchers ``current`` unless they have a newer set already."""
@@ -319,7 +321,7 @@ class PresenceService:
         if current.version <= watcher.version:
             return
         watcher.version = current.version
-        _safe_emit(watcher, render(session_id, current, watcher.own_key))
+        _safe_send(watcher, render(session_id, current, watcher.own_key))
 
     async def _refresh_forever(self) -> None:
         while True:
@@ -355,8 +357,8 @@ class PresenceWatch:
         self.own_key = own_key
         self.first = first
 
-    async def run(self, emit: Emit, emit_durable: Any = None) -> None:
-        await self.service.serve_watch(self.session_id, self.own_key, self.first, emit)
+    async def run(self, send_item: SendItem, writer: Any = None) -> None:
+        await self.service.serve_watch(self.session_id, self.own_key, self.first, send_item)
 
 
 def render(session_id: str, current: PresenceSet, own_key: str) -> dict[str, Any]:
@@ -375,8 +377,8 @@ def render(session_id: str, current: PresenceSet, own_key: str) -> dict[str, Any
     return {"type": "presence", "sessionId": session_id, "devices": devices}
 
 
-def _safe_emit(watcher: _Watcher, item: dict[str, Any]) -> None:
+def _safe_send(watcher: _Watcher, item: dict[str, Any]) -> None:
     try:
-        watcher.emit(None, item)
+        watcher.send_item(None, item)
     except Exception:
         log.warning("a presence watcher could not be told", exc_info=True)

@@ -38,7 +38,7 @@ from ..store import repo
 from ..store.db import Database
 from ..store.eventlog import SESSION_LOG, LogReader
 from .admission import resume_read
-from .sink import EventSink
+from .writer import SubscriptionWriter
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession
@@ -47,8 +47,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-Emit = Callable[[str | None, EventEnvelope | dict[str, Any]], None]
-"""Sink for one item: ``(tracked id or None, event envelope or control dict)``; must not block."""
+SendItem = Callable[[str | None, EventEnvelope | dict[str, Any]], None]
+"""Sends one item to the subscriber: ``(tracked id or None, event envelope or control dict)``; must not block."""
 
 SnapshotSource = Callable[[str], Awaitable[list[dict[str, Any]]]]
 """Returns ``[{messageId, offset, text}]`` for the session's messages that are streaming right now."""
@@ -72,15 +72,15 @@ class Delivery:
         "_catch_up_task",
         "_catching_up",
         "_done",
-        "_emit",
-        "_emit_durable",
         "_finished",
         "_held",
         "_log",
         "_pending",
+        "_send_item",
         "_snapshots",
         "_stream_offsets",
         "_verify_live",
+        "_writer",
         "client",
         "db",
         "hub",
@@ -94,25 +94,26 @@ class Delivery:
         hub: Hub,
         session_id: str,
         after_seq: int,
-        emit: Emit,
+        send_item: SendItem,
         snapshots: SnapshotSource | None = None,
-        emit_durable: Callable[[EventEnvelope], None] | None = None,
+        writer: SubscriptionWriter | None = None,
         client: dict[str, Any] | None = None,
         log: LogReader = SESSION_LOG,
         verify_live: bool = False,
     ) -> None:
-        """``emit_durable``, when given, takes durable events instead of ``emit`` (a transport's fast path:
-        the tracked id is the event's own). ``client`` describes the subscriber for admins (who, over what,
-        since when). ``log`` is the event log read to catch up (``store.eventlog``: a session's, or a user's feed,
-        whose channel is then ``session_id``). ``verify_live``: the caller did not read the session (its owner came
-        from :class:`~server.sync.admission.OwnerCache`), so the first log read also checks that the session
-        is live, and the delivery fails with ``NOT_FOUND`` if it is not."""
+        """``writer``, when given, takes durable events instead of ``send_item`` (a transport's fast path: the
+        tracked id is the event's own, and ``fan_out`` batches its writes with other subscribers'). ``client``
+        describes the subscriber for admins (who, over what, since when). ``log`` is the event log read to catch
+        up (``store.eventlog``: a session's, or a user's feed, whose channel is then ``session_id``).
+        ``verify_live``: the caller did not read the session (its owner came from
+        :class:`~server.sync.admission.OwnerCache`), so the first log read also checks that the session is live,
+        and the delivery fails with ``NOT_FOUND`` if it is not."""
         self.db = db
         self.hub = hub
         self.session_id = session_id
         self.next_seq = after_seq + 1
-        self._emit = emit
-        self._emit_durable = emit_durable
+        self._send_item = send_item
+        self._writer = writer
         self._finished = False  # no more deliveries (session deleted, resync sent, or failed)
         self._snapshots = snapshots
         self._pending: dict[int, EventEnvelope] = {}
@@ -164,16 +165,16 @@ class Delivery:
         if not self._catching_up:
             self.request_catch_up()
 
-    def batch_sink(self, first_seq: int | None) -> EventSink | None:
+    def batch_writer(self, first_seq: int | None) -> SubscriptionWriter | None:
         """Where ``fan_out`` may write this subscriber's next events itself, batched with other subscribers': its
-        :class:`EventSink` when it has one and is live (caught up, not finished) and, for durable events starting
-        at ``first_seq``, waits for exactly that seq with nothing buffered. None: the events go to ``on_event``."""
-        sink = self._emit_durable
-        if type(sink) is not EventSink or self._catching_up or self._finished:
+        :class:`SubscriptionWriter` when it has one and is live (caught up, not finished) and, for durable events
+        starting at ``first_seq``, waits for exactly that seq with nothing buffered. None: use ``on_event``."""
+        writer = self._writer
+        if type(writer) is not SubscriptionWriter or self._catching_up or self._finished:
             return None
         if first_seq is not None and (self.next_seq != first_seq or self._pending):
             return None
-        return sink
+        return writer
 
     def covers(self, env: EventEnvelope) -> bool:
         """True when the stream-snapshot this subscriber got already contains this delta."""
@@ -197,10 +198,10 @@ class Delivery:
     # --- internals -------------------------------------------------------------------------------------
 
     def _deliver(self, env: EventEnvelope) -> None:
-        if self._emit_durable is not None:
-            self._emit_durable(env)
+        if self._writer is not None:
+            self._writer(env)
         else:
-            self._emit(env.event_id, env)
+            self._send_item(env.event_id, env)
         self.next_seq = env.seq + 1  # type: ignore[operator]  # only durable events come here: seq is set
         if env.type in _ENDING_TYPES:
             if env.type == "message-completed":
@@ -214,7 +215,7 @@ class Delivery:
 
     def _deliver_ephemeral(self, env: EventEnvelope) -> None:
         if not self.covers(env):
-            self._emit(str(self.next_seq - 1), env)
+            self._send_item(str(self.next_seq - 1), env)
 
     def _drain_pending(self) -> None:
         pending = self._pending
@@ -277,7 +278,7 @@ class Delivery:
             if self._stream_offsets.get(mid) == offset:
                 continue  # nothing new since the snapshot this subscriber already has
             self._stream_offsets[mid] = offset
-            self._emit(str(self.next_seq - 1), stream_snapshot(self.session_id, mid, offset, snap["text"]))
+            self._send_item(str(self.next_seq - 1), stream_snapshot(self.session_id, mid, offset, snap["text"]))
 
     async def _position_lost(self, s: AsyncSession) -> bool:
         """True when ``next_seq`` can never be read: trimmed from the log, or beyond the session's end."""
@@ -294,7 +295,7 @@ class Delivery:
     def _resync(self) -> None:
         if self._done is None or self._done.done():
             return
-        self._emit(None, self._log.resync_body(self.session_id, self.next_seq - 1))
+        self._send_item(None, self._log.resync_body(self.session_id, self.next_seq - 1))
         self._finished = True
         self._done.set_result(None)
 
@@ -304,12 +305,12 @@ def fan_out(deliveries: tuple[Delivery, ...], events: Sequence[EventEnvelope]) -
 
     The common cases — durable events with consecutive seqs that every subscriber is waiting for next, or
     one stream delta for subscribers that are live — are decided here for all deliveries first, then
-    written in one batch (an outlet's ``send_event_many``, ``sink.py``: with a thousand subscribers, a delivery's own
-    Python is small beside its system call, and keeping the two apart is a measurable share of the whole,
-    see ``docs/performance.md``; events committed together go to each connection in one write). A delivery
-    in any other state (catching up, holding a gap, finished, or without an :class:`EventSink`: see
-    :meth:`Delivery.batch_sink`) goes through ``on_event``, which holds the full rules; deliveries are
-    independent, so the order between them does not matter.
+    written in one batch (a connection writer's ``send_event_many``, ``writer.py``: with a thousand subscribers,
+    a delivery's own Python is small beside its system call, and keeping the two apart is a measurable share of
+    the whole, see ``docs/performance.md``; events committed together go to each connection in one write). A
+    delivery in any other state (catching up, holding a gap, finished, or without a
+    :class:`SubscriptionWriter`: see :meth:`Delivery.batch_writer`) goes through ``on_event``, which holds the
+    full rules; deliveries are independent, so the order between them does not matter.
     """
     first = events[0].seq
     if first is None:
@@ -318,17 +319,17 @@ def fan_out(deliveries: tuple[Delivery, ...], events: Sequence[EventEnvelope]) -
             return
     elif all(env.seq == first + i and env.type not in _ENDING_TYPES for i, env in enumerate(events)):
         after = first + len(events)
-        sinks: list[EventSink] = []
+        writers: list[SubscriptionWriter] = []
         for d in deliveries:
-            sink = d.batch_sink(first)
-            if sink is not None:
-                sinks.append(sink)
+            writer = d.batch_writer(first)
+            if writer is not None:
+                writers.append(writer)
                 d.next_seq = after
             else:
                 for env in events:
                     d.on_event(env)
-        if sinks:
-            sinks[0].outbox.send_event_many(sinks, events)
+        if writers:
+            writers[0].connection.send_event_many(writers, events)
         return
     for d in deliveries:
         for env in events:
@@ -336,11 +337,11 @@ def fan_out(deliveries: tuple[Delivery, ...], events: Sequence[EventEnvelope]) -
 
 
 def _fan_out_ephemeral(deliveries: tuple[Delivery, ...], env: EventEnvelope) -> None:
-    targets: list[tuple[EventSink, str]] = []
+    targets: list[tuple[SubscriptionWriter, str]] = []
     ids: dict[int, str] = {}
     for d in deliveries:
-        sink = d.batch_sink(None)
-        if sink is None:
+        writer = d.batch_writer(None)
+        if writer is None:
             d.on_event(env)
             continue
         if d.covers(env):
@@ -349,9 +350,9 @@ def _fan_out_ephemeral(deliveries: tuple[Delivery, ...], env: EventEnvelope) -> 
         event_id = ids.get(last)
         if event_id is None:
             event_id = ids[last] = str(last)
-        targets.append((sink, event_id))
+        targets.append((writer, event_id))
     if targets:
-        targets[0][0].outbox.send_tracked_many(targets, env)
+        targets[0][0].connection.send_tracked_many(targets, env)
 
 
 def _completed_message_id(env: EventEnvelope) -> str | None:

@@ -10,7 +10,7 @@ import pytest
 from testkit import collect
 from websockets.asyncio.client import connect
 
-from server.rpc.outbox import frame_header
+from server.rpc.writer import frame_header
 
 # uvicorn's "websockets" implementation sits on the websockets library's deprecated legacy API.
 pytestmark = [

@@ -1,4 +1,4 @@
-"""TransportOutbox writes a frame straight to the socket when nothing is buffered before it, and leaves
+"""TransportWriter writes a frame straight to the socket when nothing is buffered before it, and leaves
 everything else to the transport: frames must arrive whole and in order whichever way each one went.
 These run over real connected sockets (socketpair) and, at the end, a real uvloop connection."""
 
@@ -11,8 +11,8 @@ import threading
 import pytest
 
 from server.domain.events import EventEnvelope
-from server.rpc.uvicorn_ws import TransportOutbox
-from server.sync.sink import EventSink
+from server.rpc.uvicorn_ws import TransportWriter
+from server.sync.writer import SubscriptionWriter
 
 
 class SocketTransport:
@@ -76,10 +76,10 @@ def read_exactly(sock: socket.socket, n: int) -> bytes:
 
 def outbox_over(
     sock: socket.socket, limit: int = 1 << 20, ssl: bool = False
-) -> tuple[TransportOutbox, SocketTransport, list[int]]:
+) -> tuple[TransportWriter, SocketTransport, list[int]]:
     transport = SocketTransport(sock, ssl=ssl)
     overflows: list[int] = []
-    return TransportOutbox(Protocol(transport), limit, lambda: overflows.append(1)), transport, overflows
+    return TransportWriter(Protocol(transport), limit, lambda: overflows.append(1)), transport, overflows
 
 
 def test_with_nothing_buffered_a_frame_goes_straight_to_the_socket(pair) -> None:
@@ -156,7 +156,7 @@ def test_fan_out_batch_mixes_direct_and_buffered_connections_correctly() -> None
             outs.append(outbox_over(a))
         outs[1][1].write(b"\x81\x03old")  # this one still holds bytes
         env = EventEnvelope.build("s", 7, "queue-cleared", {})
-        TransportOutbox.send_event_many([EventSink(ob, b'{"id":1') for ob, _t, _o in outs], (env,))
+        TransportWriter.send_event_many([SubscriptionWriter(ob, b'{"id":1') for ob, _t, _o in outs], (env,))
         frame = env.ws_frame(b'{"id":1', lambda n: bytes((0x81, n)) if n < 126 else b"\x81\x7e" + n.to_bytes(2, "big"))
         assert read_exactly(pairs[0][1], len(frame)) == frame
         assert read_exactly(pairs[2][1], len(frame)) == frame
@@ -202,7 +202,7 @@ async def _frames_arrive_in_order() -> None:
     while not hasattr(holder, "transport"):
         await asyncio.sleep(0.01)
     holder.transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16384)
-    outbox = TransportOutbox(Protocol(holder.transport), 64 << 20, lambda: None)  # type: ignore[arg-type]
+    outbox = TransportWriter(Protocol(holder.transport), 64 << 20, lambda: None)  # type: ignore[arg-type]
     assert outbox._fd >= 0
     frames = [f"{i:06d}" + "z" * 1000 for i in range(3000)]  # ~3 MB: more than the socket buffers hold
     total = sum(2 + 2 + len(f) for f in frames)

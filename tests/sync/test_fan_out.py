@@ -1,5 +1,5 @@
 """Fan-out's batch path (``sync.delivery.fan_out``): deliveries are sorted into "write now" and "full rules"
-first, then written in one pass. These tests drive the hub with the real Delivery and TransportOutbox over a
+first, then written in one pass. These tests drive the hub with the real Delivery and TransportWriter over a
 transport that records what reaches it, and check that batching changes nothing a subscriber sees."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import pytest
 
 from server.domain.events import EventEnvelope
 from server.pubsub.memory import MemoryBus
-from server.rpc.uvicorn_ws import TransportOutbox
+from server.rpc.uvicorn_ws import TransportWriter
 from server.sync.delivery import Delivery
 from server.sync.hub import Hub
-from server.sync.sink import EventSink
+from server.sync.writer import SubscriptionWriter
 
 
 class RecordingTransport:
@@ -48,10 +48,10 @@ class Subscriber:
     def __init__(self, hub: Hub, sub_id: int, after_seq: int = 0) -> None:
         self.proto = Protocol()
         self.overflows = 0
-        self.outbox = TransportOutbox(self.proto, 1000, self._overflow)
-        self.sink = EventSink(self.outbox, b'{"id":%d' % sub_id)
+        self.conn = TransportWriter(self.proto, 1000, self._overflow)
+        self.writer = SubscriptionWriter(self.conn, b'{"id":%d' % sub_id)
         self.generic: list[tuple[str | None, EventEnvelope]] = []
-        self.delivery = Delivery(None, hub, "s", after_seq, self._emit, None, self.sink)  # type: ignore[arg-type]
+        self.delivery = Delivery(None, hub, "s", after_seq, self._emit, None, self.writer)  # type: ignore[arg-type]
         self.delivery._catching_up = False  # live, as after its catch-up
         self.delivery._done = asyncio.get_running_loop().create_future()
 
@@ -61,7 +61,7 @@ class Subscriber:
     def _emit(self, event_id: str | None, env: EventEnvelope) -> None:
         # The connection's generic path (ws.py): ephemeral events tracked under another event's id.
         self.generic.append((event_id, env))
-        self.outbox.send_event_as(self.sink.prefix, env, event_id or "")
+        self.conn.send_event_as(self.writer.prefix, env, event_id or "")
 
     def received(self) -> list[tuple[int, str, dict]]:
         """(subscription id, tracked id, event) per frame, headers stripped; a write may hold several."""
@@ -125,7 +125,7 @@ async def test_closed_connections_get_nothing_and_others_are_unaffected(hub: Hub
     ok, closing, close_sent, closed = (Subscriber(hub, 1) for _ in range(4))
     closing.proto.transport.closing = True
     close_sent.proto.close_sent = True
-    closed.outbox.closed = True
+    closed.conn.closed = True
     await attach(hub, ok, closing, close_sent, closed)
     hub._on_message("s", (durable(1),))
     hub._on_message("s", (delta(0, "hi"),))
@@ -140,7 +140,7 @@ async def test_a_subscriber_over_its_buffer_limit_is_closed_once_without_holding
     subs[2].proto.transport.buffered = 5000  # the client stopped reading: its write buffer is over 1000 bytes
     hub._on_message("s", (durable(1),))
     hub._on_message("s", (durable(2),))
-    assert subs[2].overflows == 1 and subs[2].outbox.closed
+    assert subs[2].overflows == 1 and subs[2].conn.closed
     assert len(subs[2].received()) == 1  # written before the overflow was seen; nothing after it
     for i in (0, 1, 3, 4):
         assert [g[1] for g in subs[i].received()] == ["1", "2"] and subs[i].overflows == 0

@@ -1,13 +1,13 @@
 """How frames leave a WebSocket connection.
 
 Fan-out is the hot path: one event goes to every subscriber of a session. Two writers share one interface,
-:class:`Outbox` (an ``Outlet`` of ``sync/sink.py`` plus what the connection itself needs):
+:class:`ConnectionWriter` (an ``EventWriter`` of ``sync/writer.py`` plus what the connection itself needs):
 
-* ``uvicorn_ws.TransportOutbox`` (under uvicorn's sans-I/O WebSocket protocol): frames are encoded and
+* ``uvicorn_ws.TransportWriter`` (under uvicorn's sans-I/O WebSocket protocol): frames are encoded and
   written straight to the socket (or its transport), synchronously, by the code that produced them. No
   queue, no task switch, no per-frame ASGI message. The transport's own write buffer is the bounded buffer:
   when a client stops reading and it grows past its limit, the client is closed as a slow consumer.
-* :class:`TaskOutbox` (any other ASGI server): a bounded deque of text frames drained by one writer task
+* :class:`QueuedWriter` (any other ASGI server): a bounded deque of text frames drained by one writer task
   through the ASGI ``send``.
 
 Either way a producer never waits on a slow client, and a slow client never delays the others.
@@ -25,7 +25,7 @@ from contextlib import suppress
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from ..domain.events import EventEnvelope, tracked_tail
-from ..sync.sink import Outlet
+from ..sync.writer import EventWriter
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ def frame_header(length: int) -> bytes:
     return b"\x81\x7f" + length.to_bytes(8, "big")
 
 
-class Outbox(Outlet):
+class ConnectionWriter(EventWriter):
     __slots__ = ()
     closed: bool = False
 
@@ -76,7 +76,7 @@ class Outbox(Outlet):
             await asyncio.sleep(0.01)
 
 
-class TaskOutbox(Outbox):
+class QueuedWriter(ConnectionWriter):
     """Bounded deque of text frames drained through the ASGI ``send`` by one task."""
 
     def __init__(self, websocket: WebSocket, limit_frames: int, on_overflow: Callable[[], None]) -> None:
