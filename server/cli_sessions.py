@@ -48,6 +48,8 @@ EXIT_CODES = {
 
 
 class CliError(Exception):
+    """A failure the command reports as one line on stderr; ``code`` is the process's exit status."""
+
     def __init__(self, message: str, code: int) -> None:
         self.code = code
         super().__init__(message)

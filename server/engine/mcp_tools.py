@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class McpContext:
+    """What offering a session's MCP tools needs, read in the step's transaction: the owner, the
+    servers the session enables with its per-tool choices, and the provider whose naming rules apply."""
+
     user_id: str
     user_name: str
     servers: list[str]

@@ -62,6 +62,10 @@ TRIM_REQUESTS_SECONDS = 600  # how often old client request records are deleted 
 
 
 class Orchestrator:
+    """The engine of one process: starts a :class:`~server.engine.run.RunLoop` for each run whose lease this
+    process holds (handing it a :class:`~server.engine.run_context.RunContext`), aborts them, keeps one instance
+    of each provider, answers stream snapshots, and sweeps for work no live process drives (module docstring)."""
+
     def __init__(
         self,
         settings: Settings,

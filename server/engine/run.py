@@ -69,6 +69,9 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class StepResult:
+    """What one model call gave: its tool calls, finish reason, token usage, error, and the notices about
+    files the model got only a placeholder for."""
+
     calls: list[ToolCallEvent] = field(default_factory=list)
     finish: str | None = None
     usage: tuple[int, int] = (0, 0)

@@ -20,6 +20,9 @@ log = logging.getLogger(__name__)
 
 
 class Turn:
+    """One model call: :meth:`events` yields the provider's canonical events for ``request``, streamed or
+    (``streaming=False``) delivered at once; see the module docstring."""
+
     def __init__(
         self, provider: Callable[[], Provider], request: ChatRequest, *, streaming: bool = True, provider_id: str = ""
     ) -> None:

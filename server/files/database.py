@@ -29,6 +29,8 @@ _IDS = select(FileChunk.blob_id).where(FileChunk.seq == 0)
 
 
 class DatabaseStorage(FileStorage):
+    """Blobs as rows of ``file_chunks`` in the application's database (module docstring)."""
+
     def __init__(self, db: Database) -> None:
         self.db = db
 

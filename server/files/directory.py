@@ -13,6 +13,8 @@ from .storage import CHUNK_BYTES, BlobWriter, FileStorage
 
 
 class DirectoryStorage(FileStorage):
+    """Blobs as files under ``root``, one per blob, renamed into place once complete (module docstring)."""
+
     def __init__(self, root: Path) -> None:
         self.root = root
         self.tmp = root / "tmp"

@@ -62,6 +62,8 @@ RESERVE_STEP = 1024 * 1024
 
 @dataclass(frozen=True)
 class FileInfo:
+    """A stored file as its owner sees it: id, name, media type, size and content hash."""
+
     id: str
     user_id: str
     name: str

@@ -11,6 +11,9 @@ from .base import Bus
 
 
 class MemoryBus(Bus):
+    """The bus of a single process (``memory://``): publish hands the events to this process's subscribers on
+    a later turn of the loop."""
+
     def __init__(self) -> None:
         super().__init__()
         self._channels: set[str] = set()

@@ -91,6 +91,9 @@ def _text(value: bytes | str) -> str:
 
 
 class RedisBus(Bus):
+    """The bus over one Redis server (``redis://``): PUBLISH/SUBSCRIBE per session channel, with a listener that
+    reconnects (subscribers then catch up from the log) and publishes that Redis refused retried in order."""
+
     def __init__(self, url: str, prefix: str = DEFAULT_PREFIX) -> None:
         super().__init__()
         self.url = url

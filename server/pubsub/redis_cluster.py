@@ -123,6 +123,9 @@ class _Shard:
 
 
 class RedisClusterBus(RedisBus):
+    """The bus over Redis Cluster: sharded pub/sub (SPUBLISH/SSUBSCRIBE), one connection per node that holds
+    subscribed sessions, following a session's slot when it moves."""
+
     def __init__(self, nodes: list[tuple[str, int]], prefix: str = DEFAULT_PREFIX) -> None:
         super().__init__(",".join(f"{h}:{p}" for h, p in nodes), prefix=prefix)
         self.nodes = nodes

@@ -66,6 +66,8 @@ def bearer_token(request: HTTPConnection) -> str | None:
 
 
 class HttpTransport:
+    """The tRPC HTTP endpoint: queries (GET), mutations (POST), batches, and subscriptions as SSE streams."""
+
     def __init__(self, router: Router, services: Services) -> None:
         self.router = router
         self.services = services

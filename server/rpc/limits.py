@@ -37,6 +37,9 @@ def too_many(wait_ms: int) -> RpcError:
 
 
 class RateLimiter:
+    """The per-user token bucket on mutations of this process (``rate`` tokens a second, up to ``burst``); off
+    when ``rate`` is 0."""
+
     def __init__(self, rate: float, burst: int, clock: Callable[[], float] = time.monotonic) -> None:
         self.rate = rate
         self.burst = burst

@@ -70,6 +70,8 @@ class Context:
 
 
 class Subscription(Protocol):
+    """What a subscription handler returns: a stream the transport runs."""
+
     async def run(self, send_item: Callable[[str | None, Any], None], writer: SubscriptionWriter | None = None) -> None:
         """Push ``(tracked id or None, item)`` into ``send_item`` until the stream ends. A WebSocket also passes
         the subscription's ``writer`` for durable events (whose tracked id is their own): fan-out's fast path."""
@@ -82,6 +84,8 @@ BatchHandler = Callable[[Context, list[Any]], Awaitable[list[Any]]]
 
 @dataclass(frozen=True)
 class Procedure:
+    """One registered procedure: its path, kind, input model, handler and optional batch handler."""
+
     path: str
     kind: Kind
     input_model: type[BaseModel] | None
@@ -108,6 +112,8 @@ def _validation_message(exc: ValidationError) -> str:
 
 
 class Router:
+    """The procedures of the API by path; handlers register with ``@router.query``/``mutation``/``subscription``."""
+
     def __init__(self) -> None:
         self.procedures: dict[str, Procedure] = {}
 

@@ -42,6 +42,9 @@ def frame_header(length: int) -> bytes:
 
 
 class ConnectionWriter(EventWriter):
+    """The one writer of a WebSocket connection's frames: replies and control frames (``send``) and, as an
+    :class:`~server.sync.writer.EventWriter`, the events fan-out gives its subscriptions. Never blocks."""
+
     __slots__ = ()
     closed: bool = False
 

@@ -46,6 +46,10 @@ MAX_MUTATION_BATCH = 64
 
 
 class WsConnection:
+    """One WebSocket connection speaking tRPC: reads and dispatches its messages (sign-in, calls, subscriptions,
+    mutations in order), writes through its :class:`~server.rpc.writer.ConnectionWriter`, and closes slow
+    consumers and revoked devices."""
+
     def __init__(
         self,
         websocket: WebSocket,

@@ -77,6 +77,9 @@ class Principal:
 
 
 class AuthService:
+    """Users, devices and tokens: sign-in, token checks (batched and cached, see the module docstring),
+    renaming and revoking devices."""
+
     def __init__(
         self,
         db: Database,

@@ -43,6 +43,9 @@ def _ms(value: Any) -> int | None:
 
 
 class DraftService:
+    """A user's unsent composer text per session, versioned so that no write silently replaces another
+    (module docstring)."""
+
     def __init__(self, db: Database, bus: Bus, presence: PresenceService, max_chars: int) -> None:
         self.db = db
         self.presence = presence

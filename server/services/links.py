@@ -78,6 +78,9 @@ def _refusal(link: LinkCode, maker_revoked: bool, now: datetime) -> str | None:
 
 
 class SignInLinks:
+    """One-time device sign-in links: create, look up, exchange for a device token, list pending, revoke
+    (module docstring)."""
+
     def __init__(self, db: Database, *, clock: Callable[[], datetime] = utcnow) -> None:
         self.db = db
         self.clock = clock  # tests move time with it (expiry)

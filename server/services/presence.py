@@ -75,6 +75,9 @@ class _Mine:
 
 
 class PresenceService:
+    """Which devices of the user have a session open, in view, or typing; and the watchers told of every
+    change (module docstring)."""
+
     def __init__(
         self,
         db: Database,

@@ -88,6 +88,8 @@ Approve = Callable[[User, str, str, bool, str | None], Awaitable[Any]]
 
 @dataclass(frozen=True)
 class Job:
+    """One notification to send: who, which session and run, and why (``kind``)."""
+
     user_id: str
     session_id: str
     run_id: str
@@ -107,6 +109,9 @@ def _clip(text: str, limit: int = BODY_CHARS) -> str:
 
 
 class PushService:
+    """Web Push: subscriptions of the user's devices, and the queue of notifications sent when a session needs
+    its owner and no device has it in view (module docstring)."""
+
     def __init__(self, db: Database, settings: Settings, approve: Approve) -> None:
         self.db = db
         self.settings = settings

@@ -183,6 +183,9 @@ def _enqueued_again(content: str, attachments: list[dict[str, Any]], request: Re
 
 
 class QueueService:
+    """The queue procedures (enqueue, update, move, dequeue, remove, clear, pause) under the queue's rules
+    (module docstring)."""
+
     def __init__(
         self,
         uow: UnitOfWork,

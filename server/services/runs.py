@@ -117,6 +117,9 @@ def again(
 
 
 class RunService:
+    """Sending messages and driving runs from the API: ``message.send``, instructions, tool outputs and
+    approvals, send-now, resume and abort; each one locked unit of work, then the orchestrator starts the run."""
+
     def __init__(
         self,
         uow: UnitOfWork,

@@ -136,6 +136,8 @@ def _created_again(user: User, fields: dict[str, Any]) -> Expand:
 
 
 class SessionService:
+    """Sessions of a user: create, read, list and search, update, titles, context switches, fork and delete."""
+
     def __init__(self, db: Database, uow: UnitOfWork, titles: TitleService | None = None) -> None:
         self.db = db
         self.uow = uow

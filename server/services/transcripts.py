@@ -62,12 +62,16 @@ class _Lenient(BaseModel):
 
 
 class ImportedToolCall(_Lenient):
+    """A tool call of an imported message."""
+
     id: str = Field(min_length=1, max_length=200)
     name: str = Field(min_length=1, max_length=200)
     arguments: str = ""
 
 
 class ImportedMessage(_Lenient):
+    """A message of an imported transcript, as the wire shows it."""
+
     role: Role
     content: str = ""
     attachments: list[dict[str, Any]] = Field(default_factory=list, max_length=32)
@@ -82,6 +86,8 @@ class ImportedMessage(_Lenient):
 
 
 class ImportedSession(_Lenient):
+    """An imported transcript (``format: "chatsync.session"``): the session's settings and its messages."""
+
     title: str = Field(default="", max_length=500)
     title_source: TitleSource = "none"
     provider: str | None = Field(default=None, max_length=32)

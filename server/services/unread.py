@@ -110,6 +110,8 @@ def _set(row: ChatSession | SessionHead, attention_seq: int, kind: str | None, s
 
 
 class UnreadService:
+    """What the owner has not seen in a session, the same on every device: marking read, and the unread marks."""
+
     def __init__(self, db: Database, uow: UnitOfWork) -> None:
         self.db = db
         self.uow = uow

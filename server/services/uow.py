@@ -197,6 +197,9 @@ def can_read(user: User, row: ChatSession) -> bool:
 
 
 class UnitOfWork:
+    """Every write to a session: :meth:`session` locks the row and yields a :class:`SessionTx`; its events are
+    appended to the log in the same transaction and published after the commit."""
+
     def __init__(self, db: Database, bus: Bus, retention: int, *, max_active_runs: int | None = None) -> None:
         self.db = db
         self.bus = bus

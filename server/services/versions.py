@@ -42,6 +42,9 @@ Prepare = Callable[[SessionTx], Awaitable[tuple[Apply, str]]]
 
 
 class VersionService:
+    """A conversation's versions: ``message.edit``, ``run.regenerate``, ``run.continue`` and
+    ``session.switchBranch`` (module docstring)."""
+
     def __init__(self, runs: RunService) -> None:
         self.runs = runs
 

@@ -106,6 +106,9 @@ def public_resolver() -> Any:
     from aiohttp.resolver import DefaultResolver
 
     class PublicResolver(AbstractResolver):
+        """A DNS resolver that answers only public addresses, so a push endpoint cannot point into the server's
+        own network."""
+
         def __init__(self) -> None:
             self._inner = DefaultResolver()
 

@@ -59,6 +59,8 @@ class UTCDateTime(TypeDecorator[datetime]):
 
 
 class Base(DeclarativeBase):
+    """The declarative base of every table, with the naming convention of constraints and indexes."""
+
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
 
     if TYPE_CHECKING:
@@ -68,6 +70,8 @@ class Base(DeclarativeBase):
 
 
 class User(Base):
+    """A user: a name, a role (``user`` or ``admin``), and the position of their session feed."""
+
     __tablename__ = "users"
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
@@ -161,6 +165,8 @@ class UserEvent(Base):
 
 
 class ChatSession(Base):
+    """A session: its settings, its run state (the run in progress, its lease), queue and log positions."""
+
     __tablename__ = "sessions"
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
@@ -212,6 +218,9 @@ class ChatSession(Base):
 
 
 class Message(Base):
+    """A message of a session, a node of the conversation tree: ``parent_id`` is its parent (its versions share
+    one), ``active`` marks the path shown."""
+
     __tablename__ = "messages"
     __table_args__ = (
         Index("ix_messages_session_ordinal", "session_id", "ordinal", unique=True),

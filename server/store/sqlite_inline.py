@@ -108,6 +108,8 @@ async def _retry_busy(fn: Callable[..., Any], *args: Any) -> Any:
 
 
 class InlineCursor:
+    """A ``sqlite3`` cursor behind the async cursor interface the dialect expects; every call runs inline."""
+
     __slots__ = ("_cursor",)
 
     def __init__(self, cursor: sqlite3.Cursor) -> None:

@@ -25,6 +25,8 @@ class ToolError(Exception):
 
 @dataclass(frozen=True)
 class ToolResult:
+    """What a tool call gave: the output the model reads, whether it is an error, how it ended, and images."""
+
     output: str
     is_error: bool = False
     # How the call ended; ``is_error`` is what a model is told, true for every outcome but ``ok``.
@@ -53,6 +55,8 @@ def parse_arguments(arguments: str) -> dict[str, Any] | ToolResult:
 
 @dataclass
 class ServerTool:
+    """A tool the server runs itself: its name, function, description and parameter schema."""
+
     name: str
     fn: ToolFn
     description: str = ""
@@ -70,6 +74,8 @@ class ServerTool:
 
 
 class ToolRegistry:
+    """The server's built-in tools by name; :meth:`execute` runs one and turns anything it does into a result."""
+
     def __init__(self) -> None:
         self._tools: dict[str, ServerTool] = {}
 

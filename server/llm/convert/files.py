@@ -118,6 +118,9 @@ Kind = Literal["image", "pdf", "text", "other"]
 
 @dataclass(frozen=True)
 class TextPart:
+    """Text an attachment renders to: its label, its contents (a text file, a PDF's text), or a placeholder
+    saying why the model does not get it."""
+
     text: str
 
 

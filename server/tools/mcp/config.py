@@ -40,6 +40,8 @@ class McpConfigError(ValueError):
 
 
 class ServerConfig(BaseModel):
+    """One MCP server: a command (stdio) or a URL (Streamable HTTP), who may use it, and its approval policy."""
+
     model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
 
     command: list[str] | None = Field(default=None, min_length=1)
@@ -116,6 +118,8 @@ class ServerConfig(BaseModel):
 
 
 class McpConfig(BaseModel):
+    """The operator's MCP servers by name (the file ``CHATSYNC_MCP_SERVERS`` names)."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     servers: dict[str, ServerConfig] = Field(default_factory=dict)

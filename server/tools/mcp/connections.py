@@ -46,6 +46,8 @@ class McpUnavailable(Exception):
 
 
 class Connection:
+    """The MCP session of one (server, user), kept up by its supervisor task (module docstring)."""
+
     def __init__(self, name: str, config: ServerConfig) -> None:
         self.name = name
         self.config = config

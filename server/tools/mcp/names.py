@@ -28,6 +28,8 @@ OPEN_OBJECT: dict[str, Any] = {"type": "object", "properties": {}}
 
 @dataclass(frozen=True)
 class NameRule:
+    """What a provider allows in a function name: the characters, the length, and the first character."""
+
     allowed: re.Pattern[str]  # one allowed character
     max_length: int | None
     first: re.Pattern[str] | None = None  # what the first character must be

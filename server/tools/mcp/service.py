@@ -60,6 +60,8 @@ def policy_for(cfg: ServerConfig, choice: dict[str, Any] | None, tool: str) -> P
 
 
 class McpTools:
+    """The process's MCP tools: which a session offers its model under which policy, and running a call."""
+
     def __init__(
         self, config: McpConfig, *, call_timeout: float, max_concurrency: int, idle_seconds: float = 600.0
     ) -> None:
