@@ -46,7 +46,7 @@ class Settings(BaseSettings):
     # A run's lease in the database: renewed while the run is alive; another replica may take over a
     # session whose lease expired (crash recovery), so keep it well above stream_flush_seconds.
     run_lease_seconds: float = Field(default=15.0, gt=0.2)
-    # Partial text of a streaming message is written to its row this often (ARCHITECTURE.md invariant 4).
+    # Partial text of a streaming message is written to its row this often (a crash loses at most this much of it).
     stream_flush_seconds: float = Field(default=1.0, gt=0)
     # An answer cut off by a shutdown or a crash of the process streaming it goes on, once, from its stored text
     # (taken over by the restarted process or another replica), unless a person stopped it. Off: such a run

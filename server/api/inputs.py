@@ -1,4 +1,4 @@
-"""Procedure inputs (API.md). Every field is validated here, at the boundary."""
+"""Procedure inputs (docs/api.md). Every field is validated here, at the boundary."""
 
 from __future__ import annotations
 

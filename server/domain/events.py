@@ -1,4 +1,4 @@
-"""The session event union (API.md "Events"): one typed constructor per event, and the envelope that carries
+"""The session event union (docs/api.md "Events"): one typed constructor per event, and the envelope that carries
 one event through the process.
 
 Durable events have a ``seq`` (their place in the session's event log); ephemeral ones (streaming previews)

@@ -1,4 +1,4 @@
-"""Wire shapes (API.md "Data shapes"): pydantic models, camelCase on the wire, no I/O."""
+"""Wire shapes (the objects of docs/api.md): pydantic models, camelCase on the wire, no I/O."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The stream buffer: partial text of every message that is streaming right now (ARCHITECTURE.md invariant 4).
+"""Partial texts: the text so far of every message this process is streaming right now (the path of a streamed
+token is in docs/architecture.md).
 
 Invariant: for a streaming message, ``text(message)`` is exactly the concatenation of every ``text-delta``
 published for it so far, and each delta's ``offset`` is the buffer length before it was appended. The run loop

@@ -1,15 +1,15 @@
-"""Shared stream assembly: what every provider parser does the same way (PROVIDERS.md §3.2).
+"""Shared stream assembly: what every provider parser does the same way.
 
 Parsers feed provider chunks in as text fragments and tool-call fragments keyed by the provider's own key (OpenAI
 ``index``, Anthropic block ``index``, a running counter for Gemini/Ollama whose calls arrive whole). The assembler
 
 - emits ``text-delta`` / ``tool-call-start`` / ``tool-call-delta`` live;
-- buffers argument fragments that arrive before the call's name (some servers send the name late [V7]);
+- buffers argument fragments that arrive before the call's name (some servers send the name late);
 - finalises calls only when the step ends: a buffer that parses early may still be a prefix ("1" of "12");
-- derives ``tool-calls`` from the presence of completed calls (a named ``tool_choice`` yields ``stop`` [I37]) and
-  downgrades to ``length``/``error`` when an argument buffer does not parse (vLLM truncation [I36]); in that case no
+- derives ``tool-calls`` from the presence of completed calls (a named ``tool_choice`` yields ``stop``) and
+  downgrades to ``length``/``error`` when an argument buffer does not parse (vLLM truncation); in that case no
   call of the step is emitted, so nothing half-formed is executed;
-- reports a stream that ended without a finish reason as an error [V8].
+- reports a stream that ended without a finish reason as an error.
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ class TurnAssembler:
         return events
 
     def set_usage(self, input_tokens: int | None = None, output_tokens: int | None = None) -> None:
-        """Replace (not add) the counts: every provider reports cumulative numbers (PROVIDERS.md §2)."""
+        """Replace (not add) the counts: every provider reports cumulative numbers."""
         self.usage = Usage(
             input_tokens=self.usage.input_tokens if input_tokens is None else input_tokens,
             output_tokens=self.usage.output_tokens if output_tokens is None else output_tokens,
@@ -113,8 +113,8 @@ class TurnAssembler:
 
     def _call_id(self, call: _PartialCall) -> str:
         if call.id is None:
-            # Gemini often omits ids [G3]; generate one that is stable for the same step content so a replayed
-            # stream produces the same id (vercel generates one too [V4]).
+            # Gemini often omits ids; generate one that is stable for the same step content so a replayed
+            # stream produces the same id (vercel generates one too).
             digest = hashlib.sha1(f"{self._index(call)}:{call.name}".encode()).hexdigest()[:12]
             call.id = f"call_{digest}"
         return call.id

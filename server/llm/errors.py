@@ -1,4 +1,4 @@
-"""Provider errors: one exception type, one classification table (PROVIDERS.md §4).
+"""Provider errors: one exception type, one classification table.
 
 Each adapter translates its SDK's exceptions into ``ProviderError`` at the boundary (``raise ... from exc``); the
 retry wrapper and the orchestrator only ever look at ``code`` and ``retryable``.
@@ -59,7 +59,7 @@ class ProviderError(Exception):
         return f"ProviderError({self.code!r}, {self.message!r}, retryable={self.retryable})"
 
 
-# Quota/billing exhaustion arrives as 429 but retrying cannot help (PROVIDERS.md §4, [W5][W6][I38]).
+# Quota/billing exhaustion arrives as 429 but retrying cannot help.
 _QUOTA_MARKERS = (
     "insufficient_quota",
     "credit_balance_exhausted",
@@ -68,7 +68,7 @@ _QUOTA_MARKERS = (
     "enforced_spend_limit_reached",
     "exceeded your current quota",
 )
-# Context-length detection is string based in practice (litellm [X1]); `string_above_max_length` is an id/field
+# Context-length detection is string based in practice (litellm); `string_above_max_length` is an id/field
 # length error, not a context overflow, so it is excluded explicitly.
 _CONTEXT_MARKERS = (
     "context_length_exceeded",
@@ -185,7 +185,7 @@ def classify_http(
     """``classify_status`` plus the response headers: ``Retry-After`` and the server's ``x-should-retry`` verdict."""
     error = classify_status(status, message, body, retry_after=parse_retry_after(headers, body))
     verdict = {k.lower(): v for k, v in (headers or {}).items()}.get("x-should-retry")
-    # The OpenAI and Anthropic APIs tell clients explicitly when a retry is (not) useful [O7][A12].
+    # The OpenAI and Anthropic APIs tell clients explicitly when a retry is (not) useful.
     if verdict == "true":
         error.retryable = True
     elif verdict == "false":

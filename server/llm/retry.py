@@ -1,4 +1,4 @@
-"""The one retry policy for every provider (PROVIDERS.md §4).
+"""The one retry policy for every provider.
 
 The SDKs' own retries are disabled in every adapter (``max_retries=0``; google-genai retries only when
 ``HttpRetryOptions`` is set; ollama-python never retries) so that this wrapper alone decides. Rules:
@@ -6,7 +6,7 @@ The SDKs' own retries are disabled in every adapter (``max_retries=0``; google-g
 - retry only a ``ProviderError`` with ``retryable=True`` (429 except quota, 408/409, 5xx incl. 503/529, connection
   errors, errors inside a 200 stream that the provider types as transient);
 - never after the attempt yielded any event: a partial answer has been shown to users and acted on, and a retry
-  would duplicate it (``overloaded_error`` can arrive mid-stream with HTTP 200 [A7]);
+  would duplicate it (``overloaded_error`` can arrive mid-stream with HTTP 200);
 - wait ``Retry-After`` when the server sent one (give up if it exceeds ``max_retry_after``, as the OpenAI SDK does
   above 120 s), else exponential backoff with full jitter.
 """

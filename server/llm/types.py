@@ -1,6 +1,6 @@
 """Canonical chat history, requests and the Turn events every provider adapter yields.
 
-The stored history is provider-neutral (ARCHITECTURE.md invariant 6): roles ``system | user | assistant | tool``,
+The stored history is provider-neutral: roles ``system | user | assistant | tool``,
 assistant messages carry ``tool_calls`` whose ``arguments`` is JSON *text* (kept verbatim, even when a stream was cut
 and it is not valid JSON), tool messages carry ``tool_call_id``. The conversion layer (``server.llm.convert``) is the
 only place that turns this into a provider's wire shape.
@@ -32,7 +32,7 @@ class ToolCall(_Frozen):
     name: str
     arguments: str = "{}"
     # Provider-opaque replay state (Gemini ``thought_signature``, base64). Only replayed to ``signature_provider``
-    # because another provider cannot verify it (PROVIDERS.md §3.1 #12).
+    # because another provider cannot verify it.
     signature: str | None = None
     signature_provider: str | None = None
 

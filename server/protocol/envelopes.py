@@ -1,4 +1,4 @@
-"""Building and checking tRPC messages (PROTOCOL.md §2.3-2.4, §3.3)."""
+"""Building and checking tRPC v11 messages: WebSocket requests and results, HTTP batch replies."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""tRPC error codes, the one error class, and the one formatter (PROTOCOL.md §1).
+"""tRPC error codes, the one error class, and the one formatter (docs/api.md "Errors").
 
 Everything that answers a client with an error goes through :func:`to_rpc_error` and :func:`error_shape`.
 """

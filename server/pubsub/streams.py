@@ -1,10 +1,11 @@
-"""The replica stream buffer: the partial text of every streaming message, where each replica can read it.
+"""Shared stream texts: the partial text of every streaming message, where each replica can read it.
 
 A replica that did not run a stream still has to give a client that joins mid-answer the exact text so far
-(``ARCHITECTURE.md`` invariant 4). The process running the stream keeps its own copy (``engine/buffer.py``);
-this interface keeps the shared one, beside the bus whose deltas it must stay in step with: ``append``
-adds a delta to the message's text *before* the delta is published, so a snapshot read at any moment covers
-every delta already on the bus, and a subscriber drops the deltas below its snapshot's offset.
+(streamed text reaches every subscriber exactly once: the invariants in docs/architecture.md). The process running
+the stream keeps its own copy (``engine/buffer.py``); this interface keeps the shared one, beside the bus whose
+deltas it must stay in step with: ``append`` adds a delta to the message's text *before* the delta is published, so
+a snapshot read at any moment covers every delta already on the bus, and a subscriber drops the deltas below its
+snapshot's offset.
 
 A backend is made by its bus (``Bus.shared_stream_texts``), since it shares the bus's connection: on Redis the
 APPEND and the PUBLISH of a delta go in one pipeline, in that order. Every call is best-effort: a failure

@@ -1,4 +1,5 @@
-"""tRPC over HTTP (PROTOCOL.md §3-5): queries by GET, mutations by POST, batches, JSONL, SSE subscriptions."""
+"""tRPC over HTTP (tRPC v11's wire format, docs/api.md): queries by GET, mutations by POST, batches, JSONL, SSE
+subscriptions."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""A subscription as a Server-Sent Events stream (PROTOCOL.md §5), written straight to ASGI ``send``.
+"""A subscription as a Server-Sent Events stream (``httpSubscriptionLink``'s wire format), written straight to
+ASGI ``send``.
 
 An idle SSE stream lives as long as its client, so what it holds is kept small (the per-process connection
 count is bounded by memory): three tasks (this response writing, the subscription producing, one waiting

@@ -1,4 +1,4 @@
-"""tRPC over WebSocket (PROTOCOL.md §2): one :class:`WsConnection` per socket.
+"""tRPC over WebSocket (``wsLink``'s wire format, docs/api.md): one :class:`WsConnection` per socket.
 
 Frames go out through the connection's :class:`~server.rpc.writer.ConnectionWriter`. Producers (fan-out, replies)
 hand frames over synchronously and never wait on a slow client: when its buffer is full the client is

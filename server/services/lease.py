@@ -1,4 +1,4 @@
-"""One run per session, cluster-wide (ARCHITECTURE.md invariant 5).
+"""One run per session, cluster-wide (an invariant of docs/architecture.md).
 
 The lease lives on the session row: ``run_id`` (the run in progress), ``lease_owner`` (the process driving
 it) and ``lease_expires_at``. Every change happens under the session row lock (``SELECT ... FOR UPDATE`` on

@@ -2,7 +2,7 @@
 outputs, approve tool calls, abort. Each is one locked unit of work; a run it starts or resumes is claimed
 in that same transaction and then driven by this process's orchestrator.
 
-Busy means a run is in progress (``running`` or ``requires-action``). Busy policies (API.md):
+Busy means a run is in progress (``running`` or ``requires-action``). Busy policies (docs/runs.md):
 
 * ``enqueue`` (default): the content goes to the end of the queue (``queue-message-added``); auto-send
   delivers it when the run ends with stop/length.
@@ -483,7 +483,7 @@ class RunService:
 
 
 class RunAwareSessionService(SessionService):
-    """``session.get`` with its ``run`` field filled in (API.md ``SessionSnapshot``), read in the same
+    """``session.get`` with its ``run`` field filled in (``domain.models.SessionSnapshot``), read in the same
     transaction as the rest. The partial text comes from the stream buffer, which may be ahead of the rows;
     that is safe because stream events carry offsets."""
 

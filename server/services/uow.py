@@ -1,5 +1,5 @@
 """The unit of work behind every session mutation: state change + event-log append in one transaction,
-publish after commit (a transactional outbox; ARCHITECTURE.md invariant 2)."""
+publish after commit (a transactional outbox: an invariant of docs/architecture.md)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """Per-subscriber delivery: every durable event after ``after_seq`` exactly once, in order.
 
-Invariant (ARCHITECTURE.md 3): the subscriber receives seq ``after_seq+1, after_seq+2, ...`` with no
-gap and no repeat. Live events come from the bus and may arrive out of order (two replicas publish
-concurrently) or not at all (Redis restarted). Both are repaired from the event log:
+Invariant (docs/sync.md; the invariants of docs/architecture.md): the subscriber receives seq ``after_seq+1,
+after_seq+2, ...`` with no gap and no repeat. Live events come from the bus and may arrive out of order (two replicas
+publish concurrently) or not at all (Redis restarted). Both are repaired from the event log:
 
 * seq < next           -> already delivered: dropped (a duplicate).
 * seq == next          -> delivered at once, then any buffered successors.

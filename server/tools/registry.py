@@ -63,7 +63,7 @@ class ServerTool:
     parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
 
     def definition(self) -> dict[str, Any]:
-        """A ``ToolDefinition`` (API.md) a client can put in ``session.tools``."""
+        """A ``ToolDefinition`` (``domain.models``) a client can put in ``session.tools``."""
         return {
             "name": self.name,
             "description": self.description,

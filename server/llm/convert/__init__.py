@@ -1,4 +1,5 @@
-"""The one conversion layer from canonical history to each provider's request (ARCHITECTURE.md invariant 6).
+"""The one conversion layer from canonical history to each provider's request: the stored history stays
+provider-neutral, and every provider's rules are applied here, on the way out.
 
 ``normalize`` repairs the history once (pairing, orphans, ids, empties); each ``to_*_request`` renders the repaired
 turns for one target, the files of user messages through ``files`` (image, document and text parts within the

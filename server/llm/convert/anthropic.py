@@ -1,14 +1,14 @@
-"""Canonical history -> Anthropic Messages request (PROVIDERS.md §1.2).
+"""Canonical history -> Anthropic Messages request.
 
-- leading system texts (and the request's system prompt) go to top-level ``system`` [A1]; later system messages
+- leading system texts (and the request's system prompt) go to top-level ``system``; later system messages
   become ``<system>`` user text placed after the tool results (the inline ``role: system`` beta is model-gated and
-  not used here [P3]);
+  not used here);
 - messages strictly alternate, starting with ``user``: same-role turns are merged into one message with several
-  blocks, and a minimal user anchor is prepended when the history starts with the assistant [I16][I23];
-- tool results are ``tool_result`` blocks at the *start* of the next user message, text after them [A20];
-- ids are sanitised to ``^[a-zA-Z0-9_-]+$`` with the same mapping on ``tool_use`` and ``tool_result`` [I25];
-- ``input`` is always an object (invalid/non-object JSON wrapped) [A3][V2];
-- no empty text blocks, no empty messages; a final assistant prefill loses trailing whitespace [I9][I26][I24].
+  blocks, and a minimal user anchor is prepended when the history starts with the assistant;
+- tool results are ``tool_result`` blocks at the *start* of the next user message, text after them;
+- ids are sanitised to ``^[a-zA-Z0-9_-]+$`` with the same mapping on ``tool_use`` and ``tool_result``;
+- ``input`` is always an object (invalid/non-object JSON wrapped);
+- no empty text blocks, no empty messages; a final assistant prefill loses trailing whitespace.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from .history import (
 )
 
 DEFAULT_MAX_TOKENS = 4096  # Anthropic requires max_tokens; the canonical options may leave it unset.
-EMPTY_RESULT = "(no output)"  # an empty tool_result content is risky ([P2] notes empty lists are rejected)
+EMPTY_RESULT = "(no output)"  # an empty tool_result content is risky (an empty list is rejected)
 
 
 def anthropic_tools(tools: tuple[ToolDefinition, ...]) -> list[dict[str, Any]]:
@@ -104,7 +104,7 @@ def to_anthropic_messages(request: ChatRequest) -> tuple[str | None, list[dict[s
         messages.insert(0, {"role": "user", "content": [_text(ANCHOR_TEXT)]})
     if messages and messages[-1]["role"] == "assistant":
         last = messages[-1]["content"]
-        # A final assistant message is a prefill and "cannot end with trailing whitespace" [I24].
+        # A final assistant message is a prefill and "cannot end with trailing whitespace".
         if last[-1]["type"] == "text":
             last[-1]["text"] = last[-1]["text"].rstrip()
             if not last[-1]["text"]:

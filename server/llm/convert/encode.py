@@ -1,4 +1,4 @@
-"""Field-level encodings shared by the renderers: tool-call ids and arguments (PROVIDERS.md §3.1 #2, #10).
+"""Field-level encodings shared by the renderers: tool-call ids and arguments.
 
 Id mappings are pure functions of the id, so a call and its result always map to the same value, and an id that
 is already valid is kept unchanged (stable prompt-cache prefixes). A changed id gets a hash suffix of the original,
@@ -15,7 +15,7 @@ from typing import Any, Literal
 IdStyle = Literal["keep", "openai", "anthropic", "mistral"]
 
 _ANTHROPIC_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
-_OPENAI_MAX_ID = 40  # `string_above_max_length` seen on OpenAI for longer ids [I19]
+_OPENAI_MAX_ID = 40  # `string_above_max_length` seen on OpenAI for longer ids
 _ANTHROPIC_MAX_ID = 64
 
 
@@ -28,7 +28,7 @@ def map_tool_call_id(call_id: str, style: IdStyle) -> str:
     if style == "keep":
         return call_id
     if style == "mistral":
-        # Mistral templates demand exactly 9 chars of [a-zA-Z0-9] [I14].
+        # Mistral templates demand exactly 9 chars of [a-zA-Z0-9].
         return call_id if re.fullmatch(r"[a-zA-Z0-9]{9}", call_id) else _digest(call_id, 9)
     if style == "anthropic":
         if _ANTHROPIC_ID.match(call_id) and len(call_id) <= _ANTHROPIC_MAX_ID:
@@ -41,11 +41,11 @@ def map_tool_call_id(call_id: str, style: IdStyle) -> str:
 
 
 def arguments_object(arguments: str) -> dict[str, Any]:
-    """Arguments as the JSON object Anthropic/Gemini/Ollama require [A3][G3][L1].
+    """Arguments as the JSON object Anthropic/Gemini/Ollama require.
 
     Empty text or ``null`` means "no arguments" (``{}``). Anything that is not a JSON object — cut-off JSON from an
     interrupted stream, an array, a string — is wrapped as ``{"INVALID_JSON": <raw text>}`` (pydantic-ai's
-    ``args_as_dict`` [P8]) so the request stays valid and the model can still see what it produced.
+    ``args_as_dict``) so the request stays valid and the model can still see what it produced.
     """
     text = arguments.strip()
     if not text or text == "null":
@@ -58,5 +58,5 @@ def arguments_object(arguments: str) -> dict[str, Any]:
 
 
 def arguments_string(arguments: str) -> str:
-    """Arguments as the JSON string OpenAI-style APIs take; kept verbatim ("may not always be valid JSON" [O3])."""
+    """Arguments as the JSON string OpenAI-style APIs take; kept verbatim ("may not always be valid JSON")."""
     return arguments if arguments.strip() else "{}"

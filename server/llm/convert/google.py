@@ -1,18 +1,18 @@
-"""Canonical history -> Gemini ``contents`` + ``GenerateContentConfig`` (PROVIDERS.md §1.3).
+"""Canonical history -> Gemini ``contents`` + ``GenerateContentConfig``.
 
-- roles are ``user`` and ``model`` only; function responses live in ``user`` contents [G1][I28];
+- roles are ``user`` and ``model`` only; function responses live in ``user`` contents;
 - every system text goes to ``system_instruction``: leading ones verbatim, later ones are ``<system>`` user text at
-  their position (vercel rejects them, pydantic-ai wraps them [V3][P4][P6]);
-- consecutive same-role contents are merged ("multiturn requests alternate" [I30]) — except that a content holding
-  ``function_response`` parts holds nothing else, because the combined form returns empty answers on some models
-  [P6][I31]. User text right after results (the answer to them was interrupted, or a message was steered in) gets
-  a short placeholder ``model`` turn in between, as hermes-agent does [I30]: the one form every source accepts
+  their position (vercel rejects them, pydantic-ai wraps them);
+- consecutive same-role contents are merged ("multiturn requests alternate") — except that a content holding
+  ``function_response`` parts holds nothing else, because the combined form returns empty answers on some
+  models. User text right after results (the answer to them was interrupted, or a message was steered in) gets a
+  short placeholder ``model`` turn in between, as hermes-agent does: the one form every source accepts
   (two ``user`` contents in a row are still refused by some models);
-- contents start with ``user`` (a model function call must follow a user turn [I10]); a non-empty anchor is
-  prepended when needed (an empty text part is rejected [I29]);
-- ``args``/``response`` are objects: results are ``{"output": ...}`` or ``{"error": ...}`` [G4];
+- contents start with ``user`` (a model function call must follow a user turn); a non-empty anchor is
+  prepended when needed (an empty text part is rejected);
+- ``args``/``response`` are objects: results are ``{"output": ...}`` or ``{"error": ...}``;
 - Gemini 3 ``thought_signature``: replayed on its own part when it came from Gemini; otherwise the first call of a
-  model turn gets the documented dummy ``skip_thought_signature_validator`` [I12][P6][V4].
+  model turn gets the documented dummy ``skip_thought_signature_validator``.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def _call_part(call: ToolCall, first: bool, include_ids: bool) -> dict[str, Any]
 
 
 def to_google_contents(request: ChatRequest, *, include_ids: bool = True) -> tuple[str | None, list[dict[str, Any]]]:
-    """``(system_instruction, contents)``. ``include_ids=False`` for Vertex, which rejects call ids [V5]."""
+    """``(system_instruction, contents)``. ``include_ids=False`` for Vertex, which rejects call ids."""
     leading, turns = split_leading_system(request_turns(request, prefill=False), request.options.system_prompt)
     files = user_parts(turns, "google", inputs_for(request, "google"))
     contents: list[dict[str, Any]] = []

@@ -1,4 +1,4 @@
-"""Provider-neutral repair of the canonical history (PROVIDERS.md §3.1 #1, #3, #4, #5, #6, #9, #15).
+"""Provider-neutral repair of the canonical history.
 
 ``normalize`` turns any stored history — interrupted streams, crashes between a call and its result, results that
 arrived after queued user messages, trimmed windows, ids reused or missing — into a sequence of turns where every
@@ -9,14 +9,14 @@ Rules, in the order a message is met:
 
 - a ``tool`` message whose ``tool_call_id`` matches a still-open call of the latest assistant turn is that call's
   result (first match wins; a second result for the same call is an orphan);
-- any other ``tool`` message is an orphan and is dropped (pydantic-ai ``_drop_orphaned_tool_results`` [P10]);
+- any other ``tool`` message is an orphan and is dropped (pydantic-ai ``_drop_orphaned_tool_results``);
 - user/system messages met while calls are open are held back and placed after the results (invariant 5: nothing
   goes between a call turn and its results; a queued message goes after them);
 - the calls are closed by the next assistant message or the end of the history; calls still without a result get a
-  synthesised "interrupted" result (pydantic-ai ``_repair_dangling_tool_calls`` [P10]);
+  synthesised "interrupted" result (pydantic-ai ``_repair_dangling_tool_calls``);
 - calls get a non-empty id unique in the conversation: a missing id becomes ``call_<msg>_<n>`` and a reused id gets a
   ``_<n>`` suffix, both derived from positions only, so conversion stays deterministic;
-- assistant messages with neither text nor calls are dropped (OpenAI rejects ``content: null`` [I17]).
+- assistant messages with neither text nor calls are dropped (OpenAI rejects ``content: null``).
 """
 
 from __future__ import annotations
@@ -125,7 +125,7 @@ class _Normalizer:
                 call.model_copy(update={"id": self._unique_id(call.id, index, n)})
                 for n, call in enumerate(msg.tool_calls)
             )
-            # Whitespace-only text counts as empty: Anthropic rejects blank text blocks [I9].
+            # Whitespace-only text counts as empty: Anthropic rejects blank text blocks.
             text = msg.content if msg.content.strip() else ""
             if not text and not calls:
                 return
@@ -134,7 +134,7 @@ class _Normalizer:
             self.original_ids = [c.id for c in msg.tool_calls]
             return
         if msg.role == "user" and msg.attachments:
-            # Files alone are a message; blank text next to them is dropped (empty text blocks are refused [I9]).
+            # Files alone are a message; blank text next to them is dropped (empty text blocks are refused).
             self._emit(UserTurn(msg.content if msg.content.strip() else "", msg.attachments))
             return
         if not msg.content.strip():
@@ -177,5 +177,5 @@ def split_leading_system(turns: Sequence[Turn], system_prompt: str | None) -> tu
 
 
 def wrap_system(text: str) -> str:
-    """A non-leading system instruction as user text, for targets without inline system messages [P4]."""
+    """A non-leading system instruction as user text, for targets without inline system messages."""
     return f"<system>\n{text}\n</system>"

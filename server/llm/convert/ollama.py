@@ -1,10 +1,10 @@
-"""Canonical history -> Ollama native ``/api/chat`` request (PROVIDERS.md §1.4).
+"""Canonical history -> Ollama native ``/api/chat`` request.
 
-Ollama validates nothing itself (the model's chat template renders whatever arrives [L4]), so the target is the
+Ollama validates nothing itself (the model's chat template renders whatever arrives), so the target is the
 documented shape: system messages in place, ``arguments`` as objects, one ``tool`` message per call in call order
-carrying ``tool_name`` — the field ollama-python's typed ``Message`` actually sends (it has no ``tool_call_id``
-[L5], so pairing is by name and order, as in the docs [L3]). The repaired history keeps every call next to its
-result, which matters because the server silently drops the oldest messages to fit ``num_ctx`` [L6].
+carrying ``tool_name`` — the field ollama-python's typed ``Message`` actually sends (it has no ``tool_call_id``,
+so pairing is by name and order, as in the docs). The repaired history keeps every call next to its
+result, which matters because the server silently drops the oldest messages to fit ``num_ctx``.
 """
 
 from __future__ import annotations

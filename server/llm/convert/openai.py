@@ -1,4 +1,4 @@
-"""Canonical history -> OpenAI Chat Completions request (PROVIDERS.md §1.1, §1.5).
+"""Canonical history -> OpenAI Chat Completions request.
 
 ``OpenAIProfile`` captures what differs between OpenAI itself and OpenAI-compatible servers whose chat templates
 validate the conversation (vLLM, llama.cpp, Ollama ``/v1``): where system messages may go, whether consecutive user
@@ -30,15 +30,15 @@ from .history import (
 class OpenAIProfile:
     """Target quirks. ``OPENAI`` for api.openai.com, ``COMPATIBLE`` for template-validated servers."""
 
-    # "inline": system messages stay where they are (OpenAI accepts them anywhere [P5]).
-    # "leading": one merged leading system message; later ones become <system> user text (Qwen/Mistral templates [I13]).
+    # "inline": system messages stay where they are (OpenAI accepts them anywhere).
+    # "leading": one merged leading system message; later ones become <system> user text (Qwen/Mistral templates).
     system_mode: Literal["inline", "leading"] = "inline"
-    # Strict templates ("roles must alternate" [I33]): consecutive user turns and consecutive assistant turns are
+    # Strict templates ("roles must alternate"): consecutive user turns and consecutive assistant turns are
     # merged, the conversation after the system message starts with a user turn (an anchor is added), and user
     # text right after tool results gets a placeholder assistant turn in between.
     merge_same_role: bool = False
     id_style: IdStyle = "openai"
-    # o1+ models want `developer` instead of `system`; many compatible hosts reject it [I22].
+    # o1+ models want `developer` instead of `system`; many compatible hosts reject it.
     system_role: Literal["system", "developer"] = "system"
     # OpenAI deprecated max_tokens for max_completion_tokens; compatible servers mostly only know max_tokens.
     max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_completion_tokens"
@@ -124,7 +124,7 @@ def to_openai_messages(request: ChatRequest, profile: OpenAIProfile = OPENAI) ->
         elif isinstance(turn, AssistantTurn):
             msg: dict[str, Any] = {"role": "assistant"}
             if turn.calls:
-                # content may be null only when tool_calls are present [O2][V1].
+                # content may be null only when tool_calls are present.
                 msg["content"] = turn.text or None
                 msg["tool_calls"] = [
                     {
@@ -145,7 +145,7 @@ def to_openai_messages(request: ChatRequest, profile: OpenAIProfile = OPENAI) ->
             else:
                 out.append(msg)
         elif isinstance(turn, ResultsTurn):
-            # One `tool` message per call, adjacent to the assistant message, in call order [O4][I18].
+            # One `tool` message per call, adjacent to the assistant message, in call order.
             out.extend(
                 {"role": "tool", "tool_call_id": map_tool_call_id(r.call.id, profile.id_style), "content": r.content}
                 for r in turn.results

@@ -1,6 +1,6 @@
 """Anthropic Messages adapter on ``anthropic.AsyncAnthropic`` (``ANTHROPIC_API_KEY``, ``ANTHROPIC_BASE_URL``).
 
-Stream parsing (PROVIDERS.md §2.3): blocks keyed by content-block ``index``; ``input_json_delta`` fragments are
+Stream parsing: blocks keyed by content-block ``index``; ``input_json_delta`` fragments are
 concatenated (the first may be ``""``) and parsed only when the message ends; ``ping`` is ignored; usage is
 ``message_start`` input (+ cache reads/writes) and the *cumulative* ``message_delta`` output; an ``event: error``
 after HTTP 200 (e.g. ``overloaded_error``) ends the step with an error and any half-streamed call is not emitted.
@@ -27,7 +27,7 @@ from .base import Provider
 STOP_REASONS: dict[str, FinishReason] = {
     "end_turn": "stop",
     "stop_sequence": "stop",
-    # pause_turn: the server paused a long turn; vercel maps it to stop, resending continues it [V14].
+    # pause_turn: the server paused a long turn; vercel maps it to stop, resending continues it.
     "pause_turn": "stop",
     "max_tokens": "length",
     "model_context_window_exceeded": "length",
@@ -40,7 +40,7 @@ def classify_anthropic_error(exc: Exception) -> ProviderError:
     """Translate an ``anthropic`` / transport exception into a ``ProviderError``."""
     if isinstance(exc, anthropic.APIStatusError):
         if exc.status_code == 200:
-            # The SDK raises the SSE `error` event as a status error carrying the 200 of the stream [A7].
+            # The SDK raises the SSE `error` event as a status error carrying the 200 of the stream.
             return classify_status(None, exc.message, exc.body)
         return classify_http(exc.status_code, exc.message, exc.body, exc.response.headers)
     if isinstance(exc, anthropic.APITimeoutError):
@@ -53,7 +53,7 @@ def classify_anthropic_error(exc: Exception) -> ProviderError:
 
 
 def _input_tokens(usage: object) -> int | None:
-    """Prompt tokens including cache reads and writes (Anthropic reports them separately [A10])."""
+    """Prompt tokens including cache reads and writes (Anthropic reports them separately)."""
     base: int | None = getattr(usage, "input_tokens", None)
     if base is None:
         return None

@@ -1,9 +1,9 @@
 """Gemini adapter on ``google.genai.Client(...).aio`` (``GEMINI_API_KEY``/``GOOGLE_API_KEY``).
 
 The SDK reads no base-URL variable, so ``CHATSYNC_GOOGLE_BASE_URL`` points it at a gateway or a local stand-in.
-google-genai retries only when ``HttpRetryOptions`` is set [G8]; we never set it, so ``RetryPolicy`` decides.
+google-genai retries only when ``HttpRetryOptions`` is set; we never set it, so ``RetryPolicy`` decides.
 
-Stream parsing (PROVIDERS.md §2.4): every ``data:`` line is a whole ``GenerateContentResponse``; text parts are
+Stream parsing: every ``data:`` line is a whole ``GenerateContentResponse``; text parts are
 deltas (``thought`` parts skipped), function calls arrive whole per part — often without an id, which the
 assembler then generates — with an optional ``thought_signature`` kept for replay; ``STOP`` with calls means
 tool-calls; a blocked prompt (no candidates, ``prompt_feedback.block_reason``) is content-filter; usage is the last

@@ -1,6 +1,6 @@
 """Ollama native ``/api/chat`` adapter on ``ollama.AsyncClient`` (``OLLAMA_HOST``).
 
-Stream parsing (PROVIDERS.md §2.5): NDJSON lines; content fragments are deltas, tool calls arrive whole (object
+Stream parsing: NDJSON lines; content fragments are deltas, tool calls arrive whole (object
 arguments) and are keyed by arrival order; the final ``done: true`` line carries ``done_reason`` (``stop`` even
 when calls were made, so calls turn it into tool-calls) and the counts ``prompt_eval_count``/``eval_count``; an
 ``{"error": ...}`` line after HTTP 200 is an error (ollama-python raises ``ResponseError``); no ``done`` line is an

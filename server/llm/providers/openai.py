@@ -2,9 +2,9 @@
 
 Configuration comes from the SDK's own variables (``OPENAI_API_KEY``, ``OPENAI_BASE_URL``) unless passed
 explicitly. With a base URL that is not api.openai.com the ``COMPATIBLE`` conversion profile is used (one leading
-system message, merged same-role turns), since those servers validate through chat templates (PROVIDERS.md §1.5).
+system message, merged same-role turns), since those servers validate through chat templates.
 
-Stream parsing (PROVIDERS.md §2.1): tool calls keyed by ``index`` and finalised at the end, usage from the
+Stream parsing: tool calls keyed by ``index`` and finalised at the end, usage from the
 ``choices: []`` chunk (or any chunk carrying it: vLLM sends cumulative usage on every chunk, so replace), a
 ``data: {"error": ...}`` line after HTTP 200 is an error, no ``finish_reason`` is an error.
 """
@@ -43,7 +43,7 @@ def classify_openai_error(exc: Exception) -> ProviderError:
     if isinstance(exc, openai.APIConnectionError):
         return connection_error(str(exc))
     if isinstance(exc, openai.APIError):
-        # Raised by the SDK for an `error` object inside a 200 stream [O6]: no status, the body says what failed.
+        # Raised by the SDK for an `error` object inside a 200 stream: no status, the body says what failed.
         return classify_status(None, exc.message, exc.body)
     return classify_stream_failure(exc)
 
@@ -123,7 +123,7 @@ class OpenAIProvider(Provider):
         finally:
             await stream.close()
         if refused and asm.finish is not None:
-            asm.finish_with("content-filter")  # a refusal is a content-filter stop [P1]
+            asm.finish_with("content-filter")  # a refusal is a content-filter stop
         for event in asm.end():
             yield event
 

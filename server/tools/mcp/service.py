@@ -38,7 +38,7 @@ class OfferedTool:
     policy: Policy
 
     def definition(self) -> dict[str, Any]:
-        """A ``ToolDefinition`` (API.md) for the run loop's registration of calls."""
+        """A ``ToolDefinition`` (``domain.models``) for the run loop's registration of calls."""
         return {
             "name": self.name,
             "description": self.description,
