@@ -169,6 +169,19 @@ export type Notice = {
   name: string;
   message: string;
 };
+export type PendingApproval = {
+  callId: string;
+  name: string;
+  arguments: string;
+};
+export type PendingToolCall = {
+  callId: string;
+  name: string;
+  arguments: string;
+  executor: "client" | "server";
+  requiresApproval: boolean;
+  approval: "none" | "pending" | "approved" | "denied";
+};
 export type PresenceUpdateInput = {
   /** min length 1; max length 64 */
   sessionId: string;
@@ -236,6 +249,13 @@ export type RenameDeviceInput = {
   deviceId: string;
   /** min length 1; max length 200 */
   name: string;
+};
+export type RunState = {
+  id: string;
+  status: string;
+  streaming: StreamingText | null;
+  pendingToolCalls: PendingToolCall[];
+  pendingApprovals: PendingApproval[];
 };
 export type SendInput = {
   /** min length 1; max length 64 */
@@ -347,7 +367,7 @@ export type SessionSnapshot = {
   messages: Message[];
   messagesBefore: number | null;
   queue: QueuedMessage[];
-  run: Record<string, unknown> | null;
+  run: RunState | null;
   lastEventId: string;
 };
 export type SessionUpdateInput = {
@@ -382,6 +402,11 @@ export type StoppedBy = {
   userName: string;
   deviceId: string | null;
   deviceName: string | null;
+};
+export type StreamingText = {
+  messageId: string;
+  offset: number;
+  text: string;
 };
 export type SubmitOutputsInput = {
   /** min length 1; max length 64 */
@@ -464,32 +489,8 @@ export type SessionStatus = Session["status"];
 /** How a tool call ended (a `tool` message's `outcome`, `tool-call-result`'s). */
 export type ToolOutcome = NonNullable<Message["outcome"]>;
 
-/** A tool call the current run is waiting on (`session.get`'s `run.pendingToolCalls`). */
-export type PendingToolCall = {
-  callId: string;
-  name: string;
-  /** The call's arguments as JSON text. */
-  arguments: string;
-  executor: "client" | "server";
-  requiresApproval: boolean;
-  approval: "none" | "pending" | "approved" | "denied";
-};
-
 /** Who answered an approval (`tool-approval-resolved`); `deviceName` is null for a token that is no device. */
 export type DecidedBy = { userId: string; userName: string; deviceName: string | null };
-
-/** A call waiting for `tool.approve`. */
-export type PendingApproval = { callId: string; name: string; arguments: string };
-
-/** `session.get`'s `run`: the run in progress, or `null`. */
-export type RunState = {
-  id: string;
-  status: string;
-  /** The partial answer being streamed, with its length in code points. */
-  streaming: { messageId: string; offset: number; text: string } | null;
-  pendingToolCalls: PendingToolCall[];
-  pendingApprovals: PendingApproval[];
-};
 
 /** What `session.get` returns: everything needed to follow the session from `lastEventId` on. */
 export type SessionState = Omit<SessionSnapshot, "run"> & { run: RunState | null };

@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import cast
 
+from ..domain import outputs
 from ..protocol.errors import RpcError
-from ..rpc.registry import Context, Router
+from ..rpc.registry import Context, Router, Subscription
 from . import device_inputs as di
 from . import inputs
 from .messages import stored_attachments
@@ -21,7 +22,7 @@ def presence_key(ctx: Context) -> str:
 
 def register(router: Router) -> None:
     @router.mutation("presence.update", di.PresenceUpdate)
-    async def presence_update(ctx: Context, inp: di.PresenceUpdate) -> Any:
+    async def presence_update(ctx: Context, inp: di.PresenceUpdate) -> outputs.PresenceTimes:
         user = ctx.require_user()
         presence = ctx.services.presence
         key = presence_key(ctx)
@@ -33,49 +34,49 @@ def register(router: Router) -> None:
         return result
 
     @router.mutation("presence.leave", inputs.SessionRef)
-    async def presence_leave(ctx: Context, inp: inputs.SessionRef) -> Any:
+    async def presence_leave(ctx: Context, inp: inputs.SessionRef) -> None:
         user = ctx.require_user()
         await ctx.services.presence.owned(user, inp.session_id)
         await ctx.services.presence.leave(inp.session_id, presence_key(ctx))
         return None
 
     @router.subscription("presence.watch", inputs.SessionRef)
-    async def presence_watch(ctx: Context, inp: inputs.SessionRef) -> Any:
+    async def presence_watch(ctx: Context, inp: inputs.SessionRef) -> Subscription[outputs.PresenceItem]:
         user = ctx.require_user()
         draft = await ctx.services.drafts.get(user, inp.session_id)  # NOT_FOUND for someone else's session
         first = [{"type": "draft", "sessionId": inp.session_id, "draft": draft}]
         return ctx.services.presence.watch(inp.session_id, presence_key(ctx), first)
 
     @router.query("draft.get", inputs.SessionRef)
-    async def draft_get(ctx: Context, inp: inputs.SessionRef) -> Any:
+    async def draft_get(ctx: Context, inp: inputs.SessionRef) -> outputs.Draft:
         return await ctx.services.drafts.get(ctx.require_user(), inp.session_id)
 
     @router.mutation("draft.save", di.DraftSave)
-    async def draft_save(ctx: Context, inp: di.DraftSave) -> Any:
+    async def draft_save(ctx: Context, inp: di.DraftSave) -> outputs.DraftWrite:
         user = ctx.require_user()
         files = await stored_attachments(ctx, user, list(inp.attachments))
         return await ctx.services.drafts.save(user, ctx.device_id, inp.session_id, inp.text, files, inp.base_version)
 
     @router.mutation("draft.clear", di.DraftClear)
-    async def draft_clear(ctx: Context, inp: di.DraftClear) -> Any:
+    async def draft_clear(ctx: Context, inp: di.DraftClear) -> outputs.DraftWrite:
         return await ctx.services.drafts.clear(ctx.require_user(), ctx.device_id, inp.session_id, inp.base_version)
 
     @router.mutation("session.markRead", inputs.SessionRef)
-    async def mark_read(ctx: Context, inp: inputs.SessionRef) -> Any:
+    async def mark_read(ctx: Context, inp: inputs.SessionRef) -> None:
         await ctx.services.unread.mark_read(ctx.require_user(), inp.session_id)
         return None
 
     @router.query("push.publicKey")
-    async def push_public_key(ctx: Context, _inp: Any) -> Any:
+    async def push_public_key(ctx: Context, _inp: None) -> str:
         ctx.require_user()
         return ctx.services.push.public_key
 
     @router.query("push.subscriptions")
-    async def push_subscriptions(ctx: Context, _inp: Any) -> Any:
+    async def push_subscriptions(ctx: Context, _inp: None) -> list[outputs.PushSubscriptionInfo]:
         return await ctx.services.push.subscriptions(ctx.require_user(), ctx.device_id)
 
     @router.mutation("push.subscribe", di.PushSubscribe)
-    async def push_subscribe(ctx: Context, inp: di.PushSubscribe) -> Any:
+    async def push_subscribe(ctx: Context, inp: di.PushSubscribe) -> outputs.PushSubscribed:
         user = ctx.require_user()
         events: list[str] | None = list(inp.events) if inp.events is not None else None
         return await ctx.services.push.subscribe(
@@ -83,13 +84,13 @@ def register(router: Router) -> None:
         )
 
     @router.mutation("push.unsubscribe", di.PushUnsubscribe)
-    async def push_unsubscribe(ctx: Context, inp: di.PushUnsubscribe) -> Any:
+    async def push_unsubscribe(ctx: Context, inp: di.PushUnsubscribe) -> None:
         await ctx.services.push.unsubscribe(ctx.require_user(), inp.endpoint)
         return None
 
     @router.mutation("push.decide", di.PushDecide)
-    async def push_decide(ctx: Context, inp: di.PushDecide) -> Any:
+    async def push_decide(ctx: Context, inp: di.PushDecide) -> outputs.Resolved:
         """The capability is the credential (a service worker calls this with no token): see services.push."""
         if not inp.capability.isascii():
             raise RpcError("UNAUTHORIZED", "Invalid approval capability")
-        return await ctx.services.push.decide(inp.capability, inp.approved)
+        return cast(outputs.Resolved, await ctx.services.push.decide(inp.capability, inp.approved))

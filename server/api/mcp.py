@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import cast
 
+from ..domain import outputs
 from ..rpc.registry import Context, Router
 
 
 def register(router: Router) -> None:
     @router.query("mcp.servers")
-    async def servers(ctx: Context, _inp: None) -> Any:
+    async def servers(ctx: Context, _inp: None) -> outputs.McpServers:
         """``[{name, transport, approval, description, toolPolicies?, tools: [{name, description, policy}],
         error?}]``: never a command line, URL, header or environment variable (they may hold secrets)."""
         user = ctx.require_user()
-        return {"servers": await ctx.services.mcp.catalog(user.id, user.name)}
+        return {"servers": cast("list[outputs.McpServerInfo]", await ctx.services.mcp.catalog(user.id, user.name))}

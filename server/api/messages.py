@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
+from ..domain import models as wire
+from ..domain import outputs
 from ..protocol.errors import RpcError
 from ..rpc.registry import Context, Router
 from ..services.requests import request_key
@@ -20,34 +22,40 @@ async def stored_attachments(ctx: Context, user: User, items: list[Any]) -> list
 
 def register(router: Router) -> None:
     @router.query("message.list", inputs.MessageList)
-    async def list_(ctx: Context, inp: inputs.MessageList) -> Any:
+    async def list_(ctx: Context, inp: inputs.MessageList) -> outputs.MessagePage:
         return await ctx.services.sessions.messages(
             ctx.require_user(), inp.session_id, inp.before, inp.limit, inp.leaf_id
         )
 
     @router.mutation("message.edit", inputs.EditMessage)
-    async def edit(ctx: Context, inp: inputs.EditMessage) -> Any:
+    async def edit(ctx: Context, inp: inputs.EditMessage) -> outputs.SendStarted:
         user = ctx.require_user()
         attachments = None if inp.attachments is None else await stored_attachments(ctx, user, inp.attachments)
-        return await ctx.services.versions.edit(
-            user,
-            inp.session_id,
-            inp.message_id,
-            inp.content,
-            attachments,
-            inp.busy_policy,
-            request_key(user.id, "message.edit", inp),
+        return cast(
+            outputs.SendStarted,
+            await ctx.services.versions.edit(
+                user,
+                inp.session_id,
+                inp.message_id,
+                inp.content,
+                attachments,
+                inp.busy_policy,
+                request_key(user.id, "message.edit", inp),
+            ),
         )
 
     @router.mutation("message.enqueueMessage", inputs.Enqueue)
-    async def enqueue(ctx: Context, inp: inputs.Enqueue) -> Any:
+    async def enqueue(ctx: Context, inp: inputs.Enqueue) -> wire.QueuedMessage:
         user = ctx.require_user()
-        return await ctx.services.queue.enqueue(
-            user,
-            inp.session_id,
-            inp.content,
-            await stored_attachments(ctx, user, inp.attachments),
-            request_key(user.id, "message.enqueueMessage", inp),
+        return cast(
+            wire.QueuedMessage,
+            await ctx.services.queue.enqueue(
+                user,
+                inp.session_id,
+                inp.content,
+                await stored_attachments(ctx, user, inp.attachments),
+                request_key(user.id, "message.enqueueMessage", inp),
+            ),
         )
 
     @router.batch("message.enqueueMessage")
@@ -69,34 +77,34 @@ def register(router: Router) -> None:
         return results
 
     @router.mutation("message.dequeueMessage", inputs.SessionRef)
-    async def dequeue(ctx: Context, inp: inputs.SessionRef) -> Any:
+    async def dequeue(ctx: Context, inp: inputs.SessionRef) -> wire.QueuedMessage | None:
         return await ctx.services.queue.dequeue(ctx.require_user(), inp.session_id)
 
     @router.mutation("message.clearQueue", inputs.SessionRef)
-    async def clear(ctx: Context, inp: inputs.SessionRef) -> Any:
+    async def clear(ctx: Context, inp: inputs.SessionRef) -> None:
         await ctx.services.queue.clear(ctx.require_user(), inp.session_id)
         return None
 
     @router.mutation("message.removeQueuedMessage", inputs.QueuedRef)
-    async def remove(ctx: Context, inp: inputs.QueuedRef) -> Any:
+    async def remove(ctx: Context, inp: inputs.QueuedRef) -> None:
         await ctx.services.queue.remove(ctx.require_user(), inp.session_id, inp.message_id)
         return None
 
     @router.query("message.getQueuedMessages", inputs.SessionRef)
-    async def get_queued(ctx: Context, inp: inputs.SessionRef) -> Any:
+    async def get_queued(ctx: Context, inp: inputs.SessionRef) -> list[wire.QueuedMessage]:
         return await ctx.services.queue.list(ctx.require_user(), inp.session_id)
 
     @router.mutation("message.updateQueuedMessage", inputs.UpdateQueued)
-    async def update(ctx: Context, inp: inputs.UpdateQueued) -> Any:
+    async def update(ctx: Context, inp: inputs.UpdateQueued) -> wire.QueuedMessage:
         user = ctx.require_user()
         attachments = None if inp.attachments is None else await stored_attachments(ctx, user, inp.attachments)
         return await ctx.services.queue.update(user, inp.session_id, inp.message_id, inp.content, attachments)
 
     @router.mutation("message.pauseQueue", inputs.SessionRef)
-    async def pause(ctx: Context, inp: inputs.SessionRef) -> Any:
+    async def pause(ctx: Context, inp: inputs.SessionRef) -> None:
         await ctx.services.queue.pause(ctx.require_user(), inp.session_id)
         return None
 
     @router.mutation("message.moveQueuedMessage", inputs.MoveQueued)
-    async def move(ctx: Context, inp: inputs.MoveQueued) -> Any:
+    async def move(ctx: Context, inp: inputs.MoveQueued) -> list[wire.QueuedMessage]:
         return await ctx.services.queue.move(ctx.require_user(), inp.session_id, inp.message_id, inp.to_index)

@@ -3,15 +3,14 @@ available (``server.llm.catalog``)."""
 
 from __future__ import annotations
 
-from typing import Any
-
+from ..domain import outputs
 from ..llm import provider_catalog
 from ..rpc.registry import Context, Router
 
 
 def register(router: Router) -> None:
     @router.query("provider.list")
-    async def list_(ctx: Context, _inp: None) -> Any:
+    async def list_(ctx: Context, _inp: None) -> list[outputs.ProviderInfo]:
         ctx.require_user()
         settings = ctx.services.settings
         return provider_catalog(settings.default_provider, settings.default_model)

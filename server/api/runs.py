@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import cast
 
+from ..domain import outputs
 from ..rpc.registry import Context, Router
 from ..services.requests import request_key
 from . import inputs
@@ -11,23 +12,28 @@ from . import inputs
 
 def register(router: Router) -> None:
     @router.mutation("run.abort", inputs.SessionRef)
-    async def abort(ctx: Context, inp: inputs.SessionRef) -> Any:
-        return await ctx.services.runs.abort(ctx.require_user(), inp.session_id, (ctx.device_id, ctx.device_name))
+    async def abort(ctx: Context, inp: inputs.SessionRef) -> outputs.Aborted:
+        device = (ctx.device_id, ctx.device_name)
+        return cast(outputs.Aborted, await ctx.services.runs.abort(ctx.require_user(), inp.session_id, device))
 
     @router.mutation("run.regenerate", inputs.Regenerate)
-    async def regenerate(ctx: Context, inp: inputs.Regenerate) -> Any:
+    async def regenerate(ctx: Context, inp: inputs.Regenerate) -> outputs.Regenerated:
         user = ctx.require_user()
-        return await ctx.services.versions.regenerate(
-            user,
-            inp.session_id,
-            inp.message_id,
-            inp.provider,
-            inp.model,
-            inp.busy_policy,
-            request_key(user.id, "run.regenerate", inp),
+        return cast(
+            outputs.Regenerated,
+            await ctx.services.versions.regenerate(
+                user,
+                inp.session_id,
+                inp.message_id,
+                inp.provider,
+                inp.model,
+                inp.busy_policy,
+                request_key(user.id, "run.regenerate", inp),
+            ),
         )
 
     @router.mutation("run.continue", inputs.ContinueRun)
-    async def continue_(ctx: Context, inp: inputs.ContinueRun) -> Any:
+    async def continue_(ctx: Context, inp: inputs.ContinueRun) -> outputs.Continued:
         user = ctx.require_user()
-        return await ctx.services.versions.continue_(user, inp.session_id, request_key(user.id, "run.continue", inp))
+        key = request_key(user.id, "run.continue", inp)
+        return cast(outputs.Continued, await ctx.services.versions.continue_(user, inp.session_id, key))

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, cast
 
 from pydantic import BaseModel
 
+from ..domain import events as events_
+from ..domain import models as wire
+from ..domain import outputs
 from ..protocol.errors import RpcError
-from ..rpc.registry import Context, Router
+from ..rpc.registry import Context, Router, Subscription
 from ..services import feed
 from ..services.requests import request_key
 from ..services.sessions import SETTINGS
@@ -35,67 +38,71 @@ def _given(model: BaseModel, names: tuple[str, ...]) -> dict[str, Any]:
 
 def register(router: Router) -> None:
     @router.mutation("session.create", inputs.SessionCreate)
-    async def create(ctx: Context, inp: inputs.SessionCreate) -> Any:
+    async def create(ctx: Context, inp: inputs.SessionCreate) -> wire.Session:
         user = ctx.require_user()
         fields = _given(inp, (*SETTINGS, "title", "metadata", "queue_paused"))
         ctx.services.mcp.check_choice(user, fields.get("mcp_servers"), fields.get("mcp_tools"))
-        return await ctx.services.sessions.create(user, fields, request_key(user.id, "session.create", inp))
+        return cast(
+            wire.Session, await ctx.services.sessions.create(user, fields, request_key(user.id, "session.create", inp))
+        )
 
     @router.query("session.list", inputs.SessionList)
-    async def list_(ctx: Context, inp: inputs.SessionList) -> Any:
+    async def list_(ctx: Context, inp: inputs.SessionList) -> outputs.SessionPage:
         return await ctx.services.sessions.list(ctx.require_user(), inp.limit, inp.cursor, inp.search, inp.archived)
 
     @router.query("session.get", inputs.SessionGet)
-    async def get(ctx: Context, inp: inputs.SessionGet) -> Any:
+    async def get(ctx: Context, inp: inputs.SessionGet) -> wire.SessionSnapshot:
         return await ctx.services.sessions.snapshot(ctx.require_user(), inp.session_id, inp.message_limit)
 
     @router.mutation("session.update", inputs.SessionUpdate)
-    async def update(ctx: Context, inp: inputs.SessionUpdate) -> Any:
+    async def update(ctx: Context, inp: inputs.SessionUpdate) -> wire.Session:
         changes = _given(inp, (*SETTINGS, "pinned", "archived"))
         user = ctx.require_user()
         ctx.services.mcp.check_choice(user, changes.get("mcp_servers"), changes.get("mcp_tools"))
         return await ctx.services.sessions.update(user, inp.session_id, changes)
 
     @router.mutation("session.delete", inputs.SessionRef)
-    async def delete(ctx: Context, inp: inputs.SessionRef) -> Any:
+    async def delete(ctx: Context, inp: inputs.SessionRef) -> None:
         await ctx.services.sessions.delete(ctx.require_user(), inp.session_id)
         await ctx.services.files.forget_session(inp.session_id)  # else the collector would, at its next sweep
         return None
 
     @router.mutation("session.setTitle", inputs.SetTitle)
-    async def set_title(ctx: Context, inp: inputs.SetTitle) -> Any:
+    async def set_title(ctx: Context, inp: inputs.SetTitle) -> wire.Session:
         return await ctx.services.sessions.set_title(ctx.require_user(), inp.session_id, inp.title, "user")
 
     @router.mutation("session.clearTitle", inputs.SessionRef)
-    async def clear_title(ctx: Context, inp: inputs.SessionRef) -> Any:
+    async def clear_title(ctx: Context, inp: inputs.SessionRef) -> wire.Session:
         return await ctx.services.sessions.set_title(ctx.require_user(), inp.session_id, "", "none")
 
     @router.mutation("session.regenerateTitle", inputs.RegenerateTitle)
-    async def regenerate_title(ctx: Context, inp: inputs.RegenerateTitle) -> Any:
+    async def regenerate_title(ctx: Context, inp: inputs.RegenerateTitle) -> wire.Session:
         return await ctx.services.titles.regenerate(ctx.require_user(), inp.session_id, inp.method)
 
     @router.mutation("session.switchContext", inputs.SwitchContext)
-    async def switch_context(ctx: Context, inp: inputs.SwitchContext) -> Any:
+    async def switch_context(ctx: Context, inp: inputs.SwitchContext) -> wire.Session:
         return await ctx.services.sessions.switch_context(
             ctx.require_user(), inp.session_id, inp.directory, inp.agent, inp.regenerate_title
         )
 
     @router.mutation("session.switchBranch", inputs.SwitchBranch)
-    async def switch_branch(ctx: Context, inp: inputs.SwitchBranch) -> Any:
+    async def switch_branch(ctx: Context, inp: inputs.SwitchBranch) -> outputs.BranchSwitched:
         user = ctx.require_user()
-        return await ctx.services.versions.switch_branch(
-            user, inp.session_id, inp.message_id, request_key(user.id, "session.switchBranch", inp)
+        key = request_key(user.id, "session.switchBranch", inp)
+        return cast(
+            outputs.BranchSwitched, await ctx.services.versions.switch_branch(user, inp.session_id, inp.message_id, key)
         )
 
     @router.mutation("session.fork", inputs.Fork)
-    async def fork(ctx: Context, inp: inputs.Fork) -> Any:
+    async def fork(ctx: Context, inp: inputs.Fork) -> wire.Session:
         user = ctx.require_user()
-        return await ctx.services.sessions.fork(
-            user, inp.session_id, inp.message_id, inp.title, request_key(user.id, "session.fork", inp)
+        key = request_key(user.id, "session.fork", inp)
+        return cast(
+            wire.Session, await ctx.services.sessions.fork(user, inp.session_id, inp.message_id, inp.title, key)
         )
 
     @router.subscription("session.events", inputs.SessionEvents)
-    async def events(ctx: Context, inp: inputs.SessionEvents) -> Any:
+    async def events(ctx: Context, inp: inputs.SessionEvents) -> Subscription[events_.SessionEventItem]:
         """Every durable event after ``lastEventId`` (default: from now), then live ones, tracked by seq."""
         user = ctx.require_user()
         owners = ctx.services.hub.owners
@@ -122,7 +129,7 @@ def register(router: Router) -> None:
         return _EventStream(ctx.services, inp.session_id, after, client, verify_live=verify)
 
     @router.subscription("session.feed", inputs.SessionFeed)
-    async def feed_(ctx: Context, inp: inputs.SessionFeed) -> Any:
+    async def feed_(ctx: Context, inp: inputs.SessionFeed) -> Subscription[events_.FeedEventItem]:
         """The caller's sessions as they are created, change and go (``services.feed``), tracked by the
         user's feed seq; ``session.list`` gives the ``feedEventId`` to start from."""
         user = ctx.require_user()

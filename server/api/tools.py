@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import cast
 
+from ..domain import outputs
 from ..rpc.registry import Context, Router
 from ..services.requests import request_key
 from . import inputs
@@ -11,28 +12,24 @@ from . import inputs
 
 def register(router: Router) -> None:
     @router.mutation("tool.submitOutputs", inputs.SubmitOutputs)
-    async def submit_outputs(ctx: Context, inp: inputs.SubmitOutputs) -> Any:
-        outputs = [{"callId": o.call_id, "output": o.output, "isError": o.is_error} for o in inp.tool_outputs]
+    async def submit_outputs(ctx: Context, inp: inputs.SubmitOutputs) -> outputs.OutputsSubmitted:
+        given = [{"callId": o.call_id, "output": o.output, "isError": o.is_error} for o in inp.tool_outputs]
         user = ctx.require_user()
-        return await ctx.services.runs.submit_outputs(
-            user, inp.session_id, outputs, request_key(user.id, "tool.submitOutputs", inp)
-        )
+        key = request_key(user.id, "tool.submitOutputs", inp)
+        return cast(outputs.OutputsSubmitted, await ctx.services.runs.submit_outputs(user, inp.session_id, given, key))
 
     @router.mutation("tool.approve", inputs.Approve)
-    async def approve(ctx: Context, inp: inputs.Approve) -> Any:
+    async def approve(ctx: Context, inp: inputs.Approve) -> outputs.Resolved:
         user = ctx.require_user()
-        return await ctx.services.runs.approve(
-            user,
-            inp.session_id,
-            inp.call_id,
-            inp.approved,
-            inp.reason,
-            request_key(user.id, "tool.approve", inp),
-            ctx.device_name,
+        key = request_key(user.id, "tool.approve", inp)
+        runs = ctx.services.runs
+        return cast(
+            outputs.Resolved,
+            await runs.approve(user, inp.session_id, inp.call_id, inp.approved, inp.reason, key, ctx.device_name),
         )
 
     @router.query("tool.builtins")
-    async def builtins(ctx: Context, _inp: None) -> Any:
+    async def builtins(ctx: Context, _inp: None) -> list[outputs.ToolDefinitionInfo]:
         """The definitions of the tools this server runs itself, ready to put in ``session.tools``."""
         ctx.require_user()
         registry = ctx.services.tools

@@ -5,7 +5,7 @@ Durable events have a ``seq`` (their place in the session's event log); ephemera
 do not. Code that changes a session makes its events only with the constructors here: a durable one is an
 :class:`Event` that ``SessionTx.emit`` appends to the log; a streaming one is an :class:`EventEnvelope` at
 once. The TypeScript side of the same union is generated from ``server/typegen.py``'s ``EVENT_TYPES``, which
-must name every type listed here (the generator refuses otherwise).
+takes each event's fields from :data:`EVENT_FIELDS` (a typed dict per type; the constructors build them).
 An event is serialised to JSON once, when it is created or read from the log, and every transport
 builds its frames around that text — never once per subscriber.
 """
@@ -13,14 +13,15 @@ builds its frames around that text — never once per subscriber.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, get_args
+from typing import Annotated, Any, Literal, NamedTuple, NotRequired, get_args
 
 import orjson
+from typing_extensions import TypeAliasType, TypedDict
 
-if TYPE_CHECKING:
-    from .models import Message, QueuedMessage, TitleSource, ToolOutcome
+from .models import Message, MessageError, QueuedMessage, TitleSource, ToolOutcome
+from .outputs import DecidedBy, MessageJson, QueuedJson, SessionChanges, SessionSummary, WireOf
 
 DurableEventType = Literal[
     "queue-message-added",
@@ -83,7 +84,7 @@ class EventEnvelope:
     trace_parent: str | None = field(default=None, repr=False)
 
     @classmethod
-    def build(cls, session_id: str, seq: int | None, type_: str, fields: dict[str, Any]) -> EventEnvelope:
+    def build(cls, session_id: str, seq: int | None, type_: str, fields: Mapping[str, Any]) -> EventEnvelope:
         if type_ not in DURABLE_EVENT_TYPES and type_ not in EPHEMERAL_EVENT_TYPES:
             raise ValueError(f"unknown event type {type_!r}")
         if (seq is None) != (type_ in EPHEMERAL_EVENT_TYPES):
@@ -157,6 +158,194 @@ def untracked_tail(json: str) -> str:
     return ',"result":{"type":"data","data":' + json + "}}"
 
 
+# --- each event's fields (besides ``type`` and ``sessionId``), as clients receive them ----------------------
+
+
+class _Empty(TypedDict):
+    pass
+
+
+class _MessageField(TypedDict):
+    message: MessageJson
+
+
+class _QueuedField(TypedDict):
+    message: QueuedJson
+
+
+class QueueMessageRemoved(TypedDict):
+    messageId: str
+    reason: QueueRemovalReason
+
+
+class QueueReordered(TypedDict):
+    order: list[str]
+
+
+class BranchChanged(TypedDict):
+    parentId: str | None
+    path: list[MessageJson]
+
+
+class RunResumed(TypedDict):
+    runId: str
+    messageId: str
+
+
+class RunStarted(TypedDict):
+    runId: str
+    trigger: RunTrigger
+    clientRequestId: str | None
+
+
+class RunFinished(TypedDict):
+    runId: str
+    finishReason: str | None
+    usage: dict[str, Any] | None
+
+
+class RunFailed(TypedDict):
+    runId: str
+    error: Annotated[dict[str, Any], WireOf(MessageError)]
+
+
+class RunRef(TypedDict):
+    runId: str
+
+
+class ToolCallReady(TypedDict):
+    callId: str
+    name: str
+    arguments: str
+    executor: ToolExecutor
+    requiresApproval: bool
+
+
+class CallRef(TypedDict):
+    callId: str
+
+
+class ToolApprovalResolved(TypedDict):
+    callId: str
+    approved: bool
+    decidedBy: Annotated[dict[str, Any], WireOf(DecidedBy)]
+    decidedAt: int
+
+
+class ToolCallResult(TypedDict):
+    callId: str
+    output: str
+    isError: bool
+    outcome: ToolOutcome
+
+
+class SessionUpdated(TypedDict):
+    session: Annotated[dict[str, Any], WireOf(SessionChanges)]
+
+
+class TitleChanged(TypedDict):
+    title: str
+    source: TitleSource
+
+
+class TextDelta(TypedDict):
+    messageId: str
+    offset: int
+    delta: str
+
+
+class StreamSnapshot(TypedDict):
+    messageId: str
+    offset: int
+    text: str
+
+
+class ToolCallStart(TypedDict):
+    messageId: str
+    callId: str
+    name: str
+    index: int
+
+
+class ToolCallDelta(TypedDict):
+    messageId: str
+    callId: str
+    offset: int
+    delta: str
+
+
+class ToolCallProgress(TypedDict):
+    callId: str
+    progress: float
+    total: NotRequired[float]
+    message: NotRequired[str]
+
+
+EVENT_FIELDS: dict[str, type] = {
+    "queue-message-added": _QueuedField,
+    "queue-message-removed": QueueMessageRemoved,
+    "queue-cleared": _Empty,
+    "queue-message-updated": _QueuedField,
+    "queue-reordered": QueueReordered,
+    "queue-paused": _Empty,
+    "queue-resumed": _Empty,
+    "message-created": _MessageField,
+    "message-completed": _MessageField,
+    "message-continued": _MessageField,
+    "branch-changed": BranchChanged,
+    "run-resumed": RunResumed,
+    "run-started": RunStarted,
+    "run-finished": RunFinished,
+    "run-failed": RunFailed,
+    "run-aborted": RunRef,
+    "tool-call-ready": ToolCallReady,
+    "tool-approval-requested": CallRef,
+    "tool-approval-resolved": ToolApprovalResolved,
+    "tool-call-result": ToolCallResult,
+    "session-updated": SessionUpdated,
+    "title-changed": TitleChanged,
+    "session-deleted": _Empty,
+    "text-delta": TextDelta,
+    "tool-call-start": ToolCallStart,
+    "tool-call-delta": ToolCallDelta,
+    "stream-snapshot": StreamSnapshot,
+    "tool-call-progress": ToolCallProgress,
+}
+"""The fields of every event type, in the order the TypeScript union lists them."""
+
+
+class _SessionRef(TypedDict):
+    sessionId: str
+
+
+class _FeedSession(TypedDict):
+    sessionId: str
+    session: Annotated[dict[str, Any], WireOf(SessionSummary)]
+
+
+FEED_EVENT_FIELDS: dict[str, type] = {
+    "session-created": _FeedSession,
+    "session-updated": _FeedSession,
+    "session-deleted": _SessionRef,
+}
+"""The fields of a user's feed events (``session.feed``), by type."""
+
+
+class ResyncRequired(TypedDict):
+    """Sent untracked when the position asked for left the log; the subscription then ends."""
+
+    type: Literal["resync-required"]
+    sessionId: NotRequired[str]
+    lastEventId: str
+
+
+# The items of ``session.events`` and ``session.feed``: an event tracked by its id (``{id, data}`` as
+# @trpc/client hands it to ``onData``), or ``resync-required``. Plain dicts here; the generated TypeScript spells
+# out the union from EVENT_FIELDS and FEED_EVENT_FIELDS under these names.
+SessionEventItem = TypeAliasType("SessionEventItem", dict[str, Any])
+FeedEventItem = TypeAliasType("FeedEventItem", dict[str, Any])
+
+
 # --- durable events -------------------------------------------------------------------------------------
 
 
@@ -165,96 +354,92 @@ class Event(NamedTuple):
     (camelCase; ``type`` and ``sessionId`` are added by the envelope)."""
 
     type: DurableEventType
-    fields: dict[str, Any]
+    fields: Mapping[str, Any]
 
 
 def queue_message_added(message: QueuedMessage) -> Event:
-    return Event("queue-message-added", {"message": message.wire()})
+    return Event("queue-message-added", _QueuedField(message=message.wire()))
 
 
 def queue_message_removed(message_id: str, reason: QueueRemovalReason) -> Event:
-    return Event("queue-message-removed", {"messageId": message_id, "reason": reason})
+    return Event("queue-message-removed", QueueMessageRemoved(messageId=message_id, reason=reason))
 
 
 def queue_cleared() -> Event:
-    return Event("queue-cleared", {})
+    return Event("queue-cleared", _Empty())
 
 
 def queue_message_updated(message: QueuedMessage) -> Event:
-    return Event("queue-message-updated", {"message": message.wire()})
+    return Event("queue-message-updated", _QueuedField(message=message.wire()))
 
 
 def queue_reordered(order: list[str]) -> Event:
     """``order``: every queued message's id, head first."""
-    return Event("queue-reordered", {"order": order})
+    return Event("queue-reordered", QueueReordered(order=order))
 
 
 def queue_paused() -> Event:
-    return Event("queue-paused", {})
+    return Event("queue-paused", _Empty())
 
 
 def queue_resumed() -> Event:
-    return Event("queue-resumed", {})
+    return Event("queue-resumed", _Empty())
 
 
 def message_created(message: Message) -> Event:
-    return Event("message-created", {"message": message.wire()})
+    return Event("message-created", _MessageField(message=message.wire()))
 
 
 def message_completed(message: Message) -> Event:
-    return Event("message-completed", {"message": message.wire()})
+    return Event("message-completed", _MessageField(message=message.wire()))
 
 
 def message_continued(message: Message) -> Event:
     """An answer goes on (``run.continue``, or after the process streaming it stopped): ``message`` is streaming
     again with the text it has; ``text-delta`` offsets go on from its length."""
-    return Event("message-continued", {"message": message.wire()})
+    return Event("message-continued", _MessageField(message=message.wire()))
 
 
 def branch_changed(parent_id: str | None, path: list[Message]) -> Event:
     """The active path changed: it is now the path up to ``parent_id`` (None: from the start) followed by
     ``path``, the messages below it, in order, each with its versions."""
-    return Event("branch-changed", {"parentId": parent_id, "path": [m.wire() for m in path]})
+    return Event("branch-changed", BranchChanged(parentId=parent_id, path=[m.wire() for m in path]))
 
 
 def run_resumed(run_id: str, message_id: str) -> Event:
     """The run was taken over after the process driving it stopped mid-answer; it goes on with ``message_id``."""
-    return Event("run-resumed", {"runId": run_id, "messageId": message_id})
+    return Event("run-resumed", RunResumed(runId=run_id, messageId=message_id))
 
 
 def run_started(run_id: str, trigger: RunTrigger, client_request_id: str | None) -> Event:
     """``client_request_id``: the client's id of the write that started the run, so its author knows it."""
-    return Event("run-started", {"runId": run_id, "trigger": trigger, "clientRequestId": client_request_id})
+    return Event("run-started", RunStarted(runId=run_id, trigger=trigger, clientRequestId=client_request_id))
 
 
 def run_finished(run_id: str, finish_reason: str | None, usage: dict[str, Any] | None) -> Event:
-    return Event("run-finished", {"runId": run_id, "finishReason": finish_reason, "usage": usage})
+    return Event("run-finished", RunFinished(runId=run_id, finishReason=finish_reason, usage=usage))
 
 
 def run_failed(run_id: str, error: dict[str, Any]) -> Event:
     """``error``: ``{code, message, retryable}`` (``RunFailure`` or a provider's ``ErrorCode``, docs/runs.md)."""
-    return Event("run-failed", {"runId": run_id, "error": error})
+    return Event("run-failed", RunFailed(runId=run_id, error=error))
 
 
 def run_aborted(run_id: str) -> Event:
-    return Event("run-aborted", {"runId": run_id})
+    return Event("run-aborted", RunRef(runId=run_id))
 
 
 def tool_call_ready(call_id: str, name: str, arguments: str, executor: ToolExecutor, requires_approval: bool) -> Event:
     return Event(
         "tool-call-ready",
-        {
-            "callId": call_id,
-            "name": name,
-            "arguments": arguments,
-            "executor": executor,
-            "requiresApproval": requires_approval,
-        },
+        ToolCallReady(
+            callId=call_id, name=name, arguments=arguments, executor=executor, requiresApproval=requires_approval
+        ),
     )
 
 
 def tool_approval_requested(call_id: str) -> Event:
-    return Event("tool-approval-requested", {"callId": call_id})
+    return Event("tool-approval-requested", CallRef(callId=call_id))
 
 
 def tool_approval_resolved(call_id: str, approved: bool, decided_by: dict[str, Any], decided_at: int) -> Event:
@@ -262,28 +447,27 @@ def tool_approval_resolved(call_id: str, approved: bool, decided_by: dict[str, A
     same as the call's kept ``decision.decidedAt``)."""
     return Event(
         "tool-approval-resolved",
-        {"callId": call_id, "approved": approved, "decidedBy": decided_by, "decidedAt": decided_at},
+        ToolApprovalResolved(callId=call_id, approved=approved, decidedBy=decided_by, decidedAt=decided_at),
     )
 
 
 def tool_call_result(call_id: str, output: str, outcome: ToolOutcome) -> Event:
     """``isError`` is true for every outcome but ``ok`` (what a model is told); ``outcome`` says which."""
-    return Event(
-        "tool-call-result", {"callId": call_id, "output": output, "isError": outcome != "ok", "outcome": outcome}
-    )
+    result = ToolCallResult(callId=call_id, output=output, isError=outcome != "ok", outcome=outcome)
+    return Event("tool-call-result", result)
 
 
 def session_updated(changes: dict[str, Any]) -> Event:
     """``changes``: the session as ``session-updated`` carries it (``store.repo.session_changes_wire``)."""
-    return Event("session-updated", {"session": changes})
+    return Event("session-updated", SessionUpdated(session=changes))
 
 
 def title_changed(title: str, source: TitleSource) -> Event:
-    return Event("title-changed", {"title": title, "source": source})
+    return Event("title-changed", TitleChanged(title=title, source=source))
 
 
 def session_deleted() -> Event:
-    return Event("session-deleted", {})
+    return Event("session-deleted", _Empty())
 
 
 # --- a user's feed (session.feed) ---------------------------------------------------------------------------
@@ -295,33 +479,33 @@ class FeedEvent(NamedTuple):
     """An event of a user's feed before it has its place there; ``fields`` as clients receive them."""
 
     type: FeedEventType
-    fields: dict[str, Any]
+    fields: Mapping[str, Any]
 
 
 def feed_session_created(session_id: str, summary: dict[str, Any]) -> FeedEvent:
     """``summary``: what a session list shows of the session (``services.feed.summary``)."""
-    return FeedEvent("session-created", {"sessionId": session_id, "session": summary})
+    return FeedEvent("session-created", _FeedSession(sessionId=session_id, session=summary))
 
 
 def feed_session_updated(session_id: str, summary: dict[str, Any]) -> FeedEvent:
-    return FeedEvent("session-updated", {"sessionId": session_id, "session": summary})
+    return FeedEvent("session-updated", _FeedSession(sessionId=session_id, session=summary))
 
 
 def feed_session_deleted(session_id: str) -> FeedEvent:
-    return FeedEvent("session-deleted", {"sessionId": session_id})
+    return FeedEvent("session-deleted", _SessionRef(sessionId=session_id))
 
 
 # --- streaming previews -----------------------------------------------------------------------------------
 # Built straight into their envelope: a text delta is made once per streamed token.
 
 
-def _stream(session_id: str, type_: StreamEventType, body: dict[str, Any]) -> str:
+def _stream(session_id: str, type_: StreamEventType, body: Mapping[str, Any]) -> str:
     return dumps({"type": type_, "sessionId": session_id, **body})
 
 
 def text_delta(session_id: str, message_id: str, offset: int, delta: str) -> EventEnvelope:
     """``delta`` extends the message's text at character ``offset``."""
-    body = {"messageId": message_id, "offset": offset, "delta": delta}
+    body: TextDelta = {"messageId": message_id, "offset": offset, "delta": delta}
     return EventEnvelope(
         session_id,
         None,
@@ -335,7 +519,7 @@ def text_delta(session_id: str, message_id: str, offset: int, delta: str) -> Eve
 
 def stream_snapshot(session_id: str, message_id: str, offset: int, text: str) -> EventEnvelope:
     """The message's text so far (``offset`` characters), for a subscriber that missed the deltas."""
-    body = {"messageId": message_id, "offset": offset, "text": text}
+    body: StreamSnapshot = {"messageId": message_id, "offset": offset, "text": text}
     return EventEnvelope(
         session_id, None, "stream-snapshot", _stream(session_id, "stream-snapshot", body), message_id, offset
     )
@@ -346,7 +530,7 @@ def stream_snapshot(session_id: str, message_id: str, offset: int, text: str) ->
 
 
 def tool_call_start(session_id: str, message_id: str, call_id: str, name: str, index: int) -> EventEnvelope:
-    body = {"messageId": message_id, "callId": call_id, "name": name, "index": index}
+    body: ToolCallStart = {"messageId": message_id, "callId": call_id, "name": name, "index": index}
     json = _stream(session_id, "tool-call-start", body)
     return EventEnvelope(session_id, None, "tool-call-start", json, message_id, published_at=time.time())
 
@@ -355,7 +539,7 @@ def tool_call_progress(
     session_id: str, call_id: str, progress: float, total: float | None, message: str | None
 ) -> EventEnvelope:
     """A server tool (an MCP tool) reported how far it got: ``progress`` of ``total`` (when known)."""
-    body: dict[str, Any] = {"callId": call_id, "progress": progress}
+    body: ToolCallProgress = {"callId": call_id, "progress": progress}
     if total is not None:
         body["total"] = total
     if message:
@@ -364,6 +548,6 @@ def tool_call_progress(
 
 
 def tool_call_delta(session_id: str, message_id: str, call_id: str, offset: int, delta: str) -> EventEnvelope:
-    body = {"messageId": message_id, "callId": call_id, "offset": offset, "delta": delta}
+    body: ToolCallDelta = {"messageId": message_id, "callId": call_id, "offset": offset, "delta": delta}
     json = _stream(session_id, "tool-call-delta", body)
     return EventEnvelope(session_id, None, "tool-call-delta", json, message_id, published_at=time.time())

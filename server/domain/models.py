@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler
 from pydantic.alias_generators import to_camel
+from pydantic_core import CoreSchema, core_schema
+from typing_extensions import TypedDict
 
 BusyPolicy = Literal["enqueue", "reject", "interrupt", "steer"]
 ToolMode = Literal["parallel", "sequential"]
@@ -28,9 +31,12 @@ def jsonable(value: Any) -> Any:
 
 
 class WireModel(BaseModel):
-    """Base for everything on the wire: camelCase aliases, Python names accepted too."""
+    """Base for everything on the wire: camelCase aliases, Python names accepted too. Every field goes out, so the
+    schema of what goes out (``mode="serialization"``) requires them all, defaults or not."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, json_schema_serialization_defaults_required=True
+    )
 
     def wire(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True)
@@ -206,6 +212,63 @@ class QueuedMessage(WireModel):
     client_request_id: str | None = None
 
 
+@dataclass(frozen=True)
+class WireOf:
+    """``Annotated[dict[str, Any], WireOf(T)]``: a dict that is the JSON of ``T`` (a wire model's ``.wire()``, or a
+    typed dict built without naming its type). To the checker and at run time it is the plain dict it is (taken and
+    sent as it is, never validated again); to the schema, and so to the generated TypeScript, it is ``T``."""
+
+    type: Any
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        return core_schema.json_or_python_schema(
+            json_schema=handler(self.type),
+            python_schema=handler(source),
+            serialization=core_schema.plain_serializer_function_ser_schema(_as_is),
+        )
+
+
+def _as_is(value: Any) -> Any:
+    return value
+
+
+class PendingToolCall(TypedDict):
+    """A tool call the current run is waiting on (``session.get``'s ``run.pendingToolCalls``)."""
+
+    callId: str
+    name: str
+    arguments: str  # the call's arguments as JSON text
+    executor: Literal["client", "server"]
+    requiresApproval: bool
+    approval: Literal["none", "pending", "approved", "denied"]
+
+
+class PendingApproval(TypedDict):
+    """A call waiting for ``tool.approve``."""
+
+    callId: str
+    name: str
+    arguments: str
+
+
+class StreamingText(TypedDict):
+    """The partial answer being streamed, with its length in code points."""
+
+    messageId: str
+    offset: int
+    text: str
+
+
+class RunState(TypedDict):
+    """``session.get``'s ``run``: the run in progress."""
+
+    id: str
+    status: str
+    streaming: StreamingText | None
+    pendingToolCalls: list[PendingToolCall]
+    pendingApprovals: list[PendingApproval]
+
+
 class SessionSnapshot(WireModel):
     session: Session
     # The newest messages (``session.get``'s ``messageLimit``) in history order.
@@ -213,5 +276,5 @@ class SessionSnapshot(WireModel):
     # ``message.list``'s ``before`` for the messages older than these; ``None`` when there are none.
     messages_before: int | None = None
     queue: list[QueuedMessage]
-    run: dict[str, Any] | None
+    run: Annotated[dict[str, Any], WireOf(RunState)] | None  # the run in progress
     last_event_id: str

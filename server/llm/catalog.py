@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
 
+from ..domain.outputs import ProviderInfo
 from .providers import PROVIDER_IDS
 
 # Models of each hosted provider that a person is likely to pick; any other name can be typed.
@@ -47,11 +47,11 @@ def _missing(provider_id: str, env: Mapping[str, str]) -> str | None:
 
 def provider_catalog(
     default_provider: str | None = None, default_model: str | None = None, environ: Mapping[str, str] | None = None
-) -> list[dict[str, Any]]:
+) -> list[ProviderInfo]:
     """One entry per provider id: ``{id, label, available, reason, models, freeText}`` (``reason`` is ``None``
     when available; ``freeText`` says the known list is empty or incomplete by nature, so the model is typed)."""
     env = os.environ if environ is None else environ
-    out: list[dict[str, Any]] = []
+    out: list[ProviderInfo] = []
     for provider_id in PROVIDER_IDS:
         reason = _missing(provider_id, env)
         base_url = env.get("OPENAI_BASE_URL") or ""

@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -69,10 +69,16 @@ class Context:
         return self.user
 
 
-class Subscription(Protocol):
-    """What a subscription handler returns: a stream the transport runs."""
+Item = TypeVar("Item", covariant=True)
 
-    async def run(self, send_item: Callable[[str | None, Any], None], writer: SubscriptionWriter | None = None) -> None:
+
+class Subscription(Protocol[Item]):
+    """What a subscription handler returns: a stream the transport runs. ``Subscription[X]`` pushes items of type
+    ``X`` (the procedure's output in the generated TypeScript)."""
+
+    async def run(
+        self, send_item: Callable[[str | None, Item], None], writer: SubscriptionWriter | None = None
+    ) -> None:
         """Push ``(tracked id or None, item)`` into ``send_item`` until the stream ends. A WebSocket also passes
         the subscription's ``writer`` for durable events (whose tracked id is their own): fan-out's fast path."""
 

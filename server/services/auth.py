@@ -31,6 +31,7 @@ from typing import Any, cast
 from sqlalchemy import CursorResult, select, update
 from sqlalchemy.exc import IntegrityError
 
+from ..domain import outputs
 from ..files import Files
 from ..protocol.errors import RpcError
 from ..store import repo
@@ -317,7 +318,7 @@ class AuthService:
 
     # --- devices (the caller's own) -----------------------------------------------------------------------
 
-    async def devices(self, user: User, current: str | None) -> list[dict[str, Any]]:
+    async def devices(self, user: User, current: str | None) -> list[outputs.Device]:
         stmt = (
             select(ApiToken)
             .where(ApiToken.user_id == user.id, ApiToken.revoked_at.is_(None))
@@ -325,13 +326,13 @@ class AuthService:
         )
         async with self.db.read() as s:
             rows = (await s.execute(stmt)).scalars().all()
-        return [{**_device(t), "current": t.id == current} for t in rows]
+        return [_own(t, current) for t in rows]
 
     async def revoke_device(self, user: User, device_id: str) -> None:
         if not await self._revoke(user.id, device_id):
             raise RpcError("NOT_FOUND", "Device not found")
 
-    async def rename_device(self, user: User, device_id: str, name: str, current: str | None) -> dict[str, Any]:
+    async def rename_device(self, user: User, device_id: str, name: str, current: str | None) -> outputs.Device:
         async with self.db.write() as s:
             row = (
                 await s.execute(
@@ -343,7 +344,7 @@ class AuthService:
             if row is None:
                 raise RpcError("NOT_FOUND", "Device not found")
             row.name = name
-            return {**_device(row), "current": row.id == current}
+            return _own(row, current)
 
     async def _revoke(self, user_id: str | None, device_id: str) -> bool:
         stmt = update(ApiToken).where(ApiToken.id == device_id, ApiToken.revoked_at.is_(None))
@@ -360,6 +361,11 @@ class AuthService:
         self.forget_devices(device_ids)
         if device_ids and self.on_revoked is not None:
             await self.on_revoked(device_ids)
+
+
+def _own(row: ApiToken, current: str | None) -> outputs.Device:
+    """One of the caller's devices; ``current``: the one the caller signed in with."""
+    return cast("outputs.Device", {**_device(row), "current": row.id == current})
 
 
 def _device(row: ApiToken) -> dict[str, Any]:

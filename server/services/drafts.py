@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from ..domain import outputs
 from ..domain.events import dumps
 from ..protocol.errors import RpcError
 from ..pubsub.base import Bus
@@ -53,7 +54,7 @@ class DraftService:
         self.buckets = bus.rate_buckets()
         self._last_write: dict[tuple[str, str], float] = {}
 
-    async def get(self, user: User, session_id: str) -> dict[str, Any]:
+    async def get(self, user: User, session_id: str) -> outputs.Draft:
         """The draft (an empty one at version 0 when there is none). Someone else's session is ``NOT_FOUND``."""
         async with self.db.read() as s:
             row = await repo.get_session(s, session_id)
@@ -69,13 +70,13 @@ class DraftService:
         text: str,
         attachments: list[dict[str, Any]],
         base_version: int,
-    ) -> dict[str, Any]:
+    ) -> outputs.DraftWrite:
         if len(text) > self.max_chars:
             raise RpcError("PAYLOAD_TOO_LARGE", f"A draft holds at most {self.max_chars} characters")
         await self._throttle(device_id or user.id, session_id)
         return await self._write(user, device_id, session_id, text, attachments, base_version)
 
-    async def clear(self, user: User, device_id: str | None, session_id: str, base_version: int) -> dict[str, Any]:
+    async def clear(self, user: User, device_id: str | None, session_id: str, base_version: int) -> outputs.DraftWrite:
         return await self._write(user, device_id, session_id, "", [], base_version)
 
     async def _throttle(self, writer: str, session_id: str) -> None:
@@ -112,7 +113,7 @@ class DraftService:
         text: str,
         attachments: list[dict[str, Any]],
         base_version: int,
-    ) -> dict[str, Any]:
+    ) -> outputs.DraftWrite:
         """Compare and set, under the session's row lock (so two devices' writes are taken in turn)."""
         async with self.db.write() as s:
             row = await repo.get_session(s, session_id, lock=True)
@@ -138,7 +139,7 @@ class DraftService:
         return {"saved": True, "draft": wire}
 
     @staticmethod
-    async def _read(s: AsyncSession, user_id: str, session_id: str) -> dict[str, Any]:
+    async def _read(s: AsyncSession, user_id: str, session_id: str) -> outputs.Draft:
         found = (
             await s.execute(
                 select(Draft, ApiToken.name)
@@ -160,7 +161,7 @@ class DraftService:
         return {
             "sessionId": session_id,
             "text": draft.text,
-            "attachments": list(draft.attachments or []),
+            "attachments": cast("list[outputs.FileInfo]", list(draft.attachments or [])),
             "version": int(draft.version),
             "deviceId": draft.device_id,
             "deviceName": device_name,

@@ -25,6 +25,7 @@ from sqlalchemy import ColumnElement, CursorResult, and_, delete, exists, func, 
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
+from ..domain import outputs
 from ..protocol.errors import RpcError
 from ..store import repo
 from ..store.db import Database
@@ -87,7 +88,7 @@ class SignInLinks:
 
     async def create(
         self, user_id: str, device_name: str | None, public_url: str, *, made_by: str | None
-    ) -> dict[str, Any]:
+    ) -> outputs.NewLink:
         """A one-time sign-in link for ``user_id``, made by device ``made_by`` (None: the CLI):
         ``{id, url, code, expiresAt}``. ``PRECONDITION_FAILED`` past :data:`MAX_PENDING_LINKS`."""
         code = secrets.token_urlsafe(24)
@@ -120,7 +121,7 @@ class SignInLinks:
         url = public_url.rstrip("/") + "/link#" + code
         return {"id": link_id, "url": url, "code": code, "expiresAt": _ms(expires)}
 
-    async def create_for(self, user_name: str, device_name: str | None, public_url: str) -> dict[str, Any]:
+    async def create_for(self, user_name: str, device_name: str | None, public_url: str) -> outputs.NewLink:
         """A link for the user named ``user_name``, made on the server's command line."""
         async with self.db.read() as s:
             user = await repo.user_by_name(s, user_name)
@@ -181,7 +182,7 @@ class SignInLinks:
             s.add(ApiToken(id=device_id, user_id=user.id, token_hash=hash_token(token), name=name, created_at=now))
         return {"token": token, "deviceId": device_id, "user": {"id": user.id, "name": user.name}}
 
-    async def pending(self, user: User, current_device: str | None) -> list[dict[str, Any]]:
+    async def pending(self, user: User, current_device: str | None) -> list[outputs.PendingLink]:
         """The user's pending links, oldest first: ``[{id, deviceName, createdAt, expiresAt, madeBy}]``, where
         ``madeBy`` is the device that made it ``{id, name, current}``, or None for the CLI."""
         now = self.clock()

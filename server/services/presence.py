@@ -34,6 +34,7 @@ from typing import Any
 
 import orjson
 
+from ..domain import outputs
 from ..domain.events import EventEnvelope, dumps
 from ..protocol.errors import RpcError
 from ..pubsub.base import Bus
@@ -144,7 +145,7 @@ class PresenceService:
         visible: bool,
         focused: bool,
         typing: bool,
-    ) -> dict[str, Any]:
+    ) -> outputs.PresenceTimes:
         """Write the client's entry; publish it if it changed (at most once a second); a session coming into
         view is read (``services.unread``)."""
         await self.owned(user, session_id)

@@ -38,12 +38,13 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 
+from ..domain import outputs
 from ..protocol.errors import RpcError
 from ..settings import Settings
 from ..store.db import Database
@@ -166,7 +167,7 @@ class PushService:
 
     async def subscribe(
         self, user: User, device_id: str | None, endpoint: str, p256dh: str, auth: str, events: list[str] | None
-    ) -> dict[str, Any]:
+    ) -> outputs.PushSubscribed:
         """Store (or update) the device's subscription. An endpoint another device held moves to this one."""
         if device_id is None:
             raise RpcError("BAD_REQUEST", "Push needs a device token")
@@ -201,14 +202,14 @@ class PushService:
             existing.auth = auth
             existing.events = wanted
             await s.flush()
-            return {"endpoint": endpoint, "deviceId": device_id, "events": wanted}
+            return {"endpoint": endpoint, "deviceId": device_id, "events": cast("list[outputs.PushEvent]", wanted)}
 
     async def unsubscribe(self, user: User, endpoint: str) -> None:
         async with self.db.write() as s:
             mine = PushSubscription.user_id == user.id
             await s.execute(delete(PushSubscription).where(mine, PushSubscription.endpoint == endpoint))
 
-    async def subscriptions(self, user: User, current_device: str | None) -> list[dict[str, Any]]:
+    async def subscriptions(self, user: User, current_device: str | None) -> list[outputs.PushSubscriptionInfo]:
         async with self.db.read() as s:
             rows = (
                 await s.execute(
@@ -223,7 +224,7 @@ class PushService:
                 "endpoint": sub.endpoint,
                 "deviceId": sub.device_id,
                 "deviceName": name,
-                "events": list(sub.events or []),
+                "events": cast("list[outputs.PushEvent]", list(sub.events or [])),
                 "current": sub.device_id == current_device,
             }
             for sub, name in rows

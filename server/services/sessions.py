@@ -25,7 +25,7 @@ from sqlalchemy import insert, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from ..domain import events
+from ..domain import events, outputs
 from ..domain import models as wire
 from ..domain.models import TitleSource
 from ..files import refs as file_refs
@@ -269,7 +269,7 @@ class SessionService:
 
     async def list(
         self, user: User, limit: int, cursor: str | None, search: str | None, archived: bool | None = False
-    ) -> dict[str, Any]:
+    ) -> outputs.SessionPage:
         """A page of the owner's list (pinned first, then newest first). With ``search``, a page examines at most
         ``search_scan`` sessions (``repo.list_sessions``), so it may hold fewer than ``limit`` with a
         ``nextCursor`` to examine the next ones."""
@@ -386,7 +386,7 @@ class SessionService:
 
     async def messages(
         self, user: User, session_id: str, before: int | None, limit: int, leaf_id: str | None = None
-    ) -> dict[str, Any]:
+    ) -> outputs.MessagePage:
         """A page of the active path, or with ``leaf_id`` of the branch from the start down to that message,
         newest last, before ordinal ``before``."""
         await self.readable(user, session_id)

@@ -13,6 +13,7 @@ from typing import Any
 
 from .. import metrics
 from ..domain.models import ToolOutcome
+from ..domain.outputs import ToolDefinitionInfo
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +63,7 @@ class ServerTool:
     description: str = ""
     parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
 
-    def definition(self) -> dict[str, Any]:
+    def definition(self) -> ToolDefinitionInfo:
         """A ``ToolDefinition`` (``domain.models``) a client can put in ``session.tools``."""
         return {
             "name": self.name,
