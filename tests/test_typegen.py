@@ -1,5 +1,6 @@
-"""``server.typegen``: the checked-in ``client_js/src/router.gen.ts`` matches the registry, and the ``AppRouter``
-it declares is accepted by ``createTRPCClient`` from the real ``@trpc/client`` and rejects wrong calls.
+"""``server.typegen``: the checked-in ``client_js/src/router.gen.ts`` matches the registry, every procedure's output
+in it comes from its handler's return annotation, and the ``AppRouter`` it declares is accepted by
+``createTRPCClient`` from the real ``@trpc/client`` and rejects wrong calls.
 
 The type check runs TypeScript's ``tsc --noEmit`` over a small file that uses the typed client; lines marked
 ``// @ts-expect-error`` must be errors, so a router type that let anything through (``any``) fails the check.
@@ -8,17 +9,23 @@ Node missing is a failure, never a skip.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import tempfile
+import typing
 from pathlib import Path
+from typing import Any
 
 import pytest
-from pydantic import Field
+from pydantic import BaseModel, Field, TypeAdapter
+from typing_extensions import TypeAliasType, is_typeddict
 
 from server import typegen
 from server.api import build_router
 from server.api.inputs import SessionRef
+from server.domain import events, outputs
+from server.protocol import close_codes
 
 ROOT = Path(__file__).resolve().parent.parent
 CLIENT_JS = ROOT / "client_js"
@@ -48,14 +55,85 @@ def test_a_new_procedure_is_picked_up_without_a_step_by_hand() -> None:
     router = build_router()
 
     @router.mutation("session.shout", _Shout)
-    async def shout(ctx: object, inp: _Shout) -> None:  # pragma: no cover - never called
+    async def shout(ctx: object, inp: _Shout) -> outputs.Aborted:  # pragma: no cover - never called
+        return {"aborted": False}
+
+    text, untyped = typegen.generate(router)
+    assert '"session.shout": { kind: "mutation"; input: _ShoutInput; output: Aborted }' in text
+    assert "shout: TRPCMutationProcedure<{ input: _ShoutInput; output: Aborted; meta: object }>;" in text
+    assert "volume?: number;" in text and "@default 3" in text
+    assert untyped == []
+
+
+def test_a_handler_that_returns_any_is_named_and_typed_unknown() -> None:
+    router = build_router()
+
+    @router.query("session.vague", SessionRef)
+    async def vague(ctx: object, inp: SessionRef) -> Any:  # pragma: no cover - never called
         return None
 
     text, untyped = typegen.generate(router)
-    assert '"session.shout": { kind: "mutation"; input: _ShoutInput; output: unknown }' in text
-    assert "shout: TRPCMutationProcedure<{ input: _ShoutInput; output: unknown; meta: object }>;" in text
-    assert "volume?: number;" in text and "@default 3" in text
-    assert untyped == ["session.shout"]
+    assert '"session.vague": { kind: "query"; input: SessionRefInput; output: unknown }' in text
+    assert untyped == ["session.vague"]
+
+
+def _declared(text: str) -> set[str]:
+    return set(re.findall(r"^export (?:type|interface) (\w+)", text, re.M))
+
+
+def _named_types(tp: Any) -> set[str]:
+    """The names a Python output type is emitted under: its models, typed dicts and aliases, nested ones too."""
+    if isinstance(tp, TypeAliasType):
+        return {tp.__name__} | (set() if tp.__name__ in typegen._EVENT_ITEMS else _named_types(tp.__value__))
+    if isinstance(tp, type) and (issubclass(tp, BaseModel) or is_typeddict(tp)):
+        return {tp.__name__}
+    names: set[str] = set()
+    for arg in typing.get_args(tp):
+        names |= _named_types(arg)
+    return names
+
+
+def test_every_registered_procedure_declares_its_output_and_the_file_has_it() -> None:
+    """No handler returns ``Any`` (or leaves its return unannotated), and the generated file declares each output
+    type under its Python name and gives it as the procedure's output."""
+    text = typegen.TARGET.read_text()
+    declared = _declared(text)
+    procs = build_router().procedures.values()
+    vague = sorted(p.path for p in procs if typegen.output_type(p.handler) is Any)
+    assert vague == [], f"handlers that do not say what they return: {vague}"
+    for proc in procs:
+        out = typegen.output_type(proc.handler)
+        missing = _named_types(out) - declared
+        assert not missing, f"{proc.path}: {missing} not in router.gen.ts"
+        entry = re.search(
+            rf'^  "{re.escape(proc.path)}": \{{ kind: "{proc.kind}"; input: .*; output: (.+) \}};$', text, re.M
+        )
+        assert entry is not None, proc.path
+        assert entry.group(1) != "unknown", proc.path
+        if _named_types(out) == {getattr(out, "__name__", None)}:  # a named type: the output is that name
+            assert entry.group(1) == out.__name__, proc.path
+
+
+def test_every_close_code_is_generated_and_the_client_keeps_no_copy() -> None:
+    text = typegen.TARGET.read_text()
+    codes = {k: v for k, v in vars(close_codes).items() if k.isupper() and isinstance(v, int)}
+    assert {"UNAVAILABLE", "SERVER_FULL", "AUTH_TIMEOUT"} <= set(codes)
+    for name, value in codes.items():
+        assert f"export const {name} = {value};" in text, name
+    hand_written = (CLIENT_JS / "src" / "closeCodes.ts").read_text()
+    assert not re.search(r"\b4\d\d\d\b", hand_written), "closeCodes.ts must use the generated codes"
+
+
+def test_every_event_type_is_generated_from_its_fields() -> None:
+    text = typegen.TARGET.read_text()
+    for type_, fields in events.EVENT_FIELDS.items():
+        line = next(
+            line for line in text.splitlines() if line.startswith(f'export type {typegen._pascal(type_)}Event =')
+        )
+        schema = TypeAdapter(fields).json_schema(mode="serialization")
+        required = set(schema.get("required", ()))
+        for key in schema.get("properties", {}):
+            assert f" {key}{'' if key in required else '?'}: " in line, (type_, key)
 
 
 class _Node(SessionRef):
@@ -75,19 +153,12 @@ def test_a_model_that_contains_itself_refers_to_itself_by_name() -> None:
     assert '"session.tree": { kind: "mutation"; input: _NodeInput;' in text
 
 
-def test_an_event_type_without_a_typescript_type_stops_the_generator(monkeypatch: pytest.MonkeyPatch) -> None:
-    events = dict(typegen.EVENT_TYPES)
-    del events["queue-reordered"]
-    monkeypatch.setattr(typegen, "EVENT_TYPES", events)
+def test_an_event_type_without_fields_stops_the_generator(monkeypatch: pytest.MonkeyPatch) -> None:
+    fields = dict(events.EVENT_FIELDS)
+    del fields["queue-reordered"]
+    monkeypatch.setattr(events, "EVENT_FIELDS", fields)
     with pytest.raises(SystemExit, match="queue-reordered"):
         typegen.generate()
-
-
-def test_a_wire_model_replaces_the_hand_written_type_of_the_same_name() -> None:
-    kept = typegen._extra_types({"SessionSummary"})
-    assert "export type SessionSummary" not in kept
-    assert "A session as the live list" not in kept  # its comment goes with it
-    assert "export type SessionPage" in kept and "export type Device" in kept
 
 
 CHECK_TS = """\

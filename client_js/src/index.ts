@@ -53,5 +53,5 @@ export * from "./reducers/previews.js";
 export * from "./reducers/session.js";
 export * from "./reducers/sessions.js";
 export { assemble, cpLength, cpSliceFrom } from "./reducers/text.js";
-export type * from "./router.gen.js";
-export { DURABLE_EVENT_TYPES, STREAM_EVENT_TYPES } from "./router.gen.js";
+// The generated types, the event type lists and the close codes.
+export * from "./router.gen.js";

@@ -51,7 +51,7 @@ def register(router: Router) -> None:
         return await ctx.services.sessions.list(ctx.require_user(), inp.limit, inp.cursor, inp.search, inp.archived)
 
     @router.query("session.get", inputs.SessionGet)
-    async def get(ctx: Context, inp: inputs.SessionGet) -> wire.SessionSnapshot:
+    async def get(ctx: Context, inp: inputs.SessionGet) -> outputs.SessionState:
         return await ctx.services.sessions.snapshot(ctx.require_user(), inp.session_id, inp.message_limit)
 
     @router.mutation("session.update", inputs.SessionUpdate)

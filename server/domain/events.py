@@ -4,8 +4,8 @@ one event through the process.
 Durable events have a ``seq`` (their place in the session's event log); ephemeral ones (streaming previews)
 do not. Code that changes a session makes its events only with the constructors here: a durable one is an
 :class:`Event` that ``SessionTx.emit`` appends to the log; a streaming one is an :class:`EventEnvelope` at
-once. The TypeScript side of the same union is generated from ``server/typegen.py``'s ``EVENT_TYPES``, which
-takes each event's fields from :data:`EVENT_FIELDS` (a typed dict per type; the constructors build them).
+once. Each type's fields are a typed dict in :data:`EVENT_FIELDS`, which its constructor builds; the TypeScript side
+of the union is generated from that table.
 An event is serialised to JSON once, when it is created or read from the log, and every transport
 builds its frames around that text — never once per subscriber.
 """
@@ -195,7 +195,7 @@ class RunResumed(TypedDict):
 class RunStarted(TypedDict):
     runId: str
     trigger: RunTrigger
-    clientRequestId: str | None
+    clientRequestId: NotRequired[str | None]  # always written now; absent from runs logged before it was
 
 
 class RunFinished(TypedDict):
@@ -228,8 +228,9 @@ class CallRef(TypedDict):
 class ToolApprovalResolved(TypedDict):
     callId: str
     approved: bool
-    decidedBy: Annotated[dict[str, Any], WireOf(DecidedBy)]
-    decidedAt: int
+    # Always written now; absent from approvals logged before they were.
+    decidedBy: NotRequired[Annotated[dict[str, Any], WireOf(DecidedBy)]]
+    decidedAt: NotRequired[int]
 
 
 class ToolCallResult(TypedDict):

@@ -22,6 +22,7 @@ from .models import (
     QueuedMessage,
     RunState,
     Session,
+    SessionSnapshot,
     SessionStatus,
     StreamingText,
     TitleSource,
@@ -74,6 +75,7 @@ __all__ = [
     "SessionChanges",
     "SessionListed",
     "SessionPage",
+    "SessionState",
     "SessionSummary",
     "StreamingText",
     "ToolDefinitionInfo",
@@ -114,6 +116,10 @@ class SessionChanges(Session):
     archived: bool
     mcp_servers: list[str]
     mcp_tools: dict[str, dict[str, Any]]
+
+
+# What ``session.get`` returns: everything needed to follow the session from ``lastEventId`` on.
+SessionState = TypeAliasType("SessionState", SessionSnapshot)
 
 
 class SessionPage(TypedDict):

@@ -2,11 +2,16 @@
 
 4000-4499  reconnect and resume from your lastEventId (nothing was lost)
 4500-4999  do not reconnect with the same credentials
+
+The TypeScript client gets these constants, under the same names, from the generated ``router.gen.ts``.
 """
 
 from __future__ import annotations
 
 RECONNECT_MIN, RECONNECT_MAX = 4000, 4499
+"""Codes in this range: reconnect (after a pause) and resume."""
+FINAL_MIN, FINAL_MAX = 4500, 4999
+"""Codes in this range: reconnecting unchanged cannot help (sign in again, or fix the client)."""
 
 SLOW_CONSUMER = 4000
 """The client did not read fast enough; its outbound buffer overflowed. Reconnect and resume."""

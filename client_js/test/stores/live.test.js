@@ -200,7 +200,7 @@ describe('against a real server', { skip: skipReason }, () => {
     const rec = gatedWebSocket();
     const c = client({ token: 'not-a-token', WebSocket: rec.WebSocket, reconnectDelayMs: () => 0 });
     await until(() => c.connection.get() === 'signed-out', 'signed-out');
-    assert.equal(c.closeCode.get(), lib.TOKEN_REJECTED);
+    assert.equal(c.closeCode.get(), lib.UNAUTHORIZED);
     const sockets = rec.instances.length;
     await assert.rejects(c.requests.query('session.list', {}));
     assert.equal(rec.instances.length, sockets, 'no new socket after a final close code');
