@@ -1,4 +1,4 @@
-// PROTOCOL.md §1.2, §8.3-8.4: error mapping as seen through @trpc/client, over wsLink and httpLink.
+// Error mapping as seen through @trpc/client, over wsLink and httpLink.
 // The server runs with CHATSYNC_MAX_QUEUE_LENGTH=5 (set by tests/test_conformance_js.py).
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
@@ -121,7 +121,7 @@ for (const [name, make] of Object.entries(transports)) {
   });
 }
 
-// PROTOCOL.md §2.2: when the context cannot be created (here: an invalid token in connectionParams), the
+// When the context cannot be created (here: an invalid token in connectionParams), the
 // reference server sends the id:null error *and* answers every request already sent on that socket with the
 // error under its own id, then closes. @trpc/client ignores id:null frames, so without the per-id answer the
 // user's call rejects with an opaque "Unknown error" instead of UNAUTHORIZED.

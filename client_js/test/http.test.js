@@ -1,4 +1,4 @@
-// PROTOCOL.md §3, §4, §8.1-8.7: httpLink, httpBatchLink, httpBatchStreamLink with Authorization: Bearer.
+// httpLink, httpBatchLink, httpBatchStreamLink with Authorization: Bearer.
 import assert from 'node:assert/strict';
 import { before, describe, test } from 'node:test';
 import {

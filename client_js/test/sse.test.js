@@ -1,4 +1,4 @@
-// PROTOCOL.md §5, §8.15-8.16: session.events over httpSubscriptionLink (server-sent events), authenticated
+// session.events over httpSubscriptionLink (server-sent events), authenticated
 // with connectionParams, once with `eventsource` (resumes with a Last-Event-ID header) and once with
 // `event-source-polyfill` (resumes with a ?lastEventId= query parameter).
 import assert from 'node:assert/strict';
@@ -157,7 +157,7 @@ for (const [name, { EventSource, resumeMarker }] of Object.entries(impls)) {
     });
 
     // An invalid token must reach the client as a tRPC error it can read (err.data.code), as the reference
-    // server does when createContext throws: 200 + `connected` + `serialized-error` (PROTOCOL.md §5.2).
+    // server does when createContext throws: 200 + `connected` + `serialized-error`.
     // A bare HTTP 401 is opaque to an EventSource: the client only sees "Non-200 status code (401)".
     test('a bad token -> onError UNAUTHORIZED with its code', T, async () => {
       const { id: sessionId } = await createSession(undefined, `sse-badtoken-${name}`);

@@ -1,4 +1,4 @@
-// PROTOCOL.md §8.8, §8.10: queries and mutations over wsLink with connectionParams; batching in one tick.
+// Queries and mutations over wsLink with connectionParams; batching in one tick.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { T, until, wsClientFor } from '../lib/harness.js';
@@ -115,7 +115,7 @@ describe('wsLink: queries and mutations', () => {
   });
 });
 
-// PROTOCOL.md §2.6, §8.11: with client keepAlive on, the client PINGs when idle and drops the socket if no
+// With client keepAlive on, the client PINGs when idle and drops the socket if no
 // PONG comes back within pongTimeoutMs. The server must answer every PING, so the first socket survives.
 test('client keepAlive: PINGs are answered with PONG and the socket is never replaced', T, async () => {
   const c = wsClientFor(undefined, { keepAlive: { enabled: true, intervalMs: 150, pongTimeoutMs: 1_000 } });

@@ -1,4 +1,4 @@
-// PROTOCOL.md §2.2-2.6, §8.10, §8.14: hand-written frames over a raw `ws` socket.
+// Hand-written frames over a raw `ws` socket.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { T, TOKEN, authedRawSocket, createSession, rawSocket } from '../lib/harness.js';
@@ -146,7 +146,7 @@ describe('raw WebSocket robustness', () => {
     await s.closed();
   });
 
-  // PROTOCOL.md §2.2 / §8.10: when the context fails, requests already queued behind connectionParams also
+  // When the context fails, requests already queued behind connectionParams also
   // receive the error under their own ids (tRPC's "createContext throws" regression test), then the close.
   test('a bad token with requests queued behind it: each queued request gets UNAUTHORIZED under its id', T, async () => {
     const s = await rawSocket({ query: '?connectionParams=1' });

@@ -1,4 +1,4 @@
-// PROTOCOL.md §2.7, §8.12: the client's socket is killed; @trpc/client reconnects by itself, re-sends
+// The client's socket is killed; @trpc/client reconnects by itself, re-sends
 // connectionParams and the subscription with params.lastEventId, and the server replays exactly what was missed.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';

@@ -1,4 +1,4 @@
-// PROTOCOL.md §2.4-2.5, §8.9: session.events over wsLink — started, tracked {id, data} events in seq order
+// session.events over wsLink — started, tracked {id, data} events in seq order
 // for changes made by another client, unsubscribe -> subscription.stop -> stopped, lastEventId in input.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
@@ -58,7 +58,7 @@ describe('session.events over wsLink', () => {
     assert.equal(s.events[4].data.reason, 'removed');
     assert.deepEqual(s.errors, []);
 
-    // On the wire: result.id duplicates the tracked id (PROTOCOL.md §2.4).
+    // On the wire: result.id duplicates the tracked id.
     const subId = sub.rec.sentJson().find(({ msg }) => msg.method === 'subscription' && msg.params.input.sessionId === sessionId).msg.id;
     const frames = sub.rec.receivedJson().filter(({ msg }) => msg.id === subId).map(({ msg }) => msg);
     assert.deepEqual(frames[0], { id: subId, result: { type: 'started' } });

@@ -1,4 +1,4 @@
-"""Busy policies of message.send (API.md): enqueue (test_queue.py), reject, interrupt, steer."""
+"""Busy policies of message.send (docs/runs.md): enqueue (test_queue.py), reject, interrupt, steer."""
 
 from __future__ import annotations
 

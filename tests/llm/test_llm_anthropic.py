@@ -51,7 +51,7 @@ async def test_text_stream_with_ping_and_cumulative_usage(make_provider):
     call_turn = body["messages"][1]
     assert call_turn["content"] == [
         {"type": "tool_use", "id": "call_1", "name": "get_weather", "input": {"city": "Paris"}}
-    ]  # no empty text block before the call [I9]; input is an object [A3]
+    ]  # no empty text block before the call; input is an object
     results = body["messages"][2]
     assert results["role"] == "user"
     assert results["content"][0] == {"type": "tool_result", "tool_use_id": "call_1", "content": "18°C, sunny"}
@@ -146,5 +146,5 @@ async def test_request_rules_foreign_ids_queue_and_prefill(make_provider):
     result, queued = messages[2]["content"]
     assert tool_use["id"] == result["tool_use_id"] and tool_use["id"].startswith("functions_Bash_0_")
     assert result["is_error"] is True and result["content"]  # never an empty tool_result
-    assert queued == {"type": "text", "text": "queued while the tool ran"}  # text after the results [A20]
-    assert messages[3]["content"] == [{"type": "text", "text": "Partial prefill"}]  # no trailing whitespace [I24]
+    assert queued == {"type": "text", "text": "queued while the tool ran"}  # text after the results
+    assert messages[3]["content"] == [{"type": "text", "text": "Partial prefill"}]  # no trailing whitespace

@@ -1,4 +1,4 @@
-"""Worked conversion cases from PROVIDERS.md §3.3, each asserted on every target's request."""
+"""Worked conversion cases (the awkward histories a converter meets), each asserted on every target's request."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def tool(id: str, content: str = "ok", **kw) -> Message:
     return Message(role="tool", tool_call_id=id, content=content, **kw)
 
 
-def test_parallel_results_out_of_order_are_grouped_in_call_order():  # §3.3 case 2
+def test_parallel_results_out_of_order_are_grouped_in_call_order():
     r = req(
         user("go"),
         Message(role="assistant", tool_calls=(call("a"), call("b"), call("c"))),
@@ -52,14 +52,14 @@ def test_parallel_results_out_of_order_are_grouped_in_call_order():  # §3.3 cas
     assert [p["function_response"]["response"]["output"] for p in go[2]["parts"]] == ["A", "B", "C"]
 
 
-def test_orphan_results_are_dropped():  # §3.3 cases 4 and 12
+def test_orphan_results_are_dropped():
     r = req(tool("ghost", "lost"), user("hi"), Message(role="assistant", content="hey"), tool("ghost2"))
     for body in (to_openai_request(r)["messages"], to_ollama_request(r)["messages"]):
         assert [m["role"] for m in body] == ["user", "assistant"]
     assert "lost" not in repr(to_anthropic_request(r)) and "lost" not in repr(to_google_request(r))
 
 
-def test_interrupted_call_gets_a_synthesised_result_before_the_next_user_message():  # §3.3 cases 5 and 10
+def test_interrupted_call_gets_a_synthesised_result_before_the_next_user_message():
     r = req(
         user("weather?"),
         Message(role="assistant", tool_calls=(call("c1", "get_weather", '{"city": "Par'),), status="interrupted"),
@@ -76,14 +76,14 @@ def test_interrupted_call_gets_a_synthesised_result_before_the_next_user_message
     assert an[2]["content"][0]["is_error"] is True and an[2]["content"][1] == {"type": "text", "text": "hello?"}
 
 
-def test_argument_wrapping_is_consistent():  # §3.3 case 7
+def test_argument_wrapping_is_consistent():
     assert arguments_object("") == {} and arguments_object("null") == {} and arguments_object("  ") == {}
     assert arguments_object("[1,2]") == {"INVALID_JSON": "[1,2]"}
     assert arguments_object('"x"') == {"INVALID_JSON": '"x"'}
     assert arguments_object('{"a": 1}') == {"a": 1}
 
 
-def test_mid_conversation_system_per_target():  # §3.3 case 8
+def test_mid_conversation_system_per_target():
     r = req(
         Message(role="system", content="S1"),
         user("q"),
@@ -108,11 +108,11 @@ def test_mid_conversation_system_per_target():  # §3.3 case 8
     assert an["messages"][-1]["content"][0]["type"] == "tool_result"
     go = to_google_request(r)
     assert go["config"]["system_instruction"] == "P\n\nS1"
-    # Never inside the functionResponse content [P6].
+    # Never inside the functionResponse content.
     assert go["contents"][-1] == {"role": "user", "parts": [{"text": "<system>\nS2\n</system>"}]}
 
 
-def test_consecutive_queued_user_messages():  # §3.3 case 9
+def test_consecutive_queued_user_messages():
     r = req(user("one"), user("two"), user("three"))
     assert [m["content"] for m in to_openai_request(r)["messages"]] == ["one", "two", "three"]
     assert to_openai_request(r, COMPATIBLE)["messages"] == [{"role": "user", "content": "one\n\ntwo\n\nthree"}]
@@ -122,14 +122,14 @@ def test_consecutive_queued_user_messages():  # §3.3 case 9
     assert len(go) == 1 and len(go[0]["parts"]) == 3
 
 
-def test_history_starting_with_assistant_gets_a_user_anchor():  # §3.3 case 11
+def test_history_starting_with_assistant_gets_a_user_anchor():
     r = req(Message(role="assistant", content="hi"), user("yo"))
     assert to_anthropic_request(r)["messages"][0]["role"] == "user"
     assert to_google_request(r)["contents"][0]["role"] == "user"
     assert to_openai_request(r)["messages"][0]["role"] == "assistant"  # OpenAI has no such rule
 
 
-def test_duplicate_and_missing_ids_are_made_unique_and_results_follow():  # §3.3 cases 1 and 13
+def test_duplicate_and_missing_ids_are_made_unique_and_results_follow():
     r = req(
         user("go"),
         Message(role="assistant", tool_calls=(call("dup"), call(""))),
@@ -147,7 +147,7 @@ def test_duplicate_and_missing_ids_are_made_unique_and_results_follow():  # §3.
     ]
 
 
-def test_foreign_ids_are_mapped_identically_on_call_and_result():  # §3.3 case 14
+def test_foreign_ids_are_mapped_identically_on_call_and_result():
     long_id = "y" * 64
     r = req(
         user("go"),
@@ -167,7 +167,7 @@ def test_foreign_ids_are_mapped_identically_on_call_and_result():  # §3.3 case 
     assert map_tool_call_id("a.b", "anthropic") != map_tool_call_id("a:b", "anthropic")  # no collapse
 
 
-def test_error_and_empty_results_per_target():  # §3.3 cases 15 and 16
+def test_error_and_empty_results_per_target():
     r = req(
         user("go"),
         Message(role="assistant", tool_calls=(call("e"), call("z"))),
@@ -182,7 +182,7 @@ def test_error_and_empty_results_per_target():  # §3.3 cases 15 and 16
     assert [m["content"] for m in to_openai_request(r)["messages"][2:]] == ["boom", ""]
 
 
-def test_text_with_calls_and_back_to_back_assistants():  # §3.3 cases 3, 19 and 20
+def test_text_with_calls_and_back_to_back_assistants():
     r = req(
         user("go"),
         Message(role="assistant", content="", status="error"),  # failed generation, nothing said
@@ -201,7 +201,7 @@ def test_text_with_calls_and_back_to_back_assistants():  # §3.3 cases 3, 19 and
     assert [list(p) for p in go[1]["parts"]][:2] == [["text"], ["text"]]
 
 
-def test_calls_only_turn_has_no_empty_text_anywhere():  # §3.3 case 3
+def test_calls_only_turn_has_no_empty_text_anywhere():
     r = req(user("go"), Message(role="assistant", content="   ", tool_calls=(call("c"),)), tool("c"))
     assert to_openai_request(r)["messages"][1]["content"] is None
     assert [b["type"] for b in to_anthropic_request(r)["messages"][1]["content"]] == ["tool_use"]

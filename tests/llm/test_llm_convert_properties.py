@@ -1,11 +1,11 @@
-"""Property tests: any canonical history converts to a request every provider accepts (PROVIDERS.md §3.1).
+"""Property tests: any canonical history converts to a request every provider accepts.
 
 Histories are random sequences of user/system/assistant/tool messages with interrupted streams (missing results,
 cut-off arguments), parallel calls, orphan and duplicate results, ids in other providers' formats (a provider
 switch mid-conversation), reused and empty ids, blank messages and consecutive queued user messages, and user
 messages with files (images, PDFs, text, missing, unreadable and unsupported ones, files alone without text), for
 models that take images and documents and for models that do not. Each target's checker encodes the server-side
-rules quoted in PROVIDERS.md and the attachment formats of docs/attachments.md.
+rules that provider's API enforces (each stated with its check) and the attachment formats of docs/attachments.md.
 """
 
 from __future__ import annotations
@@ -36,10 +36,10 @@ SETTINGS = settings(max_examples=150, deadline=None, database=None, suppress_hea
 ID_POOL = [
     "call_abc123",
     "toolu_01A09q90qw90lq917835lq9",
-    "functions.Bash:0",  # Kimi/Moonshot style, invalid for Anthropic [I25]
-    "chatcmpl-tool-9f8e7d6c5b4a39281706f5e4d3c2b1a0",  # vLLM, invalid for Mistral [I14]
-    "x" * 64,  # too long for OpenAI [I19]
-    "",  # Gemini often has none [G3]
+    "functions.Bash:0",  # Kimi/Moonshot style, invalid for Anthropic
+    "chatcmpl-tool-9f8e7d6c5b4a39281706f5e4d3c2b1a0",  # vLLM, invalid for Mistral
+    "x" * 64,  # too long for OpenAI
+    "",  # Gemini often has none
     "dup",
 ]
 ARGS_POOL = ['{"city": "Paris"}', "{}", "", '{"city": "Par', "[1, 2]", '"x"', "null", '{"a": {"b": [1, 2]}}']
@@ -137,21 +137,21 @@ def check_openai(messages: list[dict], *, compatible: bool, mistral_ids: bool) -
         m = messages[i]
         assert m["role"] in ("system", "user", "assistant", "tool")
         if m["role"] == "tool":
-            raise AssertionError(f"tool message not preceded by its tool_calls at {i}")  # [I1]
+            raise AssertionError(f"tool message not preceded by its tool_calls at {i}")
         if m["role"] == "assistant":
             calls = m.get("tool_calls") or []
             if not calls:
-                assert isinstance(m["content"], str) and m["content"], "assistant needs content or tool_calls [I17]"
+                assert isinstance(m["content"], str) and m["content"], "assistant needs content or tool_calls"
             ids = [c["id"] for c in calls]
             for c in calls:
-                assert c["type"] == "function" and isinstance(c["function"]["arguments"], str)  # JSON string [O3]
-                assert 0 < len(c["id"]) <= 40  # [I19]
+                assert c["type"] == "function" and isinstance(c["function"]["arguments"], str)  # JSON string
+                assert 0 < len(c["id"]) <= 40
                 if mistral_ids:
-                    assert re.fullmatch(r"[a-zA-Z0-9]{9}", c["id"])  # [I14]
+                    assert re.fullmatch(r"[a-zA-Z0-9]{9}", c["id"])
             assert len(set(ids)) == len(ids) and not seen_ids & set(ids), "ids unique in the conversation"
             seen_ids.update(ids)
             results = messages[i + 1 : i + 1 + len(calls)]
-            # Every call answered, adjacent, in order, nothing in between [I3][I18].
+            # Every call answered, adjacent, in order, nothing in between.
             assert [r["role"] for r in results] == ["tool"] * len(calls)
             assert [r["tool_call_id"] for r in results] == ids
             assert all(isinstance(r["content"], str) for r in results)
@@ -167,13 +167,13 @@ def check_openai(messages: list[dict], *, compatible: bool, mistral_ids: bool) -
     assert any(m["role"] != "system" for m in messages) or messages, "never messages: []"
     if compatible:
         systems = [k for k, m in enumerate(messages) if m["role"] == "system"]
-        assert systems in ([], [0]), "exactly one leading system message [I13]"
+        assert systems in ([], [0]), "exactly one leading system message"
         # Strict (Mistral-style) templates: after the optional system message, user / assistant alternate, the
         # first is a user, and a tool result is followed by an assistant (its answer) or by another result.
         rest = [m for m in messages if m["role"] != "system"]
-        assert rest and rest[0]["role"] == "user", "the conversation starts with a user message [I33]"
+        assert rest and rest[0]["role"] == "user", "the conversation starts with a user message"
         for a, b in itertools.pairwise(rest):
-            assert not (a["role"] == b["role"] and a["role"] in ("user", "assistant")), "roles alternate [I33]"
+            assert not (a["role"] == b["role"] and a["role"] in ("user", "assistant")), "roles alternate"
             assert not (a["role"] == "tool" and b["role"] == "user"), "a user message right after tool results"
 
 
@@ -191,17 +191,17 @@ def test_openai_requests_are_valid(history, system_prompt, inputs):
 
 def check_anthropic(body: dict) -> None:
     messages = body["messages"]
-    assert messages and messages[0]["role"] == "user"  # [I23]
+    assert messages and messages[0]["role"] == "user"
     seen_ids: set[str] = set()
     for k, m in enumerate(messages):
-        assert m["role"] in ("user", "assistant")  # system is top-level [A1]
+        assert m["role"] in ("user", "assistant")  # system is top-level
         if k:
-            assert m["role"] != messages[k - 1]["role"], "roles alternate [I16]"
-        assert m["content"], "no empty messages [I26]"
+            assert m["role"] != messages[k - 1]["role"], "roles alternate"
+        assert m["content"], "no empty messages"
         for block in m["content"]:
             assert block["type"] in ("text", "image", "document", "tool_use", "tool_result")
             if block["type"] == "text":
-                assert block["text"].strip(), "text blocks must be non-empty [I9]"
+                assert block["text"].strip(), "text blocks must be non-empty"
             if block["type"] in ("image", "document"):
                 assert m["role"] == "user"
                 source = block["source"]
@@ -214,27 +214,27 @@ def check_anthropic(body: dict) -> None:
                 assert 0 < len(source["data"]) <= 5 * 1024 * 1024 or block["type"] == "document"
                 base64.b64decode(source["data"], validate=True)
             if block["type"] == "tool_use":
-                assert re.fullmatch(r"[a-zA-Z0-9_-]+", block["id"]) and len(block["id"]) <= 64  # [I25]
+                assert re.fullmatch(r"[a-zA-Z0-9_-]+", block["id"]) and len(block["id"]) <= 64
                 assert block["id"] not in seen_ids
                 seen_ids.add(block["id"])
-                assert isinstance(block["input"], dict)  # [A3]
+                assert isinstance(block["input"], dict)
         uses = [b["id"] for b in m["content"] if b["type"] == "tool_use"]
         results = [b for b in m["content"] if b["type"] == "tool_result"]
         if m["role"] == "assistant" and uses:
             nxt = messages[k + 1]["content"]
             head = nxt[: len(uses)]
-            # Results immediately after, first in the content, one per call [A20][I7].
+            # Results immediately after, first in the content, one per call.
             assert [b["type"] for b in head] == ["tool_result"] * len(uses)
             assert [b["tool_use_id"] for b in head] == uses
-            # Then text (and the files of a queued message: results first is the rule, not "text only" [A20]).
+            # Then text (and the files of a queued message: results first is the rule, not "text only").
             assert all(b["type"] in ("text", "image", "document") for b in nxt[len(uses) :])
         if results:
             prev_uses = [b["id"] for b in messages[k - 1]["content"] if b["type"] == "tool_use"]
-            assert [r["tool_use_id"] for r in results] == prev_uses, "no orphan tool_result [I8]"
+            assert [r["tool_use_id"] for r in results] == prev_uses, "no orphan tool_result"
             assert all(isinstance(r["content"], str) and r["content"] for r in results)
     last = messages[-1]
     if last["role"] == "assistant" and last["content"][-1]["type"] == "text":
-        assert last["content"][-1]["text"] == last["content"][-1]["text"].rstrip()  # [I24]
+        assert last["content"][-1]["text"] == last["content"][-1]["text"].rstrip()
 
 
 @SETTINGS
@@ -253,34 +253,34 @@ def check_google(body: dict) -> None:
     contents = body["contents"]
     assert contents and contents[0]["role"] == "user"
     for k, c in enumerate(contents):
-        assert c["role"] in ("user", "model") and c["parts"]  # [G1][I32]
+        assert c["role"] in ("user", "model") and c["parts"]
         kinds = {key for p in c["parts"] for key in p if key != "thought_signature"}
         for p in c["parts"]:
             if "text" in p:
-                assert p["text"].strip(), "no empty text parts [I29]"
+                assert p["text"].strip(), "no empty text parts"
             if "inline_data" in p:
                 blob = p["inline_data"]
                 assert c["role"] == "user" and blob["data"]  # [AT6]
                 assert blob["mime_type"] in ("image/png", "image/jpeg", "image/webp", "application/pdf")
         has_fr = any("function_response" in p for p in c["parts"])
         if has_fr:
-            assert kinds == {"function_response"}, "function responses travel alone [P6]"
+            assert kinds == {"function_response"}, "function responses travel alone"
             prev = contents[k - 1]
             calls = [p["function_call"] for p in prev["parts"] if "function_call" in p]
             responses = [p["function_response"] for p in c["parts"]]
-            assert prev["role"] == "model" and len(calls) == len(responses)  # [I10][I11]
+            assert prev["role"] == "model" and len(calls) == len(responses)
             assert [r["name"] for r in responses] == [fc["name"] for fc in calls]
             assert [r.get("id") for r in responses] == [fc.get("id") for fc in calls]
-            assert all(isinstance(r["response"], dict) for r in responses)  # [G4]
+            assert all(isinstance(r["response"], dict) for r in responses)
         if any("function_call" in p for p in c["parts"]):
-            assert k > 0 and contents[k - 1]["role"] == "user"  # [I10]
+            assert k > 0 and contents[k - 1]["role"] == "user"
             assert k + 1 < len(contents) and any("function_response" in p for p in contents[k + 1]["parts"])
             assert all(isinstance(p["function_call"]["args"], dict) for p in c["parts"] if "function_call" in p)
-            assert "thought_signature" in next(p for p in c["parts"] if "function_call" in p)  # [I12]
+            assert "thought_signature" in next(p for p in c["parts"] if "function_call" in p)
         if k:
             # Every source accepts strict alternation; a second user content after function responses is
-            # refused by some models [I30], and results with text in one content answer empty on others [P6].
-            assert c["role"] != contents[k - 1]["role"], "user and model alternate [I30]"
+            # refused by some models, and results with text in one content answer empty on others.
+            assert c["role"] != contents[k - 1]["role"], "user and model alternate"
 
 
 @SETTINGS
@@ -306,10 +306,10 @@ def check_ollama(messages: list[dict]) -> None:
             assert m["role"] == "user" and m["images"] and all(isinstance(d, bytes) and d for d in m["images"])
         calls = m.get("tool_calls") or []
         for c in calls:
-            assert isinstance(c["function"]["arguments"], dict)  # [L1]
+            assert isinstance(c["function"]["arguments"], dict)
         results = messages[i + 1 : i + 1 + len(calls)]
         assert [r["role"] for r in results] == ["tool"] * len(calls)
-        assert [r["tool_name"] for r in results] == [c["function"]["name"] for c in calls]  # [L3]
+        assert [r["tool_name"] for r in results] == [c["function"]["name"] for c in calls]
         i += 1 + len(calls)
 
 

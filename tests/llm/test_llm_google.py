@@ -56,7 +56,7 @@ async def test_text_stream_usage_and_request(make_provider):
     assert roles == ["user", "model", "user", "model", "user"]
     call_part = body["contents"][1]["parts"][0]
     assert call_part["functionCall"] == {"id": "call_1", "name": "get_weather", "args": {"city": "Paris"}}
-    # No stored signature: the documented dummy goes on the first call of the turn [I12].
+    # No stored signature: the documented dummy goes on the first call of the turn.
     assert base64.b64decode(call_part["thoughtSignature"]) == b"skip_thought_signature_validator"
     assert body["contents"][2]["parts"] == [
         {"functionResponse": {"id": "call_1", "name": "get_weather", "response": {"output": "18°C, sunny"}}}
@@ -76,7 +76,7 @@ async def test_parallel_calls_without_ids_get_generated_ids_and_signature(make_p
     assert [s.call_id for s in starts] == [c.id for c in calls]
     assert calls[0].signature == "c2lnLTE=" and calls[0].signature_provider == "google"
     assert calls[1].signature is None
-    # STOP with calls is a tool-calls finish (Gemini has no tool-call finish reason [V12]).
+    # STOP with calls is a tool-calls finish (Gemini has no tool-call finish reason).
     assert events[-1] == Finished(finish_reason="tool-calls", usage=Usage(input_tokens=40, output_tokens=18))
 
 

@@ -39,7 +39,7 @@ async def test_text_stream_usage_and_request(make_provider):
     assert body["options"]["temperature"] == 0.1 and body["options"]["num_predict"] == 99
     messages = body["messages"]
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "tool", "assistant", "user"]
-    # Arguments are an object [L1]; the result names its tool, as the docs pair them [L3].
+    # Arguments are an object; the result names its tool, as the docs pair them.
     assert messages[2]["tool_calls"][0]["function"] == {"name": "get_weather", "arguments": {"city": "Paris"}}
     assert messages[3]["tool_name"] == "get_weather" and messages[3]["content"] == "18°C, sunny"
     assert body["tools"][0]["function"]["name"] == "get_weather"

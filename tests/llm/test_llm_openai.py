@@ -53,8 +53,8 @@ async def test_text_stream_events_usage_and_request(make_provider):
     roles = [m["role"] for m in body["messages"]]
     assert roles == ["system", "user", "assistant", "tool", "assistant", "user"]
     call_msg = body["messages"][2]
-    assert call_msg["content"] is None  # content:null only next to tool_calls [O2]
-    assert call_msg["tool_calls"][0]["function"]["arguments"] == '{"city": "Paris"}'  # JSON *string* [O3]
+    assert call_msg["content"] is None  # content:null only next to tool_calls
+    assert call_msg["tool_calls"][0]["function"]["arguments"] == '{"city": "Paris"}'  # JSON *string*
     assert body["messages"][3] == {"role": "tool", "tool_call_id": "call_1", "content": "18°C, sunny"}
     assert body["tools"][0]["function"]["name"] == "get_weather"
 
@@ -104,7 +104,7 @@ async def test_missing_finish_reason_is_an_error(make_provider):
 
 
 async def test_truncated_arguments_are_never_emitted_as_a_call(make_provider):
-    # vLLM reports `tool_calls` for a call cut by max_tokens; its arguments do not parse [I36].
+    # vLLM reports `tool_calls` for a call cut by max_tokens; its arguments do not parse.
     _, provider = make_provider([sse("openai_vllm_truncated_args.sse")], base_url="http://vllm.local/v1")
     events = await collect(provider.stream(simple_request()))
     assert not any(isinstance(e, ToolCallEvent) for e in events)
