@@ -147,6 +147,10 @@ export type EnqueueInput = {
   /** max items 32 */
   attachments?: (FileRef | FileAttachment)[];
 };
+/**
+ * A path reference: a file on the server's own machine named by its path; the model is told its name in
+ * a line of text, never its bytes (uploaded files are referenced by id instead, docs/attachments.md).
+ */
 export type FileAttachment = {
   /** max length 4096 */
   path: string;
@@ -179,6 +183,7 @@ export type ForkInput = {
   /** min length 1; max length 500 */
   title?: string | null;
 };
+/** The session's sampling settings, sent with every request (unset: the provider's default). */
 export type GenerationDefaults = {
   /** min 0; max 2 */
   temperature?: number | null;
@@ -219,6 +224,10 @@ export type Me = {
   deviceId: string | null;
   deviceName: string | null;
 };
+/**
+ * A message as clients see it: role, content and files, the tool calls it makes or the call it answers, its
+ * status, and its place in the conversation tree (`parentId`, `versions`).
+ */
 export type Message = {
   id: string;
   sessionId: string;
@@ -496,6 +505,10 @@ export type SentNow = {
   mode: "interrupt" | "steer" | "next";
   runId: string | null;
 };
+/**
+ * A session as clients see it: its settings, run status, queue state, token usage and the seq of its last
+ * event.
+ */
 export type Session = {
   id: string;
   title: string;
@@ -632,6 +645,7 @@ export type SessionListed = {
   unread: boolean;
   attention: "answer" | "failure" | "approval" | null;
 };
+/** Where the session's user works (`directory`) and with which agent; a context switch changes it. */
 export type SessionMetadata = {
   /** max length 4096 */
   directory?: string | null;
@@ -648,6 +662,10 @@ export type SessionRefInput = {
   /** min length 1; max length 64 */
   sessionId: string;
 };
+/**
+ * `session.get`'s answer: the session, its newest messages, its queue, the run in progress, and the
+ * event id a subscription resumes after.
+ */
 export type SessionSnapshot = {
   session: Session;
   messages: Message[];
@@ -740,6 +758,10 @@ export type SwitchContextInput = {
   /** @default false */
   regenerateTitle?: boolean;
 };
+/**
+ * A tool call of an answer: its id and name, the arguments as JSON text, and the approval decision once
+ * answered.
+ */
 export type ToolCall = {
   id: string;
   name: string;
@@ -753,6 +775,10 @@ export type ToolDecision = {
   deviceName: string | null;
   decidedAt: number;
 };
+/**
+ * A tool the session offers its model: its name, description and JSON-schema parameters, who runs a call
+ * (`client` or `server`), and whether a call waits for approval.
+ */
 export type ToolDefinition = {
   /** min length 1; max length 64; pattern ^[A-Za-z0-9_.-]+$ */
   name: string;
@@ -788,6 +814,7 @@ export type UpdateQueuedInput = {
   /** max items 32 */
   attachments?: (FileRef | FileAttachment)[] | null;
 };
+/** Tokens used: input and output. */
 export type Usage = {
   /** @default 0 */
   inputTokens: number;

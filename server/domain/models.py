@@ -49,6 +49,9 @@ class StrictInput(WireModel):
 
 
 class FileAttachment(StrictInput):
+    """A path reference: a file on the server's own machine named by its path; the model is told its name in
+    a line of text, never its bytes (uploaded files are referenced by id instead, docs/attachments.md)."""
+
     path: str = Field(max_length=4096)
     relative_path: str | None = Field(default=None, max_length=4096)
     size: int | None = Field(default=None, ge=0, le=2**53)
@@ -56,6 +59,9 @@ class FileAttachment(StrictInput):
 
 
 class ToolDefinition(StrictInput):
+    """A tool the session offers its model: its name, description and JSON-schema parameters, who runs a call
+    (``client`` or ``server``), and whether a call waits for approval."""
+
     name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
     description: str = Field(default="", max_length=4096)
     parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
@@ -78,22 +84,31 @@ class McpServerChoice(StrictInput):
 
 
 class GenerationDefaults(StrictInput):
+    """The session's sampling settings, sent with every request (unset: the provider's default)."""
+
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_tokens: int | None = Field(default=None, ge=1, le=2**31 - 1)
     top_p: float | None = Field(default=None, ge=0, le=1)
 
 
 class SessionMetadata(StrictInput):
+    """Where the session's user works (``directory``) and with which agent; a context switch changes it."""
+
     directory: str | None = Field(default=None, max_length=4096)
     agent: str | None = Field(default=None, max_length=200)
 
 
 class Usage(WireModel):
+    """Tokens used: input and output."""
+
     input_tokens: int = 0
     output_tokens: int = 0
 
 
 class Session(WireModel):
+    """A session as clients see it: its settings, run status, queue state, token usage and the seq of its last
+    event."""
+
     id: str
     title: str
     title_source: TitleSource
@@ -130,6 +145,9 @@ class ToolDecision(WireModel):
 
 
 class ToolCall(WireModel):
+    """A tool call of an answer: its id and name, the arguments as JSON text, and the approval decision once
+    answered."""
+
     id: str
     name: str
     arguments: str
@@ -171,6 +189,9 @@ class Versions(WireModel):
 
 
 class Message(WireModel):
+    """A message as clients see it: role, content and files, the tool calls it makes or the call it answers, its
+    status, and its place in the conversation tree (``parentId``, ``versions``)."""
+
     id: str
     session_id: str
     role: Role
@@ -270,6 +291,9 @@ class RunState(TypedDict):
 
 
 class SessionSnapshot(WireModel):
+    """``session.get``'s answer: the session, its newest messages, its queue, the run in progress, and the
+    event id a subscription resumes after."""
+
     session: Session
     # The newest messages (``session.get``'s ``messageLimit``) in history order.
     messages: list[Message]
