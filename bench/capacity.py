@@ -38,7 +38,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.common import cpu_seconds, machine_ticks, pct, run_server, steal_share, summary
 from bench.idle_connections import rss_kib
-from server.client import TrpcClient
+from chatsync_client import TrpcClient
 
 SUBSCRIBERS_PER_SESSION = 3
 

@@ -40,7 +40,7 @@ import secrets
 import httpx
 
 from bench.common import create_user, pct, pg_database, run_server, summary
-from server.client import TrpcClient
+from chatsync_client import TrpcClient
 
 
 async def heavy(url: str, token: str, stop: asyncio.Event) -> int:

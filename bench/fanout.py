@@ -25,7 +25,7 @@ import orjson
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.common import cpu_seconds, cpu_split, machine_ticks, pct, pg_database, run_server, steal_share, summary
-from server.client import TrpcClient
+from chatsync_client import TrpcClient
 
 
 def subscriber_proc(

@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.common import run_server, summary
 from bench.wsclient import open_ws
-from server.client import TrpcClient
+from chatsync_client import TrpcClient
 
 
 def rss_kib(pid: int) -> int:

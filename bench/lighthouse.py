@@ -20,7 +20,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.common import ROOT, run_server
-from server.client import TrpcClient
+from chatsync_client import TrpcClient
 
 HERE = os.path.join(ROOT, "bench", "lighthouse")
 TOOL = '/tool calculator {{"expression": "{}"}}'  # the echo model's directive for a tool call

@@ -347,7 +347,7 @@ async def changer(
 ) -> int:
     """``message.enqueueMessage`` round robin over ``sids`` at ``rate``/s (failures while a server restarts are
     retried with a new connection); a ``clearQueue`` every 50 messages of a session."""
-    from server.client import TrpcClient
+    from chatsync_client import TrpcClient
 
     sent = 0
     counts = dict.fromkeys(sids, 0)

@@ -16,7 +16,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.common import pct, pg_database, run_server, summary
-from server.client import TrpcClient
+from chatsync_client import TrpcClient
 
 
 async def one_run(url: str, token: str, n: int) -> tuple[float, float, float]:

@@ -205,7 +205,7 @@ def subscriber_proc(
 
 
 async def _call(url: str, token: str, path: str, inp: dict) -> dict:
-    from server.client import TrpcClient
+    from chatsync_client import TrpcClient
 
     async with TrpcClient(url, token) as c:
         return await c.mutation(path, inp)

@@ -35,7 +35,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.common import ROOT, run_server, summary
-from server.client import TrpcClient
+from chatsync_client import TrpcClient
 
 DIST = os.path.join(ROOT, "server", "web", "dist", "assets")
 SCRIPT = os.path.join(ROOT, "client_js", "browser", "app_bench.mjs")

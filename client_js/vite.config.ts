@@ -1,4 +1,4 @@
-// Builds the web app (client_js/app) into server/web/dist, which chatsync serves at `/` (server/web.py).
+// Builds the web app (client_js/app) into server/web/dist, which chatsync serves at `/` (server/http/web.py).
 // The build runs at setup time (scripts/setup.sh); its output is never committed.
 import { fileURLToPath } from "node:url";
 import { defineConfig } from "vite";

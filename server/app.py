@@ -20,13 +20,14 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
-from .admin.api import AdminApi
 from .api import build_router
-from .api.link_http import link_routes
-from .api.transcripts_http import transcript_routes
 from .engine import MemoryPartialTexts, Orchestrator
 from .files import Files, create_storage
-from .files.http import file_routes
+from .http.admin.api import AdminApi
+from .http.files import file_routes
+from .http.link import link_routes
+from .http.transcripts import transcript_routes
+from .http.web import web_routes
 from .protocol import close_codes
 from .protocol.errors import RpcError
 from .protocol.inputs import url_problem
@@ -55,7 +56,6 @@ from .sync.hub import Hub
 from .tools import ToolRegistry, register_builtins
 from .tools.mcp import McpConfigError, McpTools
 from .tools.mcp import load as load_mcp
-from .web import web_routes
 
 log = logging.getLogger("chatsync")
 

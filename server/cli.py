@@ -1,6 +1,6 @@
 """The ``chatsync`` command: ``serve``, ``db upgrade``, ``users create|delete``, ``tokens create|list|revoke``,
 ``link`` (server side: they open the database directly), ``mcp list|add|remove`` (the MCP server file), and the
-clients ``sessions ...`` (:mod:`server.cli_sessions`) and ``chat`` (:mod:`server.tui`)."""
+clients ``sessions ...`` (:mod:`chatsync_client.cli_sessions`) and ``chat`` (:mod:`chatsync_client.tui`)."""
 
 from __future__ import annotations
 
@@ -181,7 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     _mcp_parser(sub)
 
-    from . import cli_sessions
+    from chatsync_client import cli_sessions
 
     cli_sessions.add_parser(sub)
     p_chat = sub.add_parser(
@@ -306,12 +306,12 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _client_command(args: argparse.Namespace) -> None:
-    from . import cli_sessions
+    from chatsync_client import cli_sessions
 
     if args.command == "sessions":
         cli_sessions.main(args)
     else:
-        from .tui import run_chat
+        from chatsync_client.tui import run_chat
 
         run_chat(args)
 

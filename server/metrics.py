@@ -3,7 +3,7 @@
 Every series is declared here, with its buckets; code that does the work updates them with one call per
 fan-out, per token batch, per transaction or per call — never once per subscriber (fan-out is the hot path).
 Gauges that describe state (connections, subscriptions, runs) are read when scraped
-(``server.admin.api``), so they cost nothing in between. ``docs/operations.md`` lists every series.
+(``server.http.admin.api``), so they cost nothing in between. ``docs/operations.md`` lists every series.
 
 Multi-process: when ``PROMETHEUS_MULTIPROC_DIR`` names a directory (several worker processes behind one
 port), ``prometheus_client`` keeps counters and histograms in files there and :func:`exposition` sums every

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from testkit import PG_HOST, REDIS_URL, PrivateRedisCluster, fresh_pg_database  # noqa: F401  (re-exported for tests)
 
+from chatsync_client import TrpcClient
 from server.app import create_app
-from server.client import TrpcClient
 from server.serve import ChatsyncServer, uvicorn_config
 from server.services.auth import AuthService
 from server.settings import Settings, load_settings

@@ -14,7 +14,7 @@ import pytest
 from testkit import HoldingProxy, collect
 from websockets.asyncio.client import connect
 
-from server.client import TrpcClient
+from chatsync_client import TrpcClient
 
 
 async def open_clients(cluster: Any, n: int, *, failover: bool = False) -> list[TrpcClient]:
@@ -112,7 +112,7 @@ async def attach_while_deleting(
     not referenced by B (the collector would take it)."""
     from sqlalchemy import func, select
 
-    from server.client import TrpcError
+    from chatsync_client import TrpcError
     from server.store.db import Database
     from server.store.models import FileRef, StoredFile
 

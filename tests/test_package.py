@@ -82,6 +82,8 @@ def test_the_sdist_and_the_wheel_carry_the_migrations_and_the_web_app(built: Bui
     assert "server/web/dist/index.html" in built_files
     assert any(f.startswith("server/web/dist/assets/") for f in built_files)
     assert built_files <= wheel
+    # The terminal clients come in the same wheel, with their own marker for type checkers.
+    assert {"chatsync_client/__init__.py", "chatsync_client/py.typed", "chatsync_client/tui/app.py"} <= wheel
 
     with tarfile.open(built.sdist) as sdist:
         top = sdist.getnames()[0].split("/")[0]
@@ -127,7 +129,7 @@ def test_the_installed_wheel_serves_the_app_without_node(built: Built, tmp_path:
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
     env = without_node()
-    where = run([str(python), "-c", "import server.web as w; print(w.DIST)"], env=env, cwd=tmp_path)
+    where = run([str(python), "-c", "import server.http.web as w; print(w.DIST)"], env=env, cwd=tmp_path)
     assert where.stdout.strip() == str(Path(site, "server", "web", "dist")), where.stdout + where.stderr
 
     workdir = tmp_path / "run"

@@ -8,7 +8,7 @@ import signal
 
 from testkit import create_user, free_port, start_process, wait_ready
 
-from server.client import TrpcClient
+from chatsync_client import TrpcClient
 
 
 async def test_restart_in_process(db_url, server_factory):

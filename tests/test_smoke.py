@@ -1,6 +1,6 @@
 import pytest
 
-from server.client import TrpcError
+from chatsync_client import TrpcError
 
 
 async def test_create_enqueue_and_list(live):

@@ -1,7 +1,7 @@
 """The static checks, run with the tests: ruff's lint and format check on the Python code, and mypy in strict
-mode on ``server/``. Their configuration is in pyproject.toml (``[tool.ruff]``, ``[tool.mypy]``); each tool runs
-from the Python running the tests (``sys.executable -m ...``), so it is the one ``scripts/setup.sh`` installed
-with the ``dev`` extras."""
+mode on ``server/``, ``chatsync_client/`` and ``scripts/typegen.py``. Their configuration is in pyproject.toml
+(``[tool.ruff]``, ``[tool.mypy]``); each tool runs from the Python running the tests (``sys.executable -m ...``),
+so it is the one ``scripts/setup.sh`` installed with the ``dev`` extras."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PYTHON_DIRS = ("server", "tests", "bench", "scripts")
+PYTHON_DIRS = ("server", "chatsync_client", "tests", "bench", "scripts")
 
 
 def run_tool(*args: str, timeout: float) -> None:

@@ -1,5 +1,5 @@
-"""``server.typegen``: the checked-in ``client_js/src/router.gen.ts`` matches the registry, every procedure's output
-in it comes from its handler's return annotation, and the ``AppRouter`` it declares is accepted by
+"""``scripts/typegen.py``: the checked-in ``client_js/src/router.gen.ts`` matches the registry, every procedure's
+output in it comes from its handler's return annotation, and the ``AppRouter`` it declares is accepted by
 ``createTRPCClient`` from the real ``@trpc/client`` and rejects wrong calls.
 
 The type check runs TypeScript's ``tsc --noEmit`` over a small file that uses the typed client; lines marked
@@ -21,7 +21,7 @@ import pytest
 from pydantic import BaseModel, Field, TypeAdapter
 from typing_extensions import TypeAliasType, is_typeddict
 
-from server import typegen
+from scripts import typegen
 from server.api import build_router
 from server.api.inputs import SessionRef
 from server.domain import events, outputs
@@ -35,7 +35,7 @@ TSC = CLIENT_JS / "node_modules" / ".bin" / "tsc"
 def test_checked_in_router_type_is_current() -> None:
     text, _ = typegen.generate()
     assert typegen.TARGET.read_text() == text, (
-        "client_js/src/router.gen.ts is stale: run .venv/bin/python -m server.typegen"
+        "client_js/src/router.gen.ts is stale: run .venv/bin/python scripts/typegen.py"
     )
 
 

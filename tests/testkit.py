@@ -21,7 +21,7 @@ from typing import Any
 import asyncpg
 import httpx
 
-from server.client import TrpcError
+from chatsync_client import TrpcError
 
 PG_HOST = os.environ.get("CHATSYNC_TEST_PG_HOST", "127.0.0.1")
 PG_ADMIN_DSN = f"postgresql://postgres@{PG_HOST}:5432/postgres"

@@ -1,5 +1,5 @@
 """``auth.*`` procedures: who am I, this user's devices, and sign-in links for new ones (made, listed while
-pending, revoked; spent over plain HTTP, ``api/link_http.py``)."""
+pending, revoked; spent over plain HTTP, ``server/http/link.py``)."""
 
 from __future__ import annotations
 

@@ -201,7 +201,7 @@ class MoveQueued(QueuedRef):
     to_index: int = Field(ge=0)
 
 
-# --- runs (server/api/chat.py, tools.py, runs.py) -----------------------------------------------------
+# --- runs (server/api/send.py, tools.py, runs.py) -----------------------------------------------------
 
 MAX_INSTRUCTIONS = 64  # system messages one call may add (each at most CHATSYNC_MAX_CONTENT_CHARS)
 Instructions = str | Annotated[list[str], Field(max_length=MAX_INSTRUCTIONS)]

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from cli_helpers import chatsync
 
-from server.cli_sessions import EXIT_NOT_FOUND, EXIT_UNAUTHORIZED, EXIT_UNREACHABLE
-from server.client import ChatClient
+from chatsync_client import ChatClient
+from chatsync_client.cli_sessions import EXIT_NOT_FOUND, EXIT_UNAUTHORIZED, EXIT_UNREACHABLE
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from cli_helpers import chatsync
 
-from server.cli_sessions import EXIT_ERROR, EXIT_NOT_FOUND
-from server.client import ChatClient
+from chatsync_client import ChatClient
+from chatsync_client.cli_sessions import EXIT_ERROR, EXIT_NOT_FOUND
 
 pytestmark = pytest.mark.timeout(60)
 

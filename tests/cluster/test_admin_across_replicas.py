@@ -7,7 +7,7 @@ import asyncio
 
 import httpx
 
-from server.client import TrpcClient
+from chatsync_client import TrpcClient
 from server.services.auth import AuthService
 from server.store.db import Database
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from devices_kit import others, until
 from scenario_kit import exchange_link
 
-from server.client import TrpcClient
+from chatsync_client import TrpcClient
 from server.services.auth import AuthService
 from server.store.db import Database
 

@@ -11,7 +11,7 @@ import pytest
 import websockets
 from scenario_kit import connect_ws, exchange_link, lose_the_reply, sse_lines, subscribe_ws
 
-from server.client import TrpcClient, TrpcError
+from chatsync_client import TrpcClient, TrpcError
 
 
 async def test_first_call_on_a_retry_on_b_enqueues_once(cluster_factory):

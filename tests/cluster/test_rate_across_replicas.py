@@ -6,7 +6,7 @@ import time
 
 from concurrent_calls import all_at_once, codes
 
-from server.client import TrpcClient
+from chatsync_client import TrpcClient
 
 RATE, BURST = 0.5, 20
 

@@ -9,7 +9,7 @@ import random
 from scenario_kit import open_clients, session_log
 from testkit import collect, make_changes, replay_queue
 
-from server.client import TrpcClient
+from chatsync_client import TrpcClient
 
 
 async def test_two_replicas_twenty_clients_fifty_changes_each(cluster_factory):

@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "engine"))
 from branch_helpers import Viewer, snapshot_shown
 from engine_helpers import wait_for
 
-from server.client import TrpcClient
+from chatsync_client import TrpcClient
 
 LONG = " ".join(f"word{i}" for i in range(400))
 FAST = {

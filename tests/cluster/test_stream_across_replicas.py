@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from server.client import TrpcClient
+from chatsync_client import TrpcClient
 
 
 async def assemble(sub, message_id_box: dict, until_completed: bool = True, timeout: float = 30):

@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 from testkit import collect
 
-from server.client import TrpcClient
+from chatsync_client import TrpcClient
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -6,7 +6,7 @@ import pytest
 from engine_helpers import FAST, idle, subscribe
 from sqlalchemy import update
 
-from server.client import TrpcError
+from chatsync_client import TrpcError
 from server.store.models import ChatSession
 
 LONG = " ".join(f"z{i}" for i in range(2000))

@@ -12,7 +12,7 @@ from contextlib import closing
 from engine_helpers import subscribe, wait_for
 from testkit import create_user, free_port, start_process, wait_ready
 
-from server.client import TrpcClient
+from chatsync_client import TrpcClient
 from server.engine.history import build_request
 from server.llm.convert.anthropic import to_anthropic_request
 from server.llm.convert.openai import to_openai_request

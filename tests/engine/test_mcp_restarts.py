@@ -16,7 +16,7 @@ from mcp_kit import log_lines, stdio, write_config
 from test_llm_convert_properties import check_anthropic, check_google, check_openai
 from testkit import create_user, free_port, start_process, wait_ready
 
-from server.client import TrpcClient
+from chatsync_client import TrpcClient
 from server.engine.history import build_request
 from server.llm.convert import OPENAI, to_anthropic_request, to_google_request, to_openai_request
 from server.store.models import ChatSession, Message

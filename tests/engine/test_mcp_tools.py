@@ -17,7 +17,7 @@ from mcp_kit import ENV_SECRET, TOKEN_SECRET, http_server, log_lines, stdio, wri
 from mcp_test_server import LONG_NAME
 from test_llm_convert_properties import check_anthropic, check_google, check_ollama, check_openai
 
-from server.client import TrpcError
+from chatsync_client import TrpcError
 from server.engine.history import build_request
 from server.engine.mcp_tools import definitions as mcp_definitions
 from server.llm import ModelInputs

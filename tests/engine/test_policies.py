@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from engine_helpers import FAST, idle, subscribe
 
-from server.client import TrpcError
+from chatsync_client import TrpcError
 
 LONG = " ".join(f"y{i}" for i in range(300))
 

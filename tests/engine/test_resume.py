@@ -15,8 +15,8 @@ from sqlalchemy import update
 from test_lease import crashed_run, event_types, settings
 from testkit import create_user, free_port, start_process, wait_ready
 
+from chatsync_client import TrpcClient
 from server.app import open_services
-from server.client import TrpcClient
 from server.store.models import ChatSession, Run
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "sessions"))

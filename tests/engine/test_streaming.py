@@ -198,7 +198,7 @@ async def test_unconfigured_provider_fails_the_run_cleanly(engine):
 
 
 async def test_bad_input_is_rejected_and_changes_nothing(engine):
-    from server.client import TrpcError
+    from chatsync_client import TrpcError
 
     async with engine.client() as c, engine.client("bob") as bob:
         s = await c.mutation("session.create", {})

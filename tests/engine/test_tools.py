@@ -8,7 +8,7 @@ import json
 import pytest
 from engine_helpers import idle, subscribe
 
-from server.client import TrpcError
+from chatsync_client import TrpcError
 from server.tools import ToolError, ToolResult, calculate
 
 

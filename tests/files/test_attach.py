@@ -8,7 +8,7 @@ import pytest
 from file_helpers import download, upload
 from sqlalchemy import select
 
-from server.client import TrpcError
+from chatsync_client import TrpcError
 from server.store.models import StoredFile
 
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(200))

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from server.client import ChatClient, TrpcError
+from chatsync_client import ChatClient, TrpcError
 
 
 async def test_upload_and_attach(live: Any, tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ import httpx
 import pytest
 from file_helpers import stored_nothing, until, upload
 
-from server.client import TrpcError
+from chatsync_client import TrpcError
 
 
 async def test_file_too_large_is_refused_and_nothing_is_stored(

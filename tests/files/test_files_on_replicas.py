@@ -15,7 +15,7 @@ from file_helpers import HeldUpload, refused_at_once
 from sqlalchemy import func, select
 from testkit import free_port, start_process, wait_ready
 
-from server.client import ChatClient
+from chatsync_client import ChatClient
 from server.services.auth import AuthService
 from server.store import migrate
 from server.store.db import Database

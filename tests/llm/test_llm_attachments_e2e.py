@@ -15,8 +15,8 @@ import pytest
 from attachment_files import png
 from llm_replay import SSE, fixture_bytes
 
-from server.client import ChatClient
-from server.client.view import SessionView
+from chatsync_client import ChatClient
+from chatsync_client.view import SessionView
 from server.llm.providers.openai import OpenAIProvider
 
 pytestmark = pytest.mark.timeout(60)

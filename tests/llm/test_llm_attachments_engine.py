@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from attachment_files import png
 
-from server.client import ChatClient
+from chatsync_client import ChatClient
 from server.engine import history
 from server.engine.history import GONE, NOT_SERVED, build_request, load_files, notices
 from server.engine.orchestrator import VISION_MODELS_ENV, vision_overrides

@@ -15,7 +15,7 @@ import pytest
 import websockets
 from scenario_kit import connect_ws, exchange_link, link_info, sse_lines, subscribe_ws
 
-from server.client import TrpcClient, TrpcError
+from chatsync_client import TrpcClient, TrpcError
 from server.services.links import MAX_PENDING_LINKS
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from scenario_kit import lose_the_reply, session_log
 
-from server.client import TrpcError
+from chatsync_client import TrpcError
 
 
 async def test_reply_lost_then_retried_enqueues_once(md):

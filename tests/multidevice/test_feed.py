@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from server.client import TrpcClient
+from chatsync_client import TrpcClient
 from server.store import eventlog
 
 

@@ -9,7 +9,7 @@ import asyncio
 import pytest
 from devices_kit import others, until
 
-from server.client import TrpcClient, TrpcError
+from chatsync_client import TrpcClient, TrpcError
 
 
 async def _phone(md) -> TrpcClient:

@@ -9,7 +9,7 @@ import asyncio
 import pytest
 from devices_kit import PushService, until
 
-from server.client import TrpcClient, TrpcError
+from chatsync_client import TrpcClient, TrpcError
 from server.services import webpush
 
 FAST = {"echo_delay": 0.001, "sweep_seconds": 0.2, "stream_flush_seconds": 0.2}

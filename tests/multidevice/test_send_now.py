@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from server.client import TrpcError
+from chatsync_client import TrpcError
 
 LONG = " ".join(f"w{i}" for i in range(1500))  # the echo model answers word by word: long enough to press
 

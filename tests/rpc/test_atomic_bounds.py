@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 from concurrent_calls import all_at_once, codes
 
-from server.client import TrpcError
+from chatsync_client import TrpcError
 from server.store import repo
 from server.store.models import utcnow
 

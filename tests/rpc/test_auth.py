@@ -12,8 +12,8 @@ import pytest
 import websockets
 from websockets.asyncio.client import connect
 
+from chatsync_client import TrpcClient, TrpcError
 from server.api import build_router
-from server.client import TrpcClient, TrpcError
 
 PROCEDURES = build_router().procedures
 # Procedures about the caller, not about a session: someone else's call succeeds on their own data.

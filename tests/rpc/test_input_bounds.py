@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from websockets.asyncio.client import connect
 
+from chatsync_client import TrpcClient, TrpcError
 from server.api import build_router
 from server.api.inputs import MAX_INSTRUCTIONS
-from server.client import TrpcClient, TrpcError
 from server.protocol.inputs import MAX_JSON_DEPTH
 
 PROCEDURES = build_router().procedures

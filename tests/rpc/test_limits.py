@@ -13,7 +13,7 @@ import pytest
 import websockets
 from websockets.asyncio.client import connect
 
-from server.client import TrpcError
+from chatsync_client import TrpcError
 
 
 def frame(rid, method, path, inp=None) -> str:

@@ -14,7 +14,7 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
-from server.client import TrpcError
+from chatsync_client import TrpcError
 
 NUL_ID = "abc\x00def"
 # A cursor of the shape session.list hands out (base64 of "<created at>|<session id>"), its id holding a NUL.

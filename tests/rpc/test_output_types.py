@@ -10,9 +10,9 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from server import typegen
+from chatsync_client import TrpcClient
+from scripts import typegen
 from server.api import build_router
-from server.client import TrpcClient
 from server.domain import events
 
 PROCEDURES = build_router().procedures

@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "engine"))
 from engine_helpers import FAST, wait_for
 from scenario_kit import lose_the_reply, session_log
 
-from server.client import TrpcError
+from chatsync_client import TrpcError
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from server.client import TrpcError
+from chatsync_client import TrpcError
 
 
 async def test_echo_without_keys(live):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from server.client.trpc import TrpcError
+from chatsync_client.trpc import TrpcError
 
 
 async def _history(c, sid: str, count: int) -> None:

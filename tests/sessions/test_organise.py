@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from engine_helpers import FAST, Stream
 
-from server.client import TrpcError
+from chatsync_client import TrpcError
 
 
 @pytest.fixture

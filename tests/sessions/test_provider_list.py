@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from server.client import TrpcError
+from chatsync_client import TrpcError
 
 KEY_VARS = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "OLLAMA_HOST")
 

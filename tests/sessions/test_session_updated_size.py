@@ -8,7 +8,7 @@ import asyncio
 
 import orjson
 
-from server.client import ChatClient
+from chatsync_client import ChatClient
 
 
 async def test_status_changes_do_not_carry_the_tools(server_factory, sqlite_url):

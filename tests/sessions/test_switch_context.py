@@ -6,7 +6,7 @@ import pytest
 from engine_helpers import FAST, idle, subscribe
 from session_helpers import LONG, LONG_MODEL_TITLE, LONG_TITLE, caught_up, titles
 
-from server.client import TrpcError
+from chatsync_client import TrpcError
 
 
 async def test_switch_updates_metadata_and_records_a_system_message(db_url, server_factory):

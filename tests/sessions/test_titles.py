@@ -9,7 +9,7 @@ import pytest
 from engine_helpers import FAST, idle, subscribe
 from session_helpers import LONG, LONG_MODEL_TITLE, LONG_TITLE, caught_up, get, observe_titles, seq, titles
 
-from server.client import TrpcError
+from chatsync_client import TrpcError
 from server.domain.titles import ELLIPSIS
 from server.llm import Completion, ErrorEvent
 from server.llm.providers.echo import EchoProvider

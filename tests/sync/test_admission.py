@@ -15,7 +15,7 @@ import orjson
 import pytest
 from websockets.asyncio.client import connect
 
-from server.client import TrpcClient, TrpcError
+from chatsync_client import TrpcClient, TrpcError
 from server.services.auth import hash_token
 from server.sync import admission
 

@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import select
 from testkit import collect
 
-from server.client import TrpcError
+from chatsync_client import TrpcError
 from server.store.models import Event
 
 

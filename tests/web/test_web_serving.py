@@ -12,7 +12,7 @@ from starlette.applications import Starlette
 from starlette.testclient import TestClient
 from web_support import WebServer
 
-from server.web import WebApp
+from server.http.web import WebApp
 
 
 def get(url: str, method: str = "GET", headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:

@@ -5,4 +5,4 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "engine"))  # mcp_kit
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "engine"))  # mcp_kit

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from server.client import (
+from chatsync_client import (
     ChatClient,
     ConnectionRejected,
     RunFailed,

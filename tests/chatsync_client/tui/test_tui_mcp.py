@@ -12,9 +12,9 @@ from mcp_kit import log_lines, stdio, write_config
 from test_chat_tui import until
 from textual.widgets import Input
 
-from server.client import ChatClient
-from server.tui import ChatApp
-from server.tui.widgets import ApprovalBar, MessageView, StatusLine
+from chatsync_client import ChatClient
+from chatsync_client.tui import ChatApp
+from chatsync_client.tui.widgets import ApprovalBar, MessageView, StatusLine
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -24,9 +24,9 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from .settings import Settings
+from ..settings import Settings
 
-DIST = Path(__file__).resolve().parent / "web" / "dist"
+DIST = Path(__file__).resolve().parents[1] / "web" / "dist"
 
 IMMUTABLE = "public, max-age=31536000, immutable"
 # Files Vite copies from app/public keep their names (favicon), so they may change under the same URL.

@@ -10,8 +10,9 @@ from textual.message import Message as TextualMessage
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from ..client import SessionView
-from ..domain.models import Message, QueuedMessage
+from server.domain.models import Message, QueuedMessage
+
+from .. import SessionView
 
 ROLE_STYLES = {"user": "bold cyan", "assistant": "bold green", "system": "bold magenta", "tool": "bold yellow"}
 CONNECTION_LABELS = {

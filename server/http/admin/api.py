@@ -26,14 +26,14 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from .. import metrics
-from ..api.inputs import MAX_MESSAGES_PER_PAGE
-from ..domain.models import SessionStatus
-from ..protocol.errors import RpcError, to_rpc_error
-from ..rpc.http import bearer_token, plain_error_response
-from ..services.sessions import decode_cursor, encode_cursor
-from ..store import eventlog, repo
-from ..store.models import User
+from ... import metrics
+from ...api.inputs import MAX_MESSAGES_PER_PAGE
+from ...domain.models import SessionStatus
+from ...protocol.errors import RpcError, to_rpc_error
+from ...rpc.http import bearer_token, plain_error_response
+from ...services.sessions import decode_cursor, encode_cursor
+from ...store import eventlog, repo
+from ...store.models import User
 from .page import PAGE
 
 try:

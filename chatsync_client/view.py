@@ -20,7 +20,8 @@ from contextlib import suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..domain.models import Message, QueuedMessage, Session, SessionSnapshot, ToolDecision, Versions
+from server.domain.models import Message, QueuedMessage, Session, SessionSnapshot, ToolDecision, Versions
+
 from .trpc import ConnectionLost, Subscription, TrpcError
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "client_js" / "browser" / "admin_page.mjs"
+SCRIPT = Path(__file__).resolve().parents[3] / "client_js" / "browser" / "admin_page.mjs"
 HOSTILE = '<img src=x onerror="alert(1)">'
 
 

@@ -17,7 +17,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Label, OptionList
 from textual.widgets.option_list import Option
 
-from ..domain.models import Session
+from server.domain.models import Session
 
 NEW = "__new__"
 

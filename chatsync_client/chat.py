@@ -23,7 +23,8 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 import httpx
 
-from ..domain.models import BusyPolicy, Message, QueuedMessage, Session, SessionSnapshot
+from server.domain.models import BusyPolicy, Message, QueuedMessage, Session, SessionSnapshot
+
 from .trpc import ConnectionLost, TrpcClient, TrpcError
 from .view import Change, SessionView
 

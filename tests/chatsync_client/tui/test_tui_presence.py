@@ -10,8 +10,8 @@ import pytest
 from devices_kit import others, until
 from textual.widgets import Input
 
-from server.client import ChatClient, TrpcClient
-from server.tui import ChatApp
+from chatsync_client import ChatClient, TrpcClient
+from chatsync_client.tui import ChatApp
 
 pytestmark = pytest.mark.timeout(60)
 

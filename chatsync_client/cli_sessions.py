@@ -20,7 +20,9 @@ from typing import Any
 
 import orjson
 
-from .client import (
+from server.domain.models import Session, SessionSnapshot
+
+from . import (
     DEFAULT_URL,
     ChatClient,
     ConnectionLost,
@@ -28,7 +30,6 @@ from .client import (
     ServerUnreachable,
     TrpcError,
 )
-from .domain.models import Session, SessionSnapshot
 
 EXIT_OK = 0
 EXIT_ERROR = 1  # any other error the server answered (bad input, conflict, internal error)

@@ -21,9 +21,9 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.timer import Timer
 from textual.widgets import Footer, Input, Label
 
+from .. import ChatClient, ConnectionLost, SessionView, TrpcError, UploadedFile
 from ..cli_sessions import to_cli_error
-from ..client import ChatClient, ConnectionLost, SessionView, TrpcError, UploadedFile
-from ..client.view import Change
+from ..view import Change
 from .switcher import NEW, SessionSwitcher
 from .widgets import ApprovalBar, MessageView, QueueList, StatusLine, message_key
 

@@ -16,10 +16,10 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from .. import metrics
+from ..files.service import Files, Upload
+from ..files.sniff import IMAGE_TYPES
 from ..protocol.errors import RpcError, to_rpc_error
 from ..rpc.http import bearer_token, plain_error_response
-from .service import Files, Upload
-from .sniff import IMAGE_TYPES
 
 if TYPE_CHECKING:
     from python_multipart.multipart import MultipartCallbacks

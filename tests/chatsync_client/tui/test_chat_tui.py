@@ -12,9 +12,9 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import Input, Label, OptionList
 
-from server.client import ChatClient
-from server.tui import ChatApp
-from server.tui.widgets import ApprovalBar, MessageView, QueueList, StatusLine
+from chatsync_client import ChatClient
+from chatsync_client.tui import ChatApp
+from chatsync_client.tui.widgets import ApprovalBar, MessageView, QueueList, StatusLine
 
 pytestmark = pytest.mark.timeout(60)
 

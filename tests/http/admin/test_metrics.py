@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.engine.engine_helpers import FAST, idle, server_tool, subscribe, wait_for
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
