@@ -370,6 +370,7 @@ export type PushDecideInput = {
   capability: string;
   approved: boolean;
 };
+/** A push subscription's keys, as the browser gives them. */
 export type PushKeys = {
   /** min length 1; max length 200 */
   p256dh: string;
@@ -798,6 +799,7 @@ export type ToolDefinitionInfo = {
   executor: "client" | "server";
   requiresApproval: boolean;
 };
+/** The result of one client-run tool call. */
 export type ToolOutput = {
   /** min length 1; max length 200 */
   callId: string;

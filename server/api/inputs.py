@@ -40,6 +40,8 @@ class Idempotent(StrictInput):
 
 
 class SessionRef(StrictInput):
+    """One of the caller's sessions, by id (the input of the procedures that need nothing else)."""
+
     session_id: str = Id
 
 
@@ -60,6 +62,8 @@ class SessionSettings(StrictInput):
 
 
 class SessionCreate(SessionSettings, Idempotent):
+    """``session.create``: the new session's settings, title, metadata, and whether its queue starts held."""
+
     title: str | None = Field(default=None, max_length=500)
     metadata: SessionMetadata | None = None
     # Start with the queue held: queued messages wait until `message.resumeQueue` or a send.
@@ -67,6 +71,8 @@ class SessionCreate(SessionSettings, Idempotent):
 
 
 class SessionList(StrictInput):
+    """``session.list``: a page of the caller's sessions (pinned first, then newest), optionally searched."""
+
     limit: int = Field(default=50, ge=1, le=200)
     cursor: str | None = Field(default=None, max_length=500)
     search: str | None = Field(default=None, max_length=200)
@@ -75,19 +81,27 @@ class SessionList(StrictInput):
 
 
 class SessionUpdate(SessionRef, SessionSettings):
+    """``session.update``: the settings to change, and pinning or archiving (fields not given stay)."""
+
     pinned: bool | None = None
     archived: bool | None = None
 
 
 class SetTitle(SessionRef):
+    """``session.setTitle``: a title the user chose (the server then never replaces it unasked)."""
+
     title: str = Field(min_length=1, max_length=500)
 
 
 class RegenerateTitle(SessionRef):
+    """``session.regenerateTitle``: a new title made from the conversation, by truncation or by the model."""
+
     method: Literal["truncate", "model"] | None = None  # default: CHATSYNC_TITLE_MODE
 
 
 class SwitchContext(SessionRef):
+    """``session.switchContext``: the directory or agent (or both) the session now works in."""
+
     directory: str | None = Field(default=None, min_length=1, max_length=4096)
     agent: str | None = Field(default=None, min_length=1, max_length=200)
     regenerate_title: bool = False
@@ -108,14 +122,20 @@ MAX_MESSAGES_PER_PAGE = 500  # messages one session.get or message.list returns
 
 class SessionGet(SessionRef):
     # The newest messages only: a long history is read further back with message.list (messagesBefore).
+    """``session.get``: the session with its newest messages (at most ``messageLimit``)."""
+
     message_limit: int = Field(default=200, ge=1, le=MAX_MESSAGES_PER_PAGE)
 
 
 class SessionEvents(SessionRef):
+    """``session.events``: the session's events after ``lastEventId`` (none given: from now)."""
+
     last_event_id: str | None = EventId
 
 
 class SessionFeed(StrictInput):
+    """``session.feed``: the caller's session-list events after ``lastEventId`` (none given: from now)."""
+
     last_event_id: str | None = EventId
 
 
@@ -123,22 +143,33 @@ class SessionFeed(StrictInput):
 
 
 class DeviceRef(StrictInput):
+    """One of the caller's devices, by id (``auth.revokeDevice``)."""
+
     device_id: str = Id
 
 
 class RenameDevice(DeviceRef):
+    """``auth.renameDevice``: a device's new name."""
+
     name: str = Field(min_length=1, max_length=200)
 
 
 class CreateLink(StrictInput):
+    """``auth.createLink``: a one-time sign-in link, optionally naming the device it will sign in."""
+
     device_name: str | None = Field(default=None, min_length=1, max_length=200)
 
 
 class LinkRef(StrictInput):
+    """One of the caller's pending sign-in links, by id (``auth.revokeLink``)."""
+
     link_id: str = Id
 
 
 class MessageList(SessionRef):
+    """``message.list``: older messages of the active path (or of the branch ending at ``leafId``), a page at a
+    time."""
+
     before: int | None = Field(default=None, ge=1, le=2**31 - 1)
     limit: int = Field(default=100, ge=1, le=MAX_MESSAGES_PER_PAGE)
     # Another branch than the active one: the path from the start down to this message.
@@ -151,6 +182,8 @@ EditBusyPolicy = Literal["reject", "interrupt"]
 
 
 class EditMessage(SessionRef, Idempotent):
+    """``message.edit``: a new version of a user message, with its text and files, then answered."""
+
     message_id: str = Id
     content: str
     # The new version's files (default: those of the message edited).
@@ -160,6 +193,8 @@ class EditMessage(SessionRef, Idempotent):
 
 class Regenerate(SessionRef, Idempotent):
     # An answer (any of its messages; default: the last answer on the active path).
+    """``run.regenerate``: another version of an answer (default: the last one), optionally by another model."""
+
     message_id: str | None = Field(default=None, min_length=1, max_length=64)
     provider: str | None = Field(default=None, min_length=1, max_length=32)
     model: str | None = Field(default=None, min_length=1, max_length=200)
@@ -167,37 +202,51 @@ class Regenerate(SessionRef, Idempotent):
 
 
 class ContinueRun(SessionRef, Idempotent):
-    pass
+    """``run.continue``: the last answer, cut off at the length limit, goes on in the same message."""
 
 
 class SwitchBranch(SessionRef, Idempotent):
+    """``session.switchBranch``: make the branch through this message the active path."""
+
     message_id: str = Id
 
 
 class Fork(SessionRef, Idempotent):
+    """``session.fork``: a new session holding the conversation up to this message."""
+
     message_id: str = Id
     title: str | None = Field(default=None, min_length=1, max_length=500)
 
 
 class Enqueue(SessionRef, Idempotent):
+    """``message.enqueueMessage``: a message for the end of the session's queue."""
+
     content: str
     attachments: list[Attachment] = Attachments
 
 
 class QueuedRef(SessionRef):
+    """One queued message of a session, by id (``message.removeQueuedMessage``)."""
+
     message_id: str = Field(min_length=1, max_length=64)
 
 
 class UpdateQueued(QueuedRef):
+    """``message.updateQueuedMessage``: a queued message's new text or files."""
+
     content: str | None = None
     attachments: list[Attachment] | None = Field(default=None, max_length=32)
 
 
 class SendQueuedNow(QueuedRef):
+    """``message.sendQueuedNow``: send a queued message now, interrupting the run, steering it, or next."""
+
     mode: Literal["interrupt", "steer", "next"] = "interrupt"
 
 
 class MoveQueued(QueuedRef):
+    """``message.moveQueuedMessage``: a queued message's new position."""
+
     to_index: int = Field(ge=0)
 
 
@@ -214,6 +263,8 @@ def instruction_list(value: Instructions | None) -> list[str]:
 
 
 class Send(SessionRef, Idempotent):
+    """``message.send``: a user message, its files and instructions, and what to do if a run is in progress."""
+
     content: str
     attachments: list[Attachment] = Attachments
     instructions: Instructions | None = None
@@ -221,21 +272,30 @@ class Send(SessionRef, Idempotent):
 
 
 class AddInstructions(SessionRef, Idempotent):
+    """``message.addInstructions``: system messages for the session, answered at once unless ``respond`` is
+    false."""
+
     instructions: Instructions
     respond: bool = True
 
 
 class ToolOutput(StrictInput):
+    """The result of one client-run tool call."""
+
     call_id: str = Field(min_length=1, max_length=200)
     output: str
     is_error: bool = False
 
 
 class SubmitOutputs(SessionRef, Idempotent):
+    """``tool.submitOutputs``: results of client-run tool calls the run waits on."""
+
     tool_outputs: list[ToolOutput] = Field(min_length=1, max_length=128)
 
 
 class Approve(SessionRef, Idempotent):
+    """``tool.approve``: the answer to a tool call that waits for approval."""
+
     call_id: str = Field(min_length=1, max_length=200)
     approved: bool
     reason: str | None = Field(default=None, max_length=4096)
