@@ -20,6 +20,7 @@ export type PushEvent = "approval-needed" | "answer-finished" | "run-failed";
 
 // --- wire models and outputs (server/domain/models.py, outputs.py) and procedure inputs (server/api/inputs.py) ---
 
+/** `run.abort`: whether a run was in progress to abort. */
 export type Aborted = {
   aborted: boolean;
 };
@@ -49,6 +50,7 @@ export type ApproveInput = {
   /** max length 4096 */
   reason?: string | null;
 };
+/** `session.switchBranch`: whether the active path changed, and the leaf it now ends at. */
 export type BranchSwitched = {
   changed: boolean;
   leafId: string | null;
@@ -59,6 +61,7 @@ export type ContinueRunInput = {
   /** min length 1; max length 64 */
   sessionId: string;
 };
+/** `run.continue`: the run and the answer it goes on with. */
 export type Continued = {
   runId: string;
   messageId: string;
@@ -106,6 +109,7 @@ export type DraftClearInput = {
   /** min 0 */
   baseVersion: number;
 };
+/** A `presence.watch` item: the session's draft as it is now. */
 export type DraftItem = {
   type: "draft";
   sessionId: string;
@@ -192,6 +196,7 @@ export type GenerationDefaults = {
   /** min 0; max 1 */
   topP?: number | null;
 };
+/** The device that made a sign-in link; `current` when it is the caller's own. */
 export type LinkMaker = {
   id: string;
   name: string;
@@ -211,14 +216,17 @@ export type McpServerInfo = {
   tools: McpToolInfo[];
   error?: string;
 };
+/** `mcp.servers`: the MCP servers the caller may enable on a session. */
 export type McpServers = {
   servers: McpServerInfo[];
 };
+/** One tool of an MCP server: its name, description and default policy. */
 export type McpToolInfo = {
   name: string;
   description: string;
   policy: "ask" | "auto" | "deny";
 };
+/** `auth.me`: the caller, and the device their token belongs to. */
 export type Me = {
   user: UserInfo;
   deviceId: string | null;
@@ -294,6 +302,7 @@ export type Notice = {
   name: string;
   message: string;
 };
+/** `tool.submitOutputs`: the tool messages stored, and whether the run went on. */
 export type OutputsSubmitted = {
   messages: Message[];
   resumed: boolean;
@@ -334,6 +343,7 @@ export type PresenceDevice = {
   current: boolean;
 };
 export type PresenceItem = PresenceSet | DraftItem;
+/** A `presence.watch` item: the clients that have the session open now. */
 export type PresenceSet = {
   type: "presence";
   sessionId: string;
@@ -384,6 +394,7 @@ export type PushSubscribeInput = {
   /** max items 3 */
   events?: ("approval-needed" | "answer-finished" | "run-failed")[] | null;
 };
+/** `push.subscribe`: the subscription as stored, for this device, with the events it gets. */
 export type PushSubscribed = {
   endpoint: string;
   deviceId: string;
@@ -401,6 +412,7 @@ export type PushUnsubscribeInput = {
   /** min length 1; max length 2048 */
   endpoint: string;
 };
+/** `message.resumeQueue`: the run started with the queue's head, if one did. */
 export type QueueResumed = {
   runId: string | null;
 };
@@ -436,6 +448,7 @@ export type RegenerateTitleInput = {
   sessionId: string;
   method?: "truncate" | "model" | null;
 };
+/** `run.regenerate`: the run making the new version, where it attaches, and the model it asks. */
 export type Regenerated = {
   runId: string;
   parentId: string | null;
@@ -448,6 +461,7 @@ export type RenameDeviceInput = {
   /** min length 1; max length 200 */
   name: string;
 };
+/** `tool.approve` and `push.decide`: the approval is answered. */
 export type Resolved = {
   resolved: true;
 };
@@ -477,6 +491,7 @@ export type SendInput = {
   instructions?: string | string[] | null;
   busyPolicy?: "enqueue" | "reject" | "interrupt" | "steer" | null;
 };
+/** `message.send` while a run is in progress, with the busy policy `enqueue`: the queued message. */
 export type SendQueued = {
   status: "queued";
   queued: QueuedMessage;
@@ -490,11 +505,13 @@ export type SendQueuedNowInput = {
   mode?: "interrupt" | "steer" | "next";
 };
 export type SendResult = SendStarted | SendQueued | SendSteered;
+/** `message.send` on an idle session: the stored message and the run that answers it. */
 export type SendStarted = {
   status: "started";
   message: Message;
   runId: string;
 };
+/** `message.send` with the busy policy `steer`: the stored message, answered within the run in progress. */
 export type SendSteered = {
   status: "steered";
   message: Message;
@@ -823,6 +840,7 @@ export type Usage = {
   /** @default 0 */
   outputTokens: number;
 };
+/** A user: id, name and role. */
 export type UserInfo = {
   id: string;
   name: string;

@@ -174,46 +174,65 @@ class _QueuedField(TypedDict):
 
 
 class QueueMessageRemoved(TypedDict):
+    """``queue-message-removed``: a message left the queue (``reason``: ``sent``, ``dequeued`` or ``removed``)."""
+
     messageId: str
     reason: QueueRemovalReason
 
 
 class QueueReordered(TypedDict):
+    """``queue-reordered``: the ids of the queued messages in their new order."""
+
     order: list[str]
 
 
 class BranchChanged(TypedDict):
+    """``branch-changed``: the active path is now the path up to ``parentId`` (None: from the start) followed
+    by ``path``."""
+
     parentId: str | None
     path: list[MessageJson]
 
 
 class RunResumed(TypedDict):
+    """``run-resumed``: a run cut short by a restart goes on, continuing the answer ``messageId``."""
+
     runId: str
     messageId: str
 
 
 class RunStarted(TypedDict):
+    """``run-started``: a run began, and what started it (``trigger``)."""
+
     runId: str
     trigger: RunTrigger
     clientRequestId: NotRequired[str | None]  # always written now; absent from runs logged before it was
 
 
 class RunFinished(TypedDict):
+    """``run-finished``: the run ended normally, with the last step's finish reason and the run's token usage."""
+
     runId: str
     finishReason: str | None
     usage: dict[str, Any] | None
 
 
 class RunFailed(TypedDict):
+    """``run-failed``: the run ended with an error."""
+
     runId: str
     error: Annotated[dict[str, Any], WireOf(MessageError)]
 
 
 class RunRef(TypedDict):
+    """The fields of an event about a run that need nothing but its id (``run-aborted``)."""
+
     runId: str
 
 
 class ToolCallReady(TypedDict):
+    """``tool-call-ready``: a tool call of the answer, complete, with who runs it and whether it needs approval."""
+
     callId: str
     name: str
     arguments: str
@@ -222,10 +241,14 @@ class ToolCallReady(TypedDict):
 
 
 class CallRef(TypedDict):
+    """The fields of an event about a tool call that need nothing but its id (``tool-approval-requested``)."""
+
     callId: str
 
 
 class ToolApprovalResolved(TypedDict):
+    """``tool-approval-resolved``: the first answer to an approval, and who gave it when."""
+
     callId: str
     approved: bool
     # Always written now; absent from approvals logged before they were.
@@ -234,6 +257,8 @@ class ToolApprovalResolved(TypedDict):
 
 
 class ToolCallResult(TypedDict):
+    """``tool-call-result``: a tool call's result, and how the call ended."""
+
     callId: str
     output: str
     isError: bool
@@ -241,27 +266,37 @@ class ToolCallResult(TypedDict):
 
 
 class SessionUpdated(TypedDict):
+    """``session-updated``: the session's changed fields (the large ones only when they changed); merge them."""
+
     session: Annotated[dict[str, Any], WireOf(SessionChanges)]
 
 
 class TitleChanged(TypedDict):
+    """``title-changed``: the session's new title and where it came from."""
+
     title: str
     source: TitleSource
 
 
 class TextDelta(TypedDict):
+    """``text-delta`` (ephemeral): text appended to a streaming answer at ``offset`` (code points)."""
+
     messageId: str
     offset: int
     delta: str
 
 
 class StreamSnapshot(TypedDict):
+    """``stream-snapshot`` (ephemeral): the text so far of an answer streaming when the subscriber joined."""
+
     messageId: str
     offset: int
     text: str
 
 
 class ToolCallStart(TypedDict):
+    """``tool-call-start`` (ephemeral): the model began a tool call of a streaming answer."""
+
     messageId: str
     callId: str
     name: str
@@ -269,6 +304,8 @@ class ToolCallStart(TypedDict):
 
 
 class ToolCallDelta(TypedDict):
+    """``tool-call-delta`` (ephemeral): more of a streaming tool call's arguments, at ``offset``."""
+
     messageId: str
     callId: str
     offset: int
@@ -276,6 +313,8 @@ class ToolCallDelta(TypedDict):
 
 
 class ToolCallProgress(TypedDict):
+    """``tool-call-progress`` (ephemeral): how far a running server tool call has got."""
+
     callId: str
     progress: float
     total: NotRequired[float]

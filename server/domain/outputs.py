@@ -150,6 +150,8 @@ class SessionSummary(TypedDict):
 
 
 class BranchSwitched(TypedDict):
+    """``session.switchBranch``: whether the active path changed, and the leaf it now ends at."""
+
     changed: bool
     leafId: str | None
 
@@ -165,17 +167,23 @@ class MessagePage(TypedDict):
 
 
 class SendStarted(TypedDict):
+    """``message.send`` on an idle session: the stored message and the run that answers it."""
+
     status: Literal["started"]
     message: MessageJson
     runId: str
 
 
 class SendQueued(TypedDict):
+    """``message.send`` while a run is in progress, with the busy policy ``enqueue``: the queued message."""
+
     status: Literal["queued"]
     queued: QueuedJson
 
 
 class SendSteered(TypedDict):
+    """``message.send`` with the busy policy ``steer``: the stored message, answered within the run in progress."""
+
     status: Literal["steered"]
     message: MessageJson
     runId: str
@@ -193,6 +201,8 @@ class Added(TypedDict):
 
 
 class QueueResumed(TypedDict):
+    """``message.resumeQueue``: the run started with the queue's head, if one did."""
+
     runId: str | None
 
 
@@ -205,19 +215,27 @@ class SentNow(TypedDict):
 
 
 class OutputsSubmitted(TypedDict):
+    """``tool.submitOutputs``: the tool messages stored, and whether the run went on."""
+
     messages: list[MessageJson]
     resumed: bool
 
 
 class Resolved(TypedDict):
+    """``tool.approve`` and ``push.decide``: the approval is answered."""
+
     resolved: Literal[True]
 
 
 class Aborted(TypedDict):
+    """``run.abort``: whether a run was in progress to abort."""
+
     aborted: bool
 
 
 class Regenerated(TypedDict):
+    """``run.regenerate``: the run making the new version, where it attaches, and the model it asks."""
+
     runId: str
     parentId: str | None
     provider: str
@@ -225,6 +243,8 @@ class Regenerated(TypedDict):
 
 
 class Continued(TypedDict):
+    """``run.continue``: the run and the answer it goes on with."""
+
     runId: str
     messageId: str
 
@@ -263,6 +283,8 @@ class ProviderInfo(TypedDict):
 
 
 class McpToolInfo(TypedDict):
+    """One tool of an MCP server: its name, description and default policy."""
+
     name: str
     description: str
     policy: McpPolicy
@@ -281,6 +303,8 @@ class McpServerInfo(TypedDict):
 
 
 class McpServers(TypedDict):
+    """``mcp.servers``: the MCP servers the caller may enable on a session."""
+
     servers: list[McpServerInfo]
 
 
@@ -288,12 +312,16 @@ class McpServers(TypedDict):
 
 
 class UserInfo(TypedDict):
+    """A user: id, name and role."""
+
     id: str
     name: str
     role: str
 
 
 class Me(TypedDict):
+    """``auth.me``: the caller, and the device their token belongs to."""
+
     user: UserInfo
     deviceId: str | None
     deviceName: str | None
@@ -319,6 +347,8 @@ class NewLink(TypedDict):
 
 
 class LinkMaker(TypedDict):
+    """The device that made a sign-in link; ``current`` when it is the caller's own."""
+
     id: str
     name: str
     current: bool
@@ -392,12 +422,16 @@ class DraftWrite(TypedDict):
 
 
 class PresenceSet(TypedDict):
+    """A ``presence.watch`` item: the clients that have the session open now."""
+
     type: Literal["presence"]
     sessionId: str
     devices: list[PresenceDevice]
 
 
 class DraftItem(TypedDict):
+    """A ``presence.watch`` item: the session's draft as it is now."""
+
     type: Literal["draft"]
     sessionId: str
     draft: Draft
@@ -418,6 +452,8 @@ class PushSubscriptionInfo(TypedDict):
 
 
 class PushSubscribed(TypedDict):
+    """``push.subscribe``: the subscription as stored, for this device, with the events it gets."""
+
     endpoint: str
     deviceId: str
     events: list[PushEvent]
