@@ -176,3 +176,44 @@ async def server_factory(tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
 async def live(server_factory: Callable[..., Any], sqlite_url: str) -> LiveServer:
     """A server on SQLite with users alice, bob and admin (an admin)."""
     return await server_factory(sqlite_url, users=("alice", "bob", "admin"))
+
+
+# Fixtures that start servers, and fixtures that drop a database at teardown. pytest tears fixtures down in the
+# reverse order it set them up, so a test (or fixture) that asks for a server fixture before a database fixture
+# drops the database under live servers: their teardown then waits on a database that is gone.
+SERVER_FIXTURES = frozenset({"server_factory"})
+DATABASE_FIXTURES = frozenset({"pg_url", "db_url"})
+
+
+def _setup_order(item: pytest.Item) -> list[str]:
+    """The fixtures of ``item`` in the order pytest sets them up: each after the fixtures it asks for."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return []
+    order: list[str] = []
+
+    def visit(name: str) -> None:
+        defs = info.name2fixturedefs.get(name)
+        if name in order or not defs:
+            return
+        for dep in defs[-1].argnames:
+            visit(dep)
+        if name not in order:
+            order.append(name)
+
+    for name in item.fixturenames:
+        visit(name)
+    return order
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Fails a test whose fixtures would drop its database before stopping its servers."""
+    order = _setup_order(item)
+    for server in SERVER_FIXTURES.intersection(order):
+        late = [db for db in DATABASE_FIXTURES.intersection(order) if order.index(db) > order.index(server)]
+        if late:
+            pytest.fail(
+                f"{server} is set up before {', '.join(sorted(late))}, so the database would be dropped under live "
+                f"servers at teardown: ask for the database fixture first (e.g. `async def x({late[0]}, {server})`)",
+                pytrace=False,
+            )

@@ -37,7 +37,7 @@ def json_log_lines():
         yield lines
 
 
-async def test_one_run_across_two_replicas_is_one_trace(server_factory, pg_url, redis_url, spans, json_log_lines):
+async def test_one_run_across_two_replicas_is_one_trace(pg_url, server_factory, redis_url, spans, json_log_lines):
     a = await server_factory(pg_url, users=("alice",), bus_url=redis_url, **FAST)
     b = await server_factory(pg_url, users=(), tokens=a.tokens, bus_url=redis_url, **FAST)
     async with a.client() as on_a, b.client() as on_b:

@@ -23,6 +23,6 @@ def files_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 @pytest.fixture
-async def files_server(server_factory: Callable[..., Any], db_url: str, files_url: str) -> Any:
+async def files_server(db_url: str, server_factory: Callable[..., Any], files_url: str) -> Any:
     """A server (users alice, bob) on each database with each storage backend."""
     return await server_factory(db_url, files_url=files_url)

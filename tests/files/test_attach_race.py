@@ -11,7 +11,7 @@ from scenario_kit import attach_while_deleting
 
 
 @pytest.mark.timeout(600)  # 60 rounds: well under a minute on two free cores
-async def test_enqueue_racing_a_delete_never_loses_the_file(server_factory: Any, db_url: str) -> None:
+async def test_enqueue_racing_a_delete_never_loses_the_file(db_url: str, server_factory: Any) -> None:
     # The collector and the purge of deleted sessions run all the time: they race the enqueues too.
     live = await server_factory(
         db_url, file_sweep_seconds=0.2, deleted_session_retention_seconds=0, purge_sweep_seconds=0.2

@@ -31,7 +31,7 @@ async def _blobs(live: Any) -> int:
         return (await s.execute(select(func.count()).select_from(FileBlob))).scalar_one()
 
 
-async def test_unreferenced_files_are_collected(server_factory: Any, db_url: str, files_url: str) -> None:
+async def test_unreferenced_files_are_collected(db_url: str, server_factory: Any, files_url: str) -> None:
     live = await server_factory(db_url, files_url=files_url, file_grace_seconds=0)
     loose, queued, sent, both = [await _up(live, n) for n in ("loose", "queued", "sent", "both")]
     async with live.client("alice") as c:
@@ -56,14 +56,14 @@ async def test_unreferenced_files_are_collected(server_factory: Any, db_url: str
     assert await _blobs(live) == 2
 
 
-async def test_the_grace_period_protects_new_files(server_factory: Any, db_url: str) -> None:
+async def test_the_grace_period_protects_new_files(db_url: str, server_factory: Any) -> None:
     live = await server_factory(db_url)  # the default grace period: a day
     f = await _up(live, "fresh")
     await live.services.files.collect()
     assert await _exists(live, f)
 
 
-async def test_queue_edits_release_files(server_factory: Any, db_url: str, files_url: str) -> None:
+async def test_queue_edits_release_files(db_url: str, server_factory: Any, files_url: str) -> None:
     live = await server_factory(db_url, files_url=files_url, file_grace_seconds=0)
     a, b = await _up(live, "a"), await _up(live, "b")
     async with live.client("alice") as c:
@@ -82,7 +82,7 @@ async def test_queue_edits_release_files(server_factory: Any, db_url: str, files
     assert await stored_nothing(live)
 
 
-async def test_deleting_a_session_removes_its_files(server_factory: Any, db_url: str, files_url: str) -> None:
+async def test_deleting_a_session_removes_its_files(db_url: str, server_factory: Any, files_url: str) -> None:
     live = await server_factory(db_url, files_url=files_url)  # a day's grace: deletion does not wait for it
     data = os.urandom(5000)
     only, shared, same_bytes = await _up(live, "only"), await _up(live, "shared"), await _up(live, "copy", data)
@@ -109,7 +109,7 @@ async def test_deleting_a_session_removes_its_files(server_factory: Any, db_url:
     assert await _blobs(live) == 2
 
 
-async def test_a_deleted_users_bytes_are_removed(server_factory: Any, db_url: str, files_url: str) -> None:
+async def test_a_deleted_users_bytes_are_removed(db_url: str, server_factory: Any, files_url: str) -> None:
     live = await server_factory(db_url, files_url=files_url)
     kept = await _up(live, "alice's")
     for name in ("one", "two"):

@@ -16,7 +16,7 @@ from chatsync_client import TrpcError
 
 
 async def test_file_too_large_is_refused_and_nothing_is_stored(
-    server_factory: Any, db_url: str, files_url: str
+    db_url: str, server_factory: Any, files_url: str
 ) -> None:
     live = await server_factory(db_url, files_url=files_url, max_file_bytes=100_000)
     declared = await upload(live, os.urandom(150_000), "big.bin")  # Content-Length says so up front
@@ -46,7 +46,7 @@ async def test_file_too_large_is_refused_and_nothing_is_stored(
     assert (await upload(live, os.urandom(100_000), "fits.bin")).status_code == 200
 
 
-async def test_user_quota_and_file_count(server_factory: Any, db_url: str, files_url: str) -> None:
+async def test_user_quota_and_file_count(db_url: str, server_factory: Any, files_url: str) -> None:
     live = await server_factory(
         db_url, files_url=files_url, max_file_bytes=200_000, max_user_file_bytes=250_000, max_files_per_user=3
     )
@@ -65,7 +65,7 @@ async def _alice(live: Any) -> str:
     return (await live.services.auth.identify(live.tokens["alice"])).user.id
 
 
-async def test_files_of_one_message_are_bounded(server_factory: Any, db_url: str) -> None:
+async def test_files_of_one_message_are_bounded(db_url: str, server_factory: Any) -> None:
     live = await server_factory(db_url, max_message_file_bytes=100)
     a = (await upload(live, b"a" * 60, "a.txt")).json()
     b = (await upload(live, b"b" * 60, "b.txt")).json()

@@ -16,7 +16,7 @@ BOUNDARY = "b0undary"
 
 
 @pytest.fixture
-async def server(server_factory: Any, db_url: str, files_url: str) -> Any:
+async def server(db_url: str, server_factory: Any, files_url: str) -> Any:
     return await server_factory(db_url, files_url=files_url, http_body_timeout_seconds=1.0)
 
 

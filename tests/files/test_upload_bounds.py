@@ -29,7 +29,7 @@ async def _stored_ids(live: Any) -> list[str]:
     return [i async for i in live.services.files.storage.stored_ids()]
 
 
-async def test_concurrent_uploads_stay_within_the_byte_quota(server_factory: Any, db_url: str) -> None:
+async def test_concurrent_uploads_stay_within_the_byte_quota(db_url: str, server_factory: Any) -> None:
     size, quota = 60_000, 1_000_000
     live = await server_factory(db_url, max_file_bytes=100_000, max_user_file_bytes=quota, **ROOMY)
     replies = await asyncio.gather(*(upload(live, os.urandom(size), f"{i}.bin") for i in range(50)))
@@ -51,7 +51,7 @@ async def test_concurrent_uploads_stay_within_the_byte_quota(server_factory: Any
     assert quota - size < usage.stored <= quota
 
 
-async def test_concurrent_uploads_stay_within_the_file_cap(server_factory: Any, db_url: str) -> None:
+async def test_concurrent_uploads_stay_within_the_file_cap(db_url: str, server_factory: Any) -> None:
     live = await server_factory(db_url, max_files_per_user=10, **ROOMY)
     replies = await asyncio.gather(*(upload(live, os.urandom(100), f"{i}.bin") for i in range(50)))
     assert sorted(r.status_code for r in replies) == [200] * 10 + [413] * 40
@@ -62,7 +62,7 @@ async def test_concurrent_uploads_stay_within_the_file_cap(server_factory: Any, 
     assert len(await _stored_ids(live)) == 10
 
 
-async def test_uploads_under_way_are_capped(server_factory: Any, db_url: str) -> None:
+async def test_uploads_under_way_are_capped(db_url: str, server_factory: Any) -> None:
     live = await server_factory(db_url, max_uploads_in_flight_per_user=4)
     token = live.tokens["alice"]
     held = await asyncio.gather(*(HeldUpload(live.url, token, os.urandom(200_000), f"{i}").start() for i in range(50)))
@@ -76,7 +76,7 @@ async def test_uploads_under_way_are_capped(server_factory: Any, db_url: str) ->
     assert (await upload(live, b"next")).status_code == 200  # the slots are free again
 
 
-async def test_a_failed_or_cut_off_upload_gives_back_its_reservation(server_factory: Any, db_url: str) -> None:
+async def test_a_failed_or_cut_off_upload_gives_back_its_reservation(db_url: str, server_factory: Any) -> None:
     live = await server_factory(
         db_url, max_file_bytes=300_000, max_user_file_bytes=300_000, max_uploads_in_flight_per_user=1
     )
@@ -109,7 +109,7 @@ async def test_a_failed_or_cut_off_upload_gives_back_its_reservation(server_fact
     assert len(await _stored_ids(live)) == 1
 
 
-async def test_a_stalled_upload_loses_its_reservation(server_factory: Any, db_url: str) -> None:
+async def test_a_stalled_upload_loses_its_reservation(db_url: str, server_factory: Any) -> None:
     """Past the lease, an upload that sent nothing holds nothing: the room goes to others. If it sends again it
     goes on when it still fits, and is given up (408) when the collector took its bytes meanwhile."""
     live = await server_factory(db_url, max_user_file_bytes=400_000, upload_lease_seconds=1)

@@ -50,7 +50,7 @@ class HeldProvider:
 
 
 @pytest.fixture
-async def served(server_factory: Any, db_url: str, tmp_path: Path) -> Any:
+async def served(db_url: str, server_factory: Any, tmp_path: Path) -> Any:
     """A server on SQLite keeping files in a directory, and on PostgreSQL keeping them in the database."""
     files_url = "database:" if db_url.startswith("postgresql") else str(tmp_path / "files")
     return await server_factory(db_url, files_url=files_url)

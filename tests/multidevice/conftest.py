@@ -11,6 +11,6 @@ FAST = {"echo_delay": 0.001, "sweep_seconds": 0.2, "stream_flush_seconds": 0.2}
 
 
 @pytest.fixture
-async def md(server_factory: Callable[..., Any], db_url: str) -> Any:
+async def md(db_url: str, server_factory: Callable[..., Any]) -> Any:
     """A server with users alice and bob, once on SQLite and once on PostgreSQL."""
     return await server_factory(db_url, users=("alice", "bob"), **FAST)

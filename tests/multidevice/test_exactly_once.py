@@ -273,7 +273,7 @@ async def test_a_record_written_before_receipts_replays_its_whole_reply(md):
         assert len(await c.query("message.getQueuedMessages", {"sessionId": sid})) == 1
 
 
-async def test_records_per_user_are_bounded_oldest_first(server_factory, db_url):
+async def test_records_per_user_are_bounded_oldest_first(db_url, server_factory):
     """At most CHATSYNC_MAX_REQUEST_RECORDS_PER_USER records per user, under concurrent writes from several
     connections into several sessions; the oldest go first, other users' stay."""
     live = await server_factory(db_url, users=("alice", "bob"), max_request_records_per_user=5)

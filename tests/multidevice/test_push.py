@@ -16,7 +16,7 @@ FAST = {"echo_delay": 0.001, "sweep_seconds": 0.2, "stream_flush_seconds": 0.2}
 
 
 @pytest.fixture
-async def pushy(server_factory, db_url):
+async def pushy(db_url, server_factory):
     server = await server_factory(db_url, users=("alice", "bob"), push_allow_insecure_endpoints=True, **FAST)
     receiver = PushService(lambda: server.services.push.public_key)
     await receiver.start()

@@ -22,7 +22,7 @@ NUL_CURSOR = base64.urlsafe_b64encode(b"2024-01-01T00:00:00+00:00|abc\x00def").d
 
 
 @pytest.fixture
-async def server(server_factory, db_url):
+async def server(db_url, server_factory):
     return await server_factory(db_url, users=("alice", "admin"))
 
 

@@ -21,7 +21,7 @@ from chatsync_client import TrpcError
 
 
 @pytest.fixture
-async def tree(server_factory: Any, db_url: str) -> Any:
+async def tree(db_url: str, server_factory: Any) -> Any:
     return await server_factory(db_url, users=("alice", "bob"), **FAST)
 
 
@@ -216,7 +216,7 @@ async def test_bad_input_is_refused_and_changes_nothing(tree):
         assert await c.query("session.get", {"sessionId": sid}) == before
 
 
-async def test_busy_policy_for_edit_and_regenerate(server_factory, db_url):
+async def test_busy_policy_for_edit_and_regenerate(db_url, server_factory):
     slow = await server_factory(db_url, users=("alice",), **{**FAST, "echo_delay": 0.05})
     async with slow.client("alice") as c:
         sid = (await c.mutation("session.create", {"busyPolicy": "reject"}))["id"]
@@ -249,7 +249,7 @@ async def test_busy_policy_for_edit_and_regenerate(server_factory, db_url):
         assert snap["messages"][0]["siblingIds"] == [first["message"]["id"], edited["message"]["id"]]
 
 
-async def test_a_message_queued_during_a_regenerate_goes_after_it_on_the_new_branch(server_factory, db_url):
+async def test_a_message_queued_during_a_regenerate_goes_after_it_on_the_new_branch(db_url, server_factory):
     slow = await server_factory(db_url, users=("alice",), **{**FAST, "echo_delay": 0.02})
     async with slow.client("alice") as c:
         sid = (await c.mutation("session.create", {}))["id"]

@@ -14,7 +14,7 @@ from chatsync_client import TrpcError
 
 
 @pytest.fixture
-async def org(server_factory: Callable[..., Any], db_url: str) -> Any:
+async def org(db_url: str, server_factory: Callable[..., Any]) -> Any:
     return await server_factory(db_url, users=("alice", "bob"), **FAST)
 
 
@@ -63,7 +63,7 @@ async def test_search_matches_titles_and_the_texts_of_messages(org):
         assert await ids(c, search="trip") == []
 
 
-async def test_a_search_examines_a_bounded_window_and_continues_from_its_cursor(server_factory, db_url):
+async def test_a_search_examines_a_bounded_window_and_continues_from_its_cursor(db_url, server_factory):
     live = await server_factory(db_url, users=("alice",), search_scan_sessions=2, **FAST)
     async with live.client("alice") as c:
         oldest = await c.mutation("session.create", {})

@@ -79,7 +79,7 @@ async def _busy_session(c: Any, file_ids: list[str]) -> str:
     return sid
 
 
-async def test_deleted_sessions_leave_no_rows_after_the_purge(server_factory: Any, db_url: str) -> None:
+async def test_deleted_sessions_leave_no_rows_after_the_purge(db_url: str, server_factory: Any) -> None:
     live = await server_factory(db_url, deleted_session_retention_seconds=0, purge_sweep_seconds=0.05, **FAST)
     shared = await _upload(live, "shared.txt")
     async with live.client("alice") as c:
@@ -101,7 +101,7 @@ async def test_deleted_sessions_leave_no_rows_after_the_purge(server_factory: An
         assert (await c.query("session.get", {"sessionId": kept}))["session"]["status"] == "requires-action"
 
 
-async def test_a_deleted_session_is_kept_for_the_retention(server_factory: Any, db_url: str) -> None:
+async def test_a_deleted_session_is_kept_for_the_retention(db_url: str, server_factory: Any) -> None:
     live = await server_factory(db_url, **FAST)  # the default retention: a minute
     purger = Purger(live.services.db, live.services.files, live.settings)
     async with live.client("alice") as c:
@@ -114,7 +114,7 @@ async def test_a_deleted_session_is_kept_for_the_retention(server_factory: Any, 
     assert not any((await _rows(live, [sid])).values())
 
 
-async def test_purges_running_together_share_the_work(server_factory: Any, db_url: str) -> None:
+async def test_purges_running_together_share_the_work(db_url: str, server_factory: Any) -> None:
     """Three purgers at once, as on three replicas: each session is purged exactly once, none fails."""
     live = await server_factory(db_url, **FAST)
     settings = live.settings.model_copy(update={"deleted_session_retention_seconds": 0})

@@ -17,7 +17,7 @@ CALCULATOR = {"name": "calculator", "description": "arithmetic", "executor": "se
 
 
 @pytest.fixture
-async def tx(server_factory: Callable[..., Any], db_url: str) -> Any:
+async def tx(db_url: str, server_factory: Callable[..., Any]) -> Any:
     return await server_factory(db_url, users=("alice", "bob"), max_import_bytes=64 * 1024, **FAST)
 
 
@@ -177,7 +177,7 @@ async def test_refusals_are_typed_and_change_nothing(tx):
         assert (await h.post("/sessions/import", json=newer)).status_code == 200
 
 
-async def test_an_import_past_the_sessions_bound_is_refused(server_factory, db_url):
+async def test_an_import_past_the_sessions_bound_is_refused(db_url, server_factory):
     live = await server_factory(db_url, users=("alice",), max_sessions_per_user=1, **FAST)
     async with http(live) as h, live.client("alice") as c:
         s = await c.mutation("session.create", {"title": "the only one"})
