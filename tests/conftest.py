@@ -206,9 +206,17 @@ def _setup_order(item: pytest.Item) -> list[str]:
     return order
 
 
+# Fixtures a ``fast`` test must not use (it is in-process: no server, no database server, no browser).
+SLOW_FIXTURES = SERVER_FIXTURES | DATABASE_FIXTURES | {"redis_cluster", "cluster_factory", "served", "web_server"}
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Fails a test whose fixtures would drop its database before stopping its servers."""
+    """Fails a test whose fixtures would drop its database before stopping its servers, and a ``fast`` test that
+    starts a server or uses a database server."""
     order = _setup_order(item)
+    if item.get_closest_marker("fast") is not None and SLOW_FIXTURES.intersection(order):
+        slow = ", ".join(sorted(SLOW_FIXTURES.intersection(order)))
+        pytest.fail(f"a test marked fast uses {slow}: move it to a module that is not marked fast", pytrace=False)
     for server in SERVER_FIXTURES.intersection(order):
         late = [db for db in DATABASE_FIXTURES.intersection(order) if order.index(db) > order.index(server)]
         if late:

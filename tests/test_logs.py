@@ -12,6 +12,8 @@ from server import tracing
 from server.logredact import REDACTED, redact
 from tests.testkit import json_log
 
+pytestmark = pytest.mark.fast
+
 TOKEN = "cs_V2wDtEdT1lfuoDrKVKreDoL0qQvffkcSlwT5OviZLe8"
 
 

@@ -15,6 +15,8 @@ from server.domain import events
 from server.domain.events import DURABLE_EVENT_TYPES, EPHEMERAL_EVENT_TYPES, Event, EventEnvelope
 from server.domain.models import Message, QueuedMessage
 
+pytestmark = pytest.mark.fast
+
 QUEUED = QueuedMessage(id="queue-1", content="hi", attachments=[], enqueued_at=1)
 MESSAGE = Message(id="m1", session_id="s1", role="user", content="hi", attachments=[], status="complete", created_at=1)
 

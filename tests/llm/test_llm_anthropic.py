@@ -21,6 +21,8 @@ from server.llm import (
 )
 from server.llm.providers.anthropic import AnthropicProvider
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.fixture
 def make_provider(httpx2_replay, retry_policy):

@@ -22,6 +22,8 @@ from server.llm import (
 from server.llm.errors import classify_status, parse_retry_after
 from server.llm.retry import with_retries
 
+pytestmark = pytest.mark.fast
+
 
 def test_registry_knows_every_provider_and_rejects_unknown(monkeypatch):
     assert PROVIDER_IDS == ("echo", "openai", "anthropic", "google", "ollama")

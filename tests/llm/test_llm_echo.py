@@ -26,6 +26,8 @@ from server.llm import (
 )
 from server.llm.providers.echo import EchoProvider, parse_directives
 
+pytestmark = pytest.mark.fast
+
 
 def req(*messages: Message) -> ChatRequest:
     return ChatRequest(messages=messages, options=RequestOptions(model="echo"))

@@ -22,6 +22,8 @@ from server.llm import (
 )
 from server.llm.providers.google import GoogleProvider
 
+pytestmark = pytest.mark.fast
+
 MODEL = "gemini-2.5-flash"
 
 

@@ -8,6 +8,8 @@ from llm_replay import collect, error_reply, ndjson, simple_request
 from server.llm import ErrorEvent, Finished, TextDelta, TextDone, ToolCallEvent, ToolCallStart, Usage
 from server.llm.providers.ollama import OllamaProvider
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.fixture
 async def make_provider(httpx_replay, retry_policy):

@@ -20,6 +20,8 @@ from server.llm import (
 from server.llm.providers.openai import OpenAIProvider
 from server.llm.types import ChatRequest
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.fixture
 def make_provider(httpx2_replay, retry_policy):

@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 from server.domain.titles import ELLIPSIS, TITLE_LIMIT, clean_model_title, collapse_whitespace, truncate_title
 from server.services.titles import TITLE_INSTRUCTION, title_request
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.mark.parametrize(
     ("text", "expected"),

@@ -1,0 +1,120 @@
+"""Sessions (``services/sessions.py``), versions and branches (``services/versions.py``), drafts and unread marks
+called directly: what each rule keeps, and that a refusal is typed and changes nothing."""
+
+from __future__ import annotations
+
+import pytest
+from service_helpers import idle, last_seq, until
+
+from server.app import Services
+from server.protocol.errors import RpcError
+from server.services.requests import RequestKey
+from server.store.models import User
+
+pytestmark = pytest.mark.fast
+
+
+async def test_a_session_is_its_owners_alone(services: Services, alice: User, bob: User) -> None:
+    s = await services.sessions.create(alice, {"title": "plans"})
+    assert s.title == "plans" and s.provider == "echo"
+    assert [x["id"] for x in await _listed(services, alice)] == [s.id]
+    assert await _listed(services, bob) == []
+    for call in (services.sessions.snapshot(bob, s.id), services.sessions.update(bob, s.id, {"title": "mine"})):
+        with pytest.raises(RpcError) as refused:
+            await call
+        assert refused.value.code == "NOT_FOUND"
+    assert (await services.sessions.snapshot(alice, s.id)).session.title == "plans"
+
+
+async def test_a_create_repeated_with_its_request_id_makes_one_session(services: Services, alice: User) -> None:
+    key = RequestKey(alice.id, "create-1", "session.create", "d")
+    first = await services.sessions.create(alice, {"title": "once"}, key)
+    again = await services.sessions.create(alice, {"title": "once"}, key)
+    assert _id(again) == _id(first)
+    assert len(await _listed(services, alice)) == 1
+
+
+async def test_update_changes_what_it_names_and_bad_values_change_nothing(services: Services, alice: User) -> None:
+    sid = (await services.sessions.create(alice, {"title": "t"})).id
+    updated = await services.sessions.update(alice, sid, {"pinned": True, "system_prompt": "Be brief."})
+    assert updated.pinned and updated.system_prompt == "Be brief."
+    before = await last_seq(services, sid)
+    with pytest.raises(RpcError) as refused:
+        await services.sessions.update(alice, sid, {"provider": "openai", "model": None})
+    assert refused.value.code == "BAD_REQUEST"
+    assert (await services.sessions.snapshot(alice, sid)).session.provider == "echo"
+    assert await last_seq(services, sid) == before
+
+
+async def test_a_deleted_session_is_gone_for_its_owner(services: Services, alice: User) -> None:
+    sid = (await services.sessions.create(alice, {})).id
+    await services.sessions.delete(alice, sid)
+    with pytest.raises(RpcError) as gone:
+        await services.sessions.snapshot(alice, sid)
+    assert gone.value.code == "NOT_FOUND"
+    assert await _listed(services, alice) == []
+
+
+async def test_an_edit_makes_a_new_branch_and_the_old_one_stays_reachable(services: Services, alice: User) -> None:
+    sid = (await services.sessions.create(alice, {})).id
+    await services.runs.send(alice, sid, "first question", [], [], None)
+    snap = await until(idle(services, alice, sid))
+    question = snap.messages[0]
+    await services.versions.edit(alice, sid, question.id, "better question", None, None)
+    snap = await until(idle(services, alice, sid))
+    assert [(m.role, m.content) for m in snap.messages] == [
+        ("user", "better question"),
+        ("assistant", "better question"),
+    ]
+    switched = await services.versions.switch_branch(alice, sid, question.id)
+    assert switched["changed"] is True
+    snap = await services.sessions.snapshot(alice, sid)
+    assert [m.content for m in snap.messages] == ["first question", "first question"]
+    with pytest.raises(RpcError) as refused:
+        await services.versions.edit(alice, sid, snap.messages[1].id, "an answer is not mine to edit", None, None)
+    assert refused.value.code == "PRECONDITION_FAILED"
+
+
+async def test_regenerate_adds_a_version_of_the_answer(services: Services, alice: User) -> None:
+    sid = (await services.sessions.create(alice, {})).id
+    await services.runs.send(alice, sid, "say it", [], [], None)
+    answer = (await until(idle(services, alice, sid))).messages[1]
+    await services.versions.regenerate(alice, sid, answer.id, None, None, None)
+    snap = await until(idle(services, alice, sid))
+    assert [m.content for m in snap.messages] == ["say it", "say it"]
+    assert snap.messages[1].id != answer.id
+
+
+async def test_a_draft_only_moves_forward_from_the_version_it_was_based_on(services: Services, alice: User) -> None:
+    sid = (await services.sessions.create(alice, {})).id
+    phone, laptop = (
+        await services.auth.create_token("alice", "phone"),
+        await services.auth.create_token("alice", "laptop"),
+    )
+    phone_id, laptop_id = [(await services.auth.identify(t)).device_id for t in (phone, laptop)]
+    saved = await services.drafts.save(alice, phone_id, sid, "half a thought", [], 0)
+    assert saved["saved"] and saved["draft"]["version"] == 1 and saved["draft"]["deviceName"] == "phone"
+    stale = await services.drafts.save(alice, laptop_id, sid, "an older thought", [], 0)  # based on version 0
+    assert not stale["saved"] and stale["draft"]["text"] == "half a thought"
+    assert (await services.drafts.get(alice, sid))["text"] == "half a thought"
+    cleared = await services.drafts.clear(alice, laptop_id, sid, 1)
+    assert cleared["saved"] and cleared["draft"]["text"] == "" and cleared["draft"]["version"] == 2
+
+
+async def test_an_answer_marks_the_session_unread_until_it_is_read(services: Services, alice: User) -> None:
+    sid = (await services.sessions.create(alice, {})).id
+    await services.runs.send(alice, sid, "hello", [], [], None)
+    await until(idle(services, alice, sid))
+    assert [x["unread"] for x in await _listed(services, alice)] == [True]
+    assert await services.unread.mark_read(alice, sid) is True
+    assert [x["unread"] for x in await _listed(services, alice)] == [False]
+    assert await services.unread.mark_read(alice, sid) is False  # nothing was unread: nothing written
+
+
+def _id(reply: object) -> str:
+    return reply["id"] if isinstance(reply, dict) else reply.id  # type: ignore[attr-defined]
+
+
+async def _listed(services: Services, user: User) -> list[dict[str, object]]:
+    """The user's sessions as ``session.list`` gives them (live ones, newest first)."""
+    return (await services.sessions.list(user, 50, None, None, None))["items"]
