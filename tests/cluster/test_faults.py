@@ -40,13 +40,17 @@ async def test_redis_restart_mid_traffic(cluster_factory, restartable_bus):
         for sub in subs:
             await sub.wait_started()
 
+        under_way = asyncio.Event()
+
         async def traffic(c, tag: str, n: int) -> None:
             for i in range(n):
                 await c.mutation("message.enqueueMessage", {"sessionId": s["id"], "content": f"{tag}{i}"})
-                await asyncio.sleep(0.005)
+                if i == 10:
+                    under_way.set()
+                await asyncio.sleep(0.005)  # a steady pace, so the traffic goes on while Redis is down
 
         before = asyncio.gather(*(traffic(c, f"a{j}-", 40) for j, c in enumerate(clients[:2])))
-        await asyncio.sleep(0.1)
+        await under_way.wait()
         redis.kill()  # mid-traffic: publishes fail, listeners lose their connection
         await before
         await asyncio.gather(*(traffic(c, f"b{j}-", 20) for j, c in enumerate(clients[:2])))

@@ -59,7 +59,8 @@ async def test_error_pauses_the_queue_until_resumed(engine):
             ] == "queued"
         await st.until(lambda e: e["type"] == "run-failed")
         await st.until(lambda e: e["type"] == "queue-paused")
-        await asyncio.sleep(FAST["sweep_seconds"] * 3)  # the sweeper must leave a paused queue alone
+        # a whole sweep, ending after the queue paused, leaves a paused queue alone
+        assert await engine.services.orchestrator.sweep_once() == 0
         snap = await idle(c, s["id"])
         assert snap["session"]["queuePaused"] is True
         assert [q["content"] for q in snap["queue"]] == ["later 1", "later 2"]
@@ -81,7 +82,7 @@ async def test_a_new_send_resumes_a_paused_queue(engine):
         await st.until(lambda e: e["type"] == "queue-paused")
         await idle(c, s["id"])
         await c.mutation("message.enqueueMessage", {"sessionId": s["id"], "content": "waiting"})
-        await asyncio.sleep(FAST["sweep_seconds"] * 2)
+        assert await engine.services.orchestrator.sweep_once() == 0  # a whole sweep sends nothing from it
         assert len((await c.query("session.get", {"sessionId": s["id"]}))["queue"]) == 1
         res = await c.mutation("message.send", {"sessionId": s["id"], "content": "fresh"})
         assert res["status"] == "started"

@@ -91,8 +91,7 @@ async def test_taken_over_once_and_never_when_a_person_stopped_it(db_url):
     async with open_services(settings(db_url, resume_interrupted_answers=True)) as svc:
         alice, _ = await svc.auth.create_user("alice")
         # Continued by the sweeper: the same message, the run claimed here.
-        sid, run_id = await crashed_run(svc, alice, lease_seconds=0.01)
-        await asyncio.sleep(0.05)
+        sid, run_id = await crashed_run(svc, alice, lease_seconds=-1)  # its lease lapsed a second ago
         assert await svc.orchestrator.sweep_once() == 1
         types = await event_types(svc, sid)
         assert "run-resumed" in types and "run-failed" not in types
@@ -107,19 +106,17 @@ async def test_taken_over_once_and_never_when_a_person_stopped_it(db_url):
         assert answer.content.startswith("half an ans") and answer.status == "complete"
 
         # Crashed again after it was continued once: it fails as before.
-        sid2, run2 = await crashed_run(svc, alice, lease_seconds=0.01)
+        sid2, run2 = await crashed_run(svc, alice, lease_seconds=-1)  # its lease lapsed a second ago
         async with svc.db.write() as s:
             await s.execute(update(Run).where(Run.id == run2).values(resumes=1))
-        await asyncio.sleep(0.05)
         await svc.orchestrator.sweep_once()
         assert "run-resumed" not in await event_types(svc, sid2)
         assert "run-failed" in await event_types(svc, sid2)
 
         # A person asked to stop it before its process died: it ends aborted.
-        sid3, _run3 = await crashed_run(svc, alice, lease_seconds=0.01)
+        sid3, _run3 = await crashed_run(svc, alice, lease_seconds=-1)  # its lease lapsed a second ago
         async with svc.db.write() as s:
             await s.execute(update(ChatSession).where(ChatSession.id == sid3).values(abort_requested=True))
-        await asyncio.sleep(0.05)
         await svc.orchestrator.sweep_once()
         types = await event_types(svc, sid3)
         assert "run-aborted" in types and "run-resumed" not in types
