@@ -1,7 +1,9 @@
 """The TypeScript client library and its stores (``client_js/src``), built with ``tsc`` and tested under
-``node --test`` (``client_js/test/stores``) against the compiled output in ``client_js/dist/lib``.
+``node --test``. A module's tests sit beside it (``src/stores/follow.ts`` and ``src/stores/follow.test.js``,
+shared fakes in ``src/testing/``); ``tsc`` compiles them with the library into ``client_js/dist/lib``, where
+they run against the compiled modules.
 
-Most store tests run on an in-memory model of a session; ``live.test.js`` drives a real ``chatsync serve``
+Most store tests run on an in-memory model of a session; ``stores/live.test.js`` drives a real ``chatsync serve``
 process started here on a fresh SQLite file and a free port, with the offline echo model answering slowly
 enough that a socket can be killed mid-answer. Node missing is a failure, never a skip.
 """
@@ -52,7 +54,6 @@ def built_library() -> Path:
 def test_client_stores(built_library: Path, chatsync_server: Served) -> None:
     env = {
         **os.environ,
-        "CHATSYNC_STORE_TESTS": "1",
         "CHATSYNC_URL": chatsync_server.url,
         "CHATSYNC_TOKEN": chatsync_server.tokens["stores-js"],
         "CHATSYNC_MAX_FILE_BYTES": str(MAX_FILE_BYTES),
@@ -63,7 +64,7 @@ def test_client_stores(built_library: Path, chatsync_server: Served) -> None:
         "--test",
         "--test-reporter=spec",
         "--test-timeout=60000",
-        str(CLIENT_JS / "test" / "stores") + os.sep,
+        str(built_library.parent) + os.sep,
     ]
     try:
         done = subprocess.run(cmd, cwd=CLIENT_JS, env=env, capture_output=True, text=True, timeout=NODE_TIMEOUT_SECONDS)
@@ -77,8 +78,9 @@ def test_client_stores(built_library: Path, chatsync_server: Served) -> None:
             f"--- server log (tail) ---\n{chatsync_server.log_tail()}",
             pytrace=False,
         )
-    # Every file ran for real: a skipped test here would mean the guard misread the environment.
     assert "ℹ skipped 0" in output and "ℹ fail 0" in output, output
+    ran = {p.relative_to(built_library.parent).as_posix() for p in built_library.parent.rglob("*.test.js")}
+    assert {"reducers/reducers.test.js", "stores/follow.test.js", "stores/live.test.js", "files.test.js"} <= ran
 
 
 def test_the_built_library_carries_no_server_code(built_library: Path) -> None:

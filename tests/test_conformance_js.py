@@ -1,6 +1,6 @@
 """Conformance: the official ``@trpc/client`` 11.x (Node, from npm) against a real ``chatsync serve`` process.
 
-The JavaScript suite lives in ``client_js/test/`` (``node --test``, plain ESM). This module starts one server
+The JavaScript suite lives in ``client_js/conformance/`` (``node --test``, plain ESM). This module starts one server
 process on a fresh SQLite file and a free port, creates two users with ``chatsync users create`` (the second
 owns the "foreign" sessions), waits for ``/healthz``, then runs the whole suite with::
 
@@ -49,8 +49,7 @@ def test_official_trpc_client_conformance(chatsync_server: Served) -> None:
         "--test-reporter=spec",
         "--test-concurrency=4",  # files are mostly waiting on the server; they run as separate processes
         "--test-timeout=60000",  # a backstop: every test also sets its own timeout
-        # the conformance files only: test/stores/ is the client library's suite (tests/test_client_stores_js.py)
-        *sorted(str(p) for p in (CLIENT_JS / "test").glob("*.test.js")),
+        *sorted(str(p) for p in (CLIENT_JS / "conformance").glob("*.test.js")),
     ]
     try:
         done = subprocess.run(cmd, cwd=CLIENT_JS, env=env, capture_output=True, text=True, timeout=NODE_TIMEOUT_SECONDS)

@@ -1,4 +1,4 @@
-// Shared helpers for the conformance suite. Not a test file (node --test only runs client_js/test/).
+// Shared helpers for the conformance suite. Not a test file (node --test only runs client_js/conformance/).
 //
 // The server under test is started by tests/test_conformance_js.py, which passes:
 //   CHATSYNC_URL     http://127.0.0.1:<port>

@@ -6,16 +6,16 @@ import { after, describe, test } from 'node:test';
 import net from 'node:net';
 import WebSocketImpl from 'ws';
 import { EventSource } from 'eventsource';
-import { serverView, storeView, until } from './support/fake-server.js';
-import { gatedWebSocket } from './support/gated-websocket.js';
-import { lib, skipReason, STORE_TESTS } from './support/guard.js';
+import { serverView, storeView, until } from '../testing/fake-server.js';
+import { gatedWebSocket } from '../testing/gated-websocket.js';
+import * as lib from '../index.js';
 
 const URL_ = process.env.CHATSYNC_URL;
 const TOKEN = process.env.CHATSYNC_TOKEN;
 const T = { timeout: 60_000 };
 const LONG = Array.from({ length: 120 }, (_, i) => `word${i}`).join(' ');
 
-if (STORE_TESTS && (!URL_ || !TOKEN)) throw new Error('CHATSYNC_URL / CHATSYNC_TOKEN are not set');
+if (!URL_ || !TOKEN) throw new Error('CHATSYNC_URL / CHATSYNC_TOKEN are not set');
 
 /** A TCP proxy in front of the server whose `cut()` drops every connection, as a flaky network would. */
 async function proxy() {
@@ -59,7 +59,7 @@ const sameAsServer = async (c, open) => {
   return JSON.stringify(storeView(open)) === JSON.stringify(serverView(snap));
 };
 
-describe('against a real server', { skip: skipReason }, () => {
+describe('against a real server', () => {
   test('socket killed mid-answer: after the resume, messages and queue equal session.get', T, async () => {
     const rec = gatedWebSocket();
     const c = client({ WebSocket: rec.WebSocket, reconnectDelayMs: (n) => (n === 0 ? 0 : 50) });

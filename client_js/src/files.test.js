@@ -7,17 +7,17 @@ import { createHash } from 'node:crypto';
 import net from 'node:net';
 import { after, describe, test } from 'node:test';
 import WebSocketImpl from 'ws';
-import { until } from './support/fake-server.js';
-import { gatedWebSocket } from './support/gated-websocket.js';
-import { lib, skipReason, STORE_TESTS } from './support/guard.js';
-import { png } from './support/png.js';
+import { until } from './testing/fake-server.js';
+import { gatedWebSocket } from './testing/gated-websocket.js';
+import * as lib from './index.js';
+import { png } from './testing/png.js';
 
 const URL_ = process.env.CHATSYNC_URL;
 const TOKEN = process.env.CHATSYNC_TOKEN;
 const MAX_FILE_BYTES = Number(process.env.CHATSYNC_MAX_FILE_BYTES);
 const T = { timeout: 60_000 };
 
-if (STORE_TESTS && (!URL_ || !TOKEN || !MAX_FILE_BYTES)) {
+if (!URL_ || !TOKEN || !MAX_FILE_BYTES) {
   throw new Error('CHATSYNC_URL / CHATSYNC_TOKEN / CHATSYNC_MAX_FILE_BYTES are not set');
 }
 
@@ -73,7 +73,7 @@ async function cuttingProxy(cutAfter) {
 }
 const shown = (f) => ({ fileId: f.id, name: f.name, mediaType: f.mediaType, size: f.size });
 
-describe('files against a real server', { skip: skipReason }, () => {
+describe('files against a real server', () => {
   test('upload a File and a Blob, fetch them back byte for byte; the media type comes from the bytes', T, async () => {
     const c = client();
     const image = png(16, 9);

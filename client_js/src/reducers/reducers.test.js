@@ -2,8 +2,8 @@
 // client's state equal to what the server's session.get describes.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { FakeSession } from './support/fake-server.js';
-import { lib, skipReason } from './support/guard.js';
+import { FakeSession } from '../testing/fake-server.js';
+import * as lib from '../index.js';
 
 /** The client's state after `session.get` at `from`, then `items` applied in the order given. */
 function follow(server, snap, items) {
@@ -25,7 +25,7 @@ function expectedMessages(snap) {
 
 const textOf = (state, id) => state.messages.list.find((m) => m.id === id).content;
 
-describe('streaming text', { skip: skipReason }, () => {
+describe('streaming text', () => {
   test('deltas out of order: one past the end is held until the gap is filled', () => {
     const server = new FakeSession();
     const start = server.get();
@@ -97,7 +97,7 @@ describe('streaming text', { skip: skipReason }, () => {
   });
 });
 
-describe('durable events', { skip: skipReason }, () => {
+describe('durable events', () => {
   test('a duplicate delivery (seq at or below the last applied) is ignored', () => {
     const server = new FakeSession();
     const start = server.get();
@@ -153,7 +153,7 @@ describe('durable events', { skip: skipReason }, () => {
   });
 });
 
-describe('versions and branches', { skip: skipReason }, () => {
+describe('versions and branches', () => {
   /** Two exchanges, then the second user message edited: the log holds a branch change and a new version. */
   function edited() {
     const server = new FakeSession();
@@ -248,7 +248,7 @@ describe('versions and branches', { skip: skipReason }, () => {
   });
 });
 
-describe('run', { skip: skipReason }, () => {
+describe('run', () => {
   test('joining after an approval was answered elsewhere: the decision shows, as another client\'s', () => {
     const server = new FakeSession();
     server.startRun('go');
@@ -264,7 +264,7 @@ describe('run', { skip: skipReason }, () => {
   });
 });
 
-describe('tool calls and decisions', { skip: skipReason }, () => {
+describe('tool calls and decisions', () => {
   test('tool-call arguments stream as previews, placed by offset, and end with the message', () => {
     const server = new FakeSession();
     const start = server.get();
@@ -303,7 +303,7 @@ describe('tool calls and decisions', { skip: skipReason }, () => {
   });
 });
 
-describe('session list', { skip: skipReason }, () => {
+describe('session list', () => {
   const summary = (id, createdAt, title = id) => ({ id, title, titleSource: 'user', status: 'idle', provider: 'echo',
     model: 'echo', queuePaused: false, createdAt, updatedAt: createdAt, queueLength: 0 });
 
