@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import os
 import sys
 from typing import Any
 
@@ -27,7 +28,7 @@ def serve(settings: Settings, host: str | None, port: int | None) -> None:
     from .serve import ChatsyncServer, uvicorn_config
 
     tracing.configure_from_env()  # OTEL_* variables: off unless they ask for traces
-    app = create_app(settings)
+    app = create_app(settings, on_owner_token=announce_owner)
     config = uvicorn_config(app, settings, host or settings.host, settings.port if port is None else port)
     # What is loaded by now (modules, SQLAlchemy's mappers, pydantic's validators) lives as long as the
     # process: take it out of the cyclic collector's view, so a full collection walks only what came after.
@@ -38,6 +39,27 @@ def serve(settings: Settings, host: str | None, port: int | None) -> None:
         ChatsyncServer(config).run()
     finally:
         tracing.shutdown()  # sends the spans still batched
+
+
+OWNER_TOKEN_FILE = "chatsync-owner-token"
+
+
+def announce_owner(token: str) -> None:
+    """Show the first-start owner token once, on a terminal. When stderr is not a terminal (a service
+    manager or container that keeps its output as a log), the token goes to a file only its owner can read,
+    and the log gets the file's name."""
+    if sys.stderr.isatty():
+        print(f"chatsync: created the local owner; its token (shown once): {token}", file=sys.stderr, flush=True)
+        return
+    path = os.path.abspath(OWNER_TOKEN_FILE)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(token + "\n")
+    print(
+        f"chatsync: created the local owner; its token is in {path} (readable by you only; delete it once you have it)",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 async def _db_upgrade(settings: Settings) -> None:

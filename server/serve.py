@@ -10,7 +10,7 @@ from typing import Any
 import uvicorn
 
 from . import logredact
-from .app import ChatsyncApp, drain_app
+from .http.asgi import ChatsyncApp
 from .rpc.uvicorn_http import HttpGate, guarded_http_protocol, http_gate
 from .rpc.uvicorn_ws import LeanWebSocketProtocol
 from .services import addresses
@@ -127,7 +127,7 @@ class ChatsyncServer(uvicorn.Server):
                 await addresses.forget(services.db, self._instance)
             except Exception:
                 log.warning("could not remove this server's recorded address", exc_info=True)
-        await drain_app(self.app)
+        await self.app.drain()
         await super().shutdown(sockets)
 
 

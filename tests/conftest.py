@@ -132,7 +132,7 @@ async def start_server(
         for name in users:
             if name not in tokens:
                 _user, tokens[name] = await auth.create_user(name, admin=(name == "admin"))
-    app = create_app(settings, announce_owner_token=False)
+    app = create_app(settings)
     extra: dict[str, Any] = {"log_level": "warning"}
     if ws is not None:
         extra["ws"] = ws  # another uvicorn WebSocket implementation (exercises the queued writer)

@@ -1,14 +1,35 @@
 """The import layers of server/ (``[tool.importlinter]`` in pyproject.toml, docs/architecture.md): a module
-imports only from its own layer or lower, and the terminal clients know only the wire models."""
+imports only from its own layer or lower, TYPE_CHECKING imports included; the clients (``chatsync_client``)
+know only the wire models; nothing of the server below the ``chatsync`` command imports the composition root
+(``server.app``) or the clients."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
+from typing import Any
+
+import grimp
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def contracts() -> dict[str, dict[str, Any]]:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    return {c["name"]: c for c in config["contracts"]}
+
+
+def server_modules() -> set[str]:
+    """``server``'s direct children: its packages and top-level modules."""
+    return {
+        f"server.{p.stem}"
+        for p in (ROOT / "server").iterdir()
+        if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").exists()
+    }
 
 
 def test_imports_follow_the_layers() -> None:
@@ -16,3 +37,39 @@ def test_imports_follow_the_layers() -> None:
     assert tool is not None, "import-linter is a dev dependency: bash scripts/setup.sh installs it"
     done = subprocess.run([tool], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
+
+
+def test_type_checking_imports_count() -> None:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    assert config["exclude_type_checking_imports"] is False
+
+
+def test_only_the_command_imports_the_composition_root() -> None:
+    graph = grimp.build_graph("server", "chatsync_client", exclude_type_checking_imports=False)
+    assert graph.find_modules_that_directly_import("server.app") == {"server.cli"}
+
+
+def test_the_contracts_name_every_module_of_the_server() -> None:
+    """A package added to server/ has a place in the layers, and the two forbidden contracts cover it."""
+    named = contracts()
+    modules = server_modules()
+    layered = {m.strip() for layer in named["server layers"]["layers"] for m in layer.split("|")}
+    assert layered == modules
+    assert set(named["the clients know only the wire models"]["forbidden_modules"]) == modules - {"server.domain"}
+    assert set(named["the server does not import the clients"]["source_modules"]) == modules - {"server.cli"}
+
+
+def test_the_architecture_table_lists_the_layers_in_order() -> None:
+    """docs/architecture.md's table of layers: one row per import-linter layer, top to bottom, naming folders and
+    modules of server/ that exist."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    section = text[text.index("## 1. The layers") : text.index("## 2.")]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| layer ")]
+    table = []
+    for row in rows:
+        names = re.findall(r"`([a-z_]+(?:\.py|/))`", row.split("|")[2])
+        for name in names:
+            assert (ROOT / "server" / name).exists(), f"docs/architecture.md names server/{name}, which is not there"
+        table.append({"server." + name.removesuffix(".py").removesuffix("/") for name in names})
+    layers = [{m.strip() for m in layer.split("|")} for layer in contracts()["server layers"]["layers"]]
+    assert table == layers

@@ -7,7 +7,8 @@ import asyncio
 from typing import Any
 
 from ..domain import outputs
-from ..rpc.registry import Context, Router, Subscription
+from ..rpc.context import Context
+from ..rpc.registry import Router, Subscription
 from ..store.models import User
 from . import inputs
 

@@ -7,7 +7,8 @@ from typing import cast
 
 from ..domain import outputs
 from ..protocol.errors import RpcError
-from ..rpc.registry import Context, Router, Subscription
+from ..rpc.context import Context
+from ..rpc.registry import Router, Subscription
 from . import device_inputs as di
 from . import inputs
 from .messages import stored_attachments

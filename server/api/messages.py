@@ -7,7 +7,8 @@ from typing import Any, cast
 from ..domain import models as wire
 from ..domain import outputs
 from ..protocol.errors import RpcError
-from ..rpc.registry import Context, Router
+from ..rpc.context import Context
+from ..rpc.registry import Router
 from ..services.requests import request_key
 from ..store.models import User
 from . import inputs

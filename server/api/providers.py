@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from ..domain import outputs
 from ..llm import provider_catalog
-from ..rpc.registry import Context, Router
+from ..rpc.context import Context
+from ..rpc.registry import Router
 
 
 def register(router: Router) -> None:

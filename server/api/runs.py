@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import cast
 
 from ..domain import outputs
-from ..rpc.registry import Context, Router
+from ..rpc.context import Context
+from ..rpc.registry import Router
 from ..services.requests import request_key
 from . import inputs
 

@@ -11,13 +11,11 @@ from ..domain import events as events_
 from ..domain import models as wire
 from ..domain import outputs
 from ..protocol.errors import RpcError
-from ..rpc.registry import Context, Router, Subscription
-from ..services import feed
+from ..rpc.context import Context
+from ..rpc.registry import Router, Subscription
 from ..services.requests import request_key
 from ..services.sessions import SETTINGS
-from ..store.eventlog import FEED_LOG, SESSION_LOG, LogReader
 from ..sync import admission
-from ..sync.delivery import Delivery
 from . import inputs
 
 
@@ -126,7 +124,7 @@ def register(router: Router) -> None:
             "transport": ctx.transport,
             "subscribedAt": int(time.time() * 1000),
         }
-        return _EventStream(ctx.services, inp.session_id, after, client, verify_live=verify)
+        return ctx.services.event_logs.session(inp.session_id, after, client, verify_live=verify)
 
     @router.subscription("session.feed", inputs.SessionFeed)
     async def feed_(ctx: Context, inp: inputs.SessionFeed) -> Subscription[events_.FeedEventItem]:
@@ -136,38 +134,4 @@ def register(router: Router) -> None:
         after = (
             int(inp.last_event_id) if inp.last_event_id is not None else await ctx.services.sessions.feed_position(user)
         )
-        return _EventStream(ctx.services, feed.channel(user.id), after, None, FEED_LOG)
-
-
-class _EventStream:
-    def __init__(
-        self,
-        services: Any,
-        session_id: str,
-        after: int,
-        client: dict[str, Any] | None = None,
-        log: LogReader | None = None,
-        verify_live: bool = False,
-    ) -> None:
-        self.verify_live = verify_live
-        self.services = services
-        self.session_id = session_id
-        self.after = after
-        self.client = client
-        self.log = log
-
-    async def run(self, send_item: Any, writer: Any = None) -> None:
-        feed = self.log is not None  # a user feed: no stream snapshots, no client, its own log
-        delivery = Delivery(
-            self.services.db,
-            self.services.hub,
-            self.session_id,
-            self.after,
-            send_item,
-            None if feed else getattr(self.services, "stream_snapshots", None),
-            writer,
-            None if feed else self.client,
-            self.log or SESSION_LOG,
-            verify_live=self.verify_live and not feed,
-        )
-        await delivery.run()
+        return ctx.services.event_logs.feed(user.id, after)

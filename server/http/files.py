@@ -19,12 +19,11 @@ from .. import metrics
 from ..files.service import Files, Upload
 from ..files.sniff import IMAGE_TYPES
 from ..protocol.errors import RpcError, to_rpc_error
+from ..rpc.context import Services
 from ..rpc.http import bearer_token, plain_error_response
 
 if TYPE_CHECKING:
     from python_multipart.multipart import MultipartCallbacks
-
-    from ..app import Services
 
 FILE_FIELD = "file"
 # What a body may carry beyond the file itself: boundaries, part headers, small other fields.

@@ -9,7 +9,7 @@ costs a database read.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 from starlette.requests import ClientDisconnect, Request
@@ -18,14 +18,12 @@ from starlette.routing import Route
 
 from ..protocol.errors import RpcError, to_rpc_error
 from ..protocol.inputs import check_json
+from ..rpc.context import Services
 from ..rpc.http import plain_error_response
 from ..rpc.limits import RateLimiter
 from ..services.auth import MAX_DEVICE_NAME
 from ..services.links import LinkError
 from ..settings import Settings
-
-if TYPE_CHECKING:
-    from ..app import Services
 
 MAX_BODY_BYTES = 4096
 _NO_STORE = {"cache-control": "no-store"}

@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import orjson
 from pydantic import ValidationError
@@ -20,14 +19,12 @@ from starlette.routing import Route
 
 from ..protocol.errors import RpcError, to_rpc_error
 from ..protocol.inputs import check_json, check_text
+from ..rpc.context import Services
 from ..rpc.http import bearer_token, plain_error_response
 from ..services.requests import RequestKey
 from ..services.transcripts import Transcript, Transcripts, markdown
 from ..settings import Settings
 from ..store.models import User
-
-if TYPE_CHECKING:
-    from ..app import Services
 
 _NO_STORE = {"cache-control": "no-store"}
 FORMATS = {"json": ("application/json", "json"), "markdown": ("text/markdown; charset=utf-8", "md")}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import unquote
 
 import orjson
@@ -14,11 +14,9 @@ from starlette.responses import Response, StreamingResponse
 
 from ..domain.events import dumps
 from ..protocol.errors import RpcError, error_shape, to_rpc_error
-from .registry import Context, Procedure, Router, call, merge_last_event_id
+from .context import Context, Services
+from .registry import Procedure, Router, call, merge_last_event_id
 from .sse import Inbox, SseResponse
-
-if TYPE_CHECKING:
-    from ..app import Services
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -27,46 +27,12 @@ from .. import metrics, tracing
 from ..domain.models import jsonable as to_jsonable
 from ..protocol.errors import RpcError, to_rpc_error
 from ..protocol.inputs import check_json
-from ..store.models import User
 from ..sync.writer import SubscriptionWriter
-
-if TYPE_CHECKING:
-    # For the checker only: at run time the rpc layer imports nothing of the app that it serves.
-    from ..app import Services
-    from ..services.auth import Principal
+from .context import Context
 
 log = logging.getLogger(__name__)
 
 Kind = Literal["query", "mutation", "subscription"]
-
-
-@dataclass
-class Context:
-    """What a procedure knows about its caller."""
-
-    user: User | None
-    services: Services
-    transport: Literal["ws", "http"]
-    # The device (token) the caller signed in with, when it used one.
-    device_id: str | None = None
-    device_name: str | None = None
-    # Where the caller reached this server (``http://host:port``), for links it may hand to other devices.
-    base_url: str | None = None
-    # A WebSocket's own id, and what to run when it closes (None over HTTP, where each call stands alone).
-    connection_id: str | None = None
-    on_close: list[Callable[[], Awaitable[None]]] | None = None
-
-    def sign_in(self, principal: Principal | None) -> None:
-        """Take the user and device of a ``services.auth.Principal`` (or nothing, for None)."""
-        if principal is None:
-            self.user = self.device_id = self.device_name = None
-        else:
-            self.user, self.device_id, self.device_name = principal.user, principal.device_id, principal.device_name
-
-    def require_user(self) -> User:
-        if self.user is None:
-            raise RpcError("UNAUTHORIZED", "Missing or invalid token")
-        return self.user
 
 
 Item = TypeVar("Item", covariant=True)

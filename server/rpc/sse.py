@@ -17,15 +17,13 @@ from __future__ import annotations
 
 import asyncio
 from contextlib import suppress
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .. import metrics
 from ..domain.events import EventEnvelope, dumps
 from ..protocol.errors import RpcError, error_shape, to_rpc_error
-from .registry import Context, Procedure
-
-if TYPE_CHECKING:
-    from ..app import Services
+from .context import Context, Services
+from .registry import Procedure
 
 PING_SECONDS = 15.0
 HEADERS = [

@@ -13,7 +13,7 @@ import logging
 import uuid
 from collections import deque
 from contextlib import suppress
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 from starlette.websockets import WebSocket, WebSocketDisconnect
@@ -31,12 +31,10 @@ from ..protocol.envelopes import (
 )
 from ..protocol.errors import RpcError, to_rpc_error
 from ..sync.writer import SubscriptionWriter
-from .registry import Context, Kind, Router, call, call_many, merge_last_event_id
+from .context import Context, Services
+from .registry import Kind, Router, call, call_many, merge_last_event_id
 from .uvicorn_ws import transport_writer
 from .writer import ConnectionWriter, QueuedWriter
-
-if TYPE_CHECKING:
-    from ..app import Services
 
 log = logging.getLogger(__name__)
 

@@ -138,16 +138,25 @@ def _created_again(user: User, fields: dict[str, Any]) -> Expand:
 class SessionService:
     """Sessions of a user: create, read, list and search, update, titles, context switches, fork and delete."""
 
-    def __init__(self, db: Database, uow: UnitOfWork, titles: TitleService | None = None) -> None:
+    def __init__(
+        self,
+        db: Database,
+        uow: UnitOfWork,
+        titles: TitleService | None = None,
+        *,
+        default_provider: str | None = None,
+        default_model: str | None = None,
+        max_per_user: int | None = None,
+        search_scan: int = 200,
+    ) -> None:
         self.db = db
         self.uow = uow
         self.titles = titles
-
-    # Where a session asks for no provider/model: the deployment's defaults (see ``resolve_model``).
-    default_provider: str | None = None
-    default_model: str | None = None
-    max_per_user: int | None = None  # CHATSYNC_MAX_SESSIONS_PER_USER
-    search_scan: int = 200  # CHATSYNC_SEARCH_SCAN_SESSIONS
+        # Where a session asks for no provider/model: the deployment's defaults (see ``resolve_model``).
+        self.default_provider = default_provider
+        self.default_model = default_model
+        self.max_per_user = max_per_user  # CHATSYNC_MAX_SESSIONS_PER_USER
+        self.search_scan = search_scan  # CHATSYNC_SEARCH_SCAN_SESSIONS
 
     def resolve_model(self, provider: str | None, model: str | None) -> tuple[str, str]:
         """The provider is the caller's, else ``CHATSYNC_DEFAULT_PROVIDER``, else the first provider whose

@@ -26,11 +26,14 @@ class Hub:
     attach to another. A session's lock lives only while someone holds or waits for it.
     """
 
-    def __init__(self, bus: Bus) -> None:
+    def __init__(
+        self, bus: Bus, channel_handlers: dict[str, Callable[[Sequence[EventEnvelope]], None]] | None = None
+    ) -> None:
         self.bus = bus
         self._local: dict[str, set[Delivery]] = {}
-        # Channels that are not sessions' (``sync.revocation``): their messages go to one handler each.
-        self.channel_handlers: dict[str, Callable[[Sequence[EventEnvelope]], None]] = {}
+        # Channels that are not sessions' (``sync.revocation``, and presence's while it watches a session):
+        # their messages go to one handler each.
+        self.channel_handlers: dict[str, Callable[[Sequence[EventEnvelope]], None]] = dict(channel_handlers or {})
         self._locks: dict[str, _SessionLock] = {}
         # Who owns the sessions subscribed to here: a resume's ownership check without a read (``admission``).
         self.owners = OwnerCache()

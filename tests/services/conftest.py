@@ -12,7 +12,8 @@ from typing import TypeVar
 
 import pytest
 
-from server.app import Services, open_services
+from server.app import open_services
+from server.rpc.context import Services
 from server.settings import load_settings
 from server.store import migrate
 from server.store.db import Database

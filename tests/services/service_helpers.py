@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from server.app import Services
+from server.rpc.context import Services
 from server.store import eventlog
 from server.store.models import User
 

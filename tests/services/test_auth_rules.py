@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from server.app import Services
+from server.rpc.context import Services
 from server.services.links import LinkError
 from server.store.models import User
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from service_helpers import event_types, idle, last_seq, until
 
-from server.app import Services
 from server.protocol.errors import RpcError
+from server.rpc.context import Services
 from server.services.requests import RequestKey
 from server.store.models import User
 

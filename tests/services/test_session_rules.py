@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from service_helpers import idle, last_seq, until
 
-from server.app import Services
 from server.protocol.errors import RpcError
+from server.rpc.context import Services
 from server.services.requests import RequestKey
 from server.store.models import User
 

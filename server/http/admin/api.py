@@ -32,7 +32,7 @@ from ...domain.models import SessionStatus
 from ...protocol.errors import RpcError, to_rpc_error
 from ...rpc.http import bearer_token, plain_error_response
 from ...services.sessions import decode_cursor, encode_cursor
-from ...store import eventlog, repo
+from ...store import repo
 from ...store.models import User
 from .page import PAGE
 
@@ -142,7 +142,7 @@ class AdminApi:
             if row is None:
                 raise RpcError("NOT_FOUND", "Session not found")
             owner = await s.get(User, row.owner_id)
-            oldest = await eventlog.oldest_seq(s, sid)
+        oldest = await self.services.event_logs.oldest_seq(sid)
         hub = self.services.hub
         clients = [{**(d.client or {}), "position": str(d.next_seq - 1)} for d in hub.deliveries(sid)]
         return {
@@ -159,9 +159,7 @@ class AdminApi:
         await self.services.sessions.readable(admin, sid)
         after = _int_param(request, "after", 0, 0, 2**63 - 1)
         limit = _int_param(request, "limit", 100, 1, 1000)
-        async with self.services.db.read() as s:
-            rows = await eventlog.events_after(s, sid, after, limit)
-            oldest = await eventlog.oldest_seq(s, sid)
+        rows, oldest = await self.services.event_logs.page(sid, after, limit)
         items = [
             {"seq": e.seq, "type": e.type, "createdAt": repo.ms(e.created_at), "event": orjson.loads(e.payload)}
             for e in rows

@@ -1,0 +1,63 @@
+"""``GET /healthz`` (the process answers) and ``GET /readyz`` (it can serve: docs/operations.md)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from ..rpc.context import Services
+from ..store import migrate
+
+CHECK_SECONDS = 2.0
+
+
+def health_routes(state: dict[str, Any]) -> list[Route]:
+    """``state["services"]`` is the running app's, absent while it starts; ``state["drained"]`` is set once it
+    drains (``asgi.ChatsyncApp``)."""
+
+    async def healthz(_request: Request) -> JSONResponse:
+        return JSONResponse({"status": "ok"})
+
+    async def readyz(_request: Request) -> JSONResponse:
+        """Readiness, for a load balancer or Kubernetes: 200 when the database answers, the bus is connected,
+        the schema is at this code's head (or ahead of it: newer code migrated it) and the process is not
+        draining; 503 otherwise. The report says which, either way. Each check gives up after
+        ``CHECK_SECONDS``, so a hung dependency makes a prompt 503, not a hung probe."""
+        services: Services | None = state.get("services")
+        if services is None:
+            return JSONResponse({"status": "starting"}, status_code=503)
+        (schema, database), (_, bus) = await asyncio.gather(
+            _check(migrate.revisions(services.db)), _check(services.bus.ping())
+        )
+        migrations: dict[str, Any] = (
+            {"state": schema.state, "current": list(schema.current), "head": list(schema.head)}
+            if schema is not None
+            else {"state": "unknown"}
+        )
+        draining = bool(state.get("drained"))
+        ready = database["up"] and bus["up"] and migrations["state"] in ("head", "ahead") and not draining
+        report = {
+            "status": "ready" if ready else "draining" if draining else "unavailable",
+            "database": database,
+            "bus": bus,
+            "migrations": migrations,
+            "draining": draining,
+            "connections": len(services.connections),
+        }
+        return JSONResponse(report, status_code=200 if ready else 503, headers={"cache-control": "no-store"})
+
+    return [Route("/healthz", healthz), Route("/readyz", readyz)]
+
+
+async def _check(probe: Awaitable[Any]) -> tuple[Any, dict[str, Any]]:
+    try:
+        return await asyncio.wait_for(probe, CHECK_SECONDS), {"up": True}
+    except TimeoutError:
+        return None, {"up": False, "error": f"no answer in {CHECK_SECONDS:g} s"}
+    except Exception as exc:  # the type only: messages may carry addresses or credentials
+        return None, {"up": False, "error": type(exc).__name__}
