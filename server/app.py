@@ -41,6 +41,12 @@ SHUTDOWN_DRAIN_SECONDS = 5.0
 
 @asynccontextmanager
 async def open_services(settings: Settings) -> AsyncIterator[Services]:
+    """Every service, built once in the order they depend on each other, each handed what it needs when it is
+    made; closed in the reverse order. Three links close a cycle, so they are made once both ends exist: the
+    unit of work asks presence whether a session is in view (presence marks sessions read through the unread
+    marks, which write through the unit of work); it tells Web Push about each commit (push approves tool calls
+    through the runs, which write through it); and device revocations evict the auth service's cached tokens
+    (the auth service revokes through the device connections)."""
     async with AsyncExitStack() as stack:
         db = await stack.enter_async_context(
             Database(settings.database_url, pool_timeout=settings.db_pool_timeout_seconds)
@@ -52,8 +58,13 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
         hub = Hub(bus, channel_handlers={revocation.CHANNEL: devices.on_bus})
         await devices.start()
         stack.push_async_callback(devices.stop)
-        uow = UnitOfWork(db, bus, settings.event_retention, max_active_runs=settings.max_active_runs_per_user)
-        uow.max_request_records = settings.max_request_records_per_user
+        uow = UnitOfWork(
+            db,
+            bus,
+            settings.event_retention,
+            max_active_runs=settings.max_active_runs_per_user,
+            max_request_records=settings.max_request_records_per_user,
+        )
         files = await stack.enter_async_context(Files(db, create_storage(settings, db), settings))
         await stack.enter_async_context(Purger(db, files, settings))
         tools = ToolRegistry()

@@ -200,16 +200,25 @@ class UnitOfWork:
     """Every write to a session: :meth:`session` locks the row and yields a :class:`SessionTx`; its events are
     appended to the log in the same transaction and published after the commit."""
 
-    def __init__(self, db: Database, bus: Bus, retention: int, *, max_active_runs: int | None = None) -> None:
+    def __init__(
+        self,
+        db: Database,
+        bus: Bus,
+        retention: int,
+        *,
+        max_active_runs: int | None = None,
+        max_request_records: int = requests.MAX_PER_USER,
+    ) -> None:
         self.db = db
         self.bus = bus
         self.retention = retention
         self.max_active_runs = max_active_runs  # CHATSYNC_MAX_ACTIVE_RUNS_PER_USER
-        self.visible: unread.Visible | None = None  # set at start (``services.presence``)
+        self.max_request_records = max_request_records  # CHATSYNC_MAX_REQUEST_RECORDS_PER_USER
+        # Set at start, once presence exists (it is built on this unit of work): ``services.presence``.
+        self.visible: unread.Visible | None = None
         # Told every committed transaction's events after they were published (``services.push``); each must
         # return at once and never raise.
         self.observers: list[Callable[[AnySessionTx], None]] = []
-        self.max_request_records = requests.MAX_PER_USER  # CHATSYNC_MAX_REQUEST_RECORDS_PER_USER
 
     @asynccontextmanager
     async def session(
