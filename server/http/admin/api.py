@@ -30,6 +30,7 @@ from ... import metrics
 from ...api.inputs import MAX_MESSAGES_PER_PAGE
 from ...domain.models import SessionStatus
 from ...protocol.errors import RpcError, to_rpc_error
+from ...rpc.context import Services
 from ...rpc.http import bearer_token, plain_error_response
 from ...services.sessions import decode_cursor, encode_cursor
 from ...store import repo
@@ -68,14 +69,16 @@ def _int_param(request: Request, name: str, default: int, low: int, high: int) -
 
 
 class AdminApi:
-    """The handlers; ``state["services"]`` is the running app's :class:`server.app.Services`."""
+    """The handlers; ``state["services"]`` is the running app's :class:`~server.rpc.context.Services` and
+    ``state["http"]`` its tRPC HTTP transport (``http.asgi.ChatsyncApp``)."""
 
     def __init__(self, state: dict[str, Any]) -> None:
         self.state = state
 
     @property
-    def services(self) -> Any:
-        return self.state["services"]
+    def services(self) -> Services:
+        services: Services = self.state["services"]
+        return services
 
     def routes(self) -> list[Route]:
         return [
