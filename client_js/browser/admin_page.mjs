@@ -1,5 +1,5 @@
 // Drives the /admin page in headless Chromium (Debian's /usr/bin/chromium, through playwright-core) and
-// prints what a person would see, as one JSON line on stdout, for tests/admin/test_admin_browser.py to check.
+// prints what a person would see, as one JSON line on stdout, for tests/http/admin/test_admin_browser.py to check.
 //
 //   CHATSYNC_URL=http://127.0.0.1:PORT CHATSYNC_ADMIN_TOKEN=... CHATSYNC_OPEN_TITLE=<title to click> node admin_page.mjs
 import { chromium } from "playwright-core";
