@@ -1,7 +1,10 @@
 """Python client for chatsync over WebSocket (tRPC wire format).
 
 :class:`TrpcClient` speaks the wire protocol (any procedure, subscriptions with resume); :class:`ChatClient`
-wraps the procedures in typed methods; :class:`SessionView` keeps a live local copy of one session.
+wraps the procedures in typed methods; :class:`SessionView` keeps a live local copy of one session. The
+package also holds the terminal clients the ``chatsync`` command runs: ``chatsync sessions`` (``cli_sessions``)
+and ``chatsync chat`` (``tui``). Of the server it imports only the wire models, ``server.domain`` (an
+import-linter contract in pyproject.toml keeps it so).
 """
 
 import logging
