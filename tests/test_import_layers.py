@@ -1,7 +1,7 @@
-"""The import layers of server/ (``[tool.importlinter]`` in pyproject.toml, docs/architecture.md): a module
-imports only from its own layer or lower, TYPE_CHECKING imports included; the clients (``chatsync_client``)
-know only the wire models; nothing of the server below the ``chatsync`` command imports the composition root
-(``server.app``) or the clients."""
+"""The import layers of server/ (``[tool.importlinter]`` in pyproject.toml): a module imports only from its own
+layer or lower, TYPE_CHECKING imports included; the clients (``chatsync_client``) know only the wire models;
+nothing of the server below the ``chatsync`` command imports the composition root (``server.app``) or the
+clients. docs/architecture.md's table and the README's map list the same layers, in the same order."""
 
 from __future__ import annotations
 
@@ -73,3 +73,18 @@ def test_the_architecture_table_lists_the_layers_in_order() -> None:
         table.append({"server." + name.removesuffix(".py").removesuffix("/") for name in names})
     layers = [{m.strip() for m in layer.split("|")} for layer in contracts()["server layers"]["layers"]]
     assert table == layers
+
+
+def test_the_readme_map_is_the_tree() -> None:
+    """The README's layout names every folder and module of server/ (``web/dist/``, the built web app, holds no
+    code), top layer first."""
+    text = (ROOT / "README.md").read_text()
+    block = text[text.index("## Layout") :]
+    block = block[block.index("\nserver/") : block.index("\nchatsync_client/")]
+    entries = [m.group(1) for m in re.finditer(r"^  ([a-z_]+(?:\.py|/)(?:, [a-z_]+\.py)*) ", block, re.M)]
+    names = ["server." + n.removesuffix(".py").removesuffix("/") for e in entries for n in e.split(", ")]
+    layer_of = {
+        m.strip(): i for i, layer in enumerate(contracts()["server layers"]["layers"]) for m in layer.split("|")
+    }
+    assert sorted(names) == sorted(layer_of)
+    assert [layer_of[n] for n in names] == sorted(layer_of[n] for n in names)
