@@ -25,28 +25,33 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import multiprocessing as mp
 import os
 import random
+import shutil
+import socket
 import statistics
+import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 
 import orjson
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import cpu_seconds, machine_ticks, pct, run_server, steal_share, summary
+from bench.common import ROOT, Server, cpu_seconds, machine_ticks, pct, run_server, steal_share, summary
 from bench.idle_connections import rss_kib
+from bench.infra import private_postgres, private_redis
 from chatsync_client import TrpcClient
 
 SUBSCRIBERS_PER_SESSION = 3
 
 
 def load_proc(
-    url: str,
     token: str,
-    subs: list[tuple[str, bool]],
+    subs: list[tuple[str, str, bool]],
     messages: int,
     send_every: float,
     tokens: int,
@@ -54,7 +59,7 @@ def load_proc(
     go: mp.Event,
     results: mp.Queue,
 ) -> None:  # type: ignore[type-arg]
-    """One load-generator process: ``subs`` are (session id, sends) pairs, one subscriber each."""
+    """One load-generator process: ``subs`` are (server URL, session id, sends), one subscriber each."""
     from bench.wsclient import subscribe_session
 
     try:
@@ -66,7 +71,7 @@ def load_proc(
     stats = {"events": 0, "deltas": 0, "losses": 0, "lat": [], "sent": 0, "send_errors": 0}
     lat = stats["lat"]
 
-    async def one(sid: str, sends: bool) -> None:
+    async def one(url: str, sid: str, sends: bool) -> None:
         loop = asyncio.get_running_loop()
         started, finished = loop.create_future(), loop.create_future()
         state = {"last_id": None, "offsets": {}, "runs": 0}
@@ -135,39 +140,89 @@ def load_proc(
         ws.transport.close()
 
     async def main() -> None:
-        await asyncio.gather(*(one(sid, sends) for sid, sends in subs))
+        await asyncio.gather(*(one(url, sid, sends) for url, sid, sends in subs))
         results.put(stats)
 
     asyncio.run(main())
 
 
-async def create_sessions(url: str, token: str, n: int, pace: str) -> list[str]:
+async def create_sessions(url: str, token: str, n: int, provider: str, pace: str) -> list[str]:
     async with TrpcClient(url, token) as c:
-        return [(await c.mutation("session.create", {"provider": "stamp", "model": pace}))["id"] for _ in range(n)]
+        return [(await c.mutation("session.create", {"provider": provider, "model": pace}))["id"] for _ in range(n)]
 
 
-def one_run(args: argparse.Namespace, sessions: int) -> dict:
-    if args.server == "reference":
-        ctx_server = run_server(token="reference", command=("bench/reference_broadcast.py",))
-    else:
-        ctx_server = run_server(
-            command=("-m", "bench.streaming", "--serve"),
-            CHATSYNC_MAX_QUEUE_LENGTH="1000",
-            CHATSYNC_MAX_CONNECTIONS=str(sessions * 4 + 100),
-        )
-    with ctx_server as srv:
-        sids = asyncio.run(create_sessions(srv.url, srv.token, sessions, str(args.pace)))
+@contextlib.contextmanager
+def fake_openai() -> Iterator[str]:
+    """``bench/fake_openai.py`` in its own process; yields its base URL."""
+    from testkit import free_port
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "bench", "fake_openai.py"), "--port", str(port)])
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("fake OpenAI server did not start") from None
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@contextlib.contextmanager
+def servers(
+    args: argparse.Namespace, kind: str, sessions: int
+) -> Iterator[tuple[list[Server], dict[str, Callable[[], float]]]]:
+    """The servers of one run (``kind``: chatsync, before or reference) and the CPU readers of its database
+    and bus when they are private (two replicas)."""
+    with contextlib.ExitStack() as stack:
+        if kind == "reference":
+            yield [stack.enter_context(run_server(token="reference", command=("bench/reference_broadcast.py",)))], {}
+            return
+        root = args.before_root if kind == "before" else ROOT
+        env = {
+            "CHATSYNC_MAX_QUEUE_LENGTH": "1000",
+            "CHATSYNC_MAX_CONNECTIONS": str(sessions * 4 + 100),
+        }
+        infra: dict[str, Callable[[], float]] = {}
+        db_url = None
+        if args.provider == "openai":
+            env["OPENAI_BASE_URL"] = stack.enter_context(fake_openai())
+            env["OPENAI_API_KEY"] = "bench"
+        if args.replicas > 1:
+            db_url, infra["postgres"] = stack.enter_context(private_postgres())
+            env["CHATSYNC_BUS_URL"], infra["redis"] = stack.enter_context(private_redis())
+        command = ("-m", "bench.streaming", "--serve")
+        first = stack.enter_context(run_server(db_url, command=command, root=root, **env))
+        rest = [
+            stack.enter_context(run_server(db_url, token=first.token, command=command, root=root, **env))
+            for _ in range(args.replicas - 1)
+        ]
+        yield [first, *rest], infra
+
+
+def one_run(args: argparse.Namespace, sessions: int, kind: str, profile: str | None = None) -> dict:
+    with servers(args, kind, sessions) as (srvs, infra):
+        token = srvs[0].token
+        provider = "stamp" if kind == "reference" or args.provider == "stamp" else args.provider
+        sids = asyncio.run(create_sessions(srvs[0].url, token, sessions, provider, str(args.pace)))
         messages = max(1, round(args.seconds / args.send_every))
-        per_proc: list[list[tuple[str, bool]]] = [[] for _ in range(args.procs)]
+        per_proc: list[list[tuple[str, str, bool]]] = [[] for _ in range(args.procs)]
         for i, sid in enumerate(sids):
             for j in range(SUBSCRIBERS_PER_SESSION):  # a session's subscribers spread over the processes
-                per_proc[(i + j) % args.procs].append((sid, j == 0))
+                url = srvs[(i + j) % len(srvs)].url  # ... and over the replicas
+                per_proc[(i + j) % args.procs].append((url, sid, j == 0))
         ctx = mp.get_context("spawn")
         ready, results, go = ctx.Queue(), ctx.Queue(), ctx.Event()
         procs = [
             ctx.Process(
                 target=load_proc,
-                args=(srv.url, srv.token, subs, messages, args.send_every, args.tokens, ready, go, results),
+                args=(token, subs, messages, args.send_every, args.tokens, ready, go, results),
             )
             for subs in per_proc
             if subs
@@ -176,13 +231,40 @@ def one_run(args: argparse.Namespace, sessions: int) -> dict:
             p.start()
         for _ in range(sessions * SUBSCRIBERS_PER_SESSION):
             ready.get(timeout=300)
-        cpu0, ticks0, t0 = cpu_seconds(srv.pid), machine_ticks(), time.perf_counter()
+        spy = None
+        if profile:
+            spy = subprocess.Popen(
+                [
+                    *(
+                        shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy"),
+                        "record",
+                        "-r",
+                        "100",
+                        "-d",
+                        str(args.profile_seconds),
+                        "-f",
+                        "raw",
+                    ),
+                    *("-o", profile, "--pid", str(srvs[0].pid)),
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+
+        def cpu() -> tuple[float, dict[str, float]]:
+            return sum(cpu_seconds(s.pid) for s in srvs), {k: f() for k, f in infra.items()}
+
+        (cpu0, infra0), ticks0, load0, t0 = cpu(), machine_ticks(), os.getloadavg()[0], time.perf_counter()
         go.set()
-        stats = [results.get(timeout=600) for _ in procs]
+        stats = [results.get(timeout=900) for _ in procs]
         elapsed = time.perf_counter() - t0
-        cpu1, steal, rss = cpu_seconds(srv.pid), steal_share(ticks0, machine_ticks()), rss_kib(srv.pid)
+        (cpu1, infra1), steal = cpu(), steal_share(ticks0, machine_ticks())
+        load = max(load0, os.getloadavg()[0])
+        rss = sum(rss_kib(s.pid) for s in srvs)
         for p in procs:
             p.join(10)
+        if spy is not None:
+            spy.wait(args.profile_seconds + 60)
     events = sum(s["events"] for s in stats)
     lat = [x for s in stats for x in s["lat"]]
     expected_deltas = sessions * messages * args.tokens * SUBSCRIBERS_PER_SESSION
@@ -196,9 +278,12 @@ def one_run(args: argparse.Namespace, sessions: int) -> dict:
         "p50": pct(lat, 50),
         "p99": pct(lat, 99),
         "cpu_us": (cpu1 - cpu0) * 1e6 / max(events, 1),
+        **{f"{k}_us": (infra1[k] - infra0[k]) * 1e6 / max(events, 1) for k in infra},
         "rate": events / elapsed,
+        "span": elapsed,
         "rss_mib": rss / 1024,
         "steal": steal,
+        "load": load,
     }
 
 
@@ -212,34 +297,76 @@ def main() -> None:
     ap.add_argument("--procs", type=int, default=2, help="load generator processes")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--p99-ms", type=float, default=50)
-    ap.add_argument("--server", choices=("chatsync", "reference"), default="chatsync")
-    args = ap.parse_args()
-    print(
-        f"capacity: {args.server}, sessions {args.sessions} x {SUBSCRIBERS_PER_SESSION} subscribers on "
-        f"{args.procs} processes, a send every {args.send_every:g} s for {args.seconds:g} s, {args.tokens} tokens "
-        f"at {args.pace:g}/s per answer, {args.runs} runs"
+    ap.add_argument(
+        "--server",
+        nargs="+",
+        choices=("chatsync", "before", "reference"),
+        default=["chatsync"],
+        help="servers to run, interleaved run by run (before: the checkout at --before-root)",
     )
-    best = None
+    ap.add_argument("--before-root", default=os.environ.get("CHATSYNC_BENCH_BEFORE_ROOT"))
+    ap.add_argument("--provider", choices=("stamp", "openai"), default="stamp")
+    ap.add_argument("--replicas", type=int, default=1, help=">1: that many servers on a private PostgreSQL + Redis")
+    ap.add_argument("--profile", metavar="DIR", help="py-spy each chatsync server's first run into DIR")
+    ap.add_argument("--profile-seconds", type=int, default=30)
+    args = ap.parse_args()
+    if "before" in args.server and not args.before_root:
+        ap.error("--server before needs --before-root (or CHATSYNC_BENCH_BEFORE_ROOT)")
+    where = "1 process, SQLite" if args.replicas == 1 else f"{args.replicas} replicas, PostgreSQL + Redis"
+    print(
+        f"capacity: {' / '.join(args.server)} ({where}, provider {args.provider}), sessions {args.sessions} x "
+        f"{SUBSCRIBERS_PER_SESSION} subscribers on {args.procs} processes, a send every {args.send_every:g} s for "
+        f"{args.seconds:g} s, {args.tokens} tokens at {args.pace:g}/s per answer, {args.runs} runs interleaved"
+    )
+    best: dict[str, int | None] = dict.fromkeys(args.server)
     for sessions in args.sessions:
-        runs = [one_run(args, sessions) for _ in range(args.runs)]
-        for r in runs:
-            print(
-                f"  S={sessions} run: events={r['events']} deltas={r['deltas']}/{r['expected_deltas']} "
-                f"losses={r['losses']} send errors={r['send_errors']} {r['rate']:.0f} events/s "
-                f"p50={r['p50']:.2f}ms p99={r['p99']:.2f}ms cpu={r['cpu_us']:.1f}us/event "
-                f"rss={r['rss_mib']:.0f}MiB steal={r['steal'] * 100:.1f}%"
+        runs: dict[str, list[dict]] = {kind: [] for kind in args.server}
+        for n in range(args.runs):
+            for kind in args.server:
+                profile = None
+                if args.profile and n == 0 and kind != "reference":
+                    os.makedirs(args.profile, exist_ok=True)
+                    profile = os.path.join(args.profile, f"{kind}-S{sessions}-{args.provider}.txt")
+                r = one_run(args, sessions, kind, profile)
+                runs[kind].append(r)
+                infra = "".join(f" {k}={r[k + '_us']:.1f}us/event" for k in ("postgres", "redis") if k + "_us" in r)
+                print(
+                    f"  S={sessions} {kind}: events={r['events']} deltas={r['deltas']}/{r['expected_deltas']} "
+                    f"losses={r['losses']} send errors={r['send_errors']} {r['rate']:.0f} events/s "
+                    f"last answer at {r['span']:.1f}s p50={r['p50']:.2f}ms p99={r['p99']:.2f}ms "
+                    f"cpu={r['cpu_us']:.1f}us/event{infra} rss={r['rss_mib']:.0f}MiB "
+                    f"steal={r['steal'] * 100:.1f}% load={r['load']:.1f}" + (" (profiled)" if profile else ""),
+                    flush=True,
+                )
+        ref_span = statistics.median(r["span"] for r in runs["reference"]) if "reference" in runs else None
+        ref_cpu = statistics.median(r["cpu_us"] for r in runs["reference"]) if "reference" in runs else None
+        for kind, rs in runs.items():
+            lost = sum(r["losses"] for r in rs)
+            cpu_med = statistics.median(r["cpu_us"] for r in rs)
+            infra = "".join(
+                f"; {k} CPU us/event {summary([r[k + '_us'] for r in rs])}"
+                for k in ("postgres", "redis")
+                if k + "_us" in rs[0]
             )
-        p99 = summary([r["p99"] for r in runs])
-        lost = sum(r["losses"] for r in runs)
+            ratio = f" ({cpu_med / ref_cpu:.2f}x the reference)" if ref_cpu and kind != "reference" else ""
+            span = statistics.median(r["span"] for r in rs)
+            on_time = ref_span is None or span <= 1.1 * ref_span
+            print(
+                f"S={sessions} {kind}: events/s {summary([r['rate'] for r in rs])}; last answer s "
+                f"{summary([r['span'] for r in rs])}{'' if on_time else ' (late)'}; latency p50 ms "
+                f"{summary([r['p50'] for r in rs])}, p99 ms {summary([r['p99'] for r in rs])}; server CPU us/event "
+                f"{summary([r['cpu_us'] for r in rs])}{ratio}{infra}; RSS MiB {summary([r['rss_mib'] for r in rs])}; "
+                f"lost {lost}; steal % {summary([r['steal'] * 100 for r in rs])}; "
+                f"load {summary([r['load'] for r in rs])}",
+                flush=True,
+            )
+            if lost == 0 and on_time and statistics.median(r["p99"] for r in rs) <= args.p99_ms:
+                best[kind] = sessions
+    for kind, s in best.items():
         print(
-            f"S={sessions}: events/s {summary([r['rate'] for r in runs])}; latency p50 ms "
-            f"{summary([r['p50'] for r in runs])}, p99 ms {p99}; server CPU us/event "
-            f"{summary([r['cpu_us'] for r in runs])}; RSS MiB {summary([r['rss_mib'] for r in runs])}; "
-            f"lost {lost}; steal % {summary([r['steal'] * 100 for r in runs])}"
+            f"{kind}: largest S on schedule (last answer within 10% of the reference's) with p99 <= "
+            f"{args.p99_ms:g} ms and nothing lost: {s}"
         )
-        if lost == 0 and statistics.median(r["p99"] for r in runs) <= args.p99_ms:
-            best = sessions
-    print(f"largest S with p99 <= {args.p99_ms:g} ms and nothing lost: {best}")
 
 
 if __name__ == "__main__":

@@ -93,7 +93,7 @@ async def add_message(
     client_request_id: str | None = None,
 ) -> Message:
     """``outcome``: a tool result's (``is_error`` follows from it)."""
-    ordinal, parent_id = await repo.append_point(tx.db, tx.row.id)
+    ordinal, parent_id = await repo.append_point(await tx.plain(), tx.row.id)
     row = _new_message(
         tx,
         ordinal,
@@ -109,9 +109,8 @@ async def add_message(
         outcome=outcome,
         client_request_id=client_request_id,
     )
-    tx.db.add(row)
-    await tx.db.flush()
-    tx.emit(events.message_created(repo.message_wire(row, await repo.siblings(tx.db, tx.row.id, [row]))))
+    await tx.insert(row)
+    tx.emit(events.message_created(repo.message_wire(row, await repo.versions_of(await tx.plain(), tx.row.id, row))))
     if role == "user":
         await title_from_first_message(tx)  # in the transaction that stores the message
     return row
@@ -151,14 +150,13 @@ async def add_system_messages(
     texts = [text for text in instructions if text.strip()]
     if not texts:
         return []
-    (first, parent), now = await repo.append_point(tx.db, tx.row.id), utcnow()
+    (first, parent), now = await repo.append_point(await tx.plain(), tx.row.id), utcnow()
     rows = []
     for i, text in enumerate(texts):
         rows.append(_new_message(tx, first + i, parent, "system", text, now, client_request_id=client_request_id))
         parent = rows[-1].id
-    tx.db.add_all(rows)
-    await tx.db.flush()
-    versions = await repo.siblings(tx.db, tx.row.id, rows[:1])
+    await tx.insert(*rows)
+    versions = await repo.versions_of(await tx.plain(), tx.row.id, rows[0])
     versions.update({before.id: [after.id] for before, after in itertools.pairwise(rows)})
     for row in rows:
         tx.emit(events.message_created(repo.message_wire(row, versions)))
@@ -222,7 +220,7 @@ async def begin_run(
         usage_output_tokens=0,
         created_at=utcnow(),
     )
-    tx.db.add(run)
+    await tx.insert(run)
     tx.row.run_id = run.id
     tx.row.abort_requested = False
     lease.claim(tx.row, owner, lease_seconds)
@@ -491,7 +489,7 @@ async def register_tool_calls(
             has_result=False,
             created_at=utcnow(),
         )
-        tx.db.add(row)
+        await tx.insert(row)
         tx.emit(events.tool_call_ready(row.id, row.name, row.arguments, executor, needs_approval))
         if definition is None:
             text = f"Unknown tool {row.name!r}: this session does not define it."

@@ -13,6 +13,7 @@ from typing import Any, Generic, TypeVar
 
 from sqlalchemy import bindparam, select
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import make_transient_to_detached
 from sqlalchemy.orm.attributes import set_committed_value
 
 from .. import metrics, tracing
@@ -115,6 +116,11 @@ class SessionTxBase(Generic[DbT, RowT]):
         """Move the row's ``last_seq`` in memory (``finish`` writes it)."""
         raise NotImplementedError
 
+    async def plain(self) -> Executor:
+        """Where constant statements run (``finish``'s, the run's), with everything the transaction changed
+        visible."""
+        raise NotImplementedError
+
     async def _written(self, now: datetime) -> None:
         """After ``finish`` wrote the log: bring the in-memory row up to date."""
 
@@ -141,28 +147,31 @@ class SessionTxBase(Generic[DbT, RowT]):
             self.records.append(requests.record_row(key, receipt, utcnow()))
 
     async def finish(self) -> None:
+        if not self.records and not self.events:
+            return
+        db = await self.plain()
         if self.records:
-            await requests.record(self.db, self.records, self.max_records)
+            await requests.record(db, self.records, self.max_records)
         if not self.events:
             return
         now = utcnow()
-        await eventlog.append(self.db, self.events, now, self.retention)
+        await eventlog.append(db, self.events, now, self.retention)
         await self._written(now)
-        self.seen_in_view = await unread.note(self.db, self.row, self.events, self.visible)
-        await self._feed(now)
+        self.seen_in_view = await unread.note(db, self.row, self.events, self.visible)
+        await self._feed(db, now)
 
-    async def _feed(self, now: datetime) -> None:
+    async def _feed(self, db: Executor, now: datetime) -> None:
         """One feed event for the owner when this transaction changed what a session list shows."""
         types = {e.type for e in self.events}
         owner = self.row.owner_id
         if "session-deleted" in types:
-            env = await eventlog.append_feed(self.db, owner, events.feed_session_deleted(self.row.id), now)
+            env = await eventlog.append_feed(db, owner, events.feed_session_deleted(self.row.id), now)
         elif not types.isdisjoint(feed.TRIGGERS):
             length = self.queue_length
             if length is None:
-                length = await feed.queue_length(self.db, self.row.id)
+                length = await feed.queue_length(db, self.row.id)
             summary = feed.summary(self.row, length, now)
-            env = await eventlog.append_feed(self.db, owner, events.feed_session_updated(self.row.id, summary), now)
+            env = await eventlog.append_feed(db, owner, events.feed_session_updated(self.row.id, summary), now)
         else:
             return
         self.feed_events.append(env)
@@ -170,14 +179,33 @@ class SessionTxBase(Generic[DbT, RowT]):
 
 class SessionTx(SessionTxBase[AsyncSession, ChatSession]):
     """A transaction on a locked session through the ORM: ``db`` is the session, ``row`` the
-    :class:`ChatSession` (see :meth:`UnitOfWork.session`)."""
+    :class:`ChatSession` (see :meth:`UnitOfWork.session`), ``core`` the connection under it for constant Core
+    statements (``Database.core``: no ORM work per statement).
+
+    The run's writes (messages, runs, tool calls) go in through :meth:`insert`, one prepared ``INSERT`` each
+    instead of the unit of work's flush; the objects are then in the session as if loaded, so later changes to
+    them in the same transaction are flushed as usual."""
+
+    core: PlainConnection | None = None
 
     def _advance(self, seq: int) -> None:
         set_committed_value(self.row, "last_seq", seq)
 
+    async def plain(self) -> Executor:
+        await self.db.flush()  # before the plain statements, which do not autoflush
+        return self.db if self.core is None else self.core
+
     async def _written(self, now: datetime) -> None:
         set_committed_value(self.row, "updated_at", now)
-        await self.db.flush()
+
+    async def insert(self, *rows: Any) -> None:
+        """Write new ORM objects (every column set, or left to its Python default) with one prepared
+        ``INSERT`` each and add them to the session as persistent, unchanged objects."""
+        db = self.db if self.core is None else self.core
+        for row in rows:
+            await db.execute(*repo.insert_values(row))
+            make_transient_to_detached(row)
+            self.db.add(row)
 
 
 class QueueTx(SessionTxBase[PlainConnection, SessionHead]):
@@ -186,6 +214,9 @@ class QueueTx(SessionTxBase[PlainConnection, SessionHead]):
 
     def _advance(self, seq: int) -> None:
         self.row.last_seq = seq
+
+    async def plain(self) -> Executor:
+        return self.db
 
 
 AnySessionTx = SessionTx | QueueTx
@@ -240,6 +271,7 @@ class UnitOfWork:
                 visible=self.visible,
                 max_records=self.max_request_records,
             )
+            tx.core = await self.db.core(s)
             yield tx
             await tx.finish()
         await self.publish_tx(tx)

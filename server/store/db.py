@@ -177,6 +177,19 @@ class Database:
             if began:  # not when no connection was had
                 _WRITE_TX.observe(time.perf_counter() - began)
 
+    async def core(self, session: AsyncSession) -> PlainConnection:
+        """The connection under ``session``'s open transaction, for constant Core statements (``store.prepared``):
+        on SQLite its ``sqlite3`` connection with the statements prepared, elsewhere the SQLAlchemy connection.
+        Statements run there skip the ORM's per-execute work (compile state, autoflush, result objects) but are
+        in the same transaction; flush what the ORM holds first when they must see it."""
+        conn = await session.connection()
+        if self.is_sqlite:
+            # The pooled connection's driver connection: ours (``sqlite_inline.connector``), in its transaction.
+            inline = conn.sync_connection.connection.driver_connection  # type: ignore[union-attr]
+            assert isinstance(inline, sqlite_inline.InlineConnection)
+            return PreparedConnection(inline.sqlite_connection(), self.write_engine.dialect)
+        return conn
+
     async def _plain_connection(self) -> sqlite_inline.InlineConnection:
         if self._plain is None:
             conn = await sqlite_inline.connector(self._sqlite_path)()

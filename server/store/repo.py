@@ -6,13 +6,35 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, bindparam, delete, func, or_, select, update
+from sqlalchemy import Row, bindparam, delete, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
 from ..domain import models as wire
 from .models import ApiToken, ChatSession, Event, Message, QueuedMessage, Run, ToolCallRow, User
 from .prepared import Executor, PlainConnection
+
+_INSERTS: dict[Any, tuple[Any, list[tuple[str, str, Any]]]] = {}
+
+
+def insert_values(row: Any) -> tuple[Any, dict[str, Any]]:
+    """A new ORM object as a constant ``INSERT`` of its table and its values by column (a column left unset
+    gets its Python default, which is also set on the object, so every attribute is loaded)."""
+    mapper = type(row).__mapper__
+    known = _INSERTS.get(mapper)
+    if known is None:
+        table = mapper.local_table
+        attrs = [(prop.key, prop.columns[0].name, prop.columns[0].default) for prop in mapper.column_attrs]
+        known = _INSERTS[mapper] = (insert(table), attrs)
+    statement, attrs = known
+    values = {}
+    for key, column, default in attrs:
+        value = getattr(row, key)
+        if value is None and default is not None:
+            value = default.arg(None) if default.is_callable else default.arg
+        setattr(row, key, value)  # loaded, also when None: an unset attribute would be expired, read lazily
+        values[column] = value
+    return statement, values
 
 
 def ms(ts: datetime) -> int:
@@ -276,11 +298,32 @@ _APPEND_POINT = select(
 )
 
 
-async def append_point(db: AsyncSession, session_id: str) -> tuple[int, str | None]:
+async def append_point(db: Executor, session_id: str) -> tuple[int, str | None]:
     """Where a new message goes (callers hold the session row lock), in one statement: its ordinal, and its
     parent, the last message of the active path (None for an empty one)."""
     top, leaf = (await db.execute(_APPEND_POINT, {"sid": session_id})).one()
     return int(top) + 1, leaf
+
+
+_VERSIONS_UNDER = (
+    select(Message.id)
+    .where(Message.session_id == bindparam("sid"), Message.parent_id == bindparam("parent"))
+    .order_by(Message.ordinal)
+)
+_VERSIONS_AT_START = (
+    select(Message.id)
+    .where(Message.session_id == bindparam("sid"), Message.parent_id.is_(None))
+    .order_by(Message.ordinal)
+)
+
+
+async def versions_of(db: Executor, session_id: str, row: Message) -> dict[str | None, list[str]]:
+    """:func:`siblings` of one message, with constant statements (the run's path: ``store.prepared``)."""
+    if row.parent_id is None:
+        found = (await db.execute(_VERSIONS_AT_START, {"sid": session_id})).all()
+    else:
+        found = (await db.execute(_VERSIONS_UNDER, {"sid": session_id, "parent": row.parent_id})).all()
+    return {row.parent_id: [r[0] for r in found]}
 
 
 async def siblings(db: AsyncSession, session_id: str, rows: Sequence[Message]) -> dict[str | None, list[str]]:
