@@ -52,7 +52,7 @@ from ..domain import events
 from ..llm import ChatRequest, ErrorEvent, Finished, TextDelta, ToolCallDelta, ToolCallEvent, ToolCallStart
 from ..llm.errors import ErrorCode
 from ..services import transitions
-from ..services.lease import LeaseLost, fenced_tx, heartbeat, release
+from ..services.lease import LeaseLost, fenced_tx, heartbeat, next_tick, release
 from ..services.transitions import RunFailure
 from ..services.uow import SessionTx
 from ..store import repo
@@ -466,13 +466,18 @@ class RunLoop:
         interval = min(poll, settings.stream_flush_seconds, settings.run_lease_seconds / 3)
         last_flush = time.monotonic()
         while True:
-            await asyncio.sleep(interval)
+            await asyncio.sleep(next_tick(interval))  # with every other loop's: one heartbeat write per tick
             run_id = self.run_id
             if run_id is None:
                 continue
             try:
                 now = time.monotonic()
-                if now - last_flush >= min(settings.stream_flush_seconds, settings.run_lease_seconds / 3) - 1e-3:
+                # Half a tick of slack: ticks land on the shared clock, so two of them can be a little under
+                # ``interval`` apart when this one was late.
+                if (
+                    now - last_flush
+                    >= min(settings.stream_flush_seconds, settings.run_lease_seconds / 3) - interval / 2
+                ):
                     last_flush = now
                     flush = None
                     mid = self._streaming

@@ -18,15 +18,22 @@ Rules, and the failure each prevents:
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
+import time
 import uuid
+import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import bindparam, update
+import orjson
+from sqlalchemy import String, any_, bindparam, column, func, select, update
+from sqlalchemy.dialects import postgresql
 
+from ..store.db import Database
 from ..store.models import ChatSession, Message, utcnow
 from .uow import SessionTx, UnitOfWork
 
@@ -71,18 +78,23 @@ async def fenced_tx(
 
 
 _SESSIONS, _MESSAGES = ChatSession.__table__, Message.__table__
-# Built once: the heartbeat runs every second of every streaming run, and on SQLite it runs on the loop, so
-# its cost is latency added to whichever token arrives meanwhile.
-_RENEW_LEASE = (
+# One statement renews the leases of every run this process streams, each tick (``Heartbeats``): the ids come
+# as one parameter (a JSON array on SQLite, a text array on PostgreSQL), so the statement is a constant,
+# prepared once. Only the sessions named are renewed (a lease this process holds but no loop drives any
+# more must lapse, so that the sweeper recovers its run); the loops check the run id it returns.
+_RETURNING = (_SESSIONS.c.id, _SESSIONS.c.run_id, _SESSIONS.c.abort_requested)
+_LEASED_BY = (_SESSIONS.c.lease_owner == bindparam("owner"), _SESSIONS.c.deleted_at.is_(None))
+_RENEW_SQLITE = (
     update(_SESSIONS)
-    .where(
-        _SESSIONS.c.id == bindparam("sid"),
-        _SESSIONS.c.run_id == bindparam("rid"),
-        _SESSIONS.c.lease_owner == bindparam("owner"),
-        _SESSIONS.c.deleted_at.is_(None),
-    )
+    .where(*_LEASED_BY, _SESSIONS.c.id.in_(select(column("value")).select_from(func.json_each(bindparam("ids")))))
     .values(lease_expires_at=bindparam("until"))
-    .returning(_SESSIONS.c.abort_requested)
+    .returning(*_RETURNING)
+)
+_RENEW_POSTGRES = (
+    update(_SESSIONS)
+    .where(*_LEASED_BY, _SESSIONS.c.id == any_(bindparam("ids", type_=postgresql.ARRAY(String))))
+    .values(lease_expires_at=bindparam("until"))
+    .returning(*_RETURNING)
 )
 _FLUSH_TEXT = (
     update(_MESSAGES)
@@ -91,28 +103,87 @@ _FLUSH_TEXT = (
 )
 
 
+@dataclass
+class _Beat:
+    session_id: str
+    run_id: str
+    flush: tuple[str, str] | None
+    done: asyncio.Future[bool]
+
+
+class Heartbeats:
+    """The heartbeats of every run this process drives, written together: the run loops tick on a shared
+    clock (:func:`next_tick`), each hands its beat to :meth:`beat`, and the beats of one tick go out in one
+    transaction — one statement renewing every lease, one ``executemany`` writing every partial text — instead
+    of a transaction per run."""
+
+    def __init__(self, db: Database, owner: str, lease_seconds: float) -> None:
+        self.db = db
+        self.owner = owner
+        self.lease_seconds = lease_seconds
+        self._pending: list[_Beat] = []
+        self._writing: asyncio.Task[None] | None = None
+
+    async def beat(self, session_id: str, run_id: str, flush: tuple[str, str] | None) -> bool:
+        """Renew the lease of ``run_id`` and write the partial text ``flush = (message_id, text)``, without an
+        event; returns ``abort_requested``. Raises :class:`LeaseLost` when this process no longer owns the run."""
+        done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._pending.append(_Beat(session_id, run_id, flush, done))
+        if self._writing is None:
+            self._writing = asyncio.create_task(self._write(), name="heartbeats")
+        return await done
+
+    async def _write(self) -> None:
+        await asyncio.sleep(0)  # the beats of every loop that woke on this tick
+        beats, self._pending, self._writing = self._pending, [], None
+        try:
+            ids = [b.session_id for b in beats]
+            params = {
+                "owner": self.owner,
+                "until": utcnow() + timedelta(seconds=self.lease_seconds),
+                "ids": ids if not self.db.is_sqlite else orjson.dumps(ids).decode(),
+            }
+            async with self.db.plain_write() as conn:
+                renew = _RENEW_SQLITE if self.db.is_sqlite else _RENEW_POSTGRES
+                held = {sid: (rid, abort) for sid, rid, abort in (await conn.execute(renew, params)).all()}
+                ours = [b for b in beats if held.get(b.session_id, (None,))[0] == b.run_id]
+                texts = [{"mid": b.flush[0], "text": b.flush[1]} for b in ours if b.flush is not None]
+                if texts:
+                    await conn.execute(_FLUSH_TEXT, texts)
+        except BaseException as error:
+            for b in beats:
+                if not b.done.done():
+                    b.done.set_exception(error if isinstance(error, Exception) else asyncio.CancelledError())
+            if not isinstance(error, Exception):
+                raise
+            return
+        for b in beats:
+            found = held.get(b.session_id)
+            if found is None or found[0] != b.run_id:
+                b.done.set_exception(LeaseLost(b.session_id))
+            else:
+                b.done.set_result(bool(found[1]))
+
+
+def next_tick(interval: float) -> float:
+    """Seconds until the next tick of a clock shared by every loop of this process that ticks every
+    ``interval`` seconds, so their heartbeats fall due together (:class:`Heartbeats`)."""
+    return interval - time.monotonic() % interval
+
+
+_HEARTBEATS: weakref.WeakKeyDictionary[UnitOfWork, dict[tuple[str, float], Heartbeats]] = weakref.WeakKeyDictionary()
+
+
 async def heartbeat(
     uow: UnitOfWork, session_id: str, run_id: str, owner: str, lease_seconds: float, flush: tuple[str, str] | None
 ) -> bool:
-    """Renew the lease and write the partial text ``flush = (message_id, text)``, without an event.
+    """Renew the lease and write the partial text ``flush = (message_id, text)``, without an event, together
+    with the other heartbeats of this process due now (:class:`Heartbeats`).
 
     Returns ``abort_requested``; raises :class:`LeaseLost` when this process no longer owns the run.
     """
-    async with uow.db.write_connection() as conn:
-        abort = (
-            await conn.execute(
-                _RENEW_LEASE,
-                {
-                    "sid": session_id,
-                    "rid": run_id,
-                    "owner": owner,
-                    "until": utcnow() + timedelta(seconds=lease_seconds),
-                },
-            )
-        ).scalar_one_or_none()
-        if abort is None:
-            raise LeaseLost(session_id)
-        if flush is not None:
-            message_id, text = flush
-            await conn.execute(_FLUSH_TEXT, {"mid": message_id, "text": text})
-        return bool(abort)
+    mine = _HEARTBEATS.setdefault(uow, {})
+    beats = mine.get((owner, lease_seconds))
+    if beats is None:
+        beats = mine[(owner, lease_seconds)] = Heartbeats(uow.db, owner, lease_seconds)
+    return await beats.beat(session_id, run_id, flush)
