@@ -82,6 +82,7 @@ def load_proc(
             if msg.get("id") != 1:  # the reply to one of this user's sends
                 if "error" in msg:
                     stats["send_errors"] += 1
+                    stats.setdefault("first_error", msg["error"].get("message"))
                 return
             result = msg["result"]
             kind = result.get("type")
@@ -188,6 +189,8 @@ def servers(
         env = {
             "CHATSYNC_MAX_QUEUE_LENGTH": "1000",
             "CHATSYNC_MAX_CONNECTIONS": str(sessions * 4 + 100),
+            # one load-generating user stands in for S users: the per-user cap on runs would measure itself
+            "CHATSYNC_MAX_ACTIVE_RUNS_PER_USER": str(sessions + 10),
         }
         infra: dict[str, Callable[[], float]] = {}
         db_url = None
@@ -275,6 +278,7 @@ def one_run(args: argparse.Namespace, sessions: int, kind: str, profile: str | N
         "expected_deltas": expected_deltas,
         "losses": sum(s["losses"] for s in stats) + (expected_deltas - deltas),
         "send_errors": sum(s["send_errors"] for s in stats),
+        "first_error": next((s["first_error"] for s in stats if "first_error" in s), None),
         "p50": pct(lat, 50),
         "p99": pct(lat, 99),
         "cpu_us": (cpu1 - cpu0) * 1e6 / max(events, 1),
@@ -335,7 +339,9 @@ def main() -> None:
                     f"losses={r['losses']} send errors={r['send_errors']} {r['rate']:.0f} events/s "
                     f"last answer at {r['span']:.1f}s p50={r['p50']:.2f}ms p99={r['p99']:.2f}ms "
                     f"cpu={r['cpu_us']:.1f}us/event{infra} rss={r['rss_mib']:.0f}MiB "
-                    f"steal={r['steal'] * 100:.1f}% load={r['load']:.1f}" + (" (profiled)" if profile else ""),
+                    f"steal={r['steal'] * 100:.1f}% load={r['load']:.1f}"
+                    + (" (profiled)" if profile else "")
+                    + (f" first send error: {r['first_error']}" if r["first_error"] else ""),
                     flush=True,
                 )
         ref_span = statistics.median(r["span"] for r in runs["reference"]) if "reference" in runs else None

@@ -6,6 +6,11 @@
 by ``;``, then the sample count. A sample belongs to a layer when any frame of its stack is in it (inclusive
 share: the layers nest, so the shares add to more than 100%); then the frames with the largest inclusive
 share, by function and file.
+
+py-spy shows what runs inside one of SQLAlchemy's greenlets (its bridge between async and sync code) as a stack
+of its own, cut off from the coroutine that awaits it: those samples count for SQLAlchemy and the driver, not
+for the run loop or service that made the statement, so the shares of the layers above SQLAlchemy are lower
+bounds.
 """
 
 from __future__ import annotations
@@ -26,17 +31,16 @@ LAYERS = [
     ("store (repo, event log)", r"server/store/(repo|eventlog)\.py"),
     ("fan-out (sync/)", r"server/sync/"),
     ("socket writes (rpc/)", r"server/rpc/"),
-    ("provider (llm/, bench stamp)", r"server/llm/|bench/streaming\.py|openai/|httpx"),
+    ("provider (llm/, the bench's stamp provider, SDK)", r"server/llm/|^_attempt \(.*bench/streaming|openai/|httpx"),
     ("pydantic", r"pydantic"),
-    ("uvicorn / h11 / websockets", r"uvicorn/|h11/|websockets/|wsproto/"),
 ]
 
 
 def parse(path: str) -> Counter[tuple[str, ...]]:
     stacks: Counter[tuple[str, ...]] = Counter()
     with open(path) as f:
-        for line in f:
-            line = line.rstrip("\n")
+        for raw in f:
+            line = raw.rstrip("\n")
             if not line:
                 continue
             frames, _, count = line.rpartition(" ")

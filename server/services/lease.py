@@ -159,6 +159,8 @@ class Heartbeats:
             return
         for b in beats:
             found = held.get(b.session_id)
+            if b.done.done():  # its loop stopped waiting (cancelled)
+                continue
             if found is None or found[0] != b.run_id:
                 b.done.set_exception(LeaseLost(b.session_id))
             else:

@@ -27,7 +27,7 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from .sqlite_inline import share_loop
 
 _NAMED = object()
-MAX_PREPARED = 64  # a guard: the statements that come here are a handful of constants
+MAX_PREPARED = 256  # a guard: the statements that come here are module constants (a few dozen)
 
 
 class Prepared:

@@ -254,10 +254,17 @@ def session_changes_wire(row: ChatSession, changed_large: tuple[str, ...] = ()) 
 # --- messages -----------------------------------------------------------------------------------------
 
 
+_ACTIVE_PATH = (
+    select(Message).where(Message.session_id == bindparam("sid"), Message.active.is_(True)).order_by(Message.ordinal)
+)
+
+
 async def list_messages(
     db: AsyncSession, session_id: str, *, before: int | None = None, limit: int | None = None
 ) -> list[Message]:
     """The active path in order; with ``limit``, its newest ``limit`` messages before ordinal ``before``."""
+    if before is None and limit is None:  # every step of a run reads it: a statement built once
+        return list((await db.execute(_ACTIVE_PATH, {"sid": session_id})).scalars().all())
     stmt = select(Message).where(Message.session_id == session_id, Message.active.is_(True))
     if before is not None:
         stmt = stmt.where(Message.ordinal < before)
@@ -460,9 +467,13 @@ async def queue_lengths(db: AsyncSession, session_ids: list[str]) -> dict[str, i
     return {sid: int(n) for sid, n in (await db.execute(stmt)).all()}
 
 
+_QUEUE_HEAD = (
+    select(QueuedMessage).where(QueuedMessage.session_id == bindparam("sid")).order_by(QueuedMessage.position).limit(1)
+)
+
+
 async def queue_head(db: AsyncSession, session_id: str) -> QueuedMessage | None:
-    stmt = select(QueuedMessage).where(QueuedMessage.session_id == session_id).order_by(QueuedMessage.position).limit(1)
-    return (await db.execute(stmt)).scalar_one_or_none()
+    return (await db.execute(_QUEUE_HEAD, {"sid": session_id})).scalar_one_or_none()
 
 
 async def renumber_queue(db: AsyncSession, rows: list[QueuedMessage]) -> None:
@@ -500,38 +511,54 @@ async def get_run(db: AsyncSession, run_id: str) -> Run | None:
     return await db.get(Run, run_id)
 
 
+_STREAMING = (
+    select(Message)
+    .where(Message.session_id == bindparam("sid"), Message.status == "streaming")
+    .order_by(Message.ordinal)
+)
+
+
 async def streaming_messages(db: AsyncSession, session_id: str) -> list[Message]:
-    stmt = (
-        select(Message).where(Message.session_id == session_id, Message.status == "streaming").order_by(Message.ordinal)
-    )
-    return list((await db.execute(stmt)).scalars().all())
+    return list((await db.execute(_STREAMING, {"sid": session_id})).scalars().all())
+
+
+_RUN_CALLS = (
+    select(ToolCallRow)
+    .where(ToolCallRow.session_id == bindparam("sid"), ToolCallRow.run_id == bindparam("rid"))
+    .order_by(ToolCallRow.created_at, ToolCallRow.position)
+)
+_OPEN_CALLS = _RUN_CALLS.where(ToolCallRow.has_result.is_(False))
 
 
 async def run_tool_calls(
     db: AsyncSession, session_id: str, run_id: str, *, open_only: bool = False
 ) -> list[ToolCallRow]:
     """Tool calls of a run in the order the model made them; ``open_only``: those without a result."""
-    stmt = select(ToolCallRow).where(ToolCallRow.session_id == session_id, ToolCallRow.run_id == run_id)
-    if open_only:
-        stmt = stmt.where(ToolCallRow.has_result.is_(False))
-    stmt = stmt.order_by(ToolCallRow.created_at, ToolCallRow.position)
-    return list((await db.execute(stmt)).scalars().all())
+    stmt = _OPEN_CALLS if open_only else _RUN_CALLS
+    return list((await db.execute(stmt, {"sid": session_id, "rid": run_id})).scalars().all())
 
 
 async def get_tool_call(db: AsyncSession, session_id: str, call_id: str) -> ToolCallRow | None:
     return await db.get(ToolCallRow, (session_id, call_id))
 
 
-async def steered_after(db: AsyncSession, session_id: str, run_id: str, ordinal: int) -> bool:
-    """True when a user message was steered into ``run_id`` after the message at ``ordinal``."""
-    stmt = select(func.count()).where(
-        Message.session_id == session_id,
+_STEERED_AFTER = (
+    select(Message.id)
+    .where(
+        Message.session_id == bindparam("sid"),
         Message.active.is_(True),
-        Message.run_id == run_id,
+        Message.run_id == bindparam("rid"),
         Message.role == "user",
-        Message.ordinal > ordinal,
+        Message.ordinal > bindparam("ordinal"),
     )
-    return int((await db.execute(stmt)).scalar_one()) > 0
+    .limit(1)
+)
+
+
+async def steered_after(db: Executor, session_id: str, run_id: str, ordinal: int) -> bool:
+    """True when a user message was steered into ``run_id`` after the message at ``ordinal``."""
+    found = (await db.execute(_STEERED_AFTER, {"sid": session_id, "rid": run_id, "ordinal": ordinal})).first()
+    return found is not None
 
 
 _CRASHED_RUNS = (
