@@ -79,6 +79,18 @@ class StepResult:
     notices: list[dict[str, Any]] = field(default_factory=list)
 
 
+@dataclass
+class _StepStart:
+    """A model call as the transaction that started it left it: what to ask, and where the answer goes."""
+
+    request: ChatRequest
+    owner_id: str
+    provider_id: str
+    streaming: bool
+    message_id: str
+    initial: str  # the answer's text so far (a continued answer), or ""
+
+
 class RunLoop:
     """One run (and the runs auto-send chains to it) of one session, on this process."""
 
@@ -152,39 +164,42 @@ class RunLoop:
         )
 
     async def _advance(self) -> None:
+        """One transaction decides what comes next and, for a model call, starts it (its assistant message and
+        request): reading the run's state under the lock that changes it saves the separate read a step
+        used to begin with."""
         assert self.run_id is not None
-        async with self.ctx.db.read() as s:
-            session = await repo.get_session(s, self.session_id)
-            run = await repo.get_run(s, self.run_id)
-            calls = await repo.run_tool_calls(s, self.session_id, self.run_id, open_only=True)
-        if session is None or run is None or session.run_id != self.run_id or session.lease_owner != self.ctx.owner:
-            raise LeaseLost(self.session_id)
-        if session.abort_requested:
-            self.abort_requested = True
-            return
-        todo = transitions.runnable(calls)
-        if todo:
-            await self._inner_run(self._execute_tools(todo, session.tool_mode))
-            return
-        if transitions.waiting_on_people(calls):
-            async with self._tx() as tx:
-                run = await repo.get_run(tx.db, self.run_id)
-                calls = await repo.run_tool_calls(tx.db, self.session_id, self.run_id, open_only=True)
-                if not transitions.waiting_on_people(calls) or run is None:
-                    return  # answered in the meantime: go round again
+        settings = self.ctx.settings
+        todo: list[Any] = []
+        step: _StepStart | None = None
+        finished = None
+        async with self._tx() as tx:
+            if tx.row.abort_requested:
+                self.abort_requested = True
+                return
+            run = await repo.get_run(tx.db, self.run_id)
+            if run is None:
+                raise LeaseLost(self.session_id)
+            calls = await repo.run_tool_calls(tx.db, self.session_id, self.run_id, open_only=True)
+            todo, tool_mode = transitions.runnable(calls), tx.row.tool_mode
+            if todo:
+                pass  # run outside the transaction, below
+            elif transitions.waiting_on_people(calls):
                 transitions.suspend(tx, run)
-            self.run_id = None
-            return
-        if run.steps >= self.ctx.settings.max_steps_per_run:
-            finished = self.run_id
-            async with self._tx() as tx:
-                run = await repo.get_run(tx.db, self.run_id)
-                transitions.end_run(tx, run, "finished", finish_reason=run.finish_reason if run else None)
-                nxt = await transitions.next_or_idle(tx, self.ctx.owner, self.ctx.settings.run_lease_seconds)
+                self.run_id = None
+                return
+            elif run.steps >= settings.max_steps_per_run:
+                finished = self.run_id
+                transitions.end_run(tx, run, "finished", finish_reason=run.finish_reason)
+                nxt = await transitions.next_or_idle(tx, self.ctx.owner, settings.run_lease_seconds)
+            else:
+                step = await self._start_step(tx, run)
+        if todo:
+            await self._inner_run(self._execute_tools(todo, tool_mode))
+        elif finished is not None:
             self.ctx.run_finished(self.session_id, finished)
             self.run_id = nxt.id if nxt else None
-            return
-        await self._step()
+        elif step is not None:
+            await self._step(step)
 
     async def _inner_run(self, coro: Any) -> None:
         """Run the abortable part (provider stream, tools) as a task ``request_abort`` can cancel."""
@@ -205,38 +220,38 @@ class RunLoop:
 
     # --- one step -----------------------------------------------------------------------------------------
 
+    async def _start_step(self, tx: SessionTx, run: Any) -> _StepStart:
+        """In the transaction that decided on a model call: its assistant message (``message-created``, or the
+        answer it continues) and its request."""
+        session: ChatSession = tx.row
+        provider_id, model = run.provider or session.provider, run.model or session.model
+        message = await self._continued(tx, run)
+        run.steps += 1
+        if message is not None:
+            # The answer goes on in the same message: streaming again, from the text it has.
+            run.continues_id = None
+            message.status, message.finish_reason = "streaming", None
+            tx.emit(events.message_continued(repo.message_wire(message)))
+            exclude, initial = None, message.content
+        else:
+            message = await transitions.add_message(tx, "assistant", "", status="streaming", run_id=self.run_id)
+            exclude, initial = message.id, ""
+        rows = await repo.list_messages(tx.db, self.session_id)
+        request = build_request(
+            session,
+            rows,
+            exclude=exclude,
+            inputs=self.ctx.model_inputs(provider_id, model),
+            model=model,
+            continuation=exclude is None,
+        )
+        self._mcp = await mcp_tools.context(tx.db, session)
+        return _StepStart(request, session.owner_id, provider_id, not session.disable_streaming, message.id, initial)
+
     @tracing.traced("step")
-    async def _step(self) -> None:
-        assert self.run_id is not None
-        async with self._tx() as tx:
-            run = await repo.get_run(tx.db, self.run_id)
-            assert run is not None
-            session: ChatSession = tx.row
-            provider_id, model = run.provider or session.provider, run.model or session.model
-            message = await self._continued(tx, run)
-            run.steps += 1
-            if message is not None:
-                # The answer goes on in the same message: streaming again, from the text it has.
-                run.continues_id = None
-                message.status, message.finish_reason = "streaming", None
-                tx.emit(events.message_continued(repo.message_wire(message)))
-                exclude, initial = None, message.content
-            else:
-                message = await transitions.add_message(tx, "assistant", "", status="streaming", run_id=self.run_id)
-                exclude, initial = message.id, ""
-            rows = await repo.list_messages(tx.db, self.session_id)
-            streaming = not session.disable_streaming
-            request = build_request(
-                session,
-                rows,
-                exclude=exclude,
-                inputs=self.ctx.model_inputs(provider_id, model),
-                model=model,
-                continuation=exclude is None,
-            )
-            owner_id = session.owner_id
-            self._mcp = await mcp_tools.context(tx.db, session)
-        mid = message.id
+    async def _step(self, start: _StepStart) -> None:
+        request, owner_id, provider_id, streaming = start.request, start.owner_id, start.provider_id, start.streaming
+        mid, initial = start.message_id, start.initial
         self.ctx.partial_texts.start(self.session_id, mid, initial)
         await self.ctx.shared_texts.started(self.session_id, mid, initial)
         self._streaming, self._flushed = mid, len(initial)
@@ -361,7 +376,7 @@ class RunLoop:
                 if calls:
                     definitions = {**self._mcp_defs, **{t["name"]: t for t in tx.row.tools or ()}}
                     await transitions.register_tool_calls(tx, run, row, calls, definitions)
-                elif not await repo.steered_after(tx.db, self.session_id, run.id, row.ordinal):
+                elif not await repo.steered_after(await tx.plain(), self.session_id, run.id, row.ordinal):
                     transitions.end_run(tx, run, "finished", finish_reason=result.finish)
                     finished = run.id
                     following = await transitions.next_or_idle(tx, self.ctx.owner, self.ctx.settings.run_lease_seconds)
