@@ -255,16 +255,9 @@ class QueueService:
         results: list[Any] = []
         async with self.uow.queue(user, session_id) as tx:
             appender = await Appender.open(tx, self.max_length)
-            seen: dict[str, tuple[RequestKey, Any]] = {}  # request ids of this transaction
             for content, attachments, request in items:
                 if request is not None:
-                    try:
-                        earlier = seen.get(request.request_id)
-                        if earlier is not None:
-                            if earlier[0] != request:
-                                raise RpcError("CONFLICT", "clientRequestId was already used for a different request")
-                            results.append(earlier[1])
-                            continue
+                    try:  # a repeat of an earlier item of this batch too (``requests.Ledger``)
                         replayed = await tx.replay(request, _enqueued_again(content, attachments, request))
                     except RpcError as exc:
                         results.append(exc)
@@ -277,9 +270,7 @@ class QueueService:
                     results.append(full)
                     continue
                 item = await appender.add(content, attachments, request.request_id if request is not None else None)
-                tx.remember(request, queued_receipt(item.id, item.enqueued_at))
-                if request is not None:
-                    seen[request.request_id] = (request, item.wire())
+                tx.remember(request, queued_receipt(item.id, item.enqueued_at), reply=item.wire())
                 results.append(item)
             added = await appender.flush()
             tx.queue_length = appender.length

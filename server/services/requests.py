@@ -7,6 +7,8 @@ the write's own transaction** — so either both the change and the record exist
 finds the record and gets the first reply back with nothing changed; the same id with another input or
 procedure is ``CONFLICT`` (a client bug: reusing an id for a different write).
 
+:class:`Ledger` is the one way a write uses this: every session transaction has one.
+
 Where a repeat is looked up, and the race it closes:
 
 * Session writes (send, enqueue, instructions, tool outputs and approvals) look the id up *after* taking the
@@ -47,7 +49,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from ..domain.models import jsonable
 from ..protocol.errors import RpcError
-from ..store.models import ClientRequest, User
+from ..store.models import ClientRequest, User, utcnow
 from ..store.prepared import Executor
 
 RETENTION = timedelta(hours=25)  # promised: 24 hours; the extra hour absorbs clock skew between replicas
@@ -151,6 +153,42 @@ async def record(db: Executor, rows: list[dict[str, Any]], max_per_user: int) ->
         upto = last - max_per_user
         if upto > 0:
             await db.execute(_DROP_OLDEST, {"uid": user_id, "after": upto - n, "upto": upto})
+
+
+class Ledger:
+    """The exactly-once records of one write transaction: what it replays and what it will record.
+
+    Every session write goes through it (``SessionTx.replay`` / ``remember``; the transaction's ``finish``
+    calls :meth:`write` before its commit): look the request up with the session locked (:meth:`replay`),
+    make the change, keep the receipt (:meth:`remember`). A transaction that carries several requests (a batch
+    of enqueues) also answers a repeat of one of its own requests, which is not in the table yet: the same
+    id with the same input gets the reply it gave, with another input ``CONFLICT``."""
+
+    def __init__(self, max_per_user: int = MAX_PER_USER) -> None:
+        self.max_per_user = max_per_user
+        self.rows: list[dict[str, Any]] = []
+        self._replies: dict[str, tuple[RequestKey, Any]] = {}  # this transaction's requests, by id
+
+    async def replay(self, db: Executor, key: RequestKey | None, expand: Expand | None = None) -> Any:
+        """:func:`replay`, seeing this transaction's own requests too."""
+        if key is not None and key.request_id in self._replies:
+            earlier, reply = self._replies[key.request_id]
+            if earlier != key:
+                raise RpcError("CONFLICT", "clientRequestId was already used for a different request")
+            return reply
+        return await replay(db, key, expand)
+
+    def remember(self, key: RequestKey | None, receipt: Any, reply: Any = MISSING) -> None:
+        """Record ``receipt`` for ``key``, committed with the transaction; ``reply`` is what a repeat inside the
+        same transaction gets (by default the receipt)."""
+        if key is None:
+            return
+        self.rows.append(record_row(key, receipt, utcnow()))
+        self._replies[key.request_id] = (key, receipt if reply is MISSING else reply)
+
+    async def write(self, db: Executor) -> None:
+        if self.rows:
+            await record(db, self.rows, self.max_per_user)
 
 
 async def trim(db: AsyncSession, now: datetime) -> int:

@@ -70,14 +70,14 @@ class SessionHead:
     status: str
     provider: str
     model: str
-    created_at: datetime | str  # a plain SQLite read hands back the stored text
+    created_at: datetime
     pinned: bool
     archived: bool
     # Unread (``services.unread``).
     attention_seq: int = 0
     attention_kind: str | None = None
     seen_seq: int = 0
-    updated_at: datetime | str | None = None
+    updated_at: datetime | None = None
 
 
 DbT = TypeVar("DbT", bound=Executor)
@@ -98,9 +98,10 @@ class SessionTxBase(Generic[DbT, RowT]):
     row: RowT
     retention: int
     events: list[EventEnvelope] = field(default_factory=list)
-    # The user feed's event for this transaction (written by ``finish``), and client request records.
+    # The user feed's event for this transaction (written by ``finish``).
     feed_events: list[EventEnvelope] = field(default_factory=list)
-    records: list[dict[str, Any]] = field(default_factory=list)
+    # Its exactly-once records (``services.requests``): what it replays, what it records.
+    ledger: requests.Ledger = field(default_factory=requests.Ledger)
     # The queue's length at commit when the caller knows it (the queue's hot path), saving the feed a count.
     queue_length: int | None = None
     # How many runs the session's owner may have in progress at once (``transitions.begin_run``); None: no cap.
@@ -109,8 +110,6 @@ class SessionTxBase(Generic[DbT, RowT]):
     visible: unread.Visible | None = None
     # Set by ``finish``: an event that wants attention committed while a device had the session in view.
     seen_in_view: bool = False
-    # Exactly-once records kept per user (CHATSYNC_MAX_REQUEST_RECORDS_PER_USER).
-    max_records: int = requests.MAX_PER_USER
 
     def _advance(self, seq: int) -> None:
         """Move the row's ``last_seq`` in memory (``finish`` writes it)."""
@@ -138,20 +137,18 @@ class SessionTxBase(Generic[DbT, RowT]):
         """The first reply to this client request if it was made before, rebuilt by ``expand`` from the receipt
         :meth:`remember` kept (see ``services.requests``), else ``requests.MISSING``. Call it with the session
         locked, before changing anything."""
-        return await requests.replay(self.db, key, expand)
+        return await self.ledger.replay(self.db, key, expand)
 
-    def remember(self, key: RequestKey | None, receipt: Any) -> None:
+    def remember(self, key: RequestKey | None, receipt: Any, reply: Any = requests.MISSING) -> None:
         """Record ``receipt`` (what rebuilds the reply) for the client request ``key``, committed with this
-        transaction."""
-        if key is not None:
-            self.records.append(requests.record_row(key, receipt, utcnow()))
+        transaction; ``reply`` is what a repeat of ``key`` within this transaction gets (default: ``receipt``)."""
+        self.ledger.remember(key, receipt, reply)
 
     async def finish(self) -> None:
-        if not self.records and not self.events:
+        if not self.ledger.rows and not self.events:
             return
         db = await self.plain()
-        if self.records:
-            await requests.record(db, self.records, self.max_records)
+        await self.ledger.write(db)
         if not self.events:
             return
         now = utcnow()
@@ -269,7 +266,7 @@ class UnitOfWork:
                 self.retention,
                 max_active_runs=self.max_active_runs,
                 visible=self.visible,
-                max_records=self.max_request_records,
+                ledger=requests.Ledger(self.max_request_records),
             )
             tx.core = await self.db.core(s)
             yield tx
@@ -288,8 +285,7 @@ class UnitOfWork:
         async with self.db.plain_write() as db:
             found = (await db.execute(_LOCK_SESSION_HEAD, {"sid": session_id})).first()
             head = self._owned(SessionHead(*found) if found is not None else None, user, session_id)
-            head.queue_paused = bool(head.queue_paused)  # SQLite's 0/1 when read without SQLAlchemy
-            tx = QueueTx(db, head, self.retention, max_records=self.max_request_records)
+            tx = QueueTx(db, head, self.retention, ledger=requests.Ledger(self.max_request_records))
             yield tx
             await tx.finish()
         await self.publish_tx(tx)
