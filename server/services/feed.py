@@ -46,11 +46,9 @@ def channel(user_id: str) -> str:
     return eventlog.feed_channel(user_id)
 
 
-def _ms(value: datetime | str | None) -> int | None:
+def _ms(value: datetime | None) -> int | None:
     if value is None:
         return None
-    if isinstance(value, str):  # a plain SQLite read hands back the stored text
-        value = datetime.fromisoformat(value)
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
     return int(value.timestamp() * 1000)

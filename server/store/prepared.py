@@ -31,9 +31,11 @@ MAX_PREPARED = 256  # a guard: the statements that come here are module constant
 
 
 class Prepared:
-    """One Core statement compiled for one dialect with a positional paramstyle."""
+    """One Core statement compiled for one dialect with a positional paramstyle, with the conversions of its
+    parameters and of its result columns (SQLite's text timestamps and 0/1 booleans come back as ``datetime``
+    and ``bool``, as SQLAlchemy returns them)."""
 
-    __slots__ = ("_params", "sql")
+    __slots__ = ("_params", "results", "sql")
 
     def __init__(self, statement: ClauseElement, dialect: Dialect) -> None:
         compiled = statement.compile(dialect=dialect)
@@ -46,6 +48,13 @@ class Prepared:
             fixed = bind.effective_value if bind.value is not None else _NAMED
             # The dialect's own implementation of the type: SQLite's DATETIME formats timestamps as text.
             self._params.append((name, fixed, bind.type.dialect_impl(dialect).bind_processor(dialect)))
+        # Each result column's type (``ResultColumnsEntry.type``) converts what the driver returns.
+        processors = [
+            entry[3].dialect_impl(dialect).result_processor(dialect, None)
+            for entry in getattr(compiled, "_result_columns", ())
+        ]
+        # None when no column needs converting: the rows are then sqlite3's tuples as they are.
+        self.results: list[Callable[[Any], Any] | None] | None = processors if any(processors) else None
 
     def args(self, values: Mapping[str, Any]) -> tuple[Any, ...]:
         out = []
@@ -56,25 +65,32 @@ class Prepared:
 
 
 class PreparedResult:
-    """The part of SQLAlchemy's ``Result`` the hot path reads: rows as plain tuples."""
+    """The part of SQLAlchemy's ``Result`` the hot path reads: rows as plain tuples, typed as SQLAlchemy
+    types them."""
 
-    __slots__ = ("_cursor",)
+    __slots__ = ("_cursor", "_results")
 
-    def __init__(self, cursor: sqlite3.Cursor) -> None:
+    def __init__(self, cursor: sqlite3.Cursor, results: list[Callable[[Any], Any] | None] | None) -> None:
         self._cursor = cursor
+        self._results = results
+
+    def _typed(self, row: tuple[Any, ...]) -> tuple[Any, ...]:
+        if self._results is None:
+            return row
+        return tuple(v if p is None or v is None else p(v) for p, v in zip(self._results, row, strict=True))
 
     def first(self) -> tuple[Any, ...] | None:
         row: tuple[Any, ...] | None = self._cursor.fetchone()
-        return row
+        return None if row is None else self._typed(row)
 
     def all(self) -> list[tuple[Any, ...]]:
-        return self._cursor.fetchall()
+        return [self._typed(row) for row in self._cursor.fetchall()]
 
     def one(self) -> tuple[Any, ...]:
         row: tuple[Any, ...] | None = self._cursor.fetchone()
         if row is None:
             raise LookupError("statement returned no row")
-        return row
+        return self._typed(row)
 
     @property
     def rowcount(self) -> int:
@@ -110,7 +126,7 @@ class PreparedConnection:
             self._cursor.executemany(prepared.sql, [prepared.args(p) for p in params])
         else:
             self._cursor.execute(prepared.sql, prepared.args(params or {}))
-        return PreparedResult(self._cursor)
+        return PreparedResult(self._cursor, prepared.results)
 
 
 PlainConnection = AsyncConnection | PreparedConnection
