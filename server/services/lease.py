@@ -143,7 +143,7 @@ class Heartbeats:
                 "until": utcnow() + timedelta(seconds=self.lease_seconds),
                 "ids": ids if not self.db.is_sqlite else orjson.dumps(ids).decode(),
             }
-            async with self.db.plain_write() as conn:
+            async with self.db.write(plain=True) as conn:
                 renew = _RENEW_SQLITE if self.db.is_sqlite else _RENEW_POSTGRES
                 held = {sid: (rid, abort) for sid, rid, abort in (await conn.execute(renew, params)).all()}
                 ours = [b for b in beats if held.get(b.session_id, (None,))[0] == b.run_id]

@@ -282,7 +282,7 @@ class UnitOfWork:
         without the ORM, and on SQLite without SQLAlchemy's per-statement work, their transaction costs a
         fraction of the CPU.
         """
-        async with self.db.plain_write() as db:
+        async with self.db.write(plain=True) as db:
             found = (await db.execute(_LOCK_SESSION_HEAD, {"sid": session_id})).first()
             head = self._owned(SessionHead(*found) if found is not None else None, user, session_id)
             tx = QueueTx(db, head, self.retention, ledger=requests.Ledger(self.max_request_records))

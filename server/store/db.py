@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
-from typing import Any
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any, Literal, overload
 
 from sqlalchemy import event, exc, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
@@ -84,7 +84,14 @@ def _waited(histogram: Any, since: float) -> float:
 
 
 class Database:
-    """Owns the engines. ``write()`` is a unit of work (commit on success); ``read()`` is read-only.
+    """Owns the engines. ``write()`` is the one way into a write transaction (commit on success, roll back on an
+    exception); ``read()`` is read-only.
+
+    ``write()`` yields the ORM session; ``write(plain=True)`` yields a plain connection for constant Core
+    statements (``store.prepared``), for writes that need no ORM objects (the queue, the heartbeats). Either
+    way the statements take the fast path where there is one: on a SQLite file a plain write runs prepared on
+    a ``sqlite3`` connection without SQLAlchemy, and inside an ORM write :meth:`core` gives the same kind of
+    connection on the session's transaction. Both kinds take their turn with every other writer of the process.
 
     On SQLite every write in this process is serialised by one lock (SQLite has one writer anyway, and
     queuing here is cheaper than ``database is locked`` retries). On PostgreSQL writers to one session are
@@ -113,12 +120,22 @@ class Database:
         self._reads = async_sessionmaker(self.read_engine, expire_on_commit=False)
         self._write_lock = asyncio.Lock() if self.is_sqlite else None
         self._checkpointer: sqlite_inline.Checkpointer | None = None
-        # SQLite file: the write connection of ``plain_write`` (opened on first use).
+        # SQLite file: the connection of plain writes (opened on first use).
         self._plain: sqlite_inline.InlineConnection | None = None
 
+    @overload
+    def write(self) -> AbstractAsyncContextManager[AsyncSession]: ...
+
+    @overload
+    def write(self, *, plain: Literal[True]) -> AbstractAsyncContextManager[PlainConnection]: ...
+
+    def write(self, *, plain: bool = False) -> AbstractAsyncContextManager[AsyncSession | PlainConnection]:
+        """One transaction; commits when the block ends without an exception, rolls back otherwise. It yields an
+        ORM session, or with ``plain`` a connection for constant Core statements (see the class doc)."""
+        return self._plain_write() if plain else self._orm_write()
+
     @asynccontextmanager
-    async def write(self) -> AsyncIterator[AsyncSession]:
-        """One transaction; commits when the block ends without an exception, rolls back otherwise."""
+    async def _orm_write(self) -> AsyncIterator[AsyncSession]:
         started, began = time.perf_counter(), 0.0
         try:
             with tracing.span("db write"):
@@ -131,8 +148,8 @@ class Database:
                 _WRITE_TX.observe(time.perf_counter() - began)
 
     @asynccontextmanager
-    async def write_connection(self) -> AsyncIterator[AsyncConnection]:
-        """Like :meth:`write`, on a plain connection (no ORM session) for statements built by hand."""
+    async def _connection_write(self) -> AsyncIterator[AsyncConnection]:
+        """A plain write on a SQLAlchemy connection: PostgreSQL's, and an in-memory SQLite database's."""
         started, began = time.perf_counter(), 0.0
         try:
             with tracing.span("db write"):
@@ -144,16 +161,16 @@ class Database:
                 _WRITE_TX.observe(time.perf_counter() - began)
 
     @asynccontextmanager
-    async def plain_write(self) -> AsyncIterator[PlainConnection]:
-        """A transaction for constant Core statements only (``store.prepared``): the queue's hot path.
+    async def _plain_write(self) -> AsyncIterator[PlainConnection]:
+        """``write(plain=True)``: a transaction for constant Core statements only (``store.prepared``).
 
         On a SQLite file it runs on a connection of its own, without SQLAlchemy: ``BEGIN IMMEDIATE``,
         the statements prepared, ``COMMIT`` — SQLAlchemy's connection, pool and transaction bookkeeping cost
         more CPU than the work itself. It takes its turn with every other writer of this process (one
-        lock), so the two connections never contend. Elsewhere it is :meth:`write_connection`.
+        lock), so the two connections never contend. Elsewhere it runs on a SQLAlchemy connection.
         """
         if not self.is_sqlite or sqlite_inline.is_memory(self._sqlite_path):
-            async with self.write_connection() as conn:
+            async with self._connection_write() as conn:
                 yield conn
             return
         started, began = time.perf_counter(), 0.0

@@ -8,7 +8,7 @@ parameter's bind processor (so timestamps and JSON are stored exactly as SQLAlch
 :class:`PreparedConnection` runs such statements on a ``sqlite3`` connection inside ``BEGIN IMMEDIATE`` (the
 write lock is held, so no statement can meet SQLITE_BUSY).
 
-``Database.plain_write()`` hands this out on a SQLite file and a SQLAlchemy connection elsewhere: both answer
+``Database.write(plain=True)`` hands this out on a SQLite file and a SQLAlchemy connection elsewhere: both answer
 ``await execute(statement, params)`` with a result offering ``first()``, ``one()`` and ``rowcount``.
 Statements must be built once (module constants with ``bindparam``): each is compiled on first use.
 """
@@ -130,7 +130,7 @@ class PreparedConnection:
 
 
 PlainConnection = AsyncConnection | PreparedConnection
-"""What ``Database.plain_write()`` hands out (see the module doc)."""
+"""What ``Database.write(plain=True)`` hands out (see the module doc)."""
 
 Executor = AsyncSession | PlainConnection
 """Runs constant Core statements in the caller's transaction: an ORM session or a plain connection. Code that

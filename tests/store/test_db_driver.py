@@ -20,9 +20,9 @@ from server.store import migrate, sqlite_inline
 from server.store.db import Database
 from tests.testkit import PG_ADMIN_DSN, fresh_pg_database
 
-# Both ways this process writes: SQLAlchemy's unit of work, and the queue's plain statements on a connection
-# of their own (``Database.plain_write``).
-WRITERS = pytest.mark.parametrize("writer", ["write", "plain_write"])
+# Both kinds of write transaction: SQLAlchemy's unit of work, and plain statements on a connection of their own
+# (``Database.write(plain=True)``).
+WRITERS = pytest.mark.parametrize("writer", [{}, {"plain": True}], ids=["orm", "plain"])
 
 
 @WRITERS
@@ -47,7 +47,7 @@ async def test_sqlite_write_waits_for_another_process_lock_without_blocking_the_
         start = time.monotonic()
         release.start()
         try:
-            async with getattr(db, writer)() as s:
+            async with db.write(**writer) as s:
                 await s.execute(
                     text("INSERT INTO users (id, name, role, created_at) VALUES ('u2', 'mine', 'user', '2026-01-01')")
                 )
@@ -74,12 +74,12 @@ async def test_sqlite_busy_beyond_the_timeout_is_an_error(tmp_path, monkeypatch,
         other.execute("BEGIN IMMEDIATE")
         try:
             with pytest.raises(Exception, match="locked"):
-                async with getattr(db, writer)() as s:
+                async with db.write(**writer) as s:
                     await s.execute(text("SELECT 1"))
         finally:
             other.execute("ROLLBACK")
             other.close()
-        async with getattr(db, writer)() as s:  # and the connection is usable again
+        async with db.write(**writer) as s:  # and the connection is usable again
             assert (await s.execute(text("SELECT 1"))).first()[0] == 1
 
 
@@ -106,13 +106,13 @@ async def test_sqlite_transaction_lets_ready_callbacks_run_first(tmp_path):
     a token delta on its way to subscribers — goes out before it, not after."""
     async with Database(f"sqlite+aiosqlite:///{tmp_path / 'order.db'}") as db:
         await migrate.upgrade(db)
-        for open_tx in (db.write, db.write_connection, db.read):
+        for name, open_tx in (("write", db.write), ("read", db.read)):
             ran: list[str] = []
             asyncio.get_running_loop().call_soon(ran.append, "delta")
             async with open_tx() as s:
                 ran.append("transaction")
                 await s.execute(text("SELECT 1"))
-            assert ran == ["delta", "transaction"], open_tx.__name__
+            assert ran == ["delta", "transaction"], name
 
 
 async def test_sqlite_checkpoints_happen_in_the_background_not_in_commits(tmp_path, monkeypatch):
@@ -173,7 +173,7 @@ async def test_a_long_sqlite_transaction_lets_the_loop_run_between_statements(tm
         spin = asyncio.create_task(spinner())
         await asyncio.sleep(0)
         try:
-            async with getattr(db, writer)() as s:
+            async with db.write(**writer) as s:
                 before = turns
                 for i in range(3000):
                     await s.execute(_MANY_USERS, {"id": f"u{i}", "name": f"user {i} " + "x" * 200})

@@ -25,7 +25,7 @@ async def services(sqlite_url):
 
 
 async def test_sqlite_queue_writes_go_through_prepared_statements(services):
-    async with services.db.plain_write() as db:
+    async with services.db.write(plain=True) as db:
         assert isinstance(db, PreparedConnection)
         assert await repo.queue_stats(db, "no-such-session") == (0, -1)  # the literal -1 inside the statement
 
