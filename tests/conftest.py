@@ -1,24 +1,20 @@
 """Shared fixtures: real SQLite files, a fresh PostgreSQL database per test, real uvicorn servers on
-real sockets. Services that are missing make tests fail, never skip."""
+real sockets (``server_factory``; how servers are started is in ``servers.py``). Services that are missing make
+tests fail, never skip."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import uuid
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from servers import LiveServer, start_server
 from testkit import PG_HOST, REDIS_URL, PrivateRedisCluster, fresh_pg_database  # noqa: F401  (re-exported for tests)
 
-from chatsync_client import TrpcClient
-from server.app import create_app
-from server.serve import ChatsyncServer, uvicorn_config
-from server.services.auth import AuthService
-from server.settings import Settings, load_settings
+from server.settings import load_settings
 from server.store import migrate
 from server.store.db import Database
 
@@ -94,57 +90,6 @@ async def migrated_db(db_url: str) -> AsyncIterator[Database]:
     async with Database(db_url) as db:
         await migrate.upgrade(db)
         yield db
-
-
-@dataclass
-class LiveServer:
-    """A running chatsync server on a real socket."""
-
-    url: str
-    settings: Settings
-    app: Any
-    server: ChatsyncServer
-    task: asyncio.Task[None]
-    tokens: dict[str, str]
-
-    @property
-    def services(self) -> Any:
-        return self.app.state.chatsync["services"]
-
-    def client(self, user: str = "alice", **kw: Any) -> TrpcClient:
-        return TrpcClient(self.url, self.tokens.get(user, user), **kw)
-
-    async def stop(self) -> None:
-        self.server.should_exit = True
-        await asyncio.wait_for(self.task, 20)
-
-
-async def start_server(
-    settings: Settings,
-    users: tuple[str, ...] = ("alice", "bob"),
-    tokens: dict[str, str] | None = None,
-    ws: str | None = None,
-) -> LiveServer:
-    tokens = dict(tokens or {})
-    async with Database(settings.database_url) as db:
-        await migrate.upgrade(db)
-        auth = AuthService(db)
-        for name in users:
-            if name not in tokens:
-                _user, tokens[name] = await auth.create_user(name, admin=(name == "admin"))
-    app = create_app(settings)
-    extra: dict[str, Any] = {"log_level": "warning"}
-    if ws is not None:
-        extra["ws"] = ws  # another uvicorn WebSocket implementation (exercises the queued writer)
-    server = ChatsyncServer(uvicorn_config(app, settings, "127.0.0.1", settings.port, **extra))
-    task = asyncio.create_task(server._serve())
-    while not server.started:
-        if task.done():
-            task.result()
-            raise RuntimeError("server exited during start-up")
-        await asyncio.sleep(0.02)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    return LiveServer(f"http://127.0.0.1:{port}", settings, app, server, task, tokens)
 
 
 @pytest.fixture

@@ -16,7 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from served import CLIENT_JS, Served, ensure_node_modules, need, serve
+from servers import ServerProcess
+from testkit import CLIENT_JS, ensure_node_modules, need
 
 TSC = CLIENT_JS / "node_modules" / ".bin" / "tsc"
 NODE_TIMEOUT_SECONDS = 240
@@ -24,12 +25,12 @@ MAX_FILE_BYTES = 1_000_000
 
 
 @pytest.fixture(scope="module")
-def chatsync_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+def chatsync_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     # Slow enough that a 120-word answer is still streaming when the test kills the client's socket; a small
     # file limit so a refused upload is cheap.
-    with serve(
+    with ServerProcess(
         tmp_path_factory.mktemp("client_stores_js"),
-        ("stores-js",),
+        users=("stores-js",),
         ECHO_DELAY="0.02",
         MAX_FILE_BYTES=str(MAX_FILE_BYTES),
     ) as served:
@@ -51,7 +52,7 @@ def built_library() -> Path:
     return index
 
 
-def test_client_stores(built_library: Path, chatsync_server: Served) -> None:
+def test_client_stores(built_library: Path, chatsync_server: ServerProcess) -> None:
     env = {
         **os.environ,
         "CHATSYNC_URL": chatsync_server.url,

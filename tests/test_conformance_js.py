@@ -17,23 +17,24 @@ import subprocess
 from collections.abc import Iterator
 
 import pytest
-from served import CLIENT_JS, Served, ensure_node_modules, need, serve
+from servers import ServerProcess
+from testkit import CLIENT_JS, ensure_node_modules, need
 
 MAX_QUEUE_LENGTH = 5
 NODE_TIMEOUT_SECONDS = 240
 
 
 @pytest.fixture(scope="module")
-def chatsync_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    with serve(
+def chatsync_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    with ServerProcess(
         tmp_path_factory.mktemp("conformance_js"),
-        ("conformance-1", "conformance-2"),
+        users=("conformance-1", "conformance-2"),
         MAX_QUEUE_LENGTH=str(MAX_QUEUE_LENGTH),
     ) as served:
         yield served
 
 
-def test_official_trpc_client_conformance(chatsync_server: Served) -> None:
+def test_official_trpc_client_conformance(chatsync_server: ServerProcess) -> None:
     node = need("node", "the @trpc/client conformance suite needs Node >= 20")
     ensure_node_modules()
     env = {
@@ -66,7 +67,7 @@ def test_official_trpc_client_conformance(chatsync_server: Served) -> None:
         )
 
 
-def test_server_log_is_clean_after_the_suite(chatsync_server: Served) -> None:
+def test_server_log_is_clean_after_the_suite(chatsync_server: ServerProcess) -> None:
     """All that traffic (killed sockets, bad frames, bad tokens, dropped SSE streams) logs no error or traceback."""
     if not chatsync_server.suite_ran:
         pytest.fail("run this module as a whole: the log check inspects the server after the JS suite")

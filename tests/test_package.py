@@ -18,17 +18,14 @@ import subprocess
 import sys
 import sysconfig
 import tarfile
-import time
-import urllib.error
-import urllib.request
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from served import CLIENT_JS, ROOT, need
-from testkit import free_port
+from servers import ServerProcess
+from testkit import CLIENT_JS, ROOT, need
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -134,27 +131,17 @@ def test_the_installed_wheel_serves_the_app_without_node(built: Built, tmp_path:
 
     workdir = tmp_path / "run"
     workdir.mkdir()
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    env.update(
-        CHATSYNC_DATABASE_URL=f"sqlite+aiosqlite:///{workdir / 'chatsync.db'}",
-        CHATSYNC_HOST="127.0.0.1",
-        CHATSYNC_PORT=str(port),
-        CHATSYNC_BUS_URL="memory://",
-        CHATSYNC_LOG_LEVEL="warning",
+    server = ServerProcess(
+        tmp_path,
+        database_url=f"sqlite+aiosqlite:///{workdir / 'chatsync.db'}",
+        base_env=env,
+        cwd=workdir,
+        executable=venv / "bin" / "chatsync",
     )
-    log = tmp_path / "server.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [str(venv / "bin" / "chatsync"), "serve"],
-            cwd=workdir,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+    url, log = server.url, server.log
+    server.start()
     try:
-        ready = wait_ready(url, proc, log)
+        ready = server.wait_ready(START_TIMEOUT_SECONDS)
         assert ready["migrations"]["state"] == "head", ready
         # stderr is a log, not a terminal: the first start leaves the owner's token in a file of its own.
         token = (workdir / "chatsync-owner-token").read_text().strip()
@@ -169,23 +156,4 @@ def test_the_installed_wheel_serves_the_app_without_node(built: Built, tmp_path:
         assert seen["connection"] in ("connected", "resumed")
         assert seen["problems"] == []
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
-
-
-def wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path) -> dict[str, Any]:
-    """``/readyz``'s report once it answers 200 (the installed server migrated its database and serves)."""
-    deadline = time.monotonic() + START_TIMEOUT_SECONDS
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"the installed chatsync exited with {proc.returncode}:\n{log.read_text(errors='replace')}")
-        try:
-            with urllib.request.urlopen(f"{url}/readyz", timeout=2) as res:
-                return json.loads(res.read())
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            time.sleep(0.05)
-    pytest.fail(f"the installed chatsync was not ready in {START_TIMEOUT_SECONDS}s:\n{log.read_text(errors='replace')}")
+        server.stop()

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 
-from testkit import create_user, free_port, start_process, wait_ready
+from servers import ServerProcess
 
 from chatsync_client import TrpcClient
 
@@ -36,29 +35,21 @@ async def test_restart_in_process(db_url, server_factory):
 
 async def test_client_rides_through_a_real_process_restart(tmp_path):
     """SIGTERM a real `chatsync serve`: clients get tRPC's reconnect notice, come back, and resume."""
-    port = free_port()
-    env = {
-        **os.environ,
-        "CHATSYNC_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'r.db'}",
-        "CHATSYNC_PORT": str(port),
-        "CHATSYNC_LOG_LEVEL": "warning",
-        "CHATSYNC_TEST_LOG": str(tmp_path / "server.log"),
-    }
-    token = create_user(env, "dana")
-    url = f"http://127.0.0.1:{port}"
-    proc = start_process(env)
+    server = ServerProcess(tmp_path, database_url=f"sqlite+aiosqlite:///{tmp_path / 'r.db'}", users=("dana",))
+    token = server.tokens["dana"]
+    url = server.url
+    server.start()
     try:
-        await wait_ready(url, proc)
+        await server.ready()
         async with TrpcClient(url, token) as writer, TrpcClient(url, token) as reader:
             s = await writer.mutation("session.create", {"queuePaused": True})
             sub = await reader.subscribe("session.events", {"sessionId": s["id"], "lastEventId": "0"})
             await writer.mutation("message.enqueueMessage", {"sessionId": s["id"], "content": "a"})
             assert (await sub.next())[0] == "1"
-            proc.send_signal(signal.SIGTERM)
             # uvicorn re-raises the captured SIGTERM after its graceful shutdown
-            assert proc.wait(20) in (0, -signal.SIGTERM)
-            proc = start_process(env)
-            await wait_ready(url, proc)
+            assert server.stop(20) in (0, -signal.SIGTERM)
+            server.start()
+            await server.ready()
             await asyncio.wait_for(writer._connected.wait(), 20)
             await writer.mutation("message.enqueueMessage", {"sessionId": s["id"], "content": "b"})
             seq, ev = await sub.next(20)
@@ -66,5 +57,4 @@ async def test_client_rides_through_a_real_process_restart(tmp_path):
             assert reader.connects >= 2
             assert reader.reconnect_notices == 1 and writer.reconnect_notices == 1
     finally:
-        proc.terminate()
-        proc.wait(20)
+        server.stop()

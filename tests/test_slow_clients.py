@@ -14,7 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 from rawhttp import KERNEL_BUFFERS, raw, read_until_closed, request, send_until_stopped
-from served import need, serve
+from servers import ServerProcess
+from testkit import need
 
 HALF_OPEN = 300
 STALLED_UPLOADS = 20
@@ -45,9 +46,9 @@ async def wait_for(predicate, what: str, timeout: float = 30) -> None:
 
 async def test_stalled_clients_are_closed_and_users_are_answered_throughout(tmp_path: Path) -> None:
     prlimit = need("prlimit", "the test lowers the server's descriptor limit with it")
-    with serve(
+    with ServerProcess(
         tmp_path,
-        ("alice",),
+        users=("alice",),
         command_prefix=(prlimit, "--nofile=128:256", "--"),
         LOG_LEVEL="info",
         HTTP_HEADER_TIMEOUT_SECONDS="2",
@@ -110,6 +111,6 @@ async def test_stalled_clients_are_closed_and_users_are_answered_throughout(tmp_
 @pytest.mark.parametrize("public_url", [None, "https://chat.example"])
 def test_serving_beyond_loopback_without_a_public_url_is_warned_about(tmp_path: Path, public_url: str | None) -> None:
     extra = {"PUBLIC_URL": public_url} if public_url else {}
-    with serve(tmp_path, (), HOST="0.0.0.0", **extra) as server:
+    with ServerProcess(tmp_path, HOST="0.0.0.0", **extra) as server:
         warned = "without CHATSYNC_PUBLIC_URL" in server.log_tail(100_000)
     assert warned == (public_url is None)

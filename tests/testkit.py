@@ -12,17 +12,19 @@ import random
 import shutil
 import socket
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import asyncpg
-import httpx
+import pytest
 
 from chatsync_client import TrpcError
 
+ROOT = Path(__file__).resolve().parent.parent
+CLIENT_JS = ROOT / "client_js"
 PG_HOST = os.environ.get("CHATSYNC_TEST_PG_HOST", "127.0.0.1")
 PG_ADMIN_DSN = f"postgresql://postgres@{PG_HOST}:5432/postgres"
 REDIS_URL = os.environ.get("CHATSYNC_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -112,28 +114,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def start_process(env: dict[str, str]) -> subprocess.Popen:
-    """A real `chatsync serve` process; its output goes to ``env["CHATSYNC_TEST_LOG"]``."""
-    with open(env["CHATSYNC_TEST_LOG"], "ab") as log:
-        return subprocess.Popen(
-            [sys.executable, "-m", "server.cli", "serve"], env=env, stdout=log, stderr=subprocess.STDOUT
-        )
-
-
-async def wait_ready(url: str, proc: subprocess.Popen, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    async with httpx.AsyncClient() as http:
-        while time.monotonic() < deadline:
-            assert proc.poll() is None, "server exited during start-up"
-            try:
-                if (await http.get(url + "/readyz")).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            await asyncio.sleep(0.1)
-    raise TimeoutError("server did not become ready")
 
 
 class PrivateRedis:
@@ -308,18 +288,6 @@ def process_memory(pid: int) -> dict[str, int]:
     return values
 
 
-def create_user(env: dict[str, str], name: str, cwd: str | None = None) -> str:
-    """``chatsync users create NAME`` against the database in ``env``; returns the new user's token."""
-    return subprocess.run(
-        [sys.executable, "-m", "server.cli", "users", "create", name],
-        env=env,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-
-
 @contextlib.contextmanager
 def json_log(logger_name: str) -> Iterator[tuple[logging.Logger, Callable[[], list[dict[str, Any]]]]]:
     """Records of ``logger_name`` (DEBUG and up) in the JSON log format: ``(logger, lines)``, where ``lines()``
@@ -338,3 +306,26 @@ def json_log(logger_name: str) -> Iterator[tuple[logging.Logger, Callable[[], li
     finally:
         logger.removeHandler(handler)
         logger.setLevel(level)
+
+
+def need(tool: str, why: str) -> str:
+    path = shutil.which(tool)
+    if path is None:
+        pytest.fail(f"`{tool}` is not on PATH: {why} (bash scripts/setup.sh --with-node installs what is missing)")
+    return path
+
+
+def ensure_node_modules(*required: Path) -> None:
+    """``npm ci`` in client_js when ``@trpc/client`` (or any of ``required``) is missing."""
+    wanted = [CLIENT_JS / "node_modules" / "@trpc" / "client" / "package.json", *required]
+    if all(p.exists() for p in wanted):
+        return
+    done = subprocess.run(
+        [need("npm", "client_js needs npm"), "ci", "--no-audit", "--no-fund"],
+        cwd=CLIENT_JS,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if done.returncode != 0:
+        pytest.fail(f"npm ci failed in client_js ({done.returncode}):\n{done.stdout}\n{done.stderr}")

@@ -4,7 +4,6 @@ configured default), or the one given with ``--url``; the device that spends the
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -12,8 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from served import wait_healthy
-from testkit import free_port
+from servers import ServerProcess
 
 
 def chatsync(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -36,23 +34,8 @@ def env(tmp_path: Path) -> dict[str, str]:
 @pytest.fixture
 def running(env: dict[str, str], tmp_path: Path) -> Iterator[str]:
     """``chatsync serve --port P`` (a port only its command line names); yields its URL."""
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    with (tmp_path / "serve.log").open("wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "server.cli", "serve", "--port", str(port)],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            cwd=tmp_path,
-        )
-    try:
-        wait_healthy(url, proc, tmp_path / "serve.log")
-        yield url
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(30)
+    with ServerProcess(tmp_path, env=env, port_flag=True, cwd=tmp_path) as server:
+        yield server.url
 
 
 def exchange(url: str, code: str, browser_name: str) -> dict[str, object]:
@@ -82,20 +65,8 @@ def test_url_names_another_address(env, running):
 
 
 def test_a_stopped_server_is_not_named(env, tmp_path):
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "server.cli", "serve", "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        stdin=subprocess.DEVNULL,
-        cwd=tmp_path,
-    )
-    try:
-        wait_healthy(f"http://127.0.0.1:{port}", proc, tmp_path / "none.log")
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(30)
+    with ServerProcess(tmp_path, env=env, port_flag=True, cwd=tmp_path):
+        pass  # it ran, and stopped
     out = chatsync(env, "link", "--no-qr")
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("http://127.0.0.1:8787/link#")  # the configured address, nothing else known

@@ -4,16 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
-import subprocess
-import sys
-import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
-import httpx
 import pytest
-from testkit import free_port, fresh_pg_database
+from servers import ServerProcess
+from testkit import fresh_pg_database
 
 from server.services.auth import AuthService
 from server.store import migrate
@@ -21,53 +16,11 @@ from server.store.db import Database
 
 
 @dataclass
-class Replica:
-    port: int
-    env: dict[str, str]
-    log_path: Path
-    proc: subprocess.Popen | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> None:
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "server.cli", "serve"], env=self.env, stdout=log, stderr=subprocess.STDOUT
-            )
-
-    async def ready(self, timeout: float = 120) -> None:
-        deadline = time.monotonic() + timeout
-        async with httpx.AsyncClient() as http:
-            while time.monotonic() < deadline:
-                assert self.proc is not None and self.proc.poll() is None, self.log_path.read_text()[-3000:]
-                try:
-                    if (await http.get(self.url + "/readyz")).status_code == 200:
-                        return
-                except httpx.TransportError:
-                    pass
-                await asyncio.sleep(0.1)
-        raise TimeoutError(f"replica on {self.port} not ready")
-
-    async def terminate(self) -> None:
-        """SIGTERM: the graceful path (reconnect notices, drain)."""
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            await asyncio.get_running_loop().run_in_executor(None, self.proc.wait, 30)
-
-    def kill(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
-
-
-@dataclass
 class Cluster:
     database_url: str
     bus_url: str
     tokens: dict[str, str]
-    replicas: list[Replica] = field(default_factory=list)
+    replicas: list[ServerProcess] = field(default_factory=list)
 
     @property
     def urls(self) -> list[str]:
@@ -91,17 +44,13 @@ async def cluster_factory(tmp_path, redis_url):
                 tokens = {name: (await auth.create_user(name))[1] for name in ("alice", "bob")}
         cluster = Cluster(db_url, bus_url or redis_url, tokens)
         for i in range(n):
-            port = free_port()
             replica_env = {
-                **os.environ,
-                "CHATSYNC_DATABASE_URL": db_url,
                 "CHATSYNC_BUS_URL": cluster.bus_url,
-                "CHATSYNC_PORT": str(port),
                 "CHATSYNC_LOG_LEVEL": os.environ.get("CHATSYNC_TEST_REPLICA_LOG_LEVEL", "warning"),
                 "CHATSYNC_RUN_MIGRATIONS_ON_START": "false",
                 **env,
             }
-            cluster.replicas.append(Replica(port, replica_env, tmp_path / f"replica-{i}.log"))
+            cluster.replicas.append(ServerProcess(tmp_path, database_url=db_url, name=f"replica-{i}", env=replica_env))
         for r in cluster.replicas:
             r.start()
         await asyncio.gather(*(r.ready() for r in cluster.replicas))

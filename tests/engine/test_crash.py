@@ -4,13 +4,11 @@ With answers not continued after a restart (``CHATSYNC_RESUME_INTERRUPTED_ANSWER
 
 from __future__ import annotations
 
-import os
-import signal
 import sqlite3
 from contextlib import closing
 
 from engine_helpers import subscribe, wait_for
-from testkit import create_user, free_port, start_process, wait_ready
+from servers import ServerProcess
 
 from chatsync_client import TrpcClient
 from server.engine.history import build_request
@@ -22,24 +20,21 @@ LONG = " ".join(f"word{i}" for i in range(1000))
 
 
 async def test_kill_9_mid_stream_then_restart(tmp_path):
-    port = free_port()
-    env = {
-        **os.environ,
-        "CHATSYNC_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'crash.db'}",
-        "CHATSYNC_PORT": str(port),
-        "CHATSYNC_LOG_LEVEL": "warning",
-        "CHATSYNC_TEST_LOG": str(tmp_path / "server.log"),
-        "CHATSYNC_ECHO_DELAY": "0.01",
-        "CHATSYNC_RUN_LEASE_SECONDS": "1",
-        "CHATSYNC_STREAM_FLUSH_SECONDS": "0.2",
-        "CHATSYNC_SWEEP_SECONDS": "0.2",
-        "CHATSYNC_RESUME_INTERRUPTED_ANSWERS": "false",
-    }
-    token = create_user(env, "erin")
-    url = f"http://127.0.0.1:{port}"
-    proc = start_process(env)
+    server = ServerProcess(
+        tmp_path,
+        database_url=f"sqlite+aiosqlite:///{tmp_path / 'crash.db'}",
+        users=("erin",),
+        ECHO_DELAY="0.01",
+        RUN_LEASE_SECONDS="1",
+        STREAM_FLUSH_SECONDS="0.2",
+        SWEEP_SECONDS="0.2",
+        RESUME_INTERRUPTED_ANSWERS="false",
+    )
+    token = server.tokens["erin"]
+    url = server.url
+    server.start()
     try:
-        await wait_ready(url, proc)
+        await server.ready()
         async with TrpcClient(url, token, reconnect=False) as c:
             s = await c.mutation("session.create", {})
             sid = s["id"]
@@ -56,10 +51,9 @@ async def test_kill_9_mid_stream_then_restart(tmp_path):
 
             await wait_for(partial_text_flushed)  # the heartbeat wrote some of the answer to its row
             seen = len(st.of("text-delta"))
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait(10)
-        proc = start_process(env)
-        await wait_ready(url, proc)
+            server.kill()
+        server.start()
+        await server.ready()
         async with TrpcClient(url, token) as c:
 
             async def recovered():
@@ -123,6 +117,4 @@ async def test_kill_9_mid_stream_then_restart(tmp_path):
             ]
             assert snap["messages"][3]["content"] == "after the crash" and snap["queue"] == []
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(20)
+        server.stop()

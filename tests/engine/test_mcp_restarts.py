@@ -5,16 +5,14 @@ takes (the call is answered as cancelled on recovery) and MCP tools that work af
 from __future__ import annotations
 
 import json
-import os
-import signal
 import sqlite3
 from contextlib import closing
 from pathlib import Path
 
 from engine_helpers import idle, subscribe, wait_for
 from mcp_kit import log_lines, stdio, write_config
+from servers import ServerProcess
 from test_llm_convert_properties import check_anthropic, check_google, check_openai
-from testkit import create_user, free_port, start_process, wait_ready
 
 from chatsync_client import TrpcClient
 from server.engine.history import build_request
@@ -56,34 +54,30 @@ async def test_restarts_keep_approvals_pending_and_histories_valid(tmp_path: Pat
     config = write_config(
         tmp_path / "mcp.json", {"local": stdio(calls, approval="auto"), "askme": stdio(calls, approval="ask")}
     )
-    port = free_port()
     db = tmp_path / "mcp.db"
-    env = {
-        **os.environ,
-        "CHATSYNC_DATABASE_URL": f"sqlite+aiosqlite:///{db}",
-        "CHATSYNC_PORT": str(port),
-        "CHATSYNC_LOG_LEVEL": "warning",
-        "CHATSYNC_TEST_LOG": str(tmp_path / "server.log"),
-        "CHATSYNC_ECHO_DELAY": "0.001",
-        "CHATSYNC_RUN_LEASE_SECONDS": "1",
-        "CHATSYNC_SWEEP_SECONDS": "0.2",
-        "CHATSYNC_MCP_SERVERS": config,
-    }
-    token = create_user(env, "erin")
-    url = f"http://127.0.0.1:{port}"
-    proc = start_process(env)
+    server = ServerProcess(
+        tmp_path,
+        database_url=f"sqlite+aiosqlite:///{db}",
+        users=("erin",),
+        ECHO_DELAY="0.001",
+        RUN_LEASE_SECONDS="1",
+        SWEEP_SECONDS="0.2",
+        MCP_SERVERS=config,
+    )
+    token = server.tokens["erin"]
+    url = server.url
+    server.start()
     try:
-        await wait_ready(url, proc)
+        await server.ready()
         async with TrpcClient(url, token, reconnect=False) as c:
             sid = (await c.mutation("session.create", {"mcpServers": ["local", "askme"]}))["id"]
             st = await subscribe(c, sid)
             await c.mutation("message.send", {"sessionId": sid, "content": '/tool askme__text {"text": "later"}'})
             asked = await st.until(lambda e: e["type"] == "tool-approval-requested")
             await st.until(lambda e: e["type"] == "session-updated" and e["session"]["status"] == "requires-action")
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(10)
-        proc = start_process(env)
-        await wait_ready(url, proc)
+        server.kill()
+        server.start()
+        await server.ready()
         async with TrpcClient(url, token) as c:
             snap = await c.query("session.get", {"sessionId": sid})
             assert snap["session"]["status"] == "requires-action"
@@ -98,15 +92,14 @@ async def test_restarts_keep_approvals_pending_and_histories_valid(tmp_path: Pat
             # Killed during a call.
             await c.mutation("message.send", {"sessionId": sid, "content": '/tool local__sleep {"seconds": 60}'})
             await wait_for(lambda: _logged(calls, "sleep"), timeout=30)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(10)
+        server.kill()
         session, rows = _stored(db, sid)
         request = build_request(session, rows)
         check_openai(to_openai_request(request, OPENAI)["messages"], compatible=False, mistral_ids=False)
         check_anthropic(to_anthropic_request(request))
         check_google(to_google_request(request))
-        proc = start_process(env)
-        await wait_ready(url, proc)
+        server.start()
+        await server.ready()
         async with TrpcClient(url, token) as c:
             snap = await idle(c, sid, timeout=30)  # recovered: the run failed as interrupted
             assert snap["session"]["queuePaused"] is True
@@ -124,8 +117,7 @@ async def test_restarts_keep_approvals_pending_and_histories_valid(tmp_path: Pat
             snap = await idle(c, sid)
             assert "echo: back" in snap["messages"][-1]["content"]
     finally:
-        proc.kill()
-        proc.wait(10)
+        server.kill()
 
 
 async def _logged(log: Path, what: str) -> bool:

@@ -5,15 +5,14 @@ message once. Taking over is once only, and never for a run a person asked to st
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import sys
 from pathlib import Path
 
 from engine_helpers import wait_for
+from servers import ServerProcess
 from sqlalchemy import update
 from test_lease import crashed_run, event_types, settings
-from testkit import create_user, free_port, start_process, wait_ready
 
 from chatsync_client import TrpcClient
 from server.app import open_services
@@ -36,22 +35,19 @@ async def settled(c: TrpcClient, sid: str, answers: int) -> dict:
 
 
 async def test_graceful_restart_mid_answer_continues_it(tmp_path):
-    port = free_port()
-    env = {
-        **os.environ,
-        "CHATSYNC_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'restart.db'}",
-        "CHATSYNC_PORT": str(port),
-        "CHATSYNC_LOG_LEVEL": "warning",
-        "CHATSYNC_TEST_LOG": str(tmp_path / "server.log"),
-        "CHATSYNC_ECHO_DELAY": "0.01",
-        "CHATSYNC_STREAM_FLUSH_SECONDS": "0.2",
-        "CHATSYNC_SWEEP_SECONDS": "0.2",
-    }
-    token = create_user(env, "erin")
-    url = f"http://127.0.0.1:{port}"
-    proc = start_process(env)
+    server = ServerProcess(
+        tmp_path,
+        database_url=f"sqlite+aiosqlite:///{tmp_path / 'restart.db'}",
+        users=("erin",),
+        ECHO_DELAY="0.01",
+        STREAM_FLUSH_SECONDS="0.2",
+        SWEEP_SECONDS="0.2",
+    )
+    token = server.tokens["erin"]
+    url = server.url
+    server.start()
     try:
-        await wait_ready(url, proc)
+        await server.ready()
         async with TrpcClient(url, token) as c, TrpcClient(url, token) as watcher:
             sid = (await c.mutation("session.create", {}))["id"]
             sub = await watcher.subscribe("session.events", {"sessionId": sid, "lastEventId": "0"})
@@ -63,11 +59,10 @@ async def test_graceful_restart_mid_answer_continues_it(tmp_path):
                     "message.send", {"sessionId": sid, "content": f"queued {i}", "clientRequestId": f"q{i}"}
                 )
             await v.until(lambda v: len(v.path) == 2 and len(v.texts[v.path[1]].split()) >= 30)
-            proc.send_signal(signal.SIGTERM)
-            assert await asyncio.get_running_loop().run_in_executor(None, proc.wait, 30) in (0, -signal.SIGTERM)
+            assert await server.terminate() in (0, -signal.SIGTERM)
             had = v.texts[v.path[1]]
-            proc = start_process(env)
-            await wait_ready(url, proc)
+            server.start()
+            await server.ready()
             await asyncio.wait_for(c._connected.wait(), 20)
             await asyncio.wait_for(watcher._connected.wait(), 20)
             # The watcher's subscription resumes where it was (the client library resumes with lastEventId).
@@ -83,8 +78,7 @@ async def test_graceful_restart_mid_answer_continues_it(tmp_path):
         assert [e["trigger"] for e in v.seen if e["type"] == "run-started"] == ["message", "queue", "queue"]
         assert not snap["session"]["queuePaused"]
     finally:
-        proc.terminate()
-        proc.wait(20)
+        server.stop()
 
 
 async def test_taken_over_once_and_never_when_a_person_stopped_it(db_url):

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import httpx
 from file_helpers import HeldUpload, refused_at_once
+from servers import ServerProcess
 from sqlalchemy import func, select
-from testkit import free_port, start_process, wait_ready
 
 from chatsync_client import ChatClient
 from server.services.auth import AuthService
@@ -28,29 +28,19 @@ async def _replicas(pg_url: str, tmp_path: Path, **settings: str) -> AsyncIterat
     async with Database(pg_url) as db:
         await migrate.upgrade(db)
         _user, token = await AuthService(db).create_user("alice")
-    procs, urls = [], []
+    replicas = [
+        ServerProcess(tmp_path, database_url=pg_url, name=f"replica-{i}", FILES_URL="database:", **settings)
+        for i in range(2)
+    ]
     try:
-        for i in range(2):
-            port = free_port()
-            env = {
-                **os.environ,
-                "CHATSYNC_DATABASE_URL": pg_url,
-                "CHATSYNC_PORT": str(port),
-                "CHATSYNC_FILES_URL": "database:",
-                "CHATSYNC_BUS_URL": "memory://",
-                "CHATSYNC_LOG_LEVEL": "warning",
-                "CHATSYNC_TEST_LOG": str(tmp_path / f"replica-{i}.log"),
-                **{f"CHATSYNC_{k}": v for k, v in settings.items()},
-            }
-            procs.append(start_process(env))
-            urls.append(f"http://127.0.0.1:{port}")
-        for url, proc in zip(urls, procs):
-            await wait_ready(url, proc)
-        yield urls, token
+        for replica in replicas:
+            replica.start()
+        for replica in replicas:
+            await replica.ready()
+        yield [r.url for r in replicas], token
     finally:
-        for proc in procs:
-            proc.terminate()
-            proc.wait(20)
+        for replica in replicas:
+            await replica.terminate()
 
 
 async def test_replicas_share_files(pg_url: str, tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
-from served import serve
+from servers import ServerProcess
 from testkit import process_memory
 
 SIZE = 100 * 1024 * 1024
@@ -31,10 +31,10 @@ async def _body(digest: hashlib._Hash) -> AsyncIterator[bytes]:
 
 
 async def test_100_mb_upload_keeps_memory_flat(tmp_path: Path, db_url: str, files_url: str) -> None:
-    settings = {"MAX_FILE_BYTES": str(SIZE), "FILES_URL": files_url}
-    if not db_url.startswith("sqlite"):
-        settings["DATABASE_URL"] = db_url
-    with serve(tmp_path, ("alice",), **settings) as served:
+    database_url = None if db_url.startswith("sqlite") else db_url
+    with ServerProcess(
+        tmp_path, database_url=database_url, users=("alice",), MAX_FILE_BYTES=str(SIZE), FILES_URL=files_url
+    ) as served:
         auth = {"authorization": f"Bearer {served.tokens['alice']}"}
         async with httpx.AsyncClient(base_url=served.url, headers=auth, timeout=120) as http:
             warm = await http.post("/files", files={"file": ("warm.txt", b"warm up")})  # first-use imports

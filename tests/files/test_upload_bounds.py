@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 from pathlib import Path
 from typing import Any
 
 import httpx
 from file_helpers import HeldUpload, refused_at_once, until, upload, user_id
+from servers import ServerProcess
 from sqlalchemy import func, select
-from testkit import free_port, start_process, wait_ready
 
 from server.files import create_storage
 from server.services.auth import AuthService
@@ -141,35 +140,33 @@ async def test_what_a_dead_server_reserved_is_freed(db_url: str, tmp_path: Path)
     async with Database(db_url) as db:
         await migrate.upgrade(db)
         _user, token = await AuthService(db).create_user("alice")
-    env = {
-        **os.environ,
-        "CHATSYNC_DATABASE_URL": db_url,
-        "CHATSYNC_FILES_URL": str(tmp_path / "blobs"),
-        "CHATSYNC_BUS_URL": "memory://",
-        "CHATSYNC_LOG_LEVEL": "warning",
-        "CHATSYNC_MAX_UPLOADS_IN_FLIGHT_PER_USER": "1",
-        "CHATSYNC_UPLOAD_LEASE_SECONDS": "3",
-        "CHATSYNC_FILE_SWEEP_SECONDS": "0.5",
-        "CHATSYNC_TEST_LOG": str(tmp_path / "server.log"),
-    }
-    first_port, second_port = free_port(), free_port()
-    first = start_process({**env, "CHATSYNC_PORT": str(first_port)})
-    url = f"http://127.0.0.1:{first_port}"
+    blobs = str(tmp_path / "blobs")
+
+    def server(name: str) -> ServerProcess:
+        return ServerProcess(
+            tmp_path,
+            database_url=db_url,
+            name=name,
+            FILES_URL=blobs,
+            MAX_UPLOADS_IN_FLIGHT_PER_USER="1",
+            UPLOAD_LEASE_SECONDS="3",
+            FILE_SWEEP_SECONDS="0.5",
+        )
+
+    first = server("first").start()
     try:
-        await wait_ready(url, first)
-        held = await HeldUpload(url, token, os.urandom(2_000_000)).start()
+        await first.ready()
+        held = await HeldUpload(first.url, token, os.urandom(2_000_000)).start()
         async with Database(db_url) as db:
             await until(lambda: _writing_blobs(db, 1))
-            first.send_signal(signal.SIGKILL)
-            first.wait(20)
+            first.kill()
             held.abort()
-            second = start_process({**env, "CHATSYNC_PORT": str(second_port)})
-            url = f"http://127.0.0.1:{second_port}"
+            second = server("second").start()
             try:
-                await wait_ready(url, second)
+                await second.ready()
 
                 async def accepted() -> bool:
-                    async with httpx.AsyncClient(base_url=url) as http:
+                    async with httpx.AsyncClient(base_url=second.url) as http:
                         reply = await http.post(
                             "/files",
                             files={"file": ("after.txt", b"after")},
@@ -180,15 +177,12 @@ async def test_what_a_dead_server_reserved_is_freed(db_url: str, tmp_path: Path)
 
                 await until(accepted)  # the dead server's slot came free
                 await until(lambda: _writing_blobs(db, 0))
-                storage = create_storage(load_settings(database_url=db_url, files_url=env["CHATSYNC_FILES_URL"]), db)
+                storage = create_storage(load_settings(database_url=db_url, files_url=blobs), db)
                 assert len([i async for i in storage.stored_ids()]) == 1  # the half-written bytes are gone
             finally:
-                second.terminate()
-                second.wait(20)
+                await second.terminate()
     finally:
-        if first.poll() is None:
-            first.kill()
-            first.wait(20)
+        first.kill()
 
 
 async def _writing_blobs(db: Database, n: int) -> bool:

@@ -6,30 +6,26 @@ from __future__ import annotations
 
 import os
 import subprocess
-from pathlib import Path
 
-from testkit import create_user, free_port, start_process, wait_ready
-
-ROOT = Path(__file__).resolve().parents[2]
+from servers import ServerProcess
+from testkit import CLIENT_JS
 
 
 async def test_official_client_on_postgres(pg_url, tmp_path):
-    env = {
-        **os.environ,
-        "CHATSYNC_DATABASE_URL": pg_url,
-        "CHATSYNC_PORT": str(free_port()),
-        "CHATSYNC_LOG_LEVEL": "warning",
-        "CHATSYNC_TEST_LOG": str(tmp_path / "server.log"),
-    }
-    tokens = [create_user(env, "one"), create_user(env, "two")]
-    proc = start_process(env)
+    server = ServerProcess(tmp_path, database_url=pg_url, users=("one", "two"))
+    server.start()
     try:
-        url = f"http://127.0.0.1:{env['CHATSYNC_PORT']}"
-        await wait_ready(url, proc)
-        node_env = {**os.environ, "CHATSYNC_URL": url, "CHATSYNC_TOKEN": tokens[0], "CHATSYNC_TOKEN2": tokens[1]}
+        await server.ready()
+        tokens = server.tokens
+        node_env = {
+            **os.environ,
+            "CHATSYNC_URL": server.url,
+            "CHATSYNC_TOKEN": tokens["one"],
+            "CHATSYNC_TOKEN2": tokens["two"],
+        }
         done = subprocess.run(
-            ["node", "--test", "--test-reporter=spec", "test/exactly-once.test.js"],
-            cwd=ROOT / "client_js",
+            ["node", "--test", "--test-reporter=spec", "conformance/exactly-once.test.js"],
+            cwd=CLIENT_JS,
             env=node_env,
             capture_output=True,
             text=True,
@@ -37,5 +33,4 @@ async def test_official_client_on_postgres(pg_url, tmp_path):
         )
         assert done.returncode == 0, done.stdout + done.stderr
     finally:
-        proc.terminate()
-        proc.wait(30)
+        await server.terminate()

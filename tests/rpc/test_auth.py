@@ -256,24 +256,14 @@ async def test_access_log_never_records_a_token(tmp_path, log_format):
     """Every documented way of sending a token (header, connectionParams in the URL of an SSE stream or a
     WebSocket) leaves the access log without it; in the JSON format too, where every line is one JSON object
     and the lines of calls and runs carry their request, session and run ids."""
-    import os
+    from servers import ServerProcess
 
-    from testkit import create_user, free_port, start_process, wait_ready
-
-    db = f"sqlite+aiosqlite:///{tmp_path / 'log.db'}"
-    env = {
-        **os.environ,
-        "CHATSYNC_DATABASE_URL": db,
-        "CHATSYNC_PORT": str(free_port()),
-        "CHATSYNC_LOG_LEVEL": "info" if log_format == "text" else "debug",
-        "CHATSYNC_LOG_FORMAT": log_format,
-        "CHATSYNC_TEST_LOG": str(tmp_path / "access.log"),
-    }
-    token = create_user(env, "dora")
-    proc = start_process(env)
+    level = "info" if log_format == "text" else "debug"
+    server = ServerProcess(tmp_path, name="access", users=("dora",), LOG_LEVEL=level, LOG_FORMAT=log_format)
+    token, url = server.tokens["dora"], server.url
+    server.start()
     try:
-        url = f"http://127.0.0.1:{env['CHATSYNC_PORT']}"
-        await wait_ready(url, proc)
+        await server.ready()
         params = orjson.dumps({"token": token}).decode()
         async with httpx.AsyncClient() as http:
             r = await http.get(url + "/trpc/session.list", params={"connectionParams": params})
@@ -293,9 +283,8 @@ async def test_access_log_never_records_a_token(tmp_path, log_format):
             while (await sub.next(10))[1]["type"] != "run-finished":
                 pass
     finally:
-        proc.terminate()
-        proc.wait(30)
-    log = (tmp_path / "access.log").read_text()
+        await server.terminate()
+    log = server.log.read_text()
     assert "GET /trpc/session.list" in log and "[redacted]" in log
     assert token not in log and token[3:20] not in log
     if log_format == "json":

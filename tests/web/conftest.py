@@ -7,7 +7,8 @@ import subprocess
 from collections.abc import Iterator
 
 import pytest
-from served import CLIENT_JS, need, serve
+from servers import ServerProcess
+from testkit import CLIENT_JS, need
 from web_support import DRIVER, ECHO_DELAY, MAX_FILE_BYTES, Driver, WebServer, build_app, mcp_config
 
 
@@ -18,9 +19,14 @@ def web_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebServer]:
         pytest.fail("/usr/bin/chromium is missing (bash scripts/setup.sh --with-node installs Debian's)")
     build_app()
     tmp = tmp_path_factory.mktemp("web")
-    with serve(
+    with ServerProcess(
         tmp,
-        ("alice", "bob", "carol", "dana"),  # dana: only the empty-state test uses her, so she starts with no chats
+        users=(
+            "alice",
+            "bob",
+            "carol",
+            "dana",
+        ),  # dana: only the empty-state test uses her, so she starts with no chats
         ECHO_DELAY=ECHO_DELAY,
         MAX_FILE_BYTES=str(MAX_FILE_BYTES),
         MCP_SERVERS=mcp_config(tmp),

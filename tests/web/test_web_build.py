@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import subprocess
 
-from served import CLIENT_JS, need
+from testkit import CLIENT_JS, need
 
 
 def test_the_app_typechecks() -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from served import Served, serve
+from servers import ServerProcess
 from web_support import Api, Driver, WebServer
 
 
@@ -87,14 +87,14 @@ def test_a_failed_answer_says_why_after_a_reload_and_retries(web_server: WebServ
 
 
 @pytest.fixture
-def restartable(tmp_path: Path) -> Iterator[Served]:
+def restartable(tmp_path: Path) -> Iterator[ServerProcess]:
     """A server of its own, which the test stops and starts again (same port, same database)."""
-    with serve(tmp_path, ("dana",), ECHO_DELAY="0.01") as served:
+    with ServerProcess(tmp_path, users=("dana",), ECHO_DELAY="0.01") as served:
         yield served
 
 
 def test_a_message_written_while_the_server_is_down_is_sent_once_when_it_is_back(
-    restartable: Served, browser: Driver
+    restartable: ServerProcess, browser: Driver
 ) -> None:
     api = Api(restartable.url, restartable.tokens["dana"])
     sid = api.mutate("session.create", {"title": "written offline"})["id"]
@@ -104,7 +104,7 @@ def test_a_message_written_while_the_server_is_down_is_sent_once_when_it_is_back
         if label == "ready":
             restartable.stop()
         elif label == "reloaded":
-            restartable.start()
+            restartable.start().wait_ready()
 
     seen = browser.run("offline", step, url=restartable.url, token=restartable.tokens["dana"], sessionId=sid, text=text)
     no_problems(seen)

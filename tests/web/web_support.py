@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from served import CLIENT_JS, ROOT
+from testkit import CLIENT_JS, ROOT
 
 DRIVER = CLIENT_JS / "browser" / "app_driver.mjs"
 ECHO_DELAY = "0.05"  # seconds per word: a 400-word answer lasts long enough to work the queue during it
