@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from service_helpers import idle, until
 
-from server.app import Services
 from server.protocol.errors import RpcError
+from server.rpc.context import Services
 from server.store.models import User
 
 pytestmark = pytest.mark.fast
