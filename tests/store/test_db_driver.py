@@ -93,9 +93,11 @@ async def test_postgres_connection_cut_while_idle_is_replaced(monkeypatch):
             admin = await asyncpg.connect(PG_ADMIN_DSN)
             try:
                 assert await admin.fetchval("SELECT pg_terminate_backend($1)", pid)
+                async with asyncio.timeout(10):  # until the backend is gone
+                    while await admin.fetchval("SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid):
+                        await asyncio.sleep(0.01)
             finally:
                 await admin.close()
-            await asyncio.sleep(0.1)
             async with db.read() as s:
                 new_pid = (await s.execute(text("SELECT pg_backend_pid()"))).scalar_one()
             assert new_pid != pid
