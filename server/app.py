@@ -15,6 +15,7 @@ from .http.asgi import ChatsyncApp
 from .pubsub import Bus, create_bus
 from .rpc.context import Services
 from .rpc.limits import ConnectionSlots, RateLimiter, SharedRateLimiter
+from .services.admin import AdminReads
 from .services.auth import AuthService
 from .services.drafts import DraftService
 from .services.eventlogs import EventLogs
@@ -142,6 +143,7 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
             unread=unread,
             push=push,
             event_logs=EventLogs(db, hub, orchestrator.stream_snapshots),
+            admin=AdminReads(db),
         )
 
 

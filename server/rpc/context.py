@@ -14,6 +14,7 @@ from ..engine import Orchestrator
 from ..files import Files
 from ..protocol.errors import RpcError
 from ..pubsub import Bus
+from ..services.admin import AdminReads
 from ..services.auth import AuthService, Principal
 from ..services.drafts import DraftService
 from ..services.eventlogs import EventLogs
@@ -68,6 +69,7 @@ class Services:
     unread: UnreadService
     push: PushService
     event_logs: EventLogs
+    admin: AdminReads
     connections: set[WsConnection] = field(default_factory=set)
 
 

@@ -4,12 +4,13 @@ session's retained log for inspection. Procedures and the admin API read the log
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
-from ..store import eventlog
+import orjson
+
+from ..store import eventlog, repo
 from ..store.db import Database
-from ..store.models import Event
 from ..sync.delivery import Delivery, SnapshotSource
 from ..sync.hub import Hub
 from ..sync.writer import SubscriptionWriter
@@ -85,11 +86,18 @@ class EventLogs:
         """The user's feed (``services.feed``) after ``after``, then live."""
         return EventStream(self, feed.channel(user_id), after, eventlog.FEED_LOG)
 
-    async def page(self, session_id: str, after: int, limit: int) -> tuple[Sequence[Event], int | None]:
-        """Up to ``limit`` retained events of the session after seq ``after``, oldest first, and the oldest seq
-        the log still holds (None when it holds none)."""
+    async def page(self, session_id: str, after: int, limit: int) -> tuple[list[dict[str, Any]], int | None]:
+        """Up to ``limit`` retained events of the session after seq ``after``, oldest first, as clients received
+        them (``{seq, type, createdAt, event}``), and the oldest seq the log still holds (None when it holds
+        none)."""
         async with self.db.read() as s:
-            return await eventlog.events_after(s, session_id, after, limit), await eventlog.oldest_seq(s, session_id)
+            rows = await eventlog.events_after(s, session_id, after, limit)
+            oldest = await eventlog.oldest_seq(s, session_id)
+        items = [
+            {"seq": e.seq, "type": e.type, "createdAt": repo.ms(e.created_at), "event": orjson.loads(e.payload)}
+            for e in rows
+        ]
+        return items, oldest
 
     async def oldest_seq(self, session_id: str) -> int | None:
         """The oldest seq the session's log still holds (None when it holds none)."""

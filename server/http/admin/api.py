@@ -17,7 +17,6 @@ import hmac
 import importlib.metadata
 import secrets
 import time
-from datetime import UTC, datetime
 from typing import Any, get_args
 
 import orjson
@@ -32,8 +31,6 @@ from ...domain.models import SessionStatus
 from ...protocol.errors import RpcError, to_rpc_error
 from ...rpc.context import Services
 from ...rpc.http import bearer_token, plain_error_response
-from ...services.sessions import decode_cursor, encode_cursor
-from ...store import repo
 from ...store.models import User
 from .page import PAGE
 
@@ -49,10 +46,6 @@ class _Json(Response):
 
     def render(self, content: Any) -> bytes:
         return orjson.dumps(content)
-
-
-def _ms(ts: datetime | None) -> int | None:
-    return repo.ms(ts) if ts is not None else None
 
 
 def _int_param(request: Request, name: str, default: int, low: int, high: int) -> int:
@@ -116,23 +109,9 @@ class AdminApi:
         if status is not None and status not in _STATUSES:
             raise RpcError("BAD_REQUEST", f"status must be one of {', '.join(sorted(_STATUSES))}")
         limit = _int_param(request, "limit", 50, 1, 200)
-        after = decode_cursor(q["cursor"])[1:] if q.get("cursor") else None  # newest first, pinned or not
-        async with self.services.db.read() as s:
-            rows = await repo.admin_list_sessions(
-                s, owner=q.get("owner") or None, status=status, limit=limit + 1, after=after
-            )
-        page = rows[:limit]
-        now = datetime.now(UTC)
-        items = [
-            {
-                **repo.session_wire(row).wire(),
-                "owner": {"id": row.owner_id, "name": name},
-                "queueLength": queued,
-                "lease": _lease(row, now),
-            }
-            for row, name, queued in page
-        ]
-        return {"items": items, "nextCursor": encode_cursor(page[-1][0]) if len(rows) > limit else None}
+        return await self.services.admin.sessions(
+            owner=q.get("owner") or None, status=status, limit=limit, cursor=q.get("cursor") or None
+        )
 
     async def session_detail(self, request: Request, admin: User) -> dict[str, Any]:
         """The snapshot a client gets from ``session.get``, plus its owner, lease, event log bounds and the
@@ -140,19 +119,15 @@ class AdminApi:
         sid = request.path_params["session_id"]
         limit = _int_param(request, "messageLimit", 200, 1, MAX_MESSAGES_PER_PAGE)
         snapshot = await self.services.sessions.snapshot(admin, sid, limit)  # NOT_FOUND when missing or deleted
-        async with self.services.db.read() as s:
-            row = await repo.get_session(s, sid)
-            if row is None:
-                raise RpcError("NOT_FOUND", "Session not found")
-            owner = await s.get(User, row.owner_id)
+        stored = await self.services.admin.session(sid)
         oldest = await self.services.event_logs.oldest_seq(sid)
         hub = self.services.hub
         clients = [{**(d.client or {}), "position": str(d.next_seq - 1)} for d in hub.deliveries(sid)]
         return {
             "snapshot": snapshot.wire(),
-            "owner": {"id": row.owner_id, "name": owner.name if owner else None},
-            "lease": _lease(row, datetime.now(UTC)),
-            "eventLog": {"oldestRetainedSeq": oldest, "lastSeq": row.last_seq},
+            "owner": stored["owner"],
+            "lease": stored["lease"],
+            "eventLog": {"oldestRetainedSeq": oldest, "lastSeq": stored["lastSeq"]},
             "connectedClients": {"replica": self.services.orchestrator.owner, "clients": clients},
         }
 
@@ -162,19 +137,17 @@ class AdminApi:
         await self.services.sessions.readable(admin, sid)
         after = _int_param(request, "after", 0, 0, 2**63 - 1)
         limit = _int_param(request, "limit", 100, 1, 1000)
-        rows, oldest = await self.services.event_logs.page(sid, after, limit)
-        items = [
-            {"seq": e.seq, "type": e.type, "createdAt": repo.ms(e.created_at), "event": orjson.loads(e.payload)}
-            for e in rows
-        ]
-        return {"items": items, "oldestRetainedSeq": oldest, "nextAfter": rows[-1].seq if len(rows) == limit else None}
+        items, oldest = await self.services.event_logs.page(sid, after, limit)
+        return {
+            "items": items,
+            "oldestRetainedSeq": oldest,
+            "nextAfter": items[-1]["seq"] if len(items) == limit else None,
+        }
 
     async def stats(self, _request: Request, _admin: User) -> dict[str, Any]:
         services = self.services
-        async with services.db.read() as s:
-            totals = await repo.admin_stats(s)
         return {
-            "database": totals,
+            "database": await services.admin.totals(),
             "replica": {
                 "id": services.orchestrator.owner,
                 "version": VERSION,
@@ -255,17 +228,6 @@ class AdminApi:
                 len(services.orchestrator.running_sessions()),
             ),
         ]
-
-
-def _lease(row: Any, now: datetime) -> dict[str, Any] | None:
-    if row.lease_owner is None:
-        return None
-    return {
-        "owner": row.lease_owner,
-        "runId": row.run_id,
-        "expiresAt": _ms(row.lease_expires_at),
-        "live": row.lease_expires_at is not None and row.lease_expires_at > now,
-    }
 
 
 def _op(summary: str, params: list[dict[str, Any]] | None = None, path_id: bool = False) -> dict[str, Any]:
