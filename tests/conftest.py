@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import fixture_checks
 import pytest
 from servers import LiveServer, start_server
 from testkit import PG_HOST, REDIS_URL, PrivateRedisCluster, fresh_pg_database  # noqa: F401  (re-exported for tests)
@@ -123,50 +124,18 @@ async def live(server_factory: Callable[..., Any], sqlite_url: str) -> LiveServe
     return await server_factory(sqlite_url, users=("alice", "bob", "admin"))
 
 
-# Fixtures that start servers, and fixtures that drop a database at teardown. pytest tears fixtures down in the
-# reverse order it set them up, so a test (or fixture) that asks for a server fixture before a database fixture
-# drops the database under live servers: their teardown then waits on a database that is gone.
-SERVER_FIXTURES = frozenset({"server_factory"})
-DATABASE_FIXTURES = frozenset({"pg_url", "db_url"})
-
-
-def _setup_order(item: pytest.Item) -> list[str]:
-    """The fixtures of ``item`` in the order pytest sets them up: each after the fixtures it asks for."""
-    info = getattr(item, "_fixtureinfo", None)
-    if info is None:
-        return []
-    order: list[str] = []
-
-    def visit(name: str) -> None:
-        defs = info.name2fixturedefs.get(name)
-        if name in order or not defs:
-            return
-        for dep in defs[-1].argnames:
-            visit(dep)
-        if name not in order:
-            order.append(name)
-
-    for name in item.fixturenames:
-        visit(name)
-    return order
-
-
-# Fixtures a ``fast`` test must not use (it is in-process: no server, no database server, no browser).
-SLOW_FIXTURES = SERVER_FIXTURES | DATABASE_FIXTURES | {"redis_cluster", "cluster_factory", "served", "web_server"}
-
-
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Fails a test whose fixtures would drop its database before stopping its servers, and a ``fast`` test that
-    starts a server or uses a database server."""
-    order = _setup_order(item)
-    if item.get_closest_marker("fast") is not None and SLOW_FIXTURES.intersection(order):
-        slow = ", ".join(sorted(SLOW_FIXTURES.intersection(order)))
-        pytest.fail(f"a test marked fast uses {slow}: move it to a module that is not marked fast", pytrace=False)
-    for server in SERVER_FIXTURES.intersection(order):
-        late = [db for db in DATABASE_FIXTURES.intersection(order) if order.index(db) > order.index(server)]
-        if late:
-            pytest.fail(
-                f"{server} is set up before {', '.join(sorted(late))}, so the database would be dropped under live "
-                f"servers at teardown: ask for the database fixture first (e.g. `async def x({late[0]}, {server})`)",
-                pytrace=False,
-            )
+    starts a server or uses a database server (``fixture_checks``)."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return
+
+    def asks_for(name: str) -> tuple[str, ...] | None:
+        defs = info.name2fixturedefs.get(name)
+        return tuple(defs[-1].argnames) if defs else None
+
+    order = fixture_checks.setup_order(item.fixturenames, asks_for)
+    why = fixture_checks.problem(order, fast=item.get_closest_marker("fast") is not None)
+    if why is not None:
+        pytest.fail(why, pytrace=False)
