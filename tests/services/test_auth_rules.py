@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from server.protocol.errors import RpcError
 from server.rpc.context import Services
 from server.services.links import LinkError
 from server.store.models import User
@@ -44,3 +45,23 @@ async def test_deleting_a_user_signs_every_device_out(services: Services, alice:
     assert await services.auth.identify(token) is None
     with pytest.raises(ValueError):
         await services.auth.delete_user("alice", services.files)
+
+
+async def test_a_revoked_link_signs_nobody_in(services: Services, alice: User, bob: User) -> None:
+    device = await services.auth.identify(await services.auth.create_token("alice", "laptop"))
+    assert device is not None
+    link = await services.links.create(alice.id, "phone", "http://chat.example", made_by=device.device_id)
+    [pending] = await services.links.pending(alice, device.device_id)
+    assert pending["id"] == link["id"] and pending["madeBy"] == {
+        "id": device.device_id,
+        "name": "laptop",
+        "current": True,
+    }
+    assert await services.links.pending(bob, None) == []
+    with pytest.raises(RpcError) as not_theirs:
+        await services.links.revoke(bob, link["id"])
+    assert not_theirs.value.code == "NOT_FOUND"
+    await services.links.revoke(alice, link["id"])
+    assert await services.links.pending(alice, device.device_id) == []
+    with pytest.raises(LinkError):
+        await services.links.exchange(link["code"], "phone")

@@ -118,3 +118,47 @@ def _id(reply: object) -> str:
 async def _listed(services: Services, user: User) -> list[dict[str, object]]:
     """The user's sessions as ``session.list`` gives them (live ones, newest first)."""
     return (await services.sessions.list(user, 50, None, None, None))["items"]
+
+
+async def test_a_fork_copies_the_path_into_a_session_of_its_own(services: Services, alice: User) -> None:
+    sid = (await services.sessions.create(alice, {"title": "source"})).id
+    await services.runs.send(alice, sid, "one", [], [], None)
+    await until(idle(services, alice, sid))
+    await services.runs.send(alice, sid, "two", [], [], None)
+    first_answer = (await until(idle(services, alice, sid))).messages[1]
+    fork = await services.sessions.fork(alice, sid, first_answer.id, "the fork")
+    fork_id = _id(fork)
+    copied = (await services.sessions.snapshot(alice, fork_id)).messages
+    assert [m.content for m in copied] == ["one", "one"]
+    assert {m.id for m in copied}.isdisjoint({first_answer.id})
+    assert len((await services.sessions.snapshot(alice, sid)).messages) == 4  # the source is unchanged
+
+
+async def test_only_an_answer_cut_off_at_the_length_limit_goes_on(services: Services, alice: User) -> None:
+    sid = (await services.sessions.create(alice, {})).id
+    await services.runs.send(alice, sid, "complete answer", [], [], None)
+    await until(idle(services, alice, sid))
+    with pytest.raises(RpcError) as refused:
+        await services.versions.continue_(alice, sid)
+    assert refused.value.code == "PRECONDITION_FAILED"
+    await services.runs.send(alice, sid, "cut short\n/length", [], [], None)
+    cut = (await until(idle(services, alice, sid))).messages[-1]
+    assert cut.finish_reason == "length"
+    went_on = await services.versions.continue_(alice, sid)
+    assert went_on["messageId"] == cut.id
+    snap = await until(idle(services, alice, sid))
+    assert snap.messages[-1].id == cut.id and snap.messages[-1].status == "complete"
+
+
+async def test_search_and_pages_neither_skip_nor_repeat(services: Services, alice: User) -> None:
+    made = [(await services.sessions.create(alice, {"title": f"chat {i}"})).id for i in range(5)]
+    await services.sessions.create(alice, {"title": "something else"})
+    seen: list[str] = []
+    cursor = None
+    while True:
+        page = await services.sessions.list(alice, 2, cursor, "chat", None)
+        seen += [item["id"] for item in page["items"]]
+        cursor = page["nextCursor"]
+        if cursor is None:
+            break
+    assert sorted(seen) == sorted(made) and len(seen) == len(set(seen))
