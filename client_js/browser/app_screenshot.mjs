@@ -11,7 +11,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { createServer } from "node:net";
 import { device, launch, openApp, trpcClient, until } from "./app_helpers.mjs";
-import { png } from "../test/stores/support/png.js";
+import { png } from "../src/testing/png.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const outDir = resolve(process.argv[2] ?? join(root, "docs"));
