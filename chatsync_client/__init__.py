@@ -3,8 +3,8 @@
 :class:`TrpcClient` speaks the wire protocol (any procedure, subscriptions with resume); :class:`ChatClient`
 wraps the procedures in typed methods; :class:`SessionView` keeps a live local copy of one session. The
 package also holds the terminal clients the ``chatsync`` command runs: ``chatsync sessions`` (``cli_sessions``)
-and ``chatsync chat`` (``tui``). Of the server it imports only the wire models, ``server.domain`` (an
-import-linter contract in pyproject.toml keeps it so).
+and ``chatsync chat`` (``tui``). Of the server it imports only ``server.domain``: the wire models and the close
+codes (an import-linter contract in pyproject.toml keeps it so).
 """
 
 import logging

@@ -18,9 +18,9 @@ import orjson
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
-log = logging.getLogger(__name__)
+from server.domain import close_codes
 
-REJECT_MIN, REJECT_MAX = 4500, 4999  # server/protocol/close_codes.py: "do not reconnect as is"
+log = logging.getLogger(__name__)
 
 
 class TrpcError(Exception):
@@ -48,7 +48,8 @@ class ServerUnreachable(ConnectionLost):
 
 
 class ConnectionRejected(ConnectionLost):
-    """The server closed the socket with a "do not retry as is" code (4500-4999, e.g. 4501 bad token)."""
+    """The server closed the socket with a "do not retry as is" code (``close_codes.FINAL_MIN`` to ``FINAL_MAX``,
+    e.g. ``UNAUTHORIZED``: the token was not accepted)."""
 
     def __init__(self, code: int, reason: str = "") -> None:
         self.code = code
@@ -302,7 +303,7 @@ class TrpcClient:
     def _check_rejected(self, code: int | None, reason: str | None) -> None:
         # Decide by range, never by reason text (docs/sync.md "Close codes"): retrying a refused token
         # would only be refused again, forever.
-        if code is not None and REJECT_MIN <= code <= REJECT_MAX:
+        if code is not None and close_codes.FINAL_MIN <= code <= close_codes.FINAL_MAX:
             self.rejected = ConnectionRejected(code, reason or "")
 
     async def _read(self, ws: ClientConnection) -> None:

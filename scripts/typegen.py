@@ -12,7 +12,7 @@ time. Everything in the file comes from Python, so what the server adds is in th
   says nothing is typed ``unknown`` and named on stderr (``tests/test_typegen.py`` fails on it);
 * **events** are ``server.domain.events.EVENT_FIELDS`` (one typed dict of fields per event type, which must name
   every type of the log and of the stream) and ``FEED_EVENT_FIELDS``;
-* **close codes** are the constants of ``server.protocol.close_codes``, with their docstrings.
+* **close codes** are the constants of ``server.domain.close_codes``, with their docstrings.
 
 The file imports only *types* from ``@trpc/server`` (``import type``), so no server code reaches a bundle.
 
@@ -35,9 +35,8 @@ from typing import Any
 from pydantic import BaseModel, TypeAdapter
 from typing_extensions import TypeAliasType, is_typeddict
 
-from server.domain import events, models, outputs
+from server.domain import close_codes, events, models, outputs
 from server.domain.events import DURABLE_EVENT_TYPES, EPHEMERAL_EVENT_TYPES
-from server.protocol import close_codes
 from server.rpc.registry import Subscription
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -312,9 +311,9 @@ def _event_section(em: _Emitter) -> str:
 
 
 def _close_codes_section() -> str:
-    """Every integer constant of ``server.protocol.close_codes``, with the docstring below it, in its order."""
+    """Every integer constant of ``server.domain.close_codes``, with the docstring below it, in its order."""
     tree = ast.parse(inspect.getsource(close_codes))
-    out = ["// --- WebSocket close codes (server/protocol/close_codes.py) ---", ""]
+    out = ["// --- WebSocket close codes (server/domain/close_codes.py) ---", ""]
     module_doc = ast.get_docstring(tree)
     if module_doc:
         out.append(_jsdoc(module_doc).rstrip("\n"))

@@ -24,8 +24,7 @@ from typing_extensions import TypeAliasType, is_typeddict
 from scripts import typegen
 from server.api import build_router
 from server.api.inputs import SessionRef
-from server.domain import events, outputs
-from server.protocol import close_codes
+from server.domain import close_codes, events, outputs
 
 ROOT = Path(__file__).resolve().parent.parent
 CLIENT_JS = ROOT / "client_js"
@@ -122,6 +121,8 @@ def test_every_close_code_is_generated_and_the_client_keeps_no_copy() -> None:
         assert f"export const {name} = {value};" in text, name
     hand_written = (CLIENT_JS / "src" / "closeCodes.ts").read_text()
     assert not re.search(r"\b4\d\d\d\b", hand_written), "closeCodes.ts must use the generated codes"
+    for module in (ROOT / "chatsync_client").rglob("*.py"):  # the Python client imports server.domain.close_codes
+        assert not re.search(r"\b4\d\d\d\b", module.read_text()), f"{module} copies a close code"
 
 
 def test_every_event_type_is_generated_from_its_fields() -> None:

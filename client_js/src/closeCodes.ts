@@ -1,7 +1,7 @@
 /**
  * What the client does after the server closed its WebSocket, decided by the code's range as the server groups
  * them (docs/sync.md "Close codes"). The codes themselves are generated from the server's
- * (server/protocol/close_codes.py) into router.gen.ts, under the same names.
+ * (server/domain/close_codes.py) into router.gen.ts, under the same names.
  */
 import { FINAL_MAX, FINAL_MIN, TOKEN_REVOKED, UNAUTHORIZED } from "./router.gen.js";
 

@@ -933,7 +933,7 @@ export type FeedEventItem = Tracked<FeedEvent> | ResyncRequired;
 export const DURABLE_EVENT_TYPES: readonly DurableEvent["type"][] = ["branch-changed", "message-completed", "message-continued", "message-created", "queue-cleared", "queue-message-added", "queue-message-removed", "queue-message-updated", "queue-paused", "queue-reordered", "queue-resumed", "run-aborted", "run-failed", "run-finished", "run-resumed", "run-started", "session-deleted", "session-updated", "title-changed", "tool-approval-requested", "tool-approval-resolved", "tool-call-ready", "tool-call-result"];
 export const STREAM_EVENT_TYPES: readonly StreamEvent["type"][] = ["stream-snapshot", "text-delta", "tool-call-delta", "tool-call-progress", "tool-call-start"];
 
-// --- WebSocket close codes (server/protocol/close_codes.py) ---
+// --- WebSocket close codes (server/domain/close_codes.py) ---
 
 /**
  * WebSocket close codes, grouped by what the client should do (decide by range, never by reason text).

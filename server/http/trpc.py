@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.websockets import WebSocket
 
-from ..protocol import close_codes
+from ..domain import close_codes
 from ..rpc.context import Services
 from ..rpc.http import bearer_token
 from ..rpc.registry import Router

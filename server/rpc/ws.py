@@ -19,8 +19,8 @@ import orjson
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from .. import metrics
+from ..domain import close_codes
 from ..domain.events import EventEnvelope, dumps, tracked_tail, untracked_tail
-from ..protocol import close_codes
 from ..protocol.envelopes import (
     WS_METHODS,
     check_ws_request,

@@ -14,6 +14,7 @@ from chatsync_client import (
     ServerUnreachable,
     TrpcError,
 )
+from server.domain import close_codes
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -156,12 +157,12 @@ async def test_connection_errors_are_typed(paced: Any) -> None:
     async with ChatClient(paced.url, "not-a-token") as chat:
         with pytest.raises((TrpcError, ConnectionRejected)) as err:
             await chat.list_sessions()
-        assert getattr(err.value, "code", None) in ("UNAUTHORIZED", 4501)
-        for _ in range(100):  # the server then closes with 4501: the client must not retry forever
+        assert getattr(err.value, "code", None) in ("UNAUTHORIZED", close_codes.UNAUTHORIZED)
+        for _ in range(100):  # the server then closes with UNAUTHORIZED: the client must not retry forever
             if chat.trpc.rejected is not None:
                 break
             await asyncio.sleep(0.02)
-        assert chat.trpc.rejected is not None and chat.trpc.rejected.code == 4501
+        assert chat.trpc.rejected is not None and chat.trpc.rejected.code == close_codes.UNAUTHORIZED
         # The connection loop ends instead of trying again (a retry would open a second socket first).
         await asyncio.wait_for(asyncio.shield(chat.trpc._runner), 10)
         assert chat.trpc.connects == 1

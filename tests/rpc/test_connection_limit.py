@@ -13,7 +13,7 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from server.protocol import close_codes
+from server.domain import close_codes
 
 
 def subscribe_frame(sid: str) -> str:
