@@ -24,6 +24,7 @@ from .services.presence import PresenceService
 from .services.purge import Purger
 from .services.push import PushService
 from .services.queue import QueueService
+from .services.readiness import Readiness
 from .services.runs import RunAwareSessionService, RunService
 from .services.unread import UnreadService
 from .services.uow import UnitOfWork
@@ -144,6 +145,7 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
             push=push,
             event_logs=EventLogs(db, hub, orchestrator.stream_snapshots),
             admin=AdminReads(db),
+            readiness=Readiness(db),
         )
 
 

@@ -49,6 +49,20 @@ def test_only_the_command_imports_the_composition_root() -> None:
     assert graph.find_modules_that_directly_import("server.app") == {"server.cli"}
 
 
+def test_the_http_surfaces_read_the_database_only_through_services() -> None:
+    """server/http names of server/store only the ``User`` type (a caller, as the transports hand it over); every
+    read or write goes through a service (``/readyz``'s schema check: ``services/readiness.py``)."""
+    graph = grimp.build_graph("server", exclude_type_checking_imports=False)
+    for importer in graph.find_children("server.http") | graph.find_descendants("server.http"):
+        for imported in graph.find_modules_directly_imported_by(importer):
+            if imported != "server.store" and not imported.startswith("server.store."):
+                continue
+            assert imported == "server.store.models", f"{importer} imports {imported}"
+            for detail in graph.get_import_details(importer=importer, imported=imported):
+                line = detail["line_contents"]
+                assert re.fullmatch(r"from \.+store\.models import User", line), f"{importer}: {line}"
+
+
 def test_the_contracts_name_every_module_of_the_server() -> None:
     """A package added to server/ has a place in the layers, and the two forbidden contracts cover it."""
     named = contracts()

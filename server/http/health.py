@@ -11,7 +11,6 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from ..rpc.context import Services
-from ..store import migrate
 
 CHECK_SECONDS = 2.0
 
@@ -32,13 +31,9 @@ def health_routes(state: dict[str, Any]) -> list[Route]:
         if services is None:
             return JSONResponse({"status": "starting"}, status_code=503)
         (schema, database), (_, bus) = await asyncio.gather(
-            _check(migrate.revisions(services.db)), _check(services.bus.ping())
+            _check(services.readiness.schema()), _check(services.bus.ping())
         )
-        migrations: dict[str, Any] = (
-            {"state": schema.state, "current": list(schema.current), "head": list(schema.head)}
-            if schema is not None
-            else {"state": "unknown"}
-        )
+        migrations: dict[str, Any] = schema if schema is not None else {"state": "unknown"}
         draining = bool(state.get("drained"))
         ready = database["up"] and bus["up"] and migrations["state"] in ("head", "ahead") and not draining
         report = {

@@ -22,6 +22,7 @@ from ..services.links import SignInLinks
 from ..services.presence import PresenceService
 from ..services.push import PushService
 from ..services.queue import QueueService
+from ..services.readiness import Readiness
 from ..services.runs import RunService
 from ..services.sessions import SessionService
 from ..services.titles import TitleService
@@ -70,6 +71,7 @@ class Services:
     push: PushService
     event_logs: EventLogs
     admin: AdminReads
+    readiness: Readiness
     connections: set[WsConnection] = field(default_factory=set)
 
 
