@@ -25,7 +25,7 @@ from ..llm import Attachment, ChatRequest, Message, ModelInputs, RequestOptions,
 from ..llm.convert.files import NO_IMAGES, OVER_BUDGET, UNSUPPORTED, kind_of
 from ..protocol.errors import RpcError
 from ..store.models import ChatSession
-from ..store.models import Message as MessageRow
+from ..store.repo import HistoryRow as MessageRow
 
 # Bytes of uploaded files held for one request (each file is bounded by CHATSYNC_MAX_FILE_BYTES); files of older
 # messages past it are named to the model instead. Every provider's own request limit is lower (convert.files).
@@ -57,7 +57,7 @@ def to_message(row: MessageRow) -> Message:
         for a in (_uploaded(row.attachments) if row.role == "user" else ())
     )
     # The columns are plain text and the model's fields literal types: the rows hold only values written from
-    # those literals, so the ignores below are the one place that crossing is asserted.
+    # those literals, which the row types (``repo.HistoryRow``, the ORM's ``Message``) assert.
     return Message(
         role=row.role,
         content=_content(row),

@@ -236,7 +236,7 @@ class RunLoop:
         else:
             message = await transitions.add_message(tx, "assistant", "", status="streaming", run_id=self.run_id)
             exclude, initial = message.id, ""
-        rows = await repo.list_messages(tx.db, self.session_id)
+        rows = await repo.history(await tx.plain(), self.session_id)
         request = build_request(
             session,
             rows,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple, Protocol
 
 from sqlalchemy import Row, bindparam, delete, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -272,6 +272,61 @@ async def list_messages(
         return list((await db.execute(stmt.order_by(Message.ordinal))).scalars().all())
     rows = (await db.execute(stmt.order_by(Message.ordinal.desc()).limit(limit))).scalars().all()
     return list(reversed(rows))
+
+
+class HistoryRow(Protocol):
+    """What a model request is made from, of one message (``engine.history``): a :class:`Message`, or a row of
+    :func:`history` (no ORM object per message)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def role(self) -> wire.Role: ...
+    @property
+    def content(self) -> str: ...
+    @property
+    def attachments(self) -> list[dict[str, Any]]: ...
+    @property
+    def tool_calls(self) -> list[dict[str, Any]] | None: ...
+    @property
+    def tool_call_id(self) -> str | None: ...
+    @property
+    def status(self) -> wire.MessageStatus: ...
+    @property
+    def is_error(self) -> bool: ...
+
+
+_HISTORY = (
+    select(
+        Message.id,
+        Message.role,
+        Message.content,
+        Message.attachments,
+        Message.tool_calls,
+        Message.tool_call_id,
+        Message.status,
+        Message.is_error,
+    )
+    .where(Message.session_id == bindparam("sid"), Message.active.is_(True))
+    .order_by(Message.ordinal)
+)
+
+
+class _History(NamedTuple):
+    id: str
+    role: wire.Role
+    content: str
+    attachments: list[dict[str, Any]]
+    tool_calls: list[dict[str, Any]] | None
+    tool_call_id: str | None
+    status: wire.MessageStatus
+    is_error: bool
+
+
+async def history(db: Executor, session_id: str) -> list[HistoryRow]:
+    """The active path in order, as a model request reads it: the columns it needs, no ORM objects (every step
+    of a run reads the whole conversation)."""
+    return [_History(*row) for row in (await db.execute(_HISTORY, {"sid": session_id})).all()]
 
 
 TreeNode = tuple[str, str | None, int, bool, int]
