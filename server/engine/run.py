@@ -56,7 +56,7 @@ from ..services.lease import LeaseLost, fenced_tx, heartbeat, next_tick, release
 from ..services.transitions import RunFailure
 from ..services.uow import SessionTx
 from ..store import repo
-from ..store.models import ChatSession, Message
+from ..store.models import ChatSession, Message, Run
 from . import mcp_tools
 from .history import build_request, has_files, load_files, notices
 from .turn import Turn
@@ -176,7 +176,7 @@ class RunLoop:
             if tx.row.abort_requested:
                 self.abort_requested = True
                 return
-            run = await repo.get_run(tx.db, self.run_id)
+            run = await tx.get(Run, self.run_id)
             if run is None:
                 raise LeaseLost(self.session_id)
             calls = await repo.run_tool_calls(tx.db, self.session_id, self.run_id, open_only=True)
@@ -335,8 +335,8 @@ class RunLoop:
         nxt: str | None = self.run_id
         finished = None
         async with self._tx() as tx:
-            run = await repo.get_run(tx.db, self.run_id)
-            row = await tx.db.get(Message, mid)
+            run = await tx.get(Run, self.run_id)
+            row = await tx.get(Message, mid)
             assert run is not None and row is not None
             error = None
             if result.error is not None:
@@ -424,7 +424,7 @@ class RunLoop:
         live = self._live_text(self._streaming) or self._cut
         if live is not None and self.ctx.settings.resume_interrupted_answers and not self.abort_requested:
             async with self._tx() as tx:
-                run = await repo.get_run(tx.db, self.run_id)
+                run = await tx.get(Run, self.run_id)
                 row = await tx.db.get(Message, live[0])
                 if run is not None and run.resumes == 0 and row is not None and row.status == "streaming":
                     row.content = live[1]

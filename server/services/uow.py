@@ -25,6 +25,7 @@ from ..store import eventlog, repo
 from ..store.db import Database
 from ..store.models import ChatSession, User, utcnow
 from ..store.prepared import Executor, PlainConnection
+from ..store.repo import ModelT
 from . import feed, requests, unread
 from .requests import RequestKey
 
@@ -195,6 +196,10 @@ class SessionTx(SessionTxBase[AsyncSession, ChatSession]):
     async def _written(self, now: datetime) -> None:
         set_committed_value(self.row, "updated_at", now)
 
+    async def get(self, model: type[ModelT], *key: Any) -> ModelT | None:
+        """The row of ``model`` with primary key ``key``, loaded with one prepared statement (``repo.load``)."""
+        return await repo.load(self.db, await self.plain(), model, key)
+
     async def insert(self, *rows: Any) -> None:
         """Write new ORM objects (every column set, or left to its Python default) with one prepared
         ``INSERT`` each and add them to the session as persistent, unchanged objects."""
@@ -259,7 +264,9 @@ class UnitOfWork:
         exception raised when the session does not exist (or is not the user's) instead of ``NOT_FOUND``.
         """
         async with self.db.write() as s:
-            row = self._owned(await repo.get_session(s, session_id, lock=True), user, session_id, missing)
+            core = await self.db.core(s)
+            found = await repo.load(s, core, ChatSession, (session_id,), lock=True)
+            row = self._owned(found, user, session_id, missing)
             tx = SessionTx(
                 s,
                 row,
@@ -268,7 +275,7 @@ class UnitOfWork:
                 visible=self.visible,
                 ledger=requests.Ledger(self.max_request_records),
             )
-            tx.core = await self.db.core(s)
+            tx.core = core
             yield tx
             await tx.finish()
         await self.publish_tx(tx)

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from sqlalchemy import Row, bindparam, delete, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.orm import aliased
+from sqlalchemy.orm import aliased, make_transient_to_detached
 
 from ..domain import models as wire
 from .models import ApiToken, ChatSession, Event, Message, QueuedMessage, Run, ToolCallRow, User
 from .prepared import Executor, PlainConnection
+
+ModelT = TypeVar("ModelT")
 
 _INSERTS: dict[Any, tuple[Any, list[tuple[str, str, Any]]]] = {}
 
@@ -35,6 +37,42 @@ def insert_values(row: Any) -> tuple[Any, dict[str, Any]]:
         setattr(row, key, value)  # loaded, also when None: an unset attribute would be expired, read lazily
         values[column] = value
     return statement, values
+
+
+def _columns(mapper: Any) -> list[tuple[str, Any]]:
+    return [(prop.key, prop.columns[0]) for prop in mapper.column_attrs]
+
+
+_LOADS: dict[tuple[Any, bool], tuple[Any, list[str]]] = {}
+
+
+async def load(
+    db: AsyncSession, plain: Executor, model: type[ModelT], key: tuple[Any, ...], *, lock: bool = False
+) -> ModelT | None:
+    """``db.get(model, key)`` with one prepared statement on ``plain`` (the connection under ``db``'s
+    transaction): the row becomes an object of the session as if the ORM had loaded it, so changes to it are
+    flushed as usual, without the ORM's per-query work. ``lock``: ``SELECT ... FOR UPDATE``. A :class:`ChatSession`
+    that was deleted is not found."""
+    mapper = model.__mapper__  # type: ignore[attr-defined]
+    found = db.sync_session.identity_map.get(mapper.identity_key_from_primary_key(key))
+    if found is not None:
+        return found  # type: ignore[no-any-return]
+    known = _LOADS.get((mapper, lock))
+    if known is None:
+        cols = _columns(mapper)
+        pk = list(mapper.primary_key)
+        stmt = select(*(c for _, c in cols)).where(*(c == bindparam(f"pk{i}") for i, c in enumerate(pk)))
+        if model is ChatSession:
+            stmt = stmt.where(ChatSession.deleted_at.is_(None))
+        known = _LOADS[(mapper, lock)] = (stmt.with_for_update() if lock else stmt, [k for k, _ in cols])
+    stmt, keys = known
+    row = (await plain.execute(stmt, {f"pk{i}": v for i, v in enumerate(key)})).first()
+    if row is None:
+        return None
+    obj = model(**dict(zip(keys, row, strict=True)))
+    make_transient_to_detached(obj)
+    db.add(obj)
+    return obj
 
 
 def ms(ts: datetime) -> int:
