@@ -20,7 +20,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SERVER_ROOT = os.environ.get("CHATSYNC_BENCH_SERVER_ROOT") or ROOT
 sys.path.insert(0, os.path.join(ROOT, "tests"))  # the test kit: its process and user helpers serve here too
 
-from testkit import create_user, free_port  # noqa: E402
+from testkit import free_port  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -61,6 +61,19 @@ def cpu_seconds_with_reaped(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return sum(int(v) for v in fields[11:15]) / CLK_TCK  # utime, stime, cutime, cstime
+
+
+def create_user(env: dict[str, str], name: str, cwd: str | None = None) -> str:
+    """``chatsync users create NAME`` against the database in ``env`` (run in the checkout ``cwd``); returns
+    the new user's token."""
+    return subprocess.run(
+        [sys.executable, "-m", "server.cli", "users", "create", name],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
 
 
 def pct(values: list[float], p: float) -> float:
