@@ -82,7 +82,7 @@ class ChatsyncServer(uvicorn.Server):
 
     async def _record_address(self) -> None:
         url = self.listening_url()
-        services = self.app.state.chatsync.get("services")
+        services = self.app.state.services
         if url is None or services is None:
             return
         try:
@@ -121,7 +121,7 @@ class ChatsyncServer(uvicorn.Server):
     async def shutdown(self, sockets: Any = None) -> None:
         for server in self.servers:
             server.close()
-        services = self.app.state.chatsync.get("services")
+        services = self.app.state.services
         if services is not None:
             try:
                 await addresses.forget(services.db, self._instance)

@@ -33,6 +33,8 @@ from testkit import free_port
 
 from chatsync_client import TrpcClient
 from server.app import create_app
+from server.http.asgi import ChatsyncApp
+from server.rpc.context import Services
 from server.serve import ChatsyncServer, uvicorn_config
 from server.services.auth import AuthService
 from server.settings import Settings
@@ -50,14 +52,14 @@ class LiveServer:
 
     url: str
     settings: Settings
-    app: Any
+    app: ChatsyncApp
     server: ChatsyncServer
     task: asyncio.Task[None]
     tokens: dict[str, str]
 
     @property
-    def services(self) -> Any:
-        return self.app.state.chatsync["services"]
+    def services(self) -> Services:
+        return self.app.state.require_services()
 
     def client(self, user: str = "alice", **kw: Any) -> TrpcClient:
         return TrpcClient(self.url, self.tokens.get(user, user), **kw)

@@ -23,6 +23,7 @@ from .admin.api import AdminApi
 from .files import file_routes
 from .health import health_routes
 from .link import link_routes
+from .state import AppState
 from .transcripts import transcript_routes
 from .trpc import RAW_SEND_KEY, TrpcEndpoints
 from .web import web_routes
@@ -38,8 +39,8 @@ class ChatsyncApp:
     WebSocket and SSE stream (about 4 KiB each, a fifth of what an idle connection costs), and none of them
     acts on what these endpoints answer (they map every error themselves; uvicorn answers 500 for a bug).
 
-    ``open_services`` opens the services for the app's lifespan; ``state`` (also ``app.state.chatsync``) holds
-    them (``"services"``) and the tRPC HTTP transport (``"http"``) while it runs."""
+    ``open_services`` opens the services for the app's lifespan; ``state`` (an :class:`~.state.AppState`) holds
+    them and the tRPC HTTP transport while it runs."""
 
     def __init__(
         self,
@@ -53,17 +54,12 @@ class ChatsyncApp:
         self.router = router
         self.open_services = open_services
         self.drain_seconds = drain_seconds
-        state: dict[str, Any] = {}
-        self.trpc = TrpcEndpoints(router, settings, state)
-        self.app = Starlette(routes=self.routes(state), lifespan=self.lifespan)
-        self.app.state.chatsync = state
-        self.state = self.app.state
+        self.state = AppState()
+        self.trpc = TrpcEndpoints(router, settings, self.state)
+        self.app = Starlette(routes=self.routes(self.state), lifespan=self.lifespan)
 
-    def routes(self, state: dict[str, Any]) -> list[BaseRoute]:
-        def services() -> Services:
-            running: Services = state["services"]
-            return running
-
+    def routes(self, state: AppState) -> list[BaseRoute]:
+        services = state.require_services
         return [
             WebSocketRoute("/trpc", self.trpc.websocket),
             Route("/trpc/{path:path}", self.trpc.http, methods=["GET", "POST", "HEAD"]),
@@ -77,25 +73,25 @@ class ChatsyncApp:
 
     @asynccontextmanager
     async def lifespan(self, _app: Starlette) -> AsyncIterator[None]:
-        state = self.app.state.chatsync
+        state = self.state
         async with self.open_services() as services:
-            state["services"] = services
-            state["http"] = HttpTransport(self.router, services)
+            state.services = services
+            state.http = HttpTransport(self.router, services)
             try:
                 yield
             finally:
                 await self.drain()
-                state.pop("services", None)
+                state.services = None
 
     async def drain(self) -> None:
         """Graceful shutdown, callable before the server closes sockets (``serve.ChatsyncServer``): tell every
         client to reconnect and let buffers drain, for at most ``drain_seconds``. Idempotent."""
-        state = self.app.state.chatsync
-        if "services" not in state or state.get("drained"):
+        state = self.state
+        if state.services is None or state.drained:
             return
-        state["drained"] = True
-        services: Services = state["services"]
-        state["http"].shutdown()
+        state.drained = True
+        services = state.services
+        state.require_http().shutdown()
         if services.connections:
             await asyncio.gather(
                 *(c.shutdown(self.drain_seconds) for c in list(services.connections)), return_exceptions=True

@@ -10,14 +10,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from ..rpc.context import Services
+from .state import AppState
 
 CHECK_SECONDS = 2.0
 
 
-def health_routes(state: dict[str, Any]) -> list[Route]:
-    """``state["services"]`` is the running app's, absent while it starts; ``state["drained"]`` is set once it
-    drains (``asgi.ChatsyncApp``)."""
+def health_routes(state: AppState) -> list[Route]:
+    """``state`` is the running app's: no services while it starts, ``drained`` once it drains."""
 
     async def healthz(_request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok"})
@@ -27,14 +26,14 @@ def health_routes(state: dict[str, Any]) -> list[Route]:
         the schema is at this code's head (or ahead of it: newer code migrated it) and the process is not
         draining; 503 otherwise. The report says which, either way. Each check gives up after
         ``CHECK_SECONDS``, so a hung dependency makes a prompt 503, not a hung probe."""
-        services: Services | None = state.get("services")
+        services = state.services
         if services is None:
             return JSONResponse({"status": "starting"}, status_code=503)
         (schema, database), (_, bus) = await asyncio.gather(
             _check(services.readiness.schema()), _check(services.bus.ping())
         )
         migrations: dict[str, Any] = schema if schema is not None else {"state": "unknown"}
-        draining = bool(state.get("drained"))
+        draining = state.drained
         ready = database["up"] and bus["up"] and migrations["state"] in ("head", "ahead") and not draining
         report = {
             "status": "ready" if ready else "draining" if draining else "unavailable",

@@ -4,19 +4,19 @@ the token) and the HTTP transport under ``/trpc/``, both serving the running app
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.websockets import WebSocket
 
 from ..domain import close_codes
-from ..rpc.context import Services
 from ..rpc.http import bearer_token
 from ..rpc.registry import Router
+from ..rpc.sse import SseResponse
 from ..rpc.ws import WsConnection
 from ..settings import Settings
 from .origins import origin_allowed
+from .state import AppState
 
 log = logging.getLogger("chatsync")
 
@@ -25,15 +25,15 @@ RAW_SEND_KEY = "chatsync.raw_send"
 
 
 class TrpcEndpoints:
-    """``state["services"]`` and ``state["http"]`` are the running app's (``asgi.ChatsyncApp``'s lifespan)."""
+    """The tRPC endpoints of the running app, whose ``state`` holds the services and the HTTP transport."""
 
-    def __init__(self, router: Router, settings: Settings, state: dict[str, Any]) -> None:
+    def __init__(self, router: Router, settings: Settings, state: AppState) -> None:
         self.router = router
         self.settings = settings
         self.state = state
 
     async def websocket(self, websocket: WebSocket) -> None:
-        services: Services = self.state["services"]
+        services = self.state.require_services()
         if not services.slots.take():
             # Accepted, then closed: a client sees the code (a refused upgrade would reach it as a bare 1006).
             await websocket.accept()
@@ -60,6 +60,5 @@ class TrpcEndpoints:
         finally:
             services.slots.release()
 
-    async def http(self, request: Request) -> Response:
-        response: Response = await self.state["http"](request)
-        return response
+    async def http(self, request: Request) -> Response | SseResponse:
+        return await self.state.require_http()(request)

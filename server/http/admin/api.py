@@ -32,6 +32,7 @@ from ...protocol.errors import RpcError, to_rpc_error
 from ...rpc.context import Services
 from ...rpc.http import bearer_token, plain_error_response
 from ...store.models import User
+from ..state import AppState
 from .page import PAGE
 
 try:
@@ -62,16 +63,14 @@ def _int_param(request: Request, name: str, default: int, low: int, high: int) -
 
 
 class AdminApi:
-    """The handlers; ``state["services"]`` is the running app's :class:`~server.rpc.context.Services` and
-    ``state["http"]`` its tRPC HTTP transport (``http.asgi.ChatsyncApp``)."""
+    """The handlers, over the running app's ``state`` (its services and tRPC HTTP transport)."""
 
-    def __init__(self, state: dict[str, Any]) -> None:
+    def __init__(self, state: AppState) -> None:
         self.state = state
 
     @property
     def services(self) -> Services:
-        services: Services = self.state["services"]
-        return services
+        return self.state.require_services()
 
     def routes(self) -> list[Route]:
         return [
@@ -86,7 +85,7 @@ class AdminApi:
 
     def _guard(self, handler: Any) -> Any:
         async def endpoint(request: Request) -> Response:
-            if self.state.get("services") is None:
+            if self.state.services is None:
                 return plain_error_response(RpcError("SERVICE_UNAVAILABLE", "Starting"))
             try:
                 user = await self.services.auth.authenticate(bearer_token(request))
@@ -153,7 +152,7 @@ class AdminApi:
                 "version": VERSION,
                 "uptimeSeconds": round(time.time() - metrics.PROCESS_START, 1),
                 "webSocketConnections": len(services.connections),
-                "sseStreams": len(self.state["http"].sse_streams),
+                "sseStreams": len(self.state.require_http().sse_streams),
                 "subscriptions": services.hub.subscriber_count(),
                 "subscribedSessions": len(services.hub.subscribed_sessions()),
                 "runningSessions": services.orchestrator.running_sessions(),
@@ -186,7 +185,7 @@ class AdminApi:
 
     async def metrics(self, request: Request) -> Response:
         """Prometheus text format. Open unless ``CHATSYNC_METRICS_TOKEN`` is set; then that bearer token."""
-        services = self.state.get("services")
+        services = self.state.services
         if services is None:
             return PlainTextResponse("starting\n", status_code=503)
         required = services.settings.metrics_token
@@ -214,7 +213,7 @@ class AdminApi:
             gauge(
                 "chatsync_sse_streams",
                 "Open server-sent-event subscription streams.",
-                len(self.state["http"].sse_streams),
+                len(self.state.require_http().sse_streams),
             ),
             gauge("chatsync_subscriptions", "Live session.events subscriptions.", services.hub.subscriber_count()),
             gauge(
