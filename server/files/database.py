@@ -3,7 +3,7 @@ transaction as the upload streams in and read back a few rows at a time, so neit
 chunks and no transaction stays open for the length of an upload. Every replica on the same database sees every blob.
 
 Rows of an upload in progress are already in the table; they become reachable only when the upload's blob
-is marked complete (``server.files.service``), and an abandoned upload's rows are deleted by blob id."""
+is marked complete (``server.files.lifecycle``), and an abandoned upload's rows are deleted by blob id."""
 
 from __future__ import annotations
 

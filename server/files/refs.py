@@ -21,7 +21,7 @@ from sqlalchemy import String, Text, bindparam, cast, delete, exists, insert, se
 
 from ..store.models import FileRef, Message, QueuedMessage, StoredFile
 from ..store.prepared import Executor
-from .service import not_found
+from .lifecycle import not_found
 
 # Held until the transaction ends: the file cannot be deleted under the reference being written.
 _LOCK_FILE = select(StoredFile.id).where(StoredFile.id == bindparam("fid")).with_for_update(read=True, key_share=True)

@@ -1,7 +1,7 @@
 """Where uploaded bytes live: one small interface, two backends, and the factory ``CHATSYNC_FILES_URL`` picks.
 
 A backend stores a blob's bytes under the blob's id. Writing goes through a :class:`BlobWriter`; the bytes are
-whole once :meth:`BlobWriter.commit` returns (before that a backend may show part of them: the Files service
+whole once :meth:`BlobWriter.commit` returns (before that a backend may show part of them: ``Files``
 reads only blobs it marked complete after the commit). :meth:`FileStorage.delete` removes a blob's bytes,
 committed or half-written, so an abandoned upload can always be cleaned up by its id.
 """

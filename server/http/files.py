@@ -16,7 +16,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from .. import metrics
-from ..files.service import Files, Upload
+from ..files.lifecycle import Files, Upload
 from ..files.sniff import IMAGE_TYPES
 from ..protocol.errors import RpcError, to_rpc_error
 from ..rpc.context import Services

@@ -111,7 +111,7 @@ async def test_files_are_read_through_the_files_service(live: Any, tmp_path: Pat
     images = to_openai_request(loaded)["messages"][0]["content"]
     assert images.startswith("[Attached file a.png was not sent: this model does not take images.]")
 
-    # Without a Files service, and past the budget (newest messages keep their files).
+    # Without Files to read from, and past the budget (newest messages keep their files).
     unserved = await load_files(request, None)
     assert {att.missing for m in unserved.messages for att in m.attachments} == {NOT_SERVED}
     monkeypatch.setattr(history, "LOAD_BUDGET_BYTES", len(b"second file\n"))

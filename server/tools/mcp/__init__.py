@@ -3,7 +3,7 @@ names, schemas, policies and results of their tools as chatsync's runs use them.
 
 from .config import McpConfig, McpConfigError, ServerConfig
 from .connections import McpUnavailable
-from .service import McpTools, OfferedTool, load, policy_for
+from .tools import McpTools, OfferedTool, load, policy_for
 
 __all__ = [
     "McpConfig",

@@ -1,4 +1,5 @@
-"""The Files service: uploads, reads, attachments on messages, and the collector of unreferenced files.
+"""A user's files from upload to collection (:class:`Files`): uploads, reads, attachments on messages, and the
+collector of unreferenced files.
 
 Invariants, and the failure each prevents:
 
