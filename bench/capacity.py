@@ -2,6 +2,10 @@
 
     .venv/bin/python bench/capacity.py --sessions 50 100 200 [--seconds 20] [--send-every 4] [--tokens 60] [--runs 3]
     .venv/bin/python bench/capacity.py --server reference ...   # the same load on the bare broadcast() server
+    .venv/bin/python bench/capacity.py --server chatsync before reference --before-root ../older-checkout ...
+    .venv/bin/python bench/capacity.py --provider openai ...    # the OpenAI SDK against bench/fake_openai.py
+    .venv/bin/python bench/capacity.py --replicas 2 ...         # two servers on a private PostgreSQL + Redis
+    .venv/bin/python bench/capacity.py --profile DIR ...        # py-spy each server once (bench/profile_summary.py)
 
 The server is a real `chatsync serve` process (SQLite, in-process bus) with ``bench/streaming.py``'s ``stamp``
 provider at ``--pace`` tokens per second (30: the echo model's pace, a human-like one): it streams like the
@@ -16,9 +20,18 @@ run of every one finish.
 Per S it prints: token latency p50/p99 (provider -> subscriber, text deltas), server CPU µs per delivered
 event (all frames a subscriber got: deltas, queue and run events), the server's RSS at the end, losses (a gap
 in a subscriber's event ids or in a message's delta offsets, or a run missing), and the host's steal. Then
-the largest S whose median p99 stayed <= ``--p99-ms`` with nothing lost. ``--server reference`` replays the
-same load (same sessions, same sends, same token pace) on ``bench/reference_broadcast.py``: the ratio of the
-two, at the same delivered rate, does not drift with the machine as the absolute figures do.
+the largest S whose median p99 stayed <= ``--p99-ms`` with nothing lost and whose answers kept the schedule:
+the last answer ended within 10% of when the bare broadcast's did. ``--server reference`` replays the same load
+(same sessions, same sends, same token pace) on ``bench/reference_broadcast.py``: the ratio of the two, at the
+same delivered rate, does not drift with the machine as the absolute figures do. Several ``--server`` values
+run interleaved, run by run (``before``: the server of another checkout, e.g. a git worktree of older code).
+
+``--provider openai`` streams every answer through chatsync's OpenAI adapter (the official SDK and its HTTP
+client) from ``bench/fake_openai.py``, a local OpenAI-compatible server pacing the same stamped tokens: the
+adapter's parsing is part of a real run's cost. ``--replicas 2`` runs two servers on a PostgreSQL cluster and a
+Redis server of their own (``bench/infra.py``), a session's subscribers spread over both; it prints both
+replicas' CPU per event, and PostgreSQL's and Redis's, read from their processes in /proc (nothing else uses
+them, so nothing else is counted).
 """
 
 from __future__ import annotations
