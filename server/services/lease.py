@@ -28,6 +28,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 import orjson
 from sqlalchemy import String, any_, bindparam, column, func, select, update
@@ -96,6 +97,21 @@ _RENEW_POSTGRES = (
     .values(lease_expires_at=bindparam("until"))
     .returning(*_RETURNING)
 )
+# PostgreSQL locks each row it updates until the commit: a batch that waited for a row another transaction holds
+# would hold every row it already renewed meanwhile, and the writers of those sessions would queue behind it.
+# So the batch takes the rows free now (SKIP LOCKED); a row that was busy is renewed alone afterwards.
+_RENEW_POSTGRES_FREE = (
+    update(_SESSIONS)
+    .where(
+        _SESSIONS.c.id.in_(
+            select(_SESSIONS.c.id)
+            .where(*_LEASED_BY, _SESSIONS.c.id == any_(bindparam("ids", type_=postgresql.ARRAY(String))))
+            .with_for_update(skip_locked=True)
+        )
+    )
+    .values(lease_expires_at=bindparam("until"))
+    .returning(*_RETURNING)
+)
 _FLUSH_TEXT = (
     update(_MESSAGES)
     .where(_MESSAGES.c.id == bindparam("mid"), _MESSAGES.c.status == "streaming")
@@ -133,23 +149,34 @@ class Heartbeats:
             self._writing = asyncio.create_task(self._write(), name="heartbeats")
         return await done
 
+    async def _renew(self, beats: list[_Beat], renew: Any) -> dict[str, tuple[str, bool]]:
+        """One transaction: renew the leases of ``beats`` with ``renew``, write the partial texts of those still
+        this process's; returns what the statement found, session id -> (run id, abort requested)."""
+        ids = [b.session_id for b in beats]
+        params = {
+            "owner": self.owner,
+            "until": utcnow() + timedelta(seconds=self.lease_seconds),
+            "ids": ids if not self.db.is_sqlite else orjson.dumps(ids).decode(),
+        }
+        async with self.db.write(plain=True) as conn:
+            held = {sid: (rid, bool(abort)) for sid, rid, abort in (await conn.execute(renew, params)).all()}
+            ours = [b for b in beats if held.get(b.session_id, (None,))[0] == b.run_id]
+            texts = [{"mid": b.flush[0], "text": b.flush[1]} for b in ours if b.flush is not None]
+            if texts:
+                await conn.execute(_FLUSH_TEXT, texts)
+        return held
+
     async def _write(self) -> None:
         await asyncio.sleep(0)  # the beats of every loop that woke on this tick
         beats, self._pending, self._writing = self._pending, [], None
         try:
-            ids = [b.session_id for b in beats]
-            params = {
-                "owner": self.owner,
-                "until": utcnow() + timedelta(seconds=self.lease_seconds),
-                "ids": ids if not self.db.is_sqlite else orjson.dumps(ids).decode(),
-            }
-            async with self.db.write(plain=True) as conn:
-                renew = _RENEW_SQLITE if self.db.is_sqlite else _RENEW_POSTGRES
-                held = {sid: (rid, abort) for sid, rid, abort in (await conn.execute(renew, params)).all()}
-                ours = [b for b in beats if held.get(b.session_id, (None,))[0] == b.run_id]
-                texts = [{"mid": b.flush[0], "text": b.flush[1]} for b in ours if b.flush is not None]
-                if texts:
-                    await conn.execute(_FLUSH_TEXT, texts)
+            if self.db.is_sqlite:  # one writer at a time: no row is ever busy
+                held = await self._renew(beats, _RENEW_SQLITE)
+            else:
+                held = await self._renew(beats, _RENEW_POSTGRES_FREE)
+                for b in beats:
+                    if b.session_id not in held:  # busy, or not this process's: alone, waiting for its row
+                        held.update(await self._renew([b], _RENEW_POSTGRES))
         except BaseException as error:
             for b in beats:
                 if not b.done.done():
