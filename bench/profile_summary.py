@@ -30,7 +30,7 @@ LAYERS = [
     ("sqlite3 / inline driver", r"server/store/(sqlite_inline|prepared)\.py"),
     ("store (repo, event log)", r"server/store/(repo|eventlog)\.py"),
     ("fan-out (sync/)", r"server/sync/"),
-    ("socket writes (rpc/)", r"server/rpc/"),
+    ("transport (rpc/: calls in, frames out)", r"server/rpc/"),
     ("provider (llm/, the bench's stamp provider, SDK)", r"server/llm/|^_attempt \(.*bench/streaming|openai/|httpx"),
     ("pydantic", r"pydantic"),
 ]
