@@ -77,7 +77,12 @@ export const linkScenarios = {
       await stay.click();
       await connected(page);
       const nav = page.getByRole("navigation", { name: "Sessions" });
-      const before = page.url(); // "/" may already have opened one of her chats
+      // "/" opens her newest chat once the list is in (or shows "No chats yet."): let it, so that the next URL is
+      // the one "New chat" opens and the message goes where this scenario looks for it.
+      const settled = page.getByText("No chats yet.");
+      await until(async () => new URL(page.url()).pathname.startsWith("/s/") || await settled.isVisible(),
+                  (ok) => ok, { what: "the first chat opened or the empty list shown" });
+      const before = page.url();
       await nav.getByRole("button", { name: "New chat" }).click();
       await page.waitForURL((u) => u.pathname.startsWith("/s/") && u.href !== before);
       const box = page.getByRole("textbox", { name: "Message" });
