@@ -502,7 +502,8 @@ class RunLoop:
                     abort = await heartbeat(
                         self.ctx.uow, self.session_id, run_id, self.ctx.owner, settings.run_lease_seconds, flush
                     )
-                    if flush is not None:
+                    # A step that started while the write was under way counts its own message from zero.
+                    if flush is not None and self._streaming == flush[0]:
                         self._flushed = len(flush[1])
                 else:
                     abort = await self.ctx.abort_flag(self.session_id)
