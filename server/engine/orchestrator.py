@@ -23,8 +23,6 @@ import time
 from contextlib import suppress
 from typing import Any
 
-from sqlalchemy import select
-
 from ..domain.events import EventEnvelope
 from ..llm import ModelInputs, Provider, ProviderError, get_provider
 from ..llm.capabilities import Override, model_inputs, parse_overrides
@@ -36,9 +34,10 @@ from ..services.uow import SessionTx, UnitOfWork
 from ..settings import Settings, SettingsError
 from ..store import repo
 from ..store.db import Database
-from ..store.models import ChatSession, Run, utcnow
+from ..store.models import Run, utcnow
 from ..tools import ToolRegistry
 from ..tools.mcp import McpTools
+from .abort_poll import AbortPolls
 from .buffer import PartialTexts
 from .run import RunLoop
 from .run_context import FileReader, RunContext
@@ -93,6 +92,7 @@ class Orchestrator:
         self.owner = new_owner_id()
         # Other processes can only share our sessions through a networked bus.
         self.multi_replica = not settings.bus_url.startswith("memory://")
+        self.abort_polls = AbortPolls(db)
         self._loops: dict[str, RunLoop] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._providers: dict[str, Provider] = {}
@@ -201,9 +201,8 @@ class Orchestrator:
         return loop
 
     async def abort_flag(self, session_id: str) -> bool:
-        async with self.db.read() as s:
-            stmt = select(ChatSession.abort_requested).where(ChatSession.id == session_id)
-            return bool((await s.execute(stmt)).scalar_one_or_none())
+        """Whether another replica asked to stop the run of ``session_id`` (read with every other poll due now)."""
+        return await self.abort_polls.asked(session_id)
 
     def model_inputs(self, provider_id: str, model: str) -> ModelInputs | None:
         """What ``model`` takes besides text (images, PDF documents), or ``None`` when the provider cannot be

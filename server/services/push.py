@@ -41,7 +41,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, cast
 
 import orjson
-from sqlalchemy import delete, select
+from sqlalchemy import bindparam, delete, select
 from sqlalchemy.exc import IntegrityError
 
 from ..domain import outputs
@@ -87,6 +87,14 @@ Approve = Callable[[User, str, str, bool, str | None], Awaitable[Any]]
 """``(user, session id, call id, approved, device name)``: decide an approval as ``tool.approve`` does."""
 
 
+_SUBSCRIPTIONS = (
+    select(PushSubscription)
+    .join(ApiToken, ApiToken.id == PushSubscription.device_id)
+    .where(PushSubscription.user_id == bindparam("user_id"), ApiToken.revoked_at.is_(None))
+)
+"""The live subscriptions of a user's devices (a revoked device's subscription is kept but not sent to)."""
+
+
 @dataclass(frozen=True)
 class Job:
     """One notification to send: who, which session and run, and why (``kind``)."""
@@ -127,6 +135,7 @@ class PushService:
         self._slots = asyncio.Semaphore(MAX_CONCURRENT_SENDS)
         self.dropped = 0  # jobs a full queue refused
         self._recorded = 0
+        self.handled = 0  # jobs taken off the queue and decided (sent, or nobody to send to)
         self.backoff = FIRST_BACKOFF_SECONDS
 
     # --- lifecycle ----------------------------------------------------------------------------------------
@@ -260,30 +269,25 @@ class PushService:
                 raise
             except Exception:
                 log.warning("preparing a %s notification failed", job.kind, exc_info=True)
+            self.handled += 1
 
     async def _dispatch(self, job: Job) -> None:
-        if not await self._first(job):
-            return
+        # Who would get it first: most users subscribe no device, and for them a finished answer costs one
+        # read, not a write to ``push_sent`` that would take its turn with the runs' writers.
         async with self.db.read() as s:
-            rows = (
-                await s.execute(
-                    select(PushSubscription)
-                    .join(ApiToken, ApiToken.id == PushSubscription.device_id)
-                    .where(PushSubscription.user_id == job.user_id, ApiToken.revoked_at.is_(None))
-                )
-            ).scalars()
+            rows = (await s.execute(_SUBSCRIPTIONS, {"user_id": job.user_id})).scalars()
             subs = [sub for sub in rows if job.kind in (sub.events or [])]
-            if not subs:
-                return
-            payload = await self._payload(s, job)
-        for sub in subs:
-            body = dict(payload)
-            if job.kind == "approval-needed" and job.call_id is not None:
-                body["capability"] = self.capability(job.session_id, job.call_id, job.user_id, sub.device_id)
-            await self._slots.acquire()
-            task = asyncio.create_task(self._deliver(sub.id, sub.endpoint, sub.p256dh, sub.auth, job, body))
-            self._sends.add(task)
-            task.add_done_callback(self._sent)
+        if subs and await self._first(job):
+            async with self.db.read() as s:
+                payload = await self._payload(s, job)
+            for sub in subs:
+                body = dict(payload)
+                if job.kind == "approval-needed" and job.call_id is not None:
+                    body["capability"] = self.capability(job.session_id, job.call_id, job.user_id, sub.device_id)
+                await self._slots.acquire()
+                task = asyncio.create_task(self._deliver(sub.id, sub.endpoint, sub.p256dh, sub.auth, job, body))
+                self._sends.add(task)
+                task.add_done_callback(self._sent)
 
     def _sent(self, task: asyncio.Task[None]) -> None:
         self._sends.discard(task)

@@ -5,12 +5,15 @@ request as a browser's push service would (the VAPID JWT's signature, ``aud``, `
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 from devices_kit import PushService, until
+from sqlalchemy import select
 
 from chatsync_client import TrpcClient, TrpcError
 from server.services import webpush
+from server.store.models import PushSent
 
 FAST = {"echo_delay": 0.001, "sweep_seconds": 0.2, "stream_flush_seconds": 0.2}
 
@@ -74,6 +77,30 @@ async def test_nothing_is_pushed_while_a_device_has_the_session_visible(pushy):
     # one request the push service saw is the second run's.
     assert [r.payload["runId"] for r in got] == [second] and first != second
     assert receiver.requests == ["laptop"]
+
+
+async def test_a_user_with_no_subscription_costs_no_write(pushy):
+    """An answer of a user who subscribed no device is decided by a read: no ``push_sent`` record (a write that
+    would take its turn with the runs' writers), nothing sent."""
+    server, receiver = pushy
+    push = server.services.push
+    async with server.client("alice") as laptop:
+        sid = (await laptop.mutation("session.create", {}))["id"]
+        await laptop.mutation("message.send", {"sessionId": sid, "content": "nobody subscribed"})
+        run = (await _finished(laptop, sid, 1))[0]
+    await _handled(push, 1)
+    async with server.services.db.read() as s:
+        recorded = (await s.execute(select(PushSent.run_id))).scalars().all()
+    assert run not in recorded and recorded == []
+    assert receiver.requests == []
+
+
+async def _handled(push: Any, count: int) -> None:
+    """Wait until the push service has decided ``count`` jobs."""
+    deadline = asyncio.get_running_loop().time() + 20
+    while push.handled < count:
+        assert asyncio.get_running_loop().time() < deadline, f"{push.handled} of {count} push jobs decided"
+        await asyncio.sleep(0.01)
 
 
 async def test_a_410_drops_the_subscription_and_a_503_is_retried(pushy):
