@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any
 
 from .api import build_router
+from .domain import outputs
 from .engine import MemoryPartialTexts, Orchestrator
 from .files import Files, create_storage
 from .http.asgi import ChatsyncApp
@@ -32,6 +32,7 @@ from .services.versions import VersionService
 from .settings import Settings, SettingsError
 from .store import migrate
 from .store.db import Database
+from .store.models import User
 from .sync import revocation
 from .sync.hub import Hub
 from .tools import ToolRegistry, register_builtins
@@ -109,7 +110,9 @@ async def open_services(settings: Settings) -> AsyncIterator[Services]:
         await presence.start()
         stack.push_async_callback(presence.stop)
 
-        async def approve(user: Any, session_id: str, call_id: str, approved: bool, device_name: str | None) -> Any:
+        async def approve(
+            user: User, session_id: str, call_id: str, approved: bool, device_name: str | None
+        ) -> outputs.Resolved:
             return await runs.approve(user, session_id, call_id, approved, None, None, device_name)
 
         push = PushService(db, settings, approve)

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-from typing import cast
-
 from ..domain import outputs
 from ..protocol.errors import RpcError
 from ..rpc.context import Context
@@ -94,4 +92,4 @@ def register(router: Router) -> None:
         """The capability is the credential (a service worker calls this with no token): see services.push."""
         if not inp.capability.isascii():
             raise RpcError("UNAUTHORIZED", "Invalid approval capability")
-        return cast(outputs.Resolved, await ctx.services.push.decide(inp.capability, inp.approved))
+        return await ctx.services.push.decide(inp.capability, inp.approved)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import cast
-
 from ..domain import outputs
 from ..rpc.context import Context
 from ..rpc.registry import Router
@@ -15,4 +13,4 @@ def register(router: Router) -> None:
         """``[{name, transport, approval, description, toolPolicies?, tools: [{name, description, policy}],
         error?}]``: never a command line, URL, header or environment variable (they may hold secrets)."""
         user = ctx.require_user()
-        return {"servers": cast("list[outputs.McpServerInfo]", await ctx.services.mcp.catalog(user.id, user.name))}
+        return {"servers": await ctx.services.mcp.catalog(user.id, user.name)}

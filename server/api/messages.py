@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 from ..domain import models as wire
 from ..domain import outputs
@@ -32,31 +32,25 @@ def register(router: Router) -> None:
     async def edit(ctx: Context, inp: inputs.EditMessage) -> outputs.SendStarted:
         user = ctx.require_user()
         attachments = None if inp.attachments is None else await stored_attachments(ctx, user, inp.attachments)
-        return cast(
-            outputs.SendStarted,
-            await ctx.services.versions.edit(
-                user,
-                inp.session_id,
-                inp.message_id,
-                inp.content,
-                attachments,
-                inp.busy_policy,
-                request_key(user.id, "message.edit", inp),
-            ),
+        return await ctx.services.versions.edit(
+            user,
+            inp.session_id,
+            inp.message_id,
+            inp.content,
+            attachments,
+            inp.busy_policy,
+            request_key(user.id, "message.edit", inp),
         )
 
     @router.mutation("message.enqueueMessage", inputs.Enqueue)
     async def enqueue(ctx: Context, inp: inputs.Enqueue) -> wire.QueuedMessage:
         user = ctx.require_user()
-        return cast(
-            wire.QueuedMessage,
-            await ctx.services.queue.enqueue(
-                user,
-                inp.session_id,
-                inp.content,
-                await stored_attachments(ctx, user, inp.attachments),
-                request_key(user.id, "message.enqueueMessage", inp),
-            ),
+        return await ctx.services.queue.enqueue(
+            user,
+            inp.session_id,
+            inp.content,
+            await stored_attachments(ctx, user, inp.attachments),
+            request_key(user.id, "message.enqueueMessage", inp),
         )
 
     @router.batch("message.enqueueMessage")

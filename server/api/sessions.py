@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any, cast
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -40,9 +40,7 @@ def register(router: Router) -> None:
         user = ctx.require_user()
         fields = _given(inp, (*SETTINGS, "title", "metadata", "queue_paused"))
         ctx.services.mcp.check_choice(user, fields.get("mcp_servers"), fields.get("mcp_tools"))
-        return cast(
-            wire.Session, await ctx.services.sessions.create(user, fields, request_key(user.id, "session.create", inp))
-        )
+        return await ctx.services.sessions.create(user, fields, request_key(user.id, "session.create", inp))
 
     @router.query("session.list", inputs.SessionList)
     async def list_(ctx: Context, inp: inputs.SessionList) -> outputs.SessionPage:
@@ -87,17 +85,13 @@ def register(router: Router) -> None:
     async def switch_branch(ctx: Context, inp: inputs.SwitchBranch) -> outputs.BranchSwitched:
         user = ctx.require_user()
         key = request_key(user.id, "session.switchBranch", inp)
-        return cast(
-            outputs.BranchSwitched, await ctx.services.versions.switch_branch(user, inp.session_id, inp.message_id, key)
-        )
+        return await ctx.services.versions.switch_branch(user, inp.session_id, inp.message_id, key)
 
     @router.mutation("session.fork", inputs.Fork)
     async def fork(ctx: Context, inp: inputs.Fork) -> wire.Session:
         user = ctx.require_user()
         key = request_key(user.id, "session.fork", inp)
-        return cast(
-            wire.Session, await ctx.services.sessions.fork(user, inp.session_id, inp.message_id, inp.title, key)
-        )
+        return await ctx.services.sessions.fork(user, inp.session_id, inp.message_id, inp.title, key)
 
     @router.subscription("session.events", inputs.SessionEvents)
     async def events(ctx: Context, inp: inputs.SessionEvents) -> Subscription[events_.SessionEventItem]:

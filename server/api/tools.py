@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import cast
-
 from ..domain import outputs
 from ..rpc.context import Context
 from ..rpc.registry import Router
@@ -17,17 +15,14 @@ def register(router: Router) -> None:
         given = [{"callId": o.call_id, "output": o.output, "isError": o.is_error} for o in inp.tool_outputs]
         user = ctx.require_user()
         key = request_key(user.id, "tool.submitOutputs", inp)
-        return cast(outputs.OutputsSubmitted, await ctx.services.runs.submit_outputs(user, inp.session_id, given, key))
+        return await ctx.services.runs.submit_outputs(user, inp.session_id, given, key)
 
     @router.mutation("tool.approve", inputs.Approve)
     async def approve(ctx: Context, inp: inputs.Approve) -> outputs.Resolved:
         user = ctx.require_user()
         key = request_key(user.id, "tool.approve", inp)
         runs = ctx.services.runs
-        return cast(
-            outputs.Resolved,
-            await runs.approve(user, inp.session_id, inp.call_id, inp.approved, inp.reason, key, ctx.device_name),
-        )
+        return await runs.approve(user, inp.session_id, inp.call_id, inp.approved, inp.reason, key, ctx.device_name)
 
     @router.query("tool.builtins")
     async def builtins(ctx: Context, _inp: None) -> list[outputs.ToolDefinitionInfo]:

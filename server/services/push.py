@@ -83,7 +83,7 @@ BODY_CHARS = 240
 SENT_KEEP = timedelta(days=2)  # ``push_sent`` rows older than this go (runs do not last that long)
 SENT_TRIM_EVERY = 100  # records between two trims of ``push_sent``, per process
 
-Approve = Callable[[User, str, str, bool, str | None], Awaitable[Any]]
+Approve = Callable[[User, str, str, bool, str | None], Awaitable[outputs.Resolved]]
 """``(user, session id, call id, approved, device name)``: decide an approval as ``tool.approve`` does."""
 
 
@@ -379,7 +379,7 @@ class PushService:
         body = b64url(orjson.dumps({"s": session_id, "c": call_id, "u": user_id, "d": device_id, "e": exp}))
         return body + "." + b64url(hmac.new(self._capability_key, body.encode(), hashlib.sha256).digest())
 
-    async def decide(self, capability: str, approved: bool) -> Any:
+    async def decide(self, capability: str, approved: bool) -> outputs.Resolved:
         """Decide the approval a notification's capability names, as the device it was sent to."""
         body, _, signature = capability.partition(".")
         expected = b64url(hmac.new(self._capability_key, body.encode(), hashlib.sha256).digest())

@@ -25,7 +25,9 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from pydantic import TypeAdapter
 from sqlalchemy import insert
+from typing_extensions import TypedDict
 
 from .. import metrics
 from ..domain import events
@@ -35,7 +37,7 @@ from ..files import refs as file_refs
 from ..protocol.errors import RpcError
 from ..store import repo
 from ..store.models import QueuedMessage, User
-from .requests import MISSING, Expand, RequestKey
+from .requests import MISSING, Expand, Receipt, RequestKey
 from .uow import AnySessionTx, QueueTx, SessionTx, UnitOfWork, can_read
 
 _INSERT_QUEUED = insert(QueuedMessage.__table__)
@@ -45,13 +47,25 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def queued_receipt(item_id: str, enqueued_at: int) -> dict[str, Any]:
+class QueuedReceipt(TypedDict):
     """What an exactly-once record keeps of a queued message (``services.requests``): its id and time."""
-    return {"id": item_id, "enqueuedAt": enqueued_at}
+
+    id: str
+    enqueuedAt: int
+
+
+ENQUEUED: Receipt[QueuedReceipt, wire.QueuedMessage] = Receipt(
+    TypeAdapter(QueuedReceipt), TypeAdapter(wire.QueuedMessage)
+)
+"""``message.enqueueMessage``'s record: the queued message's id and time."""
+
+
+def queued_receipt(item: wire.QueuedMessage) -> QueuedReceipt:
+    return {"id": item.id, "enqueuedAt": item.enqueued_at}
 
 
 def queued_again(
-    receipt: dict[str, Any], content: str, attachments: list[dict[str, Any]], client_request_id: str | None
+    receipt: QueuedReceipt, content: str, attachments: list[dict[str, Any]], client_request_id: str | None
 ) -> wire.QueuedMessage:
     """The queued message a repeated write first made, from its receipt and the repeat's own input."""
     return wire.QueuedMessage(
@@ -172,8 +186,10 @@ def find(items: list[QueuedMessage], message_id: str) -> QueuedMessage:
     return item
 
 
-def _enqueued_again(content: str, attachments: list[dict[str, Any]], request: RequestKey) -> Expand:
-    async def expand(receipt: dict[str, Any]) -> wire.QueuedMessage:
+def _enqueued_again(
+    content: str, attachments: list[dict[str, Any]], request: RequestKey
+) -> Expand[QueuedReceipt, wire.QueuedMessage]:
+    async def expand(receipt: QueuedReceipt) -> wire.QueuedMessage:
         return queued_again(receipt, content, attachments, request.request_id)
 
     return expand
@@ -211,22 +227,22 @@ class QueueService:
         content: str,
         attachments: list[dict[str, Any]],
         request: RequestKey | None = None,
-    ) -> Any:
+    ) -> wire.QueuedMessage:
         """Append to the queue; a repeated ``request`` returns the first call's reply (``services.requests``)."""
         self._check_content(content)
         (result,) = await self._enqueue_run(user, session_id, [(content, attachments, request)])
-        if isinstance(result, RpcError):
+        if isinstance(result, Exception):
             raise result
         return result
 
     async def enqueue_many(
         self, user: User, items: list[tuple[str, str, list[dict[str, Any]], RequestKey | None]]
-    ) -> list[Any]:
+    ) -> list[wire.QueuedMessage | Exception]:
         """Several ``(session_id, content, attachments, request)`` enqueues, with the effect of calling
         :meth:`enqueue` on each in turn: one result or exception per item, in order. Consecutive items of one
         session share one transaction; one that cannot be queued (too long, queue full) fails alone, one that
         the transaction could not commit fails with the rest of that transaction's items."""
-        results: list[Any] = [None] * len(items)
+        results: dict[int, wire.QueuedMessage | Exception] = {}  # by index
         runs: list[tuple[str, list[int]]] = []  # (session, indexes of its consecutive items)
         for i, (session_id, content, _attachments, _request) in enumerate(items):
             try:
@@ -245,20 +261,20 @@ class QueueService:
                 done = [exc] * len(indexes)
             for i, result in zip(indexes, done):
                 results[i] = result
-        return results
+        return [results[i] for i in range(len(items))]
 
     async def _enqueue_run(
         self, user: User, session_id: str, items: list[tuple[str, list[dict[str, Any]], RequestKey | None]]
-    ) -> list[Any]:
+    ) -> list[wire.QueuedMessage | Exception]:
         """Append ``items`` to one session's queue in one transaction, in order, each as far as it fits. An
         item whose client request was made before gets that request's reply and adds nothing."""
-        results: list[Any] = []
+        results: list[wire.QueuedMessage | Exception] = []
         async with self.uow.queue(user, session_id) as tx:
             appender = await Appender.open(tx, self.max_length)
             for content, attachments, request in items:
                 if request is not None:
                     try:  # a repeat of an earlier item of this batch too (``requests.Ledger``)
-                        replayed = await tx.replay(request, _enqueued_again(content, attachments, request))
+                        replayed = await tx.replay(request, ENQUEUED, _enqueued_again(content, attachments, request))
                     except RpcError as exc:
                         results.append(exc)
                         continue
@@ -270,7 +286,7 @@ class QueueService:
                     results.append(full)
                     continue
                 item = await appender.add(content, attachments, request.request_id if request is not None else None)
-                tx.remember(request, queued_receipt(item.id, item.enqueued_at), reply=item.wire())
+                tx.remember(request, ENQUEUED, queued_receipt(item))
                 results.append(item)
             added = await appender.flush()
             tx.queue_length = appender.length

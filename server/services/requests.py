@@ -21,9 +21,14 @@ What a record keeps, and how a repeat gets its reply:
 
 * A record keeps a *receipt*, not the reply: the ids of what the write made and the few values it chose (a
   queued message's id and time, a new session's id, time and model), a few hundred bytes whatever the write
-  carried. A repeat rebuilds the reply from the receipt (the ``expand`` given to :func:`replay`), from its own
-  input — the same as the first call's, since the digests match — and from the rows the ids name, read again.
-  A reply stored whole (a record written before receipts, ``seq`` 0) is returned as it is.
+  carried. A repeat rebuilds the reply from the receipt (the ``expand`` given to :meth:`Ledger.replay`), from
+  its own input — the same as the first call's, since the digests match — and from the rows the ids name, read
+  again. A reply small enough (a few ids and flags) is its own receipt (:func:`kept_whole`).
+* Each kind of write names its receipt's type and its reply's (:class:`Receipt`), so the checker follows a
+  reply from the receipt read back to the type the procedure declares. The stored JSON is read into the
+  receipt's type in one place (:meth:`Receipt.read`); a record that does not read as that type is
+  ``CONFLICT`` (:class:`UnreadableRecord`), never a server error. A reply stored whole (a record written
+  before receipts, ``seq`` 0) is read as the reply's type and returned as it is.
 
 How long records are kept:
 
@@ -35,19 +40,19 @@ How long records are kept:
 
 from __future__ import annotations
 
+import enum
 import hashlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from itertools import groupby
-from typing import Any, cast
+from typing import Any, Final, Generic, TypeVar, cast
 
 import orjson
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter, ValidationError
 from sqlalchemy import CursorResult, bindparam, delete, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from ..domain.models import jsonable
 from ..protocol.errors import RpcError
 from ..store.models import ClientRequest, User, utcnow
 from ..store.prepared import Executor
@@ -73,12 +78,63 @@ _DROP_OLDEST = delete(_TABLE).where(
 )
 _TRIM = delete(_TABLE).where(_TABLE.c.created_at < bindparam("before"))
 
-Expand = Callable[[Any], Awaitable[Any]]
+ReceiptT = TypeVar("ReceiptT")
+ReplyT = TypeVar("ReplyT")
+ValueT = TypeVar("ValueT")
+
+Expand = Callable[[ReceiptT], Awaitable[ReplyT]]
 """Rebuilds a write's reply from its receipt (see the module doc)."""
 
 
 class DuplicateRequest(Exception):
     """Another copy of this request committed first (its record's key already exists)."""
+
+
+class UnreadableRecord(RpcError):
+    """The request was made before, but its record cannot be read as what this procedure keeps. The write
+    happened, so it is not applied again; the client gets this error instead of the first reply."""
+
+    def __init__(self, procedure: str) -> None:
+        super().__init__("CONFLICT", f"clientRequestId was already used, and the first reply to {procedure} is lost")
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt(Generic[ReceiptT, ReplyT]):
+    """What one kind of write records of its reply ``ReplyT``: a receipt ``ReceiptT``, stored as JSON and read
+    back into its type here, in one place, before an :data:`Expand` rebuilds the reply from it. A record written
+    before receipts (``seq`` 0) holds the whole reply, read back as ``ReplyT``. A record that does not read as
+    its type is :class:`UnreadableRecord`."""
+
+    receipt: TypeAdapter[ReceiptT]
+    reply: TypeAdapter[ReplyT]
+
+    def dump(self, receipt: ReceiptT) -> str:
+        return self.receipt.dump_json(receipt, by_alias=True).decode()
+
+    def read(self, procedure: str, stored: str) -> ReceiptT:
+        """The receipt ``stored`` (JSON as :meth:`dump` wrote it)."""
+        return _read(self.receipt, procedure, stored)
+
+    def read_whole(self, procedure: str, stored: str) -> ReplyT:
+        """The whole reply ``stored`` by a record written before receipts."""
+        return _read(self.reply, procedure, stored)
+
+
+def _read(adapter: TypeAdapter[ValueT], procedure: str, stored: str) -> ValueT:
+    try:
+        return adapter.validate_python(orjson.loads(stored))
+    except (orjson.JSONDecodeError, ValidationError):
+        raise UnreadableRecord(procedure) from None
+
+
+def kept_whole(reply: TypeAdapter[ReplyT]) -> Receipt[ReplyT, ReplyT]:
+    """The :class:`Receipt` of a reply small enough to be its own receipt (rebuilt with :func:`as_is`)."""
+    return Receipt(reply, reply)
+
+
+async def as_is(receipt: ReplyT) -> ReplyT:
+    """The :data:`Expand` of a reply kept whole."""
+    return receipt
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,41 +157,24 @@ def request_key(user_id: str, procedure: str, inp: BaseModel) -> RequestKey | No
     return RequestKey(user_id, request_id, procedure, digest)
 
 
-class _Missing:
-    def __repr__(self) -> str:
-        return "MISSING"
+class Missing(enum.Enum):
+    """The type of :data:`MISSING` (an enum of one, so ``x is not MISSING`` narrows ``x``)."""
+
+    MISSING = "MISSING"
 
 
-MISSING: Any = _Missing()
-"""What :func:`replay` returns when the request was not made before."""
+MISSING: Final = Missing.MISSING
+"""What a replay returns when the request was not made before."""
 
 
-async def replay(db: Executor, key: RequestKey | None, expand: Expand | None = None) -> Any:
-    """The first reply to this request, or :data:`MISSING`. ``db`` is an ORM session or a plain connection
-    inside the caller's transaction; ``expand`` rebuilds the reply from the receipt the write recorded (without
-    it, the receipt is returned). The same id for another input or procedure is ``CONFLICT``."""
-    if key is None:
-        return MISSING
-    found = (await db.execute(_LOOKUP, {"uid": key.user_id, "rid": key.request_id})).first()
-    if found is None:
-        return MISSING
-    procedure, input_hash, result, seq = found
-    if procedure != key.procedure or input_hash != key.input_hash:
-        raise RpcError("CONFLICT", "clientRequestId was already used for a different request")
-    recorded = orjson.loads(result)
-    if not seq or expand is None:  # seq 0: written before receipts, the whole reply
-        return recorded
-    return await expand(recorded)
-
-
-def record_row(key: RequestKey, receipt: Any, now: datetime) -> dict[str, Any]:
-    """A record of the write ``key`` whose reply ``receipt`` rebuilds (see the module doc)."""
+def record_row(key: RequestKey, receipt: str, now: datetime) -> dict[str, Any]:
+    """A record of the write ``key`` whose reply ``receipt`` (JSON) rebuilds (see the module doc)."""
     return {
         "user_id": key.user_id,
         "request_id": key.request_id,
         "procedure": key.procedure,
         "input_hash": key.input_hash,
-        "result": orjson.dumps(jsonable(receipt)).decode(),
+        "result": receipt,
         "created_at": now,
     }
 
@@ -155,36 +194,61 @@ async def record(db: Executor, rows: list[dict[str, Any]], max_per_user: int) ->
             await db.execute(_DROP_OLDEST, {"uid": user_id, "after": upto - n, "upto": upto})
 
 
+def _conflict() -> RpcError:
+    return RpcError("CONFLICT", "clientRequestId was already used for a different request")
+
+
 class Ledger:
     """The exactly-once records of one write transaction: what it replays and what it will record.
 
-    Every session write goes through it (``SessionTx.replay`` / ``remember``; the transaction's ``finish``
-    calls :meth:`write` before its commit): look the request up with the session locked (:meth:`replay`),
+    Every write with a ``clientRequestId`` goes through it (a session write through ``SessionTx.replay`` /
+    ``remember``, whose ``finish`` calls :meth:`write` before its commit; ``session.create`` and ``session.fork``
+    with a ledger of their own): look the request up (:meth:`replay`; a session write with the session locked),
     make the change, keep the receipt (:meth:`remember`). A transaction that carries several requests (a batch
     of enqueues) also answers a repeat of one of its own requests, which is not in the table yet: the same
-    id with the same input gets the reply it gave, with another input ``CONFLICT``."""
+    id with the same input gets its reply rebuilt from the receipt kept, with another input ``CONFLICT``."""
 
     def __init__(self, max_per_user: int = MAX_PER_USER) -> None:
         self.max_per_user = max_per_user
         self.rows: list[dict[str, Any]] = []
-        self._replies: dict[str, tuple[RequestKey, Any]] = {}  # this transaction's requests, by id
+        self._receipts: dict[str, tuple[RequestKey, str]] = {}  # this transaction's requests by id, with receipts
 
-    async def replay(self, db: Executor, key: RequestKey | None, expand: Expand | None = None) -> Any:
-        """:func:`replay`, seeing this transaction's own requests too."""
-        if key is not None and key.request_id in self._replies:
-            earlier, reply = self._replies[key.request_id]
+    async def replay(
+        self,
+        db: Executor,
+        key: RequestKey | None,
+        kind: Receipt[ReceiptT, ReplyT],
+        expand: Expand[ReceiptT, ReplyT],
+    ) -> ReplyT | Missing:
+        """The first reply to this request, or :data:`MISSING`. ``db`` is an ORM session or a plain connection
+        inside the caller's transaction; the receipt the write recorded is read as ``kind`` says, and ``expand``
+        rebuilds the reply from it. The same id for another input or procedure is ``CONFLICT``."""
+        if key is None:
+            return MISSING
+        if key.request_id in self._receipts:
+            earlier, stored = self._receipts[key.request_id]
             if earlier != key:
-                raise RpcError("CONFLICT", "clientRequestId was already used for a different request")
-            return reply
-        return await replay(db, key, expand)
+                raise _conflict()
+            seq = None
+        else:
+            found = (await db.execute(_LOOKUP, {"uid": key.user_id, "rid": key.request_id})).first()
+            if found is None:
+                return MISSING
+            procedure, input_hash, stored, seq = found
+            if procedure != key.procedure or input_hash != key.input_hash:
+                raise _conflict()
+            if not seq:  # seq 0: written before receipts, the whole reply
+                return kind.read_whole(key.procedure, stored)
+        return await expand(kind.read(key.procedure, stored))
 
-    def remember(self, key: RequestKey | None, receipt: Any, reply: Any = MISSING) -> None:
-        """Record ``receipt`` for ``key``, committed with the transaction; ``reply`` is what a repeat inside the
-        same transaction gets (by default the receipt)."""
+    def remember(self, key: RequestKey | None, kind: Receipt[ReceiptT, ReplyT], receipt: ReceiptT) -> None:
+        """Record ``receipt`` (what rebuilds the reply, as ``kind`` says) for ``key``, committed with the
+        transaction; a repeat of ``key`` within the same transaction gets the reply rebuilt from it."""
         if key is None:
             return
-        self.rows.append(record_row(key, receipt, utcnow()))
-        self._replies[key.request_id] = (key, receipt if reply is MISSING else reply)
+        stored = kind.dump(receipt)
+        self.rows.append(record_row(key, stored, utcnow()))
+        self._receipts[key.request_id] = (key, stored)
 
     async def write(self, db: Executor) -> None:
         if self.rows:

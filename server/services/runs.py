@@ -28,11 +28,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
+from pydantic import TypeAdapter
 from sqlalchemy.ext.asyncio import AsyncSession
+from typing_extensions import TypedDict
 
-from ..domain import events
+from ..domain import events, outputs
 from ..domain.models import ToolOutcome
 from ..files import refs as file_refs
 from ..protocol.errors import RpcError
@@ -41,7 +43,7 @@ from ..store.models import ChatSession, Run, User
 from . import queue, transitions
 from .lease import lease_live
 from .queue import QueueService
-from .requests import MISSING, Expand, RequestKey
+from .requests import MISSING, Expand, Receipt, RequestKey, as_is, kept_whole
 from .sessions import SessionService
 from .uow import SessionTx, UnitOfWork
 
@@ -80,38 +82,113 @@ class RunDriver(Protocol):
         """Take over a run whose process is gone (``transitions.take_over``) for this process."""
 
 
-def receipt(result: dict[str, Any]) -> dict[str, Any]:
-    """What an exactly-once record keeps of a reply of this module (``services.requests``): its messages by id,
-    its queued message by id and time, the rest (status, run ids, flags) as it is."""
-    receipt = dict(result)
-    if "message" in result:
-        receipt["message"] = result["message"]["id"]
-    if "messages" in result:
-        receipt["messages"] = [m["id"] for m in result["messages"]]
-    if "queued" in result:
-        receipt["queued"] = queue.queued_receipt(result["queued"]["id"], result["queued"]["enqueuedAt"])
-    return receipt
+# --- what an exactly-once record keeps of a reply (``services.requests``) -----------------------------------
+# The messages a reply carries by id (read again on a repeat: a live session keeps every message), a queued
+# message by id and time, the rest (status, run ids, flags) as it is.
 
 
-def again(
-    tx: SessionTx, content: str = "", attachments: list[dict[str, Any]] | None = None, crid: str | None = None
-) -> Expand:
-    """Rebuilds a reply from its :func:`receipt`: the messages read again (a live session keeps every message),
-    a queued message from the repeated call's own ``content`` and ``attachments``."""
+class StartedReceipt(TypedDict):
+    status: Literal["started"]
+    message: str
+    runId: str
 
-    async def expand(receipt: dict[str, Any]) -> dict[str, Any]:
-        reply = dict(receipt)
-        ids = ([receipt["message"]] if "message" in receipt else []) + list(receipt.get("messages", ()))
-        found = {m.id: repo.message_wire(m).wire() for m in await repo.messages_by_id(tx.db, ids)}
-        if len(found) != len(set(ids)):
-            raise RpcError("NOT_FOUND", "Message not found")
-        if "message" in receipt:
-            reply["message"] = found[receipt["message"]]
-        if "messages" in receipt:
-            reply["messages"] = [found[i] for i in receipt["messages"]]
-        if "queued" in receipt:
-            reply["queued"] = queue.queued_again(receipt["queued"], content, attachments or [], crid).wire()
-        return reply
+
+class SteeredReceipt(TypedDict):
+    status: Literal["steered"]
+    message: str
+    runId: str
+
+
+class SendQueuedReceipt(TypedDict):
+    status: Literal["queued"]
+    queued: queue.QueuedReceipt
+
+
+SentReceipt = StartedReceipt | SteeredReceipt | SendQueuedReceipt
+
+
+class MessagesReceipt(TypedDict):
+    """``message.addInstructions``'s record: the system messages by id, and the run they started."""
+
+    messages: list[str]
+    runId: str | None
+
+
+class SubmittedReceipt(TypedDict):
+    """``tool.submitOutputs``'s record: the tool messages by id, and whether the run went on."""
+
+    messages: list[str]
+    resumed: bool
+
+
+SENT: Receipt[SentReceipt, outputs.SendResult] = Receipt(TypeAdapter(SentReceipt), TypeAdapter(outputs.SendResult))
+STARTED: Receipt[StartedReceipt, outputs.SendStarted] = Receipt(
+    TypeAdapter(StartedReceipt), TypeAdapter(outputs.SendStarted)
+)
+ADDED: Receipt[MessagesReceipt, outputs.Added] = Receipt(TypeAdapter(MessagesReceipt), TypeAdapter(outputs.Added))
+SUBMITTED: Receipt[SubmittedReceipt, outputs.OutputsSubmitted] = Receipt(
+    TypeAdapter(SubmittedReceipt), TypeAdapter(outputs.OutputsSubmitted)
+)
+RESOLVED: Receipt[outputs.Resolved, outputs.Resolved] = kept_whole(TypeAdapter(outputs.Resolved))
+
+
+def sent_receipt(reply: outputs.SendResult) -> SentReceipt:
+    if reply["status"] == "queued":
+        queued = reply["queued"]
+        return {"status": "queued", "queued": {"id": queued["id"], "enqueuedAt": queued["enqueuedAt"]}}
+    if reply["status"] == "steered":
+        return {"status": "steered", "message": reply["message"]["id"], "runId": reply["runId"]}
+    return started_receipt(reply)
+
+
+def started_receipt(reply: outputs.SendStarted) -> StartedReceipt:
+    return {"status": "started", "message": reply["message"]["id"], "runId": reply["runId"]}
+
+
+async def messages_again(tx: SessionTx, ids: list[str]) -> list[outputs.MessageJson]:
+    """The messages ``ids`` of a receipt, read again (``NOT_FOUND`` when one is gone)."""
+    found = {m.id: repo.message_wire(m).wire() for m in await repo.messages_by_id(tx.db, ids)}
+    if len(found) != len(set(ids)):
+        raise RpcError("NOT_FOUND", "Message not found")
+    return [found[i] for i in ids]
+
+
+def sent_again(
+    tx: SessionTx, content: str, attachments: list[dict[str, Any]], crid: str | None
+) -> Expand[SentReceipt, outputs.SendResult]:
+    """Rebuilds a ``message.send`` reply from its receipt: the message read again, a queued message from the
+    repeated call's own ``content`` and ``attachments``."""
+
+    async def expand(receipt: SentReceipt) -> outputs.SendResult:
+        if receipt["status"] == "queued":
+            queued = queue.queued_again(receipt["queued"], content, attachments, crid)
+            return {"status": "queued", "queued": queued.wire()}
+        (message,) = await messages_again(tx, [receipt["message"]])
+        if receipt["status"] == "steered":
+            return {"status": "steered", "message": message, "runId": receipt["runId"]}
+        return {"status": "started", "message": message, "runId": receipt["runId"]}
+
+    return expand
+
+
+def started_again(tx: SessionTx) -> Expand[StartedReceipt, outputs.SendStarted]:
+    async def expand(receipt: StartedReceipt) -> outputs.SendStarted:
+        (message,) = await messages_again(tx, [receipt["message"]])
+        return {"status": "started", "message": message, "runId": receipt["runId"]}
+
+    return expand
+
+
+def added_again(tx: SessionTx) -> Expand[MessagesReceipt, outputs.Added]:
+    async def expand(receipt: MessagesReceipt) -> outputs.Added:
+        return {"messages": await messages_again(tx, receipt["messages"]), "runId": receipt["runId"]}
+
+    return expand
+
+
+def submitted_again(tx: SessionTx) -> Expand[SubmittedReceipt, outputs.OutputsSubmitted]:
+    async def expand(receipt: SubmittedReceipt) -> outputs.OutputsSubmitted:
+        return {"messages": await messages_again(tx, receipt["messages"]), "resumed": receipt["resumed"]}
 
     return expand
 
@@ -152,15 +229,15 @@ class RunService:
         instructions: list[str],
         busy_policy: str | None,
         request: RequestKey | None = None,
-    ) -> Any:
+    ) -> outputs.SendResult:
         self.check_content(content, *instructions)
         crid = request.request_id if request is not None else None
         deadline = time.monotonic() + INTERRUPT_WAIT_SECONDS
         while True:
             started = taken = None
-            result: dict[str, Any] | None = None
+            result: outputs.SendResult | None = None
             async with self.uow.session(user, session_id) as tx:
-                replayed = await tx.replay(request, again(tx, content, attachments, crid))
+                replayed = await tx.replay(request, SENT, sent_again(tx, content, attachments, crid))
                 if replayed is not MISSING:
                     return replayed
                 row = tx.row
@@ -198,7 +275,7 @@ class RunService:
                     started = run.id
                     result = {"status": "started", "message": repo.message_wire(message).wire(), "runId": run.id}
                 if result is not None:
-                    tx.remember(request, receipt(result))
+                    tx.remember(request, SENT, sent_receipt(result))
             self.start_runs(session_id, taken, started)
             if result is not None:
                 return result
@@ -247,12 +324,12 @@ class RunService:
 
     async def add_instructions(
         self, user: User, session_id: str, instructions: list[str], respond: bool, request: RequestKey | None = None
-    ) -> Any:
+    ) -> outputs.Added:
         self.check_content(*instructions)
         crid = request.request_id if request is not None else None
         started = None
         async with self.uow.session(user, session_id) as tx:
-            replayed = await tx.replay(request, again(tx))
+            replayed = await tx.replay(request, ADDED, added_again(tx))
             if replayed is not MISSING:
                 return replayed
             messages = await transitions.add_system_messages(tx, instructions, crid)
@@ -262,13 +339,14 @@ class RunService:
                         tx, self.o.owner, self.lease_seconds, "instructions", client_request_id=crid
                     )
                 ).id
-            result = {"messages": [repo.message_wire(m).wire() for m in messages], "runId": started}
-            tx.remember(request, receipt(result))
+            result: outputs.Added = {"messages": [repo.message_wire(m).wire() for m in messages], "runId": started}
+            kept: MessagesReceipt = {"messages": [m.id for m in messages], "runId": started}
+            tx.remember(request, ADDED, kept)
         if started is not None:
             self.o.start(session_id, started)
         return result
 
-    async def resume_queue(self, user: User, session_id: str) -> dict[str, Any]:
+    async def resume_queue(self, user: User, session_id: str) -> outputs.QueueResumed:
         started = None
         async with self.uow.session(user, session_id) as tx:
             queue.set_paused(tx, False)
@@ -281,17 +359,17 @@ class RunService:
     # --- tools ------------------------------------------------------------------------------------------
 
     async def submit_outputs(
-        self, user: User, session_id: str, outputs: list[dict[str, Any]], request: RequestKey | None = None
-    ) -> Any:
-        for item in outputs:
+        self, user: User, session_id: str, given: list[dict[str, Any]], request: RequestKey | None = None
+    ) -> outputs.OutputsSubmitted:
+        for item in given:
             self.check_content(item["output"])
         resumed = None
         async with self.uow.session(user, session_id) as tx:
-            replayed = await tx.replay(request, again(tx))
+            replayed = await tx.replay(request, SUBMITTED, submitted_again(tx))
             if replayed is not MISSING:
                 return replayed
             messages = []
-            for item in outputs:
+            for item in given:
                 call = await repo.get_tool_call(tx.db, session_id, item["callId"])
                 if call is None:
                     raise RpcError("NOT_FOUND", f"No tool call {item['callId']!r} in this session")
@@ -311,8 +389,9 @@ class RunService:
                 messages.append(repo.message_wire(message).wire())
             run = await transitions.maybe_resume(tx, self.o.owner, self.lease_seconds)
             resumed = run.id if run is not None else None
-            result = {"messages": messages, "resumed": resumed is not None}
-            tx.remember(request, receipt(result))
+            result: outputs.OutputsSubmitted = {"messages": messages, "resumed": resumed is not None}
+            kept: SubmittedReceipt = {"messages": [m["id"] for m in messages], "resumed": resumed is not None}
+            tx.remember(request, SUBMITTED, kept)
         if resumed is not None:
             self.o.start(session_id, resumed)
         return result
@@ -326,10 +405,10 @@ class RunService:
         reason: str | None,
         request: RequestKey | None = None,
         device_name: str | None = None,
-    ) -> Any:
+    ) -> outputs.Resolved:
         resumed = None
         async with self.uow.session(user, session_id) as tx:
-            replayed = await tx.replay(request)
+            replayed = await tx.replay(request, RESOLVED, as_is)
             if replayed is not MISSING:
                 return replayed
             call = await repo.get_tool_call(tx.db, session_id, call_id)
@@ -353,14 +432,17 @@ class RunService:
                 await transitions.add_tool_result(tx, call, text, "denied")
             run = await transitions.maybe_resume(tx, self.o.owner, self.lease_seconds)
             resumed = run.id if run is not None else None
-            tx.remember(request, {"resolved": True})
+            result: outputs.Resolved = {"resolved": True}
+            tx.remember(request, RESOLVED, result)
         if resumed is not None:
             self.o.start(session_id, resumed)
-        return {"resolved": True}
+        return result
 
     # --- message.sendQueuedNow ---------------------------------------------------------------------------
 
-    async def send_queued_now(self, user: User, session_id: str, message_id: str, mode: str) -> dict[str, Any]:
+    async def send_queued_now(
+        self, user: User, session_id: str, message_id: str, mode: Literal["interrupt", "steer", "next"]
+    ) -> outputs.SentNow:
         """Send one queued message ahead of the rest, in one locked transaction (docs/runs.md):
 
         * idle session: it is sent at once (``started``);
@@ -384,7 +466,7 @@ class RunService:
             if row.run_id is None:
                 run = await transitions.send_queued(tx, self.o.owner, self.lease_seconds, item)
                 started = run.id
-                return_value: dict[str, str | None] = {"status": "started", "mode": mode, "runId": run.id}
+                return_value: outputs.SentNow = {"status": "started", "mode": mode, "runId": run.id}
             elif mode == "steer":
                 await queue.take(tx, item, "sent")
                 await transitions.add_message(
@@ -422,7 +504,7 @@ class RunService:
 
     async def abort(
         self, user: User, session_id: str, device: tuple[str | None, str | None] = (None, None)
-    ) -> dict[str, Any]:
+    ) -> outputs.Aborted:
         """Stop the run; ``device``: (id, name) of the device asking, kept on the answer it stops."""
         signal = False
         by = {"userId": user.id, "userName": user.name, "deviceId": device[0], "deviceName": device[1]}

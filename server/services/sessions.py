@@ -21,9 +21,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any
 
+from pydantic import TypeAdapter
 from sqlalchemy import insert, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
+from typing_extensions import TypedDict
 
 from ..domain import events, outputs
 from ..domain import models as wire
@@ -36,7 +38,7 @@ from ..store import eventlog, repo
 from ..store.db import Database
 from ..store.models import ChatSession, Message, User, utcnow
 from . import branches, feed, requests, transitions
-from .requests import MISSING, Expand, RequestKey
+from .requests import MISSING, Expand, Missing, Receipt, ReceiptT, ReplyT, RequestKey, as_is, kept_whole
 from .titles import TitleService, apply_title
 from .uow import UnitOfWork, can_read
 
@@ -122,11 +124,30 @@ def new_session_row(
     )
 
 
-def _created_again(user: User, fields: dict[str, Any]) -> Expand:
+class CreatedReceipt(TypedDict):
+    """What an exactly-once record keeps of a new session (``services.requests``): the values ``session.create``
+    chose (its settings are the call's own)."""
+
+    id: str
+    createdAt: str  # ISO 8601
+    provider: str
+    model: str
+
+
+CREATED: Receipt[CreatedReceipt, wire.Session] = Receipt(TypeAdapter(CreatedReceipt), TypeAdapter(wire.Session))
+# ``session.fork`` and an import keep the whole session: a repeat has nothing else to rebuild it from.
+KEPT_WHOLE: Receipt[wire.Session, wire.Session] = kept_whole(TypeAdapter(wire.Session))
+
+
+def _created_receipt(row: ChatSession) -> CreatedReceipt:
+    return {"id": row.id, "createdAt": row.created_at.isoformat(), "provider": row.provider, "model": row.model}
+
+
+def _created_again(user: User, fields: dict[str, Any]) -> Expand[CreatedReceipt, wire.Session]:
     """Rebuilds a ``session.create`` reply from its receipt (id, time, provider, model) and the repeated call's
     fields, which are the first call's: the session as it was created, whatever happened to it since."""
 
-    async def expand(receipt: dict[str, Any]) -> wire.Session:
+    async def expand(receipt: CreatedReceipt) -> wire.Session:
         when = datetime.fromisoformat(receipt["createdAt"])
         return repo.session_wire(
             new_session_row(user, fields, receipt["id"], when, receipt["provider"], receipt["model"])
@@ -176,46 +197,54 @@ class SessionService:
                 )
         return chosen, model
 
-    async def create(self, user: User, fields: dict[str, Any], request: RequestKey | None = None) -> Any:
+    async def create(self, user: User, fields: dict[str, Any], request: RequestKey | None = None) -> wire.Session:
         """A new session (see :meth:`insert`)."""
         again = _created_again(user, fields)
-        replayed = await self.replayed(request, again)
+        replayed = await self.replayed(request, CREATED, again)
         if replayed is not MISSING:
             return replayed
         now = utcnow()
         provider, model = self.resolve_model(fields.get("provider"), fields.get("model"))
         row = new_session_row(user, fields, str(uuid.uuid4()), now, provider, model)
-        return await self.insert(user, row, request, again=again)
+        return await self.insert(user, row, request, CREATED, _created_receipt(row), again)
 
-    async def replayed(self, request: RequestKey | None, again: Expand | None = None) -> Any:
+    async def replayed(
+        self,
+        request: RequestKey | None,
+        kind: Receipt[ReceiptT, ReplyT],
+        again: Expand[ReceiptT, ReplyT],
+    ) -> ReplyT | Missing:
         """The first reply to a repeated ``request`` (read before any work), else ``requests.MISSING``; ``again``
-        rebuilds it from the recorded receipt (without it the record holds the whole reply)."""
+        rebuilds it from the recorded receipt (of ``kind``)."""
         if request is None:
             return MISSING
         async with self.db.read() as s:
-            return await requests.replay(s, request, again)
+            return await requests.Ledger().replay(s, request, kind, again)
 
     async def insert(
         self,
         user: User,
         row: ChatSession,
         request: RequestKey | None,
+        kind: Receipt[ReceiptT, wire.Session],
+        receipt: ReceiptT,
+        again: Expand[ReceiptT, wire.Session],
         fill: Callable[[AsyncSession], Awaitable[None]] | None = None,
-        again: Expand | None = None,
-    ) -> Any:
+    ) -> wire.Session:
         """Store the new session ``row`` of ``user`` — with what ``fill`` writes in the same transaction (an
         import's messages) — announced on the owner's feed in that transaction too; returns the session.
 
         A repeated ``request`` returns the first call's session (two copies racing: the loser finds the winner's
         record under the user lock, or its record insert fails; it answers with the winner's). ``max_per_user``
         is checked under the user lock in the inserting transaction, so concurrent calls cannot pass it
-        together. With ``again`` the record keeps a receipt (id, time, provider, model) that ``again`` turns back
-        into the session; without it (an import) the record keeps the session."""
+        together. The record keeps ``receipt`` (of ``kind``: the values a create chose, or the whole session of
+        a fork or an import), which ``again`` turns back into the session."""
         session = repo.session_wire(row)
+        ledger = requests.Ledger(self.uow.max_request_records)
         try:
             async with self.db.write() as s:
                 if self.max_per_user is not None:
-                    replayed = await self._check_room(s, user, self.max_per_user, request, again)
+                    replayed = await self._check_room(s, user, self.max_per_user, ledger, request, kind, again)
                     if replayed is not MISSING:
                         return replayed
                 s.add(row)
@@ -225,21 +254,12 @@ class SessionService:
                 env = await eventlog.append_feed(
                     s, user.id, events.feed_session_created(row.id, feed.summary(row, 0)), row.created_at
                 )
-                if request is not None:
-                    receipt: Any = session
-                    if again is not None:
-                        receipt = {
-                            "id": row.id,
-                            "createdAt": row.created_at.isoformat(),
-                            "provider": row.provider,
-                            "model": row.model,
-                        }
-                    rows = [requests.record_row(request, receipt, row.created_at)]
-                    await requests.record(s, rows, self.uow.max_request_records)
+                ledger.remember(request, kind, receipt)
+                await ledger.write(s)
         except IntegrityError:
             if request is None:
                 raise
-            replayed = await self.replayed(request, again)
+            replayed = await self.replayed(request, kind, again)
             if replayed is MISSING:
                 raise
             return replayed
@@ -248,18 +268,23 @@ class SessionService:
 
     @staticmethod
     async def _check_room(
-        db: AsyncSession, user: User, limit: int, request: RequestKey | None, again: Expand | None
-    ) -> Any:
+        db: AsyncSession,
+        user: User,
+        limit: int,
+        ledger: requests.Ledger,
+        request: RequestKey | None,
+        kind: Receipt[ReceiptT, ReplyT],
+        again: Expand[ReceiptT, ReplyT],
+    ) -> ReplyT | Missing:
         """Under the user's lock, in the transaction that inserts the session: ``PRECONDITION_FAILED`` when the
         user has ``limit`` live sessions already, else ``requests.MISSING``. Concurrent creates, on any replica,
         take the lock in turn, so each counts what the ones before it committed. A copy of this create (the same
         client request) that committed while this one waited answers with its reply, rather than a refusal for
         the session it just made."""
         await repo.lock_user(db, user.id)
-        if request is not None:
-            replayed = await requests.replay(db, request, again)
-            if replayed is not MISSING:
-                return replayed
+        replayed = await ledger.replay(db, request, kind, again)
+        if replayed is not MISSING:
+            return replayed
         if await repo.count_sessions(db, user.id) >= limit:
             raise RpcError("PRECONDITION_FAILED", f"At most {limit} sessions per user; delete some first")
         return MISSING
@@ -427,10 +452,10 @@ class SessionService:
 
     async def fork(
         self, user: User, session_id: str, message_id: str, title: str | None, request: RequestKey | None = None
-    ) -> Any:
+    ) -> wire.Session:
         """``session.fork``: a new session of ``user`` with the source's settings whose history is a copy of the
         path up to ``message_id`` (uploaded files are shared, not copied); announced on the owner's feed."""
-        replayed = await self.replayed(request)
+        replayed = await self.replayed(request, KEPT_WHOLE, as_is)
         if replayed is not MISSING:
             return replayed
         source = await self.readable(user, session_id)
@@ -462,5 +487,4 @@ class SessionService:
             for copy in copies:
                 await file_refs.link(db, row.id, copy["attachments"])
 
-        session = await self.insert(user, row, request, fill)
-        return session.wire() if isinstance(session, wire.Session) else session
+        return await self.insert(user, row, request, KEPT_WHOLE, repo.session_wire(row), as_is, fill)

@@ -46,8 +46,8 @@ from ..protocol.errors import RpcError
 from ..store import repo
 from ..store.db import Database
 from ..store.models import ChatSession, FileBlob, Message, StoredFile, User, utcnow
-from .requests import MISSING, RequestKey
-from .sessions import SessionService
+from .requests import MISSING, RequestKey, as_is
+from .sessions import KEPT_WHOLE, SessionService
 
 FORMAT = "chatsync.session"
 VERSION = 1
@@ -150,9 +150,9 @@ class Transcripts:
 
     async def import_(self, user: User, transcript: Transcript, request: RequestKey | None) -> dict[str, Any]:
         """A new session of ``user`` holding the transcript's messages (see the module docstring)."""
-        replayed = await self.sessions.replayed(request)
+        replayed = await self.sessions.replayed(request, KEPT_WHOLE, as_is)
         if replayed is not MISSING:
-            return replayed  # type: ignore[no-any-return]
+            return replayed.wire()
         meta = transcript.session
         if meta.provider is not None and not known_provider(meta.provider):
             raise RpcError("BAD_REQUEST", f"unknown provider {meta.provider!r}; known: {', '.join(PROVIDER_IDS)}")
@@ -193,8 +193,8 @@ class Transcripts:
             for r in rows:
                 await refs.link(s, row.id, r["attachments"])
 
-        session = await self.sessions.insert(user, row, request, messages)
-        return session.wire() if isinstance(session, wire.Session) else session
+        session = await self.sessions.insert(user, row, request, KEPT_WHOLE, repo.session_wire(row), as_is, messages)
+        return session.wire()
 
 
 async def _owned_files(db: Any, user_id: str, messages: list[ImportedMessage]) -> dict[str, dict[str, Any]]:

@@ -27,7 +27,7 @@ from ..store.models import ChatSession, User, utcnow
 from ..store.prepared import Executor, PlainConnection
 from ..store.repo import ModelT
 from . import feed, requests, unread
-from .requests import RequestKey
+from .requests import ReceiptT, ReplyT, RequestKey
 
 log = logging.getLogger(__name__)
 
@@ -134,16 +134,21 @@ class SessionTxBase(Generic[DbT, RowT]):
         self.events.append(env)
         return env
 
-    async def replay(self, key: RequestKey | None, expand: requests.Expand | None = None) -> Any:
+    async def replay(
+        self,
+        key: RequestKey | None,
+        kind: requests.Receipt[ReceiptT, ReplyT],
+        expand: requests.Expand[ReceiptT, ReplyT],
+    ) -> ReplyT | requests.Missing:
         """The first reply to this client request if it was made before, rebuilt by ``expand`` from the receipt
-        :meth:`remember` kept (see ``services.requests``), else ``requests.MISSING``. Call it with the session
-        locked, before changing anything."""
-        return await self.ledger.replay(self.db, key, expand)
+        :meth:`remember` kept (read as ``kind`` says; see ``services.requests``), else ``requests.MISSING``. Call
+        it with the session locked, before changing anything."""
+        return await self.ledger.replay(self.db, key, kind, expand)
 
-    def remember(self, key: RequestKey | None, receipt: Any, reply: Any = requests.MISSING) -> None:
-        """Record ``receipt`` (what rebuilds the reply) for the client request ``key``, committed with this
-        transaction; ``reply`` is what a repeat of ``key`` within this transaction gets (default: ``receipt``)."""
-        self.ledger.remember(key, receipt, reply)
+    def remember(self, key: RequestKey | None, kind: requests.Receipt[ReceiptT, ReplyT], receipt: ReceiptT) -> None:
+        """Record ``receipt`` (what rebuilds the reply, of ``kind``) for the client request ``key``, committed with
+        this transaction; a repeat of ``key`` within this transaction gets the reply rebuilt from it."""
+        self.ledger.remember(key, kind, receipt)
 
     async def finish(self) -> None:
         if not self.ledger.rows and not self.events:

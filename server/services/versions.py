@@ -24,21 +24,39 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from pydantic import TypeAdapter
+
+from ..domain import outputs
 from ..files import refs as file_refs
 from ..llm import PROVIDER_IDS, known_provider
 from ..protocol.errors import RpcError
 from ..store import repo
 from ..store.models import Message, User
 from . import branches, queue, transitions
-from .requests import MISSING, RequestKey
-from .runs import INTERRUPT_WAIT_SECONDS, RunService, again, receipt
+from .requests import MISSING, Expand, Receipt, ReceiptT, ReplyT, RequestKey, as_is, kept_whole
+from .runs import INTERRUPT_WAIT_SECONDS, STARTED, RunService, started_again, started_receipt
 from .titles import follow_active_path
 from .uow import SessionTx
 
-Apply = Callable[[SessionTx], Awaitable[tuple[dict[str, Any], str | None]]]
+# Applies a write: its reply, and the run it started (None: none).
+Apply = Callable[[SessionTx], Awaitable[tuple[ReplyT, str | None]]]
 # Checks a write's input under the lock (raising changes nothing) and returns what applies it, and what a run in
 # progress means for it: ``reject`` (``CONFLICT``) or ``interrupt`` (abort it, wait for it to stop, go on).
-Prepare = Callable[[SessionTx], Awaitable[tuple[Apply, str]]]
+Prepare = Callable[[SessionTx], Awaitable[tuple[Apply[ReplyT], str]]]
+
+REGENERATED: Receipt[outputs.Regenerated, outputs.Regenerated] = kept_whole(TypeAdapter(outputs.Regenerated))
+CONTINUED: Receipt[outputs.Continued, outputs.Continued] = kept_whole(TypeAdapter(outputs.Continued))
+SWITCHED: Receipt[outputs.BranchSwitched, outputs.BranchSwitched] = kept_whole(TypeAdapter(outputs.BranchSwitched))
+
+
+def _whole(_tx: SessionTx) -> Expand[ReplyT, ReplyT]:
+    """Rebuilds a reply kept whole: as it is."""
+    return as_is
+
+
+def _same(reply: ReplyT) -> ReplyT:
+    """The receipt of a reply kept whole: the reply."""
+    return reply
 
 
 class VersionService:
@@ -53,16 +71,20 @@ class VersionService:
         user: User,
         session_id: str,
         request: RequestKey | None,
-        prepare: Prepare,
-    ) -> Any:
-        """One write of this module (see :data:`Prepare`); the reply of what it applied."""
+        prepare: Prepare[ReplyT],
+        kind: Receipt[ReceiptT, ReplyT],
+        again: Callable[[SessionTx], Expand[ReceiptT, ReplyT]],
+        keep: Callable[[ReplyT], ReceiptT],
+    ) -> ReplyT:
+        """One write of this module (see :data:`Prepare`); the reply of what it applied. A repeat of ``request``
+        gets the first reply, which ``again`` rebuilds from the receipt ``keep`` made of it (of ``kind``)."""
         runs = self.runs
         deadline = time.monotonic() + INTERRUPT_WAIT_SECONDS
         while True:
-            result: dict[str, Any] | None = None
+            result: ReplyT | None = None
             started: str | None = None
             async with runs.uow.session(user, session_id) as tx:
-                replayed = await tx.replay(request, again(tx))
+                replayed = await tx.replay(request, kind, again(tx))
                 if replayed is not MISSING:
                     return replayed
                 apply, busy = await prepare(tx)
@@ -78,7 +100,7 @@ class VersionService:
                         row.abort_then_send = False
                 if row.run_id is None:
                     result, started = await apply(tx)
-                    tx.remember(request, receipt(result))
+                    tx.remember(request, kind, keep(result))
             runs.start_runs(session_id, taken, started)
             if result is not None:
                 return result
@@ -99,19 +121,19 @@ class VersionService:
         attachments: list[dict[str, Any]] | None,
         busy_policy: str | None,
         request: RequestKey | None = None,
-    ) -> Any:
+    ) -> outputs.SendStarted:
         """A new version of a user message (same parent), made active and answered."""
         runs = self.runs
         runs.check_content(content)
         crid = request.request_id if request is not None else None
 
-        async def prepare(tx: SessionTx) -> tuple[Apply, str]:
+        async def prepare(tx: SessionTx) -> tuple[Apply[outputs.SendStarted], str]:
             target = await branches.message_of(tx, message_id)
             if target.role != "user":
                 raise RpcError("PRECONDITION_FAILED", "Only a user message can be edited")
             files = list(target.attachments or []) if attachments is None else attachments
 
-            async def apply(tx: SessionTx) -> tuple[dict[str, Any], str | None]:
+            async def apply(tx: SessionTx) -> tuple[outputs.SendStarted, str | None]:
                 await file_refs.link(tx.db, session_id, files)
                 queue.set_paused(tx, False)
                 await branches.cut_before(tx, target)
@@ -123,7 +145,7 @@ class VersionService:
 
             return apply, self._policy(tx, busy_policy)
 
-        return await self._write(user, session_id, request, prepare)
+        return await self._write(user, session_id, request, prepare, STARTED, started_again, started_receipt)
 
     # --- run.regenerate -------------------------------------------------------------------------------------
 
@@ -136,7 +158,7 @@ class VersionService:
         model: str | None,
         busy_policy: str | None,
         request: RequestKey | None = None,
-    ) -> Any:
+    ) -> outputs.Regenerated:
         """A new version of an answer (default: the last on the active path), made active and generated, by
         the session's model or the one given."""
         runs = self.runs
@@ -144,7 +166,7 @@ class VersionService:
         if provider is not None and not known_provider(provider):
             raise RpcError("BAD_REQUEST", f"unknown provider {provider!r}; known: {', '.join(PROVIDER_IDS)}")
 
-        async def prepare(tx: SessionTx) -> tuple[Apply, str]:
+        async def prepare(tx: SessionTx) -> tuple[Apply[outputs.Regenerated], str]:
             if message_id is not None:
                 target: Message | None = await branches.message_of(tx, message_id)
             else:
@@ -156,7 +178,7 @@ class VersionService:
                 raise RpcError("PRECONDITION_FAILED", "Only an answer can be regenerated")
             chosen = run_model(tx, provider, model)
 
-            async def apply(tx: SessionTx) -> tuple[dict[str, Any], str | None]:
+            async def apply(tx: SessionTx) -> tuple[outputs.Regenerated, str | None]:
                 start = await branches.answer_start(tx, target)
                 queue.set_paused(tx, False)
                 await branches.cut_before(tx, start)
@@ -166,27 +188,32 @@ class VersionService:
                 )
                 run.provider, run.model = chosen
                 effective = (chosen[0] or tx.row.provider, chosen[1] or tx.row.model)
-                reply = {"runId": run.id, "parentId": start.parent_id, "provider": effective[0], "model": effective[1]}
+                reply: outputs.Regenerated = {
+                    "runId": run.id,
+                    "parentId": start.parent_id,
+                    "provider": effective[0],
+                    "model": effective[1],
+                }
                 return reply, run.id
 
             return apply, self._policy(tx, busy_policy)
 
-        return await self._write(user, session_id, request, prepare)
+        return await self._write(user, session_id, request, prepare, REGENERATED, _whole, _same)
 
     # --- run.continue -----------------------------------------------------------------------------------------
 
-    async def continue_(self, user: User, session_id: str, request: RequestKey | None = None) -> Any:
+    async def continue_(self, user: User, session_id: str, request: RequestKey | None = None) -> outputs.Continued:
         """The last answer on the active path, cut off by the length limit, goes on in the same message."""
         runs = self.runs
         crid = request.request_id if request is not None else None
 
-        async def prepare(tx: SessionTx) -> tuple[Apply, str]:
+        async def prepare(tx: SessionTx) -> tuple[Apply[outputs.Continued], str]:
             leaf = await branches.active_leaf(tx)
             if leaf is None or leaf.role != "assistant" or leaf.finish_reason != "length" or leaf.status != "complete":
                 raise RpcError("PRECONDITION_FAILED", "Only an answer that stopped at the length limit can go on")
             made_by = await repo.get_run(tx.db, leaf.run_id) if leaf.run_id else None
 
-            async def apply(tx: SessionTx) -> tuple[dict[str, Any], str | None]:
+            async def apply(tx: SessionTx) -> tuple[outputs.Continued, str | None]:
                 run = await transitions.begin_run(
                     tx, runs.o.owner, runs.lease_seconds, "continue", client_request_id=crid
                 )
@@ -197,19 +224,19 @@ class VersionService:
 
             return apply, "reject"
 
-        return await self._write(user, session_id, request, prepare)
+        return await self._write(user, session_id, request, prepare, CONTINUED, _whole, _same)
 
     # --- session.switchBranch ---------------------------------------------------------------------------------
 
     async def switch_branch(
         self, user: User, session_id: str, message_id: str, request: RequestKey | None = None
-    ) -> Any:
+    ) -> outputs.BranchSwitched:
         """The path through ``message_id`` becomes the active one (down to the leaf active last below it)."""
 
-        async def prepare(tx: SessionTx) -> tuple[Apply, str]:
+        async def prepare(tx: SessionTx) -> tuple[Apply[outputs.BranchSwitched], str]:
             await branches.message_of(tx, message_id)
 
-            async def apply(tx: SessionTx) -> tuple[dict[str, Any], str | None]:
+            async def apply(tx: SessionTx) -> tuple[outputs.BranchSwitched, str | None]:
                 changed = await branches.switch_to(tx, message_id)
                 if changed:
                     await follow_active_path(tx)
@@ -218,7 +245,7 @@ class VersionService:
 
             return apply, "reject"
 
-        return await self._write(user, session_id, request, prepare)
+        return await self._write(user, session_id, request, prepare, SWITCHED, _whole, _same)
 
 
 def run_model(tx: SessionTx, provider: str | None, model: str | None) -> tuple[str | None, str | None]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ... import metrics
+from ...domain.outputs import McpServerInfo
 from ...protocol.errors import RpcError
 from ..registry import ToolResult, parse_arguments
 from . import results
@@ -133,15 +134,24 @@ class McpTools:
 
     # --- listing ---------------------------------------------------------------------------------------------
 
-    async def catalog(self, user_id: str, user_name: str) -> list[dict[str, Any]]:
+    async def catalog(self, user_id: str, user_name: str) -> list[McpServerInfo]:
         """The servers ``user`` may enable, each with its tools (or why they could not be listed)."""
 
-        async def one(name: str, cfg: ServerConfig) -> dict[str, Any]:
-            entry = cfg.public(name)
+        async def one(name: str, cfg: ServerConfig) -> McpServerInfo:
+            entry: McpServerInfo = {
+                "name": name,
+                "transport": cfg.transport,
+                "approval": cfg.approval,
+                "description": cfg.description,
+                "tools": [],
+            }
+            if cfg.tools:
+                entry["toolPolicies"] = dict(cfg.tools)
             try:
                 tools = await self.connection(name, user_id).tools()
             except McpUnavailable as exc:
-                return entry | {"tools": [], "error": str(exc)}
+                entry["error"] = str(exc)
+                return entry
             entry["tools"] = [
                 {
                     "name": t.name[:128],
