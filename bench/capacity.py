@@ -18,8 +18,14 @@ text deltas mix. Each user sends ``seconds / send-every`` messages; a subscriber
 run of every one finish.
 
 Per S it prints: token latency p50/p99 (provider -> subscriber, text deltas), server CPU µs per delivered
-event (all frames a subscriber got: deltas, queue and run events), the server's RSS at the end, losses (a gap
-in a subscriber's event ids or in a message's delta offsets, or a run missing), and the host's steal. Then
+event (all frames a subscriber got: deltas, queue and run events), the server's RSS at the end, losses, and
+the host's steal. Each subscriber keeps its copy of the session as the TypeScript client does
+(``bench/follower.py``): it applies ``stream-snapshot`` (a subscriber that joins, or catches up, while an answer
+streams gets the text so far in one, then the deltas past it), so deltas a snapshot carried are not missing. A
+loss is what breaks the protocol's promise where a client sees it: an event id repeated or skipped, a text
+delta past (or wholly inside) the text held, a snapshot the client cannot use, an answer whose text assembled
+from snapshot and deltas is not the completed message's (or that is not what the model produced), or a run
+that never finished. Each is printed with its kind, session, subscriber and offsets. Then
 the largest S whose median p99 stayed <= ``--p99-ms`` with nothing lost and whose answers kept the schedule:
 the last answer ended within 10% of when the bare broadcast's did. ``--server reference`` replays the same load
 (same sessions, same sends, same token pace) on ``bench/reference_broadcast.py``: the ratio of the two, at the
@@ -64,15 +70,18 @@ SUBSCRIBERS_PER_SESSION = 3
 
 def load_proc(
     token: str,
-    subs: list[tuple[str, str, bool]],
+    subs: list[tuple[str, str, int, int | None]],
     messages: int,
     send_every: float,
     tokens: int,
+    creates_messages: bool,
     ready: mp.Queue,
     go: mp.Event,
     results: mp.Queue,
 ) -> None:  # type: ignore[type-arg]
-    """One load-generator process: ``subs`` are (server URL, session id, sends), one subscriber each."""
+    """One load-generator process: ``subs`` are (server URL, session id, the subscriber's index in its session
+    (0: the one that sends), the session's last seq before the run), one subscriber each."""
+    from bench.follower import Follower
     from bench.wsclient import subscribe_session
 
     try:
@@ -81,13 +90,15 @@ def load_proc(
         uvloop.install()
     except ImportError:
         pass
-    stats = {"events": 0, "deltas": 0, "losses": 0, "lat": [], "sent": 0, "send_errors": 0}
+    stats: dict = {"events": 0, "lat": [], "sent": 0, "send_errors": 0, "missing_runs": 0}
     lat = stats["lat"]
+    followers: list[Follower] = []
 
-    async def one(url: str, sid: str, sends: bool) -> None:
+    async def one(url: str, sid: str, index: int, last_seq: int | None) -> None:
         loop = asyncio.get_running_loop()
         started, finished = loop.create_future(), loop.create_future()
-        state = {"last_id": None, "offsets": {}, "runs": 0}
+        follower = Follower(sid, index, tokens, last_seq, creates_messages)
+        followers.append(follower)
 
         def on_text(raw: bytes) -> None:
             now = time.time_ns()
@@ -108,30 +119,19 @@ def load_proc(
             tracked = "id" in result
             ev = data["data"] if tracked else data
             stats["events"] += 1
+            follower.apply(result["id"] if tracked else None, ev)
             etype = ev["type"]
-            if etype != "text-delta" and tracked:
-                eid = int(result["id"])
-                if state["last_id"] is not None and eid != state["last_id"] + 1:
-                    stats["losses"] += 1
-                state["last_id"] = eid
-            if etype == "text-delta":  # ephemeral: ordered by its offset in the message, not by an id
-                stats["deltas"] += 1
-                offsets = state["offsets"]
-                if ev["offset"] != offsets.get(ev["messageId"], 0):
-                    stats["losses"] += 1
-                offsets[ev["messageId"]] = ev["offset"] + len(ev["delta"])
+            if etype == "text-delta":
                 lat.append((now - int(ev["delta"].split()[0])) / 1e6)
-            elif etype == "run-finished":
-                state["runs"] += 1
-                if state["runs"] == messages and not finished.done():
-                    finished.set_result(None)
+            elif etype == "run-finished" and follower.runs == messages and not finished.done():
+                finished.set_result(None)
 
         ws = await subscribe_session(url, token, sid, on_text)
         await started
         ready.put(1)
         while not go.is_set():
             await asyncio.sleep(0.05)
-        if sends:
+        if index == 0:
             await asyncio.sleep(random.uniform(0, send_every))
             for n in range(messages):
                 ws.send_text(
@@ -149,20 +149,28 @@ def load_proc(
         try:
             await asyncio.wait_for(finished, 300)
         except TimeoutError:
-            stats["losses"] += messages - state["runs"]  # runs that never finished here
+            stats["missing_runs"] += messages - follower.runs  # runs that never finished here
         assert ws.transport is not None
         ws.transport.close()
 
     async def main() -> None:
-        await asyncio.gather(*(one(url, sid, sends) for url, sid, sends in subs))
+        await asyncio.gather(*(one(*sub) for sub in subs))
+        for key in ("deltas", "snapshots", "snapshot_chars", "checked"):
+            stats[key] = sum(getattr(f, key) for f in followers)
+        stats["losses"] = [str(loss) for f in followers for loss in f.losses]
         results.put(stats)
 
     asyncio.run(main())
 
 
-async def create_sessions(url: str, token: str, n: int, provider: str, pace: str) -> list[str]:
+async def create_sessions(url: str, token: str, n: int, provider: str, pace: str) -> list[tuple[str, int]]:
+    """``n`` new sessions, each with its last seq (where its subscribers' copies start)."""
     async with TrpcClient(url, token) as c:
-        return [(await c.mutation("session.create", {"provider": provider, "model": pace}))["id"] for _ in range(n)]
+        out = []
+        for _ in range(n):
+            sid = (await c.mutation("session.create", {"provider": provider, "model": pace}))["id"]
+            out.append((sid, int((await c.query("session.get", {"sessionId": sid}))["lastEventId"])))
+        return out
 
 
 @contextlib.contextmanager
@@ -228,17 +236,17 @@ def one_run(args: argparse.Namespace, sessions: int, kind: str, profile: str | N
         provider = "stamp" if kind == "reference" or args.provider == "stamp" else args.provider
         sids = asyncio.run(create_sessions(srvs[0].url, token, sessions, provider, str(args.pace)))
         messages = max(1, round(args.seconds / args.send_every))
-        per_proc: list[list[tuple[str, str, bool]]] = [[] for _ in range(args.procs)]
-        for i, sid in enumerate(sids):
+        per_proc: list[list[tuple[str, str, int, int | None]]] = [[] for _ in range(args.procs)]
+        for i, (sid, last_seq) in enumerate(sids):
             for j in range(SUBSCRIBERS_PER_SESSION):  # a session's subscribers spread over the processes
                 url = srvs[(i + j) % len(srvs)].url  # ... and over the replicas
-                per_proc[(i + j) % args.procs].append((url, sid, j == 0))
+                per_proc[(i + j) % args.procs].append((url, sid, j, last_seq))
         ctx = mp.get_context("spawn")
         ready, results, go = ctx.Queue(), ctx.Queue(), ctx.Event()
         procs = [
             ctx.Process(
                 target=load_proc,
-                args=(token, subs, messages, args.send_every, args.tokens, ready, go, results),
+                args=(token, subs, messages, args.send_every, args.tokens, kind != "reference", ready, go, results),
             )
             for subs in per_proc
             if subs
@@ -284,12 +292,24 @@ def one_run(args: argparse.Namespace, sessions: int, kind: str, profile: str | N
     events = sum(s["events"] for s in stats)
     lat = [x for s in stats for x in s["lat"]]
     expected_deltas = sessions * messages * args.tokens * SUBSCRIBERS_PER_SESSION
-    deltas = sum(s["deltas"] for s in stats)
+    lines = [line for s in stats for line in s["losses"]]
+    missing = sum(s["missing_runs"] for s in stats)
+    kinds: dict[str, int] = {}
+    for line in lines:
+        kinds[line.split(":", 1)[0]] = kinds.get(line.split(":", 1)[0], 0) + 1
+    if missing:
+        kinds["run missing"] = missing
     return {
         "events": events,
-        "deltas": deltas,
+        "deltas": sum(s["deltas"] for s in stats),
         "expected_deltas": expected_deltas,
-        "losses": sum(s["losses"] for s in stats) + (expected_deltas - deltas),
+        "snapshots": sum(s["snapshots"] for s in stats),
+        "snapshot_chars": sum(s["snapshot_chars"] for s in stats),
+        "checked": sum(s["checked"] for s in stats),
+        "expected_checked": sessions * messages * SUBSCRIBERS_PER_SESSION,
+        "losses": len(lines) + missing,
+        "loss_kinds": kinds,
+        "loss_lines": lines,
         "send_errors": sum(s["send_errors"] for s in stats),
         "first_error": next((s["first_error"] for s in stats if "first_error" in s), None),
         "p50": pct(lat, 50),
@@ -326,6 +346,7 @@ def main() -> None:
     ap.add_argument("--replicas", type=int, default=1, help=">1: that many servers on a private PostgreSQL + Redis")
     ap.add_argument("--profile", metavar="DIR", help="py-spy each chatsync server's first run into DIR")
     ap.add_argument("--profile-seconds", type=int, default=30)
+    ap.add_argument("--print-losses", type=int, default=50, help="losses printed per run, each with its kind")
     args = ap.parse_args()
     if "before" in args.server and not args.before_root:
         ap.error("--server before needs --before-root (or CHATSYNC_BENCH_BEFORE_ROOT)")
@@ -347,9 +368,12 @@ def main() -> None:
                 r = one_run(args, sessions, kind, profile)
                 runs[kind].append(r)
                 infra = "".join(f" {k}={r[k + '_us']:.1f}us/event" for k in ("postgres", "redis") if k + "_us" in r)
+                kinds = ", ".join(f"{k} {n}" for k, n in sorted(r["loss_kinds"].items())) or "none"
                 print(
                     f"  S={sessions} {kind}: events={r['events']} deltas={r['deltas']}/{r['expected_deltas']} "
-                    f"losses={r['losses']} send errors={r['send_errors']} {r['rate']:.0f} events/s "
+                    f"snapshots={r['snapshots']} ({r['snapshot_chars']} chars) "
+                    f"answers checked={r['checked']}/{r['expected_checked']} "
+                    f"losses={r['losses']} ({kinds}) send errors={r['send_errors']} {r['rate']:.0f} events/s "
                     f"last answer at {r['span']:.1f}s p50={r['p50']:.2f}ms p99={r['p99']:.2f}ms "
                     f"cpu={r['cpu_us']:.1f}us/event{infra} rss={r['rss_mib']:.0f}MiB "
                     f"steal={r['steal'] * 100:.1f}% load={r['load']:.1f}"
@@ -357,6 +381,10 @@ def main() -> None:
                     + (f" first send error: {r['first_error']}" if r["first_error"] else ""),
                     flush=True,
                 )
+                for line in r["loss_lines"][: args.print_losses]:
+                    print(f"    loss: {line}", flush=True)
+                if len(r["loss_lines"]) > args.print_losses:
+                    print(f"    ... and {len(r['loss_lines']) - args.print_losses} more", flush=True)
         ref_span = statistics.median(r["span"] for r in runs["reference"]) if "reference" in runs else None
         ref_cpu = statistics.median(r["cpu_us"] for r in runs["reference"]) if "reference" in runs else None
         for kind, rs in runs.items():
