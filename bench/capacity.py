@@ -198,10 +198,11 @@ def fake_openai() -> Iterator[str]:
 
 @contextlib.contextmanager
 def servers(
-    args: argparse.Namespace, kind: str, sessions: int
+    args: argparse.Namespace, kind: str, sessions: int, log_path: str | None = None
 ) -> Iterator[tuple[list[Server], dict[str, Callable[[], float]]]]:
     """The servers of one run (``kind``: chatsync, before or reference) and the CPU readers of its database
-    and bus when they are private (two replicas)."""
+    and bus when they are private (two replicas); ``log_path``: the first server's log, with its deliveries'
+    debug lines (catch-ups and stream-snapshots sent)."""
     with contextlib.ExitStack() as stack:
         if kind == "reference":
             yield [stack.enter_context(run_server(token="reference", command=("bench/reference_broadcast.py",)))], {}
@@ -222,7 +223,9 @@ def servers(
             db_url, infra["postgres"] = stack.enter_context(private_postgres())
             env["CHATSYNC_BUS_URL"], infra["redis"] = stack.enter_context(private_redis())
         command = ("-m", "bench.streaming", "--serve")
-        first = stack.enter_context(run_server(db_url, command=command, root=root, **env))
+        if log_path:
+            env["CHATSYNC_LOG_DEBUG"] = "server.sync.delivery"
+        first = stack.enter_context(run_server(db_url, command=command, root=root, log_path=log_path, **env))
         rest = [
             stack.enter_context(run_server(db_url, token=first.token, command=command, root=root, **env))
             for _ in range(args.replicas - 1)
@@ -230,8 +233,10 @@ def servers(
         yield [first, *rest], infra
 
 
-def one_run(args: argparse.Namespace, sessions: int, kind: str, profile: str | None = None) -> dict:
-    with servers(args, kind, sessions) as (srvs, infra):
+def one_run(
+    args: argparse.Namespace, sessions: int, kind: str, profile: str | None = None, log_path: str | None = None
+) -> dict:
+    with servers(args, kind, sessions, log_path) as (srvs, infra):
         token = srvs[0].token
         provider = "stamp" if kind == "reference" or args.provider == "stamp" else args.provider
         sids = asyncio.run(create_sessions(srvs[0].url, token, sessions, provider, str(args.pace)))
@@ -347,6 +352,12 @@ def main() -> None:
     ap.add_argument("--profile", metavar="DIR", help="py-spy each chatsync server's first run into DIR")
     ap.add_argument("--profile-seconds", type=int, default=30)
     ap.add_argument("--print-losses", type=int, default=50, help="losses printed per run, each with its kind")
+    ap.add_argument(
+        "--log-deliveries",
+        metavar="DIR",
+        help="keep each chatsync server's log in DIR with a line per catch-up and per stream-snapshot sent "
+        "(CHATSYNC_LOG_DEBUG=server.sync.delivery); the lines of a session with a loss are printed",
+    )
     args = ap.parse_args()
     if "before" in args.server and not args.before_root:
         ap.error("--server before needs --before-root (or CHATSYNC_BENCH_BEFORE_ROOT)")
@@ -365,7 +376,11 @@ def main() -> None:
                 if args.profile and n == 0 and kind != "reference":
                     os.makedirs(args.profile, exist_ok=True)
                     profile = os.path.join(args.profile, f"{kind}-S{sessions}-{args.provider}.txt")
-                r = one_run(args, sessions, kind, profile)
+                log_path = None
+                if args.log_deliveries and kind != "reference":
+                    os.makedirs(args.log_deliveries, exist_ok=True)
+                    log_path = os.path.join(args.log_deliveries, f"{kind}-S{sessions}-{n + 1}.log")
+                r = one_run(args, sessions, kind, profile, log_path)
                 runs[kind].append(r)
                 infra = "".join(f" {k}={r[k + '_us']:.1f}us/event" for k in ("postgres", "redis") if k + "_us" in r)
                 kinds = ", ".join(f"{k} {n}" for k, n in sorted(r["loss_kinds"].items())) or "none"
@@ -385,6 +400,13 @@ def main() -> None:
                     print(f"    loss: {line}", flush=True)
                 if len(r["loss_lines"]) > args.print_losses:
                     print(f"    ... and {len(r['loss_lines']) - args.print_losses} more", flush=True)
+                if log_path and r["loss_lines"]:
+                    lost_in = {line.split("session ", 1)[1].split()[0] for line in r["loss_lines"]}
+                    with open(log_path, errors="replace") as f:
+                        said = [line.rstrip() for line in f if any(f"session {sid} " in line for sid in lost_in)]
+                    print(f"    the server's delivery lines for those sessions ({log_path}):", flush=True)
+                    for line in said[: args.print_losses]:
+                        print(f"      {line}", flush=True)
         ref_span = statistics.median(r["span"] for r in runs["reference"]) if "reference" in runs else None
         ref_cpu = statistics.median(r["cpu_us"] for r in runs["reference"]) if "reference" in runs else None
         for kind, rs in runs.items():

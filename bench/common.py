@@ -152,11 +152,13 @@ def run_server(
     command: tuple[str, ...] = ("-m", "server.cli", "serve"),
     cpus: set[int] | None = None,
     root: str | None = None,
+    log_path: str | None = None,
     **env_overrides: str,
 ) -> Iterator[Server]:
     """A `chatsync serve` process (or ``python *command``, which must serve the same way); ``token`` reuses a
     user of a shared database instead of creating one; ``cpus`` pins the server to those cores; ``root`` is the
-    checkout it runs from (default ``SERVER_ROOT``: another worktree compares two versions under one load)."""
+    checkout it runs from (default ``SERVER_ROOT``: another worktree compares two versions under one load);
+    ``log_path`` keeps its log there."""
     root = root or SERVER_ROOT
     with tempfile.TemporaryDirectory() as tmp:
         port = free_port()
@@ -172,7 +174,7 @@ def run_server(
         if token is None:
             token = create_user(env, "bench", root)
         # CHATSYNC_BENCH_SERVER_LOG keeps the server's log for a look afterwards.
-        log = open(os.environ.get("CHATSYNC_BENCH_SERVER_LOG") or os.path.join(tmp, "server.log"), "wb")
+        log = open(log_path or os.environ.get("CHATSYNC_BENCH_SERVER_LOG") or os.path.join(tmp, "server.log"), "wb")
         proc = subprocess.Popen([sys.executable, *command], env=env, cwd=root, stdout=log, stderr=subprocess.STDOUT)
         if cpus is not None:
             os.sched_setaffinity(proc.pid, cpus)  # before it has started its event loop

@@ -309,7 +309,7 @@ def main(argv: list[str] | None = None) -> None:
         _client_command(args)
         return
     settings = _settings_or_exit()
-    logformat.configure(settings.log_level, settings.log_format)
+    logformat.configure(settings.log_level, settings.log_format, settings.log_debug)
     try:
         if args.command == "serve":
             serve(settings, args.host, args.port)

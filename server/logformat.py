@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
@@ -51,8 +52,9 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(line).decode()
 
 
-def configure(level: str, fmt: str) -> None:
-    """The root logger's one handler (stderr) in ``fmt`` (``text`` or ``json``), at ``level``."""
+def configure(level: str, fmt: str, debug: Sequence[str] = ()) -> None:
+    """The root logger's one handler (stderr) in ``fmt`` (``text`` or ``json``), at ``level``; the loggers named
+    in ``debug`` (and theirs below them) at debug."""
     handler = logging.StreamHandler()
     handler.addFilter(RedactQuery())
     handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
@@ -62,3 +64,5 @@ def configure(level: str, fmt: str) -> None:
     root.addHandler(handler)
     root.setLevel(level.upper())
     logging.getLogger("alembic").setLevel(logging.WARNING)
+    for name in debug:
+        logging.getLogger(name).setLevel(logging.DEBUG)

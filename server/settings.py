@@ -67,6 +67,9 @@ class Settings(BaseSettings):
     allow_method_override: bool = False
     run_migrations_on_start: bool = True
     log_level: str = "info"
+    # Loggers written at debug whatever ``log_level`` is, comma-separated (docs/operations.md "Logs"): e.g.
+    # ``server.sync.delivery``, a line for each subscriber's catch-up and each stream-snapshot sent.
+    log_debug: Annotated[list[str], NoDecode] = Field(default_factory=list)
     # ``json``: one JSON object per line with the request, session, run and trace ids (server/logformat.py).
     log_format: Literal["text", "json"] = "text"
     # /metrics is open (counts and timings only, no user content) unless this is set; then it takes this
@@ -158,6 +161,13 @@ class Settings(BaseSettings):
     def _split_origins(cls, value: object) -> object:
         if isinstance(value, str):
             return [part.strip().rstrip("/") for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("log_debug", mode="before")
+    @classmethod
+    def _split_loggers(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
         return value
 
     @field_validator("database_url")

@@ -8,8 +8,9 @@ import logging
 import orjson
 import pytest
 
-from server import tracing
+from server import logformat, tracing
 from server.logredact import REDACTED, redact
+from server.settings import load_settings
 from tests.testkit import json_log
 
 pytestmark = pytest.mark.fast
@@ -65,3 +66,31 @@ def test_secrets_never_reach_a_json_line(json_lines):
 def test_redaction_leaves_what_is_not_a_secret():
     for text in ("http://127.0.0.1:8787/trpc", "alice@example.com wrote", "session cs-short", "Bearer"):
         assert redact(text) == text
+
+
+def test_loggers_named_for_debug_write_debug_lines_and_the_rest_keep_the_level():
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    named, other = logging.getLogger("server.sync.delivery"), logging.getLogger("aiosqlite")
+    levels = named.level, other.level
+    try:
+        logformat.configure("info", "text")
+        assert not named.isEnabledFor(logging.DEBUG)  # off by default
+        logformat.configure("info", "text", ["server.sync.delivery"])
+        assert named.isEnabledFor(logging.DEBUG) and not other.isEnabledFor(logging.DEBUG)
+        assert not root.isEnabledFor(logging.DEBUG)
+    finally:
+        for h in list(root.handlers):
+            root.removeHandler(h)
+        for h in handlers:
+            root.addHandler(h)
+        root.setLevel(level)
+        named.setLevel(levels[0])
+        other.setLevel(levels[1])
+
+
+def test_the_debug_loggers_setting_is_a_comma_separated_list(monkeypatch):
+    monkeypatch.setenv("CHATSYNC_LOG_DEBUG", "server.sync.delivery, server.engine")
+    assert load_settings().log_debug == ["server.sync.delivery", "server.engine"]
+    monkeypatch.delenv("CHATSYNC_LOG_DEBUG")
+    assert load_settings().log_debug == []

@@ -229,6 +229,7 @@ class Delivery:
             self._deliver(env)
 
     async def _catch_up(self) -> None:
+        first = self.next_seq - 1
         try:
             while True:
                 async with resume_read(self.db) as s:
@@ -256,6 +257,17 @@ class Delivery:
             held, self._held = self._held, []
             for env in held:
                 self._deliver_ephemeral(env)
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug(
+                    "session %s subscriber %s: caught up from seq %d to %d, then %d stream events held while "
+                    "reading (%d covered by a snapshot)",
+                    self.session_id,
+                    self._who(),
+                    first,
+                    self.next_seq - 1,
+                    len(held),
+                    sum(1 for env in held if self.covers(env)),
+                )
             # Events that arrived while the last read was in flight.
             self._drain_pending()
             if self._pending:
@@ -279,6 +291,20 @@ class Delivery:
                 continue  # nothing new since the snapshot this subscriber already has
             self._stream_offsets[mid] = offset
             self._send_item(str(self.next_seq - 1), stream_snapshot(self.session_id, mid, offset, snap["text"]))
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug(
+                    "session %s subscriber %s: stream-snapshot of message %s to offset %d at seq %d",
+                    self.session_id,
+                    self._who(),
+                    mid,
+                    offset,
+                    self.next_seq - 1,
+                )
+
+    def _who(self) -> str:
+        """This subscriber in a log line: the delivery's own id (the same in all its lines) and its client."""
+        client = self.client or {}
+        return f"{id(self):x} ({client.get('userName', '?')} over {client.get('transport', '?')})"
 
     async def _position_lost(self, s: AsyncSession) -> bool:
         """True when ``next_seq`` can never be read: trimmed from the log, or beyond the session's end."""

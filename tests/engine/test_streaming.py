@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from engine_helpers import FAST, idle, subscribe
 
 WORDS = " ".join(f"w{i}" for i in range(40))
@@ -87,6 +89,27 @@ async def test_client_joining_mid_stream_ends_with_the_same_text(server_factory,
         assert snapshots and 0 < snapshots[0]["offset"] < len(text)
         assert len(late.of("text-delta")) < len(early.of("text-delta"))
         assert c.connects >= 2
+
+
+async def test_a_catch_up_and_the_snapshot_it_sent_are_logged_at_debug(server_factory, sqlite_url, caplog):
+    caplog.set_level(logging.DEBUG, logger="server.sync.delivery")
+    live = await server_factory(sqlite_url, **{**FAST, "echo_delay": 0.01})
+    text = " ".join(f"token{i}" for i in range(80))
+    async with live.client() as a, live.client() as b:
+        s = await a.mutation("session.create", {})
+        early = await subscribe(a, s["id"])
+        await a.mutation("message.send", {"sessionId": s["id"], "content": text})
+        await early.until_type("text-delta", 20)
+        late = await subscribe(b, s["id"], "0")
+        snapshot = await late.until(lambda e: e["type"] == "stream-snapshot")
+        await late.until(lambda e: e["type"] == "message-completed" and e["message"]["role"] == "assistant")
+    lines = [r.getMessage() for r in caplog.records if r.name == "server.sync.delivery"]
+    what = f": stream-snapshot of message {snapshot['messageId']} to offset {snapshot['offset']} at seq "
+    sent = [line for line in lines if what in line]
+    assert len(sent) == 1
+    who = sent[0].split(": stream-snapshot")[0]  # "session S subscriber ID (alice over ws)"
+    assert who.startswith(f"session {s['id']} subscriber ")
+    assert any(line.startswith(who + ": caught up from seq 0 to ") for line in lines)
 
 
 async def test_session_get_mid_stream_shows_the_partial_text(server_factory, sqlite_url):
