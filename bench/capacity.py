@@ -155,7 +155,7 @@ def load_proc(
 
     async def main() -> None:
         await asyncio.gather(*(one(*sub) for sub in subs))
-        for key in ("deltas", "snapshots", "snapshot_chars", "checked"):
+        for key in ("deltas", "snapshots", "snapshot_chars", "snapshot_tokens", "checked"):
             stats[key] = sum(getattr(f, key) for f in followers)
         stats["losses"] = [str(loss) for f in followers for loss in f.losses]
         results.put(stats)
@@ -310,6 +310,7 @@ def one_run(
         "expected_deltas": expected_deltas,
         "snapshots": sum(s["snapshots"] for s in stats),
         "snapshot_chars": sum(s["snapshot_chars"] for s in stats),
+        "snapshot_tokens": sum(s["snapshot_tokens"] for s in stats),
         "checked": sum(s["checked"] for s in stats),
         "expected_checked": sessions * messages * SUBSCRIBERS_PER_SESSION,
         "losses": len(lines) + missing,
@@ -386,7 +387,7 @@ def main() -> None:
                 kinds = ", ".join(f"{k} {n}" for k, n in sorted(r["loss_kinds"].items())) or "none"
                 print(
                     f"  S={sessions} {kind}: events={r['events']} deltas={r['deltas']}/{r['expected_deltas']} "
-                    f"snapshots={r['snapshots']} ({r['snapshot_chars']} chars) "
+                    f"snapshots={r['snapshots']} (carrying {r['snapshot_tokens']} deltas, {r['snapshot_chars']} chars) "
                     f"answers checked={r['checked']}/{r['expected_checked']} "
                     f"losses={r['losses']} ({kinds}) send errors={r['send_errors']} {r['rate']:.0f} events/s "
                     f"last answer at {r['span']:.1f}s p50={r['p50']:.2f}ms p99={r['p99']:.2f}ms "

@@ -81,6 +81,7 @@ class Follower:
         "runs",
         "session",
         "snapshot_chars",
+        "snapshot_tokens",
         "snapshots",
         "subscriber",
         "tokens",
@@ -97,6 +98,7 @@ class Follower:
         self.deltas = 0  # text deltas received
         self.snapshots = 0  # stream-snapshots received
         self.snapshot_chars = 0  # characters the snapshots added to the text held
+        self.snapshot_tokens = 0  # stamped tokens among them (each ends with a space): deltas not sent as deltas
         self.checked = 0  # answers whose final text was compared
         self.runs = 0  # run-finished seen
 
@@ -205,7 +207,9 @@ class Follower:
             self._loss("snapshot", f"message {mid}: snapshot at {len(text)} behind the {held} chars held")
         elif not text.startswith(msg.text):
             self._loss("snapshot", f"message {mid}: snapshot at {len(text)} disagrees with the {held} chars held")
-        self.snapshot_chars += max(len(text) - held, 0)
+        if len(text) > held:
+            self.snapshot_chars += len(text) - held
+            self.snapshot_tokens += text.count(" ", held)
         held_deltas, msg.held = msg.held, []
         msg.text = text
         self._place(mid, msg, held_deltas)

@@ -44,7 +44,7 @@ def test_a_snapshot_then_the_rest_as_deltas_is_the_whole_answer() -> None:
     for eid, ev in [("5", created("m")), ("5", snapshot("m", 2)), ("5", delta("m", 2)), ("6", completed("m"))]:
         f.apply(eid, ev)
     assert (f.losses, f.deltas, f.snapshots, f.checked) == ([], 1, 1, 1)
-    assert f.snapshot_chars == len(TOKENS[0]) + len(TOKENS[1])
+    assert (f.snapshot_chars, f.snapshot_tokens) == (len(TOKENS[0]) + len(TOKENS[1]), 2)
 
 
 def test_a_delta_the_snapshot_covered_is_a_repeat() -> None:
