@@ -505,8 +505,10 @@ class RunLoop:
                     # A step that started while the write was under way counts its own message from zero.
                     if flush is not None and self._streaming == flush[0]:
                         self._flushed = len(flush[1])
-                else:
+                elif self.ctx.multi_replica:
                     abort = await self.ctx.abort_flag(self.session_id)
+                else:  # one process: an abort reaches this loop directly (``Orchestrator.abort_local``)
+                    continue
                 if abort:
                     self.request_abort()
             except LeaseLost:
