@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
-from llm_replay import collect, error_reply, simple_request, sse
+from llm_replay import SSE, collect, error_reply, simple_request, sse
 
 from server.llm import (
     ErrorEvent,
@@ -197,3 +199,57 @@ async def test_complete_collects_one_step(make_provider):
     assert result.finish_reason == "tool-calls" and result.text == ""
     assert [c.name for c in result.tool_calls] == ["get_weather", "get_time"]
     assert [type(e).__name__ for e in result.events()] == ["ToolCallEvent", "ToolCallEvent", "Finished"]
+
+
+def _chunk(content: str | None = None, finish: str | None = None) -> str:
+    delta = {} if content is None else {"content": content}
+    return json.dumps(
+        {
+            "id": "c",
+            "object": "chat.completion.chunk",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+    )
+
+
+async def test_the_event_stream_is_read_as_the_sse_format_says(make_provider):
+    """Comments and other fields are skipped, an event's ``data:`` lines are joined, CRLF ends lines as LF does,
+    one space after the colon is dropped, and nothing after ``[DONE]`` is read."""
+    split = _chunk(" world").replace('"choices"', '\n"choices"', 1).split("\n")
+    body = "\r\n".join(
+        [
+            ": keep-alive comment",
+            "event: chunk",
+            f"data: {_chunk('Hello')}",
+            "",
+            f"data:{split[0]}",  # no space after the colon
+            f"data: {split[1]}",  # one event over two data lines
+            "id: 7",
+            "",
+            f"data: {_chunk(finish='stop')}",
+            "",
+            "data: [DONE]",
+            "",
+            f"data: {_chunk('never read')}",
+            "",
+        ]
+    ).encode()
+    _, provider = make_provider([(200, body, SSE)])
+    events = await collect(provider.stream(simple_request()))
+    assert [e.delta for e in events if isinstance(e, TextDelta)] == ["Hello", " world"]
+    assert events[-1] == Finished(finish_reason="stop", usage=Usage())
+
+
+async def test_a_chunk_that_is_not_json_is_an_error(make_provider):
+    body = f"data: {_chunk('Hi')}\n\ndata: {{not json\n\n".encode()
+    _, provider = make_provider([(200, body, SSE)])
+    events = await collect(provider.stream(simple_request()))
+    assert events[0] == TextDelta(delta="Hi")
+    assert isinstance(events[-1], ErrorEvent) and not any(isinstance(e, Finished) for e in events)
+
+
+async def test_the_last_event_counts_without_a_closing_blank_line(make_provider):
+    body = f"data: {_chunk('Hi')}\n\ndata: {_chunk(finish='length')}".encode()
+    _, provider = make_provider([(200, body, SSE)])
+    events = await collect(provider.stream(simple_request()))
+    assert events[-1] == Finished(finish_reason="length", usage=Usage())
