@@ -16,7 +16,11 @@ Ephemeral stream events (token deltas) carry ``(messageId, offset)`` instead of 
 They are held while catching up; once caught up, the subscriber gets one ``stream-snapshot`` per
 message still streaming (from the :data:`SnapshotSource`), then the held and live deltas at or past that
 offset. Because the subscriber is attached before the snapshot is read and every delta is in the shared
-text before it is published, each character arrives exactly once: in the snapshot or as a delta.
+text before it is published, each character arrives exactly once: in the snapshot or as a delta. The
+snapshot is read before the log read that ends the catch-up: a message streams only once its
+``message-created`` (or ``message-continued``) is committed, so that read delivers it ahead of the snapshot
+of its text, however long the snapshot took to read (a round trip to the shared stream buffer); a message
+completed by then gets no snapshot.
 They are sent *tracked* with the id of the last durable event delivered, because ``@trpc/client``
 forgets its resume position on an untracked item; resuming from that id is exactly right.
 """
@@ -37,7 +41,7 @@ from ..protocol.errors import RpcError
 from ..store import repo
 from ..store.db import Database
 from ..store.eventlog import SESSION_LOG, LogReader
-from .admission import resume_read
+from .admission import gate
 from .writer import SubscriptionWriter
 
 if TYPE_CHECKING:
@@ -71,6 +75,7 @@ class Delivery:
     __slots__ = (
         "_catch_up_task",
         "_catching_up",
+        "_completed",
         "_done",
         "_finished",
         "_held",
@@ -120,6 +125,7 @@ class Delivery:
         self._stream_offsets: dict[str, int] = {}  # messageId -> offset the subscriber has text up to
         self._held: list[EventEnvelope] = []  # ephemeral events that arrived while catching up
         self._catching_up = True
+        self._completed: set[str] | None = None  # messages completed while catching up: no snapshot for them
         self._catch_up_task: asyncio.Task[None] | None = None
         self._done: asyncio.Future[None] | None = None
         self.client = client
@@ -209,6 +215,10 @@ class Delivery:
                 message_id = _completed_message_id(env)
                 if message_id is not None:
                     self._stream_offsets.pop(message_id, None)
+                    if self._catching_up:
+                        if self._completed is None:
+                            self._completed = set()
+                        self._completed.add(message_id)
             elif env.type in self._log.ending_types and self._done is not None and not self._done.done():
                 self._finished = True
                 self._done.set_result(None)
@@ -230,17 +240,22 @@ class Delivery:
 
     async def _catch_up(self) -> None:
         first = self.next_seq - 1
+        self._completed = None
         try:
             while True:
-                async with resume_read(self.db) as s:
-                    if self._verify_live:
-                        if await repo.get_session(s, self.session_id) is None:
-                            self.hub.owners.forget(self.session_id)
-                            raise RpcError("NOT_FOUND", "Session not found")
-                        self._verify_live = False
-                    rows = await self._log.events_after(s, self.session_id, self.next_seq - 1, CATCH_UP_PAGE)
-                    if (not rows or rows[0].seq != self.next_seq) and await self._position_lost(s):
-                        raise ResyncRequired
+                async with gate(self.db):  # a place among the resume reads (``sync.admission``)
+                    # The snapshot before the log: a message streams only once its creation is committed, so the
+                    # read below delivers that ahead of the snapshot of its text, however long this one took.
+                    snapshots = await self._read_snapshots()
+                    async with self.db.read() as s:
+                        if self._verify_live:
+                            if await repo.get_session(s, self.session_id) is None:
+                                self.hub.owners.forget(self.session_id)
+                                raise RpcError("NOT_FOUND", "Session not found")
+                            self._verify_live = False
+                        rows = await self._log.events_after(s, self.session_id, self.next_seq - 1, CATCH_UP_PAGE)
+                        if (not rows or rows[0].seq != self.next_seq) and await self._position_lost(s):
+                            raise ResyncRequired
                 for row in rows:
                     if self._done is None or self._done.done():
                         return
@@ -252,7 +267,7 @@ class Delivery:
                 if not rows:
                     # A hole the log cannot fill yet (our read raced the writer's commit): retry shortly.
                     await asyncio.sleep(0.01)
-            await self._send_snapshots()
+            self._send_snapshots(snapshots)
             self._catching_up = False
             held, self._held = self._held, []
             for env in held:
@@ -281,14 +296,20 @@ class Delivery:
                 self._finished = True
                 self._done.set_exception(exc)
 
-    async def _send_snapshots(self) -> None:
+    async def _read_snapshots(self) -> list[dict[str, Any]]:
+        if self._snapshots is None:
+            return []
+        return await self._snapshots(self.session_id)
+
+    def _send_snapshots(self, snapshots: list[dict[str, Any]]) -> None:
         """Deltas were dropped while catching up: give the partial text of every live stream instead."""
-        if self._snapshots is None or self._done is None or self._done.done():
+        completed, self._completed = self._completed or (), None
+        if self._done is None or self._done.done():
             return
-        for snap in await self._snapshots(self.session_id):
+        for snap in snapshots:
             mid, offset = snap["messageId"], int(snap["offset"])
-            if self._stream_offsets.get(mid) == offset:
-                continue  # nothing new since the snapshot this subscriber already has
+            if self._stream_offsets.get(mid) == offset or mid in completed:
+                continue  # nothing new since the snapshot this subscriber already has, or its final text came
             self._stream_offsets[mid] = offset
             self._send_item(str(self.next_seq - 1), stream_snapshot(self.session_id, mid, offset, snap["text"]))
             if log.isEnabledFor(logging.DEBUG):

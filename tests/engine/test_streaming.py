@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from typing import Any
 
 from engine_helpers import FAST, idle, subscribe
 
@@ -110,6 +112,73 @@ async def test_a_catch_up_and_the_snapshot_it_sent_are_logged_at_debug(server_fa
     who = sent[0].split(": stream-snapshot")[0]  # "session S subscriber ID (alice over ws)"
     assert who.startswith(f"session {s['id']} subscriber ")
     assert any(line.startswith(who + ": caught up from seq 0 to ") for line in lines)
+
+
+async def test_a_snapshot_that_takes_a_while_to_read_still_comes_after_its_message(server_factory, sqlite_url):
+    """With several replicas a snapshot is read from the shared stream buffer, a round trip during which an answer
+    can start: its ``message-created`` must still reach the subscriber before the snapshot of its text, or a
+    client that drops a snapshot of a message it does not hold shows none of the answer until it completes."""
+    live = await server_factory(sqlite_url, **{**FAST, "echo_delay": 0.01})
+    logs = live.services.event_logs
+    shared = logs.snapshots
+    answer_streams = asyncio.Event()
+
+    async def round_trip(session_id: str) -> list[dict[str, Any]]:
+        await answer_streams.wait()
+        return await shared(session_id)
+
+    text = " ".join(f"token{i}" for i in range(60))
+    async with live.client() as a, live.client() as b:
+        s = await a.mutation("session.create", {})
+        early = await subscribe(a, s["id"])
+        logs.snapshots = round_trip  # for the next subscription only
+        late = await subscribe(b, s["id"], None)  # its catch-up reads nothing, then waits for the snapshot
+        logs.snapshots = shared
+        await a.mutation("message.send", {"sessionId": s["id"], "content": text})
+        await early.until_type("text-delta", 5)
+        answer_streams.set()
+        completed = await late.until(lambda e: e["type"] == "message-completed" and e["message"]["role"] == "assistant")
+    mid = completed["message"]["id"]
+    seen = [e["type"] for e in late.events if mid in (e.get("messageId"), e.get("message", {}).get("id"))]
+    assert "stream-snapshot" in seen
+    assert seen.index("message-created") < seen.index("stream-snapshot"), seen[:4]
+    assert late.text_of(mid) == text
+
+
+async def test_no_snapshot_of_an_answer_that_completed_while_the_subscriber_caught_up(server_factory, sqlite_url):
+    live = await server_factory(sqlite_url, **{**FAST, "echo_delay": 0.01})
+    logs = live.services.event_logs
+    shared = logs.snapshots
+    taken: list[list[dict[str, Any]]] = []
+    answer_done = asyncio.Event()
+
+    async def read_then_wait(session_id: str) -> list[dict[str, Any]]:
+        snapshots = await shared(session_id)
+        taken.append(snapshots)
+        await answer_done.wait()  # the answer completes between this read and the log read after it
+        return snapshots
+
+    text = " ".join(f"token{i}" for i in range(300))
+    async with live.client() as a, live.client() as b:
+        s = await a.mutation("session.create", {})
+        early = await subscribe(a, s["id"])
+        await a.mutation("message.send", {"sessionId": s["id"], "content": text})
+        await early.until_type("text-delta", 5)
+        logs.snapshots = read_then_wait
+        late = await subscribe(b, s["id"], None)
+        logs.snapshots = shared
+        completed = await early.until(
+            lambda e: e["type"] == "message-completed" and e["message"]["role"] == "assistant", 30
+        )
+        answer_done.set()
+        mid = completed["message"]["id"]
+        # Whatever the catch-up sent comes before a later change.
+        await a.mutation("session.setTitle", {"sessionId": s["id"], "title": "after"})
+        await late.until(lambda e: e["type"] == "title-changed" and e["title"] == "after")
+    assert [snap["messageId"] for snap in taken[0]] == [mid]  # read while the answer streamed
+    # Its final text came in the log read; a snapshot after it would set a client's text back to a partial one.
+    assert late.of("stream-snapshot") == []
+    assert [e["message"]["content"] for e in late.of("message-completed") if e["message"]["id"] == mid] == [text]
 
 
 async def test_session_get_mid_stream_shows_the_partial_text(server_factory, sqlite_url):
