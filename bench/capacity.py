@@ -15,7 +15,9 @@ generator processes. The first subscriber of each session is also its user: ever
 (jittered, first send at a random offset) it sends ``message.send`` on its own socket asking for ``--tokens``
 tokens. A send during an answer is queued and sent when the answer ends, so queue events, run events and
 text deltas mix. Each user sends ``seconds / send-every`` messages; a subscriber is done when it saw the
-run of every one finish.
+run of every one finish. Each session belongs to a user of its own, as S people would (``--users one``: one user
+owns every session, with the per-user cap on runs raised to S; that user's rows then serialise every session's
+writes that touch them, which no real user's sessions would).
 
 Per S it prints: token latency p50/p99 (provider -> subscriber, text deltas), server CPU µs per delivered
 event (all frames a subscriber got: deltas, queue and run events), the server's RSS at the end, losses, and
@@ -69,8 +71,7 @@ SUBSCRIBERS_PER_SESSION = 3
 
 
 def load_proc(
-    token: str,
-    subs: list[tuple[str, str, int, int | None]],
+    subs: list[tuple[str, str, int, int | None, str]],
     messages: int,
     send_every: float,
     tokens: int,
@@ -80,7 +81,8 @@ def load_proc(
     results: mp.Queue,
 ) -> None:  # type: ignore[type-arg]
     """One load-generator process: ``subs`` are (server URL, session id, the subscriber's index in its session
-    (0: the one that sends), the session's last seq before the run), one subscriber each."""
+    (0: the one that sends), the session's last seq before the run, the token of the session's user), one
+    subscriber each."""
     from bench.follower import Follower
     from bench.wsclient import subscribe_session
 
@@ -94,7 +96,7 @@ def load_proc(
     lat = stats["lat"]
     followers: list[Follower] = []
 
-    async def one(url: str, sid: str, index: int, last_seq: int | None) -> None:
+    async def one(url: str, sid: str, index: int, last_seq: int | None, token: str) -> None:
         loop = asyncio.get_running_loop()
         started, finished = loop.create_future(), loop.create_future()
         follower = Follower(sid, index, tokens, last_seq, creates_messages)
@@ -163,14 +165,14 @@ def load_proc(
     asyncio.run(main())
 
 
-async def create_sessions(url: str, token: str, n: int, provider: str, pace: str) -> list[tuple[str, int]]:
-    """``n`` new sessions, each with its last seq (where its subscribers' copies start)."""
-    async with TrpcClient(url, token) as c:
-        out = []
-        for _ in range(n):
+async def create_sessions(url: str, tokens: list[str], provider: str, pace: str) -> list[tuple[str, int]]:
+    """A new session for each token (its user's), each with its last seq (where its subscribers' copies start)."""
+    out = []
+    for token in tokens:
+        async with TrpcClient(url, token) as c:
             sid = (await c.mutation("session.create", {"provider": provider, "model": pace}))["id"]
             out.append((sid, int((await c.query("session.get", {"sessionId": sid}))["lastEventId"])))
-        return out
+    return out
 
 
 @contextlib.contextmanager
@@ -211,9 +213,11 @@ def servers(
         env = {
             "CHATSYNC_MAX_QUEUE_LENGTH": "1000",
             "CHATSYNC_MAX_CONNECTIONS": str(sessions * 4 + 100),
-            # one load-generating user stands in for S users: the per-user cap on runs would measure itself
-            "CHATSYNC_MAX_ACTIVE_RUNS_PER_USER": str(sessions + 10),
         }
+        if args.users == "one":
+            # one load-generating user stands in for S users: the per-user cap on runs would measure itself
+            env["CHATSYNC_MAX_ACTIVE_RUNS_PER_USER"] = str(sessions + 10)
+        users = sessions if args.users == "per-session" else 0
         infra: dict[str, Callable[[], float]] = {}
         db_url = None
         if args.provider == "openai":
@@ -225,9 +229,13 @@ def servers(
         command = ("-m", "bench.streaming", "--serve")
         if log_path:
             env["CHATSYNC_LOG_DEBUG"] = "server.sync.delivery"
-        first = stack.enter_context(run_server(db_url, command=command, root=root, log_path=log_path, **env))
+        first = stack.enter_context(
+            run_server(db_url, command=command, root=root, log_path=log_path, users=users, **env)
+        )
         rest = [
-            stack.enter_context(run_server(db_url, token=first.token, command=command, root=root, **env))
+            stack.enter_context(
+                run_server(db_url, token=first.token, tokens=first.tokens, command=command, root=root, **env)
+            )
             for _ in range(args.replicas - 1)
         ]
         yield [first, *rest], infra
@@ -237,21 +245,21 @@ def one_run(
     args: argparse.Namespace, sessions: int, kind: str, profile: str | None = None, log_path: str | None = None
 ) -> dict:
     with servers(args, kind, sessions, log_path) as (srvs, infra):
-        token = srvs[0].token
+        tokens = srvs[0].tokens or [srvs[0].token] * sessions  # a user per session, or one for all
         provider = "stamp" if kind == "reference" or args.provider == "stamp" else args.provider
-        sids = asyncio.run(create_sessions(srvs[0].url, token, sessions, provider, str(args.pace)))
+        sids = asyncio.run(create_sessions(srvs[0].url, tokens, provider, str(args.pace)))
         messages = max(1, round(args.seconds / args.send_every))
-        per_proc: list[list[tuple[str, str, int, int | None]]] = [[] for _ in range(args.procs)]
+        per_proc: list[list[tuple[str, str, int, int | None, str]]] = [[] for _ in range(args.procs)]
         for i, (sid, last_seq) in enumerate(sids):
             for j in range(SUBSCRIBERS_PER_SESSION):  # a session's subscribers spread over the processes
                 url = srvs[(i + j) % len(srvs)].url  # ... and over the replicas
-                per_proc[(i + j) % args.procs].append((url, sid, j, last_seq))
+                per_proc[(i + j) % args.procs].append((url, sid, j, last_seq, tokens[i]))
         ctx = mp.get_context("spawn")
         ready, results, go = ctx.Queue(), ctx.Queue(), ctx.Event()
         procs = [
             ctx.Process(
                 target=load_proc,
-                args=(token, subs, messages, args.send_every, args.tokens, kind != "reference", ready, go, results),
+                args=(subs, messages, args.send_every, args.tokens, kind != "reference", ready, go, results),
             )
             for subs in per_proc
             if subs
@@ -336,6 +344,12 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=20, help="how long each user keeps sending")
     ap.add_argument("--send-every", type=float, default=4.0, help="seconds between a user's messages (±25%%)")
     ap.add_argument("--tokens", type=int, default=60, help="tokens per answer")
+    ap.add_argument(
+        "--users",
+        choices=("per-session", "one"),
+        default="per-session",
+        help="each session its own user (default), or one user owning every session",
+    )
     ap.add_argument("--pace", type=float, default=30, help="tokens per second of the model")
     ap.add_argument("--procs", type=int, default=2, help="load generator processes")
     ap.add_argument("--runs", type=int, default=3)

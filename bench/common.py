@@ -12,7 +12,7 @@ import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The checkout whose server the benchmarks start (``python -m server.cli`` runs in it): by default this one.
@@ -74,6 +74,39 @@ def create_user(env: dict[str, str], name: str, cwd: str | None = None) -> str:
         text=True,
         check=True,
     ).stdout.strip()
+
+
+_CREATE_USERS = """
+import asyncio, sys
+from server.services.auth import AuthService
+from server.settings import load_settings
+from server.store import migrate
+from server.store.db import Database
+
+async def main(prefix: str, n: int) -> None:
+    async with Database(load_settings().database_url) as db:
+        await migrate.upgrade(db)
+        auth = AuthService(db)
+        for i in range(n):
+            print((await auth.create_user(f"{prefix}-{i}"))[1])
+
+asyncio.run(main(sys.argv[1], int(sys.argv[2])))
+"""
+
+
+def create_users(env: dict[str, str], prefix: str, n: int, cwd: str | None = None) -> list[str]:
+    """``n`` users named ``PREFIX-i`` in the database in ``env``, made by one process of the checkout ``cwd``
+    (as ``chatsync users create`` makes one); returns their tokens in order."""
+    out = subprocess.run(
+        [sys.executable, "-c", _CREATE_USERS, prefix, str(n)],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert len(out) == n, out
+    return out
 
 
 def pct(values: list[float], p: float) -> float:
@@ -139,6 +172,8 @@ class Server:
     url: str
     token: str
     proc: subprocess.Popen
+    # With ``run_server(users=N)``: N more users' tokens, for a load where each session has its own user.
+    tokens: list[str] = field(default_factory=list)
 
     @property
     def pid(self) -> int:
@@ -153,12 +188,15 @@ def run_server(
     cpus: set[int] | None = None,
     root: str | None = None,
     log_path: str | None = None,
+    users: int = 0,
+    tokens: list[str] | None = None,
     **env_overrides: str,
 ) -> Iterator[Server]:
     """A `chatsync serve` process (or ``python *command``, which must serve the same way); ``token`` reuses a
     user of a shared database instead of creating one; ``cpus`` pins the server to those cores; ``root`` is the
     checkout it runs from (default ``SERVER_ROOT``: another worktree compares two versions under one load);
-    ``log_path`` keeps its log there."""
+    ``log_path`` keeps its log there; ``users`` makes that many more users (``Server.tokens``), and ``tokens``
+    passes those of a shared database on."""
     root = root or SERVER_ROOT
     with tempfile.TemporaryDirectory() as tmp:
         port = free_port()
@@ -173,6 +211,8 @@ def run_server(
         }
         if token is None:
             token = create_user(env, "bench", root)
+        if tokens is None:
+            tokens = create_users(env, "bench-user", users, root) if users else []
         # CHATSYNC_BENCH_SERVER_LOG keeps the server's log for a look afterwards.
         log = open(log_path or os.environ.get("CHATSYNC_BENCH_SERVER_LOG") or os.path.join(tmp, "server.log"), "wb")
         proc = subprocess.Popen([sys.executable, *command], env=env, cwd=root, stdout=log, stderr=subprocess.STDOUT)
@@ -181,7 +221,7 @@ def run_server(
         url = f"http://127.0.0.1:{port}"
         try:
             wait_ready(url, proc, 30)
-            yield Server(url, token, proc)
+            yield Server(url, token, proc, tokens)
         finally:
             proc.terminate()
             proc.wait(20)
