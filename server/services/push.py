@@ -90,9 +90,10 @@ Approve = Callable[[User, str, str, bool, str | None], Awaitable[outputs.Resolve
 _SUBSCRIPTIONS = (
     select(PushSubscription)
     .join(ApiToken, ApiToken.id == PushSubscription.device_id)
-    .where(PushSubscription.user_id == bindparam("user_id"), ApiToken.revoked_at.is_(None))
+    .where(PushSubscription.user_id.in_(bindparam("users", expanding=True)), ApiToken.revoked_at.is_(None))
 )
-"""The live subscriptions of a user's devices (a revoked device's subscription is kept but not sent to)."""
+"""The live subscriptions of some users' devices (a revoked device's subscription is kept but not sent to)."""
+DISPATCH_BATCH = 200  # jobs taken off the queue together, whose users' subscriptions are read at once
 
 
 @dataclass(frozen=True)
@@ -262,21 +263,38 @@ class PushService:
 
     async def _work(self) -> None:
         while True:
-            job = await self.queue.get()
+            jobs = [await self.queue.get()]
+            while len(jobs) < DISPATCH_BATCH and not self.queue.empty():
+                jobs.append(self.queue.get_nowait())
             try:
-                await self._dispatch(job)
+                subscribed = await self._subscriptions({job.user_id for job in jobs})
             except asyncio.CancelledError:
                 raise
             except Exception:
-                log.warning("preparing a %s notification failed", job.kind, exc_info=True)
-            self.handled += 1
+                log.warning("reading push subscriptions failed; %d notifications not sent", len(jobs), exc_info=True)
+                self.handled += len(jobs)
+                continue
+            for job in jobs:
+                wanted = [sub for sub in subscribed.get(job.user_id, ()) if job.kind in (sub.events or [])]
+                try:
+                    await self._dispatch(job, wanted)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.warning("preparing a %s notification failed", job.kind, exc_info=True)
+                self.handled += 1
 
-    async def _dispatch(self, job: Job) -> None:
-        # Who would get it first: most users subscribe no device, and for them a finished answer costs one
-        # read, not a write to ``push_sent`` that would take its turn with the runs' writers.
+    async def _subscriptions(self, users: set[str]) -> dict[str, list[PushSubscription]]:
+        """The live subscriptions of ``users``' devices, by user: one read for every job taken off the queue
+        together. Most users subscribe no device, and for them a finished answer costs a share of that read,
+        not a write to ``push_sent`` that would take its turn with the runs' writers."""
+        out: dict[str, list[PushSubscription]] = {}
         async with self.db.read() as s:
-            rows = (await s.execute(_SUBSCRIPTIONS, {"user_id": job.user_id})).scalars()
-            subs = [sub for sub in rows if job.kind in (sub.events or [])]
+            for sub in (await s.execute(_SUBSCRIPTIONS, {"users": list(users)})).scalars():
+                out.setdefault(sub.user_id, []).append(sub)
+        return out
+
+    async def _dispatch(self, job: Job, subs: list[PushSubscription]) -> None:
         if subs and await self._first(job):
             async with self.db.read() as s:
                 payload = await self._payload(s, job)

@@ -13,6 +13,7 @@ from sqlalchemy import select
 
 from chatsync_client import TrpcClient, TrpcError
 from server.services import webpush
+from server.services.push import Job
 from server.store.models import PushSent
 
 FAST = {"echo_delay": 0.001, "sweep_seconds": 0.2, "stream_flush_seconds": 0.2}
@@ -93,6 +94,43 @@ async def test_a_user_with_no_subscription_costs_no_write(pushy):
         recorded = (await s.execute(select(PushSent.run_id))).scalars().all()
     assert run not in recorded and recorded == []
     assert receiver.requests == []
+
+
+async def test_jobs_taken_together_read_subscriptions_once(pushy):
+    """Notifications queued together (many answers ending at once) cost one read of who is subscribed, and
+    each still reaches only its own user's devices."""
+    server, receiver = pushy
+    push = server.services.push
+    async with server.client("alice") as laptop:
+        await laptop.mutation("push.subscribe", receiver.subscription("laptop"))
+    users = {name: (await server.services.auth.authenticate(server.tokens[name])).id for name in ("alice", "bob")}
+    db = push.db
+    push.db = counting = _CountingReads(db)  # the push service's own reads, not the sweeper's or anyone's
+    try:
+        before = push.handled
+        for n in range(4):  # put together, as a burst of commits would: the worker takes them in one go
+            push.queue.put_nowait(Job(users["bob" if n else "alice"], "session-x", f"run-{n}", "answer-finished"))
+        await _handled(push, before + 4)
+    finally:
+        push.db = db
+    got = await receiver.wait_for(lambda r: len(r) >= 1)
+    assert [r.payload["runId"] for r in got] == ["run-0"] and receiver.requests == ["laptop"]
+    assert counting.reads == 2  # the subscriptions of both users, then alice's payload
+
+
+class _CountingReads:
+    """A database whose ``read()`` calls are counted; everything else is the database's."""
+
+    def __init__(self, db: Any) -> None:
+        self.db = db
+        self.reads = 0
+
+    def read(self) -> Any:
+        self.reads += 1
+        return self.db.read()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.db, name)
 
 
 async def _handled(push: Any, count: int) -> None:
