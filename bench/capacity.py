@@ -110,6 +110,10 @@ def load_proc(
                     stats["send_errors"] += 1
                     stats.setdefault("first_error", msg["error"].get("message"))
                 return
+            if "error" in msg:  # the subscription itself failed (the server refused or ended it)
+                stats["subscription_errors"] = stats.get("subscription_errors", 0) + 1
+                stats.setdefault("first_error", msg["error"].get("message"))
+                return
             result = msg["result"]
             kind = result.get("type")
             if kind == "started":
@@ -325,6 +329,7 @@ def one_run(
         "loss_kinds": kinds,
         "loss_lines": lines,
         "send_errors": sum(s["send_errors"] for s in stats),
+        "subscription_errors": sum(s.get("subscription_errors", 0) for s in stats),
         "first_error": next((s["first_error"] for s in stats if "first_error" in s), None),
         "p50": pct(lat, 50),
         "p99": pct(lat, 99),
@@ -403,7 +408,8 @@ def main() -> None:
                     f"  S={sessions} {kind}: events={r['events']} deltas={r['deltas']}/{r['expected_deltas']} "
                     f"snapshots={r['snapshots']} (carrying {r['snapshot_tokens']} deltas, {r['snapshot_chars']} chars) "
                     f"answers checked={r['checked']}/{r['expected_checked']} "
-                    f"losses={r['losses']} ({kinds}) send errors={r['send_errors']} {r['rate']:.0f} events/s "
+                    f"losses={r['losses']} ({kinds}) send errors={r['send_errors']} "
+                    f"subscription errors={r['subscription_errors']} {r['rate']:.0f} events/s "
                     f"last answer at {r['span']:.1f}s p50={r['p50']:.2f}ms p99={r['p99']:.2f}ms "
                     f"cpu={r['cpu_us']:.1f}us/event{infra} rss={r['rss_mib']:.0f}MiB "
                     f"steal={r['steal'] * 100:.1f}% load={r['load']:.1f}"
