@@ -24,8 +24,8 @@ from typing import Any
 from ..llm import Attachment, ChatRequest, Message, ModelInputs, RequestOptions, ToolCall, ToolDefinition
 from ..llm.convert.files import NO_IMAGES, OVER_BUDGET, UNSUPPORTED, kind_of
 from ..protocol.errors import RpcError
-from ..store.models import ChatSession
 from ..store.repo import HistoryRow as MessageRow
+from ..store.session_row import SessionFields
 
 # Bytes of uploaded files held for one request (each file is bounded by CHATSYNC_MAX_FILE_BYTES); files of older
 # messages past it are named to the model instead. Every provider's own request limit is lower (convert.files).
@@ -71,7 +71,7 @@ def to_message(row: MessageRow) -> Message:
     )
 
 
-def tool_definitions(session: ChatSession) -> tuple[ToolDefinition, ...]:
+def tool_definitions(session: SessionFields) -> tuple[ToolDefinition, ...]:
     return tuple(
         ToolDefinition(
             name=t["name"],
@@ -83,7 +83,7 @@ def tool_definitions(session: ChatSession) -> tuple[ToolDefinition, ...]:
 
 
 def build_request(
-    session: ChatSession,
+    session: SessionFields,
     rows: Sequence[MessageRow],
     *,
     exclude: str | None = None,

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 from ..domain import events
 from ..llm import ToolDefinition
 from ..store import repo
-from ..store.models import ChatSession, User
+from ..store.models import User
+from ..store.session_row import SessionFields
 from ..tools import ToolResult
 from ..tools.mcp import OfferedTool
 
@@ -39,7 +40,7 @@ class McpContext:
     provider: str
 
 
-async def context(db: AsyncSession, session: ChatSession) -> McpContext | None:
+async def context(db: AsyncSession, session: SessionFields) -> McpContext | None:
     """What :func:`offer` needs, or None when the session enables no MCP server."""
     if not session.mcp_servers:
         return None

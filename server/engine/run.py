@@ -56,7 +56,7 @@ from ..services.lease import LeaseLost, fenced_tx, heartbeat, next_tick, release
 from ..services.transitions import RunFailure
 from ..services.uow import SessionTx
 from ..store import repo
-from ..store.models import ChatSession, Message, Run
+from ..store.models import Message, Run
 from . import mcp_tools
 from .history import build_request, has_files, load_files, notices
 from .turn import Turn
@@ -179,7 +179,7 @@ class RunLoop:
             run = await tx.get(Run, self.run_id)
             if run is None:
                 raise LeaseLost(self.session_id)
-            calls = await repo.run_tool_calls(tx.db, self.session_id, self.run_id, open_only=True)
+            calls = await repo.run_tool_calls(await tx.orm(), self.session_id, self.run_id, open_only=True)
             todo, tool_mode = transitions.runnable(calls), tx.row.tool_mode
             if todo:
                 pass  # run outside the transaction, below
@@ -223,7 +223,7 @@ class RunLoop:
     async def _start_step(self, tx: SessionTx, run: Any) -> _StepStart:
         """In the transaction that decided on a model call: its assistant message (``message-created``, or the
         answer it continues) and its request."""
-        session: ChatSession = tx.row
+        session = tx.row
         provider_id, model = run.provider or session.provider, run.model or session.model
         message = await self._continued(tx, run)
         run.steps += 1
@@ -245,7 +245,7 @@ class RunLoop:
             model=model,
             continuation=exclude is None,
         )
-        self._mcp = await mcp_tools.context(tx.db, session)
+        self._mcp = await mcp_tools.context(await tx.orm(), session)
         return _StepStart(request, session.owner_id, provider_id, not session.disable_streaming, message.id, initial)
 
     @tracing.traced("step")
@@ -273,8 +273,8 @@ class RunLoop:
         message it names while that is still the last of the active path, else None (a new message)."""
         if run.continues_id is None:
             return None
-        row = await tx.db.get(Message, run.continues_id)
-        leaf = await repo.list_messages(tx.db, self.session_id, limit=1)
+        row = await tx.get(Message, run.continues_id)
+        leaf = await repo.list_messages(await tx.orm(), self.session_id, limit=1)
         if row is None or row.role != "assistant" or not leaf or leaf[0].id != row.id:
             run.continues_id = None
             return None
@@ -425,7 +425,7 @@ class RunLoop:
         if live is not None and self.ctx.settings.resume_interrupted_answers and not self.abort_requested:
             async with self._tx() as tx:
                 run = await tx.get(Run, self.run_id)
-                row = await tx.db.get(Message, live[0])
+                row = await tx.get(Message, live[0])
                 if run is not None and run.resumes == 0 and row is not None and row.status == "streaming":
                     row.content = live[1]
                     release(tx.row)
@@ -462,7 +462,7 @@ class RunLoop:
     async def _execute_one(self, call: Any) -> None:
         result = await mcp_tools.execute(self.ctx, self.session_id, call)
         async with self._tx() as tx:
-            row = await repo.get_tool_call(tx.db, self.session_id, call.id)
+            row = await repo.get_tool_call(await tx.orm(), self.session_id, call.id)
             if row is not None and not row.has_result:
                 await transitions.add_tool_result(tx, row, result.output, result.outcome, result.attachments)
 

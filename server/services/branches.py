@@ -70,7 +70,7 @@ async def make_active(tx: SessionTx, path: list[str], nodes: Sequence[TreeNode] 
     """Make ``path`` (ids from the start, in order) the active path, with its ``branch-changed`` event; False
     (and nothing written) when it is the active path already."""
     if nodes is None:
-        nodes = await repo.message_tree(tx.db, tx.row.id)
+        nodes = await repo.message_tree(await tx.orm(), tx.row.id)
     current = [n[0] for n in nodes if n[3]]
     shared = 0
     while shared < min(len(current), len(path)) and current[shared] == path[shared]:
@@ -79,15 +79,15 @@ async def make_active(tx: SessionTx, path: list[str], nodes: Sequence[TreeNode] 
     if not leaving and not entering:
         return False
     seq = tx.row.last_seq + 1  # the seq of the event emitted below
-    rows = {m.id: m for m in await repo.messages_by_id(tx.db, leaving + entering)}
+    rows = {m.id: m for m in await repo.messages_by_id(await tx.orm(), leaving + entering)}
     for mid in leaving:
         rows[mid].active = False
         rows[mid].left_seq = seq
     for mid in entering:
         rows[mid].active = True
-    await tx.db.flush()
+    await (await tx.orm()).flush()
     entered = [rows[mid] for mid in entering]
-    versions = await repo.siblings(tx.db, tx.row.id, entered)
+    versions = await repo.siblings(await tx.orm(), tx.row.id, entered)
     parent = path[shared - 1] if shared > 0 else None
     emitted = tx.emit(events.branch_changed(parent, [repo.message_wire(m, versions) for m in entered]))
     assert emitted.seq == seq
@@ -95,7 +95,7 @@ async def make_active(tx: SessionTx, path: list[str], nodes: Sequence[TreeNode] 
 
 
 async def message_of(tx: SessionTx, message_id: str) -> Message:
-    row = await repo.session_message(tx.db, tx.row.id, message_id)
+    row = await repo.session_message(await tx.orm(), tx.row.id, message_id)
     if row is None:
         raise RpcError("NOT_FOUND", "Message not found")
     return row
@@ -104,23 +104,23 @@ async def message_of(tx: SessionTx, message_id: str) -> Message:
 async def cut_before(tx: SessionTx, message: Message) -> None:
     """Make the active path end just before ``message`` (at its parent): the next message appended there is
     a new version of it."""
-    nodes = await repo.message_tree(tx.db, tx.row.id)
+    nodes = await repo.message_tree(await tx.orm(), tx.row.id)
     await make_active(tx, path_to(nodes, message.parent_id), nodes)
 
 
 async def switch_to(tx: SessionTx, message_id: str) -> bool:
     """``session.switchBranch``: the path through ``message_id``, down to the leaf active last below it."""
     await message_of(tx, message_id)
-    nodes = await repo.message_tree(tx.db, tx.row.id)
+    nodes = await repo.message_tree(await tx.orm(), tx.row.id)
     return await make_active(tx, path_to(nodes, message_id) + below(nodes, message_id), nodes)
 
 
 async def answer_start(tx: SessionTx, message: Message) -> Message:
     """The first message of the answer ``message`` belongs to: going up from it while the messages are the
     model's (assistant text and calls, tool results)."""
-    nodes = await repo.message_tree(tx.db, tx.row.id)
+    nodes = await repo.message_tree(await tx.orm(), tx.row.id)
     ids = path_to(nodes, message.id)
-    rows = {m.id: m for m in await repo.messages_by_id(tx.db, ids)}
+    rows = {m.id: m for m in await repo.messages_by_id(await tx.orm(), ids)}
     start = message
     for mid in reversed(ids[:-1]):
         if rows[mid].role not in ANSWER_ROLES:
@@ -131,14 +131,14 @@ async def answer_start(tx: SessionTx, message: Message) -> Message:
 
 async def last_answer(tx: SessionTx) -> Message | None:
     """The last assistant message on the active path."""
-    for row in reversed(await repo.list_messages(tx.db, tx.row.id, limit=200)):
+    for row in reversed(await repo.list_messages(await tx.orm(), tx.row.id, limit=200)):
         if row.role == "assistant":
             return row
     return None
 
 
 async def active_leaf(tx: SessionTx) -> Message | None:
-    rows = await repo.list_messages(tx.db, tx.row.id, limit=1)
+    rows = await repo.list_messages(await tx.orm(), tx.row.id, limit=1)
     return rows[0] if rows else None
 
 

@@ -14,17 +14,15 @@ Batched enqueues therefore cost one feed event, not one per message.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import bindparam, func, select
 
 from ..domain.events import DurableEventType
 from ..store import eventlog
-from ..store.models import ChatSession, QueuedMessage
+from ..store.models import QueuedMessage
 from ..store.prepared import Executor
-
-if TYPE_CHECKING:
-    from .uow import SessionHead
+from ..store.session_row import SessionFields
 
 # Session events after which a session list looks different (title, status, queue length, model, ...).
 TRIGGERS: frozenset[DurableEventType] = frozenset(
@@ -54,8 +52,8 @@ def _ms(value: datetime | None) -> int | None:
     return int(value.timestamp() * 1000)
 
 
-def summary(row: ChatSession | SessionHead, queue_length: int, updated_at: datetime | None = None) -> dict[str, Any]:
-    """What a session list shows of one session (``row``: a ``ChatSession`` or the queue's ``SessionHead``)."""
+def summary(row: SessionFields, queue_length: int, updated_at: datetime | None = None) -> dict[str, Any]:
+    """What a session list shows of one session (``row``: as read, or as a write transaction has it)."""
     return {
         "id": row.id,
         "title": row.title,
@@ -73,7 +71,7 @@ def summary(row: ChatSession | SessionHead, queue_length: int, updated_at: datet
     }
 
 
-def unread_fields(row: ChatSession | SessionHead) -> dict[str, Any]:
+def unread_fields(row: SessionFields) -> dict[str, Any]:
     """``unread``: an answer, a failure or an approval request the owner has not looked at yet
     (``services.unread``); ``attention``: which (``answer``, ``failure``, ``approval``), or None."""
     unread = int(row.attention_seq or 0) > int(row.seen_seq or 0)

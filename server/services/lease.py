@@ -36,6 +36,7 @@ from sqlalchemy.dialects import postgresql
 
 from ..store.db import Database
 from ..store.models import ChatSession, Message, utcnow
+from ..store.session_row import SessionFields
 from .uow import SessionTx, UnitOfWork
 
 
@@ -52,17 +53,17 @@ def new_owner_id() -> str:
     return f"{socket.gethostname()[:60]}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
 
 
-def claim(row: ChatSession, owner: str, seconds: float) -> None:
+def claim(row: SessionFields, owner: str, seconds: float) -> None:
     row.lease_owner = owner
     row.lease_expires_at = utcnow() + timedelta(seconds=seconds)
 
 
-def release(row: ChatSession) -> None:
+def release(row: SessionFields) -> None:
     row.lease_owner = None
     row.lease_expires_at = None
 
 
-def lease_live(row: ChatSession, now: datetime | None = None) -> bool:
+def lease_live(row: SessionFields, now: datetime | None = None) -> bool:
     return row.lease_owner is not None and row.lease_expires_at is not None and row.lease_expires_at > (now or utcnow())
 
 
@@ -158,7 +159,8 @@ class Heartbeats:
             "until": utcnow() + timedelta(seconds=self.lease_seconds),
             "ids": ids if not self.db.is_sqlite else orjson.dumps(ids).decode(),
         }
-        async with self.db.write(plain=True) as conn:
+        async with self.db.write() as write:
+            conn = write.plain
             held = {sid: (rid, bool(abort)) for sid, rid, abort in (await conn.execute(renew, params)).all()}
             ours = [b for b in beats if held.get(b.session_id, (None,))[0] == b.run_id]
             texts = [{"mid": b.flush[0], "text": b.flush[1]} for b in ours if b.flush is not None]

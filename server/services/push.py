@@ -63,7 +63,7 @@ from . import webpush
 from .webpush import Delivery, EndpointRefused, Sender, b64url, b64url_decode
 
 if TYPE_CHECKING:
-    from .uow import AnySessionTx
+    from .uow import SessionTx
 
 log = logging.getLogger(__name__)
 
@@ -242,7 +242,7 @@ class PushService:
 
     # --- from committed events to jobs (on the committing path: no waiting here) ---------------------------
 
-    def observe(self, tx: AnySessionTx) -> None:
+    def observe(self, tx: SessionTx) -> None:
         if tx.seen_in_view:
             return  # a device had the session in view when it happened
         for env in tx.events:

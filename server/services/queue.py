@@ -38,7 +38,7 @@ from ..protocol.errors import RpcError
 from ..store import repo
 from ..store.models import QueuedMessage, User
 from .requests import MISSING, Expand, Receipt, RequestKey
-from .uow import AnySessionTx, QueueTx, SessionTx, UnitOfWork, can_read
+from .uow import SessionTx, UnitOfWork, can_read
 
 _INSERT_QUEUED = insert(QueuedMessage.__table__)
 
@@ -85,7 +85,7 @@ class Appender:
     made. Open it with :meth:`open`, :meth:`add` each message, then :meth:`flush` writes the rows (plain
     INSERTs: enqueue is the busiest write there is, and nothing here needs ORM objects)."""
 
-    def __init__(self, tx: AnySessionTx, max_length: int, length: int, last_position: int) -> None:
+    def __init__(self, tx: SessionTx, max_length: int, length: int, last_position: int) -> None:
         self.tx = tx
         self.max_length = max_length
         self.length = length  # the queue's length with what was added so far
@@ -93,10 +93,10 @@ class Appender:
         self._rows: list[dict[str, Any]] = []
 
     @classmethod
-    async def open(cls, tx: AnySessionTx, max_length: int) -> Appender:
+    async def open(cls, tx: SessionTx, max_length: int) -> Appender:
         # Read after the row lock is held: on PostgreSQL a statement that waited for the lock still
         # sees the queue as it was when the statement began.
-        length, last_position = await repo.queue_stats(tx.db, tx.row.id)
+        length, last_position = await repo.queue_stats(await tx.plain(), tx.row.id)
         return cls(tx, max_length, length, last_position)
 
     def full_error(self) -> RpcError | None:
@@ -112,7 +112,7 @@ class Appender:
         if full is not None:
             raise full
         tx, session_id = self.tx, self.tx.row.id
-        await file_refs.link(tx.db, session_id, attachments)
+        await file_refs.link(await tx.plain(), session_id, attachments)
         self.length, self._last_position = self.length + 1, self._last_position + 1
         item = wire.QueuedMessage(
             id=f"queue-{uuid.uuid4().hex}",
@@ -139,16 +139,17 @@ class Appender:
         """Write the added rows; True when there were any."""
         rows, self._rows = self._rows, []
         if rows:
-            await self.tx.db.execute(_INSERT_QUEUED, rows[0] if len(rows) == 1 else rows)
+            db = await self.tx.plain()
+            await db.execute(_INSERT_QUEUED, rows[0] if len(rows) == 1 else rows)
         return bool(rows)
 
 
 async def take(tx: SessionTx, item: QueuedMessage, reason: QueueRemovalReason) -> None:
     """Take ``item`` out of the queue. A message ``sent`` keeps its files (its message in the history carries
     them on); one dequeued or removed releases those nothing else in the session carries."""
-    await tx.db.delete(item)
+    await (await tx.orm()).delete(item)
     if reason != "sent":
-        await file_refs.release(tx.db, tx.row.id, item.attachments)
+        await file_refs.release(await tx.plain(), tx.row.id, item.attachments)
     else:
         metrics.queue_waited(item.enqueued_at)
     tx.emit(events.queue_message_removed(item.id, reason))
@@ -159,7 +160,7 @@ async def reorder(tx: SessionTx, items: list[QueuedMessage], item: QueuedMessage
     if items.index(item) != to_index:
         items.remove(item)
         items.insert(to_index, item)
-        await repo.renumber_queue(tx.db, items)
+        await repo.renumber_queue(await tx.orm(), items)
         tx.emit(events.queue_reordered([q.id for q in items]))
 
 
@@ -170,10 +171,11 @@ def set_paused(tx: SessionTx, paused: bool) -> None:
         tx.emit(events.queue_paused() if paused else events.queue_resumed())
 
 
-async def empty(tx: QueueTx) -> None:
+async def empty(tx: SessionTx) -> None:
     """Empty the queue (one ``queue-cleared``, none when it was empty) and release the files it carried."""
-    if await repo.clear_queue(tx.db, tx.row.id):
-        await file_refs.release_queue(tx.db, tx.row.id)
+    db = await tx.plain()
+    if await repo.clear_queue(db, tx.row.id):
+        await file_refs.release_queue(db, tx.row.id)
         tx.emit(events.queue_cleared())
     tx.queue_length = 0
 
@@ -269,7 +271,7 @@ class QueueService:
         """Append ``items`` to one session's queue in one transaction, in order, each as far as it fits. An
         item whose client request was made before gets that request's reply and adds nothing."""
         results: list[wire.QueuedMessage | Exception] = []
-        async with self.uow.queue(user, session_id) as tx:
+        async with self.uow.session(user, session_id) as tx:
             appender = await Appender.open(tx, self.max_length)
             for content, attachments, request in items:
                 if request is not None:
@@ -298,7 +300,7 @@ class QueueService:
         return results
 
     async def append(
-        self, tx: AnySessionTx, content: str, attachments: list[dict[str, Any]], client_request_id: str | None
+        self, tx: SessionTx, content: str, attachments: list[dict[str, Any]], client_request_id: str | None
     ) -> wire.QueuedMessage:
         """Queue one message inside the caller's transaction (``message.send`` on a busy session)."""
         self._check_content(content)
@@ -311,7 +313,7 @@ class QueueService:
         self, user: User, session_id: str, reason: QueueRemovalReason = "dequeued"
     ) -> wire.QueuedMessage | None:
         async with self.uow.session(user, session_id) as tx:
-            head = await repo.queue_head(tx.db, session_id)
+            head = await repo.queue_head(await tx.orm(), session_id)
             if head is None:
                 return None
             await take(tx, head, reason)
@@ -325,12 +327,12 @@ class QueueService:
             return [repo.queued_wire(q) for q in await repo.queue_rows(s, session_id)]
 
     async def clear(self, user: User, session_id: str) -> None:
-        async with self.uow.queue(user, session_id) as tx:
+        async with self.uow.session(user, session_id) as tx:
             await empty(tx)
 
     async def remove(self, user: User, session_id: str, message_id: str) -> None:
         async with self.uow.session(user, session_id) as tx:
-            await take(tx, find(await repo.queue_rows(tx.db, session_id), message_id), "removed")
+            await take(tx, find(await repo.queue_rows(await tx.orm(), session_id), message_id), "removed")
 
     async def update(
         self,
@@ -343,14 +345,14 @@ class QueueService:
         if content is not None:
             self._check_content(content)
         async with self.uow.session(user, session_id) as tx:
-            target = find(await repo.queue_rows(tx.db, session_id), message_id)
+            target = find(await repo.queue_rows(await tx.orm(), session_id), message_id)
             changed = False
             if content is not None and content != target.content:
                 target.content, changed = content, True
             if attachments is not None and attachments != target.attachments:
-                await file_refs.link(tx.db, session_id, attachments)
+                await file_refs.link(await tx.plain(), session_id, attachments)
                 dropped, target.attachments, changed = target.attachments, attachments, True
-                await file_refs.release(tx.db, session_id, dropped)
+                await file_refs.release(await tx.plain(), session_id, dropped)
             item = repo.queued_wire(target)
             if changed:
                 tx.emit(events.queue_message_updated(item))
@@ -365,7 +367,7 @@ class QueueService:
         self, user: User, session_id: str, message_id: str, to_index: int
     ) -> builtins.list[wire.QueuedMessage]:
         async with self.uow.session(user, session_id) as tx:
-            rows = await repo.queue_rows(tx.db, session_id)
+            rows = await repo.queue_rows(await tx.orm(), session_id)
             target = find(rows, message_id)
             if not 0 <= to_index < len(rows):
                 raise RpcError("BAD_REQUEST", f"toIndex must be between 0 and {len(rows) - 1}")

@@ -147,7 +147,7 @@ def started_receipt(reply: outputs.SendStarted) -> StartedReceipt:
 
 async def messages_again(tx: SessionTx, ids: list[str]) -> list[outputs.MessageJson]:
     """The messages ``ids`` of a receipt, read again (``NOT_FOUND`` when one is gone)."""
-    found = {m.id: repo.message_wire(m).wire() for m in await repo.messages_by_id(tx.db, ids)}
+    found = {m.id: repo.message_wire(m).wire() for m in await repo.messages_by_id(await tx.orm(), ids)}
     if len(found) != len(set(ids)):
         raise RpcError("NOT_FOUND", "Message not found")
     return [found[i] for i in ids]
@@ -242,7 +242,7 @@ class RunService:
                     return replayed
                 row = tx.row
                 policy = busy_policy or row.busy_policy
-                await file_refs.link(tx.db, session_id, attachments)
+                await file_refs.link(await tx.plain(), session_id, attachments)
                 taken = await self.recover_orphaned(tx)
                 if row.run_id is not None:
                     if policy == "reject":
@@ -370,7 +370,7 @@ class RunService:
                 return replayed
             messages = []
             for item in given:
-                call = await repo.get_tool_call(tx.db, session_id, item["callId"])
+                call = await repo.get_tool_call(await tx.orm(), session_id, item["callId"])
                 if call is None:
                     raise RpcError("NOT_FOUND", f"No tool call {item['callId']!r} in this session")
                 if call.has_result:
@@ -411,7 +411,7 @@ class RunService:
             replayed = await tx.replay(request, RESOLVED, as_is)
             if replayed is not MISSING:
                 return replayed
-            call = await repo.get_tool_call(tx.db, session_id, call_id)
+            call = await repo.get_tool_call(await tx.orm(), session_id, call_id)
             if call is None:
                 raise RpcError("NOT_FOUND", f"No tool call {call_id!r} in this session")
             if call.approval != "pending":
@@ -459,7 +459,7 @@ class RunService:
         started = None
         async with self.uow.session(user, session_id) as tx:
             row = tx.row
-            items = await repo.queue_rows(tx.db, session_id)
+            items = await repo.queue_rows(await tx.orm(), session_id)
             item = queue.find(items, message_id)
             taken = await self.recover_orphaned(tx)
             queue.set_paused(tx, False)

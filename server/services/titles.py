@@ -73,7 +73,7 @@ async def title_from_first_message(tx: SessionTx) -> None:
     """Called when a user message is stored: an untitled session takes its first user message as title."""
     if tx.row.title_source != "none":
         return
-    first = await repo.first_user_message(tx.db, tx.row.id)
+    first = await repo.first_user_message(await tx.orm(), tx.row.id)
     if first is not None:
         apply_title(tx, truncate_title(first.content), "truncate")
 
@@ -83,7 +83,7 @@ async def follow_active_path(tx: SessionTx) -> None:
     none, follows the first user message of the path now; one the user gave or the model made stays."""
     if tx.row.title_source not in ("none", "truncate"):
         return
-    first = await repo.first_user_message(tx.db, tx.row.id)
+    first = await repo.first_user_message(await tx.orm(), tx.row.id)
     if first is not None:
         apply_title(tx, truncate_title(first.content), "truncate")
 
@@ -168,7 +168,7 @@ class TitleService:
 
     async def truncate_in(self, tx: SessionTx, *, required: bool = True) -> None:
         """Regenerate by truncation inside ``tx``; no user message yet is ``PRECONDITION_FAILED`` if required."""
-        first = await repo.first_user_message(tx.db, tx.row.id)
+        first = await repo.first_user_message(await tx.orm(), tx.row.id)
         if first is None:
             if required:
                 raise RpcError("PRECONDITION_FAILED", "The session has no user message to take a title from")

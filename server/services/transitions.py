@@ -189,8 +189,8 @@ async def run_slot_free(tx: SessionTx) -> bool:
     limit = tx.max_active_runs
     if limit is None:
         return True
-    await repo.lock_user(tx.db, tx.row.owner_id)
-    return await repo.count_active_runs(tx.db, tx.row.owner_id, other_than=tx.row.id) < limit
+    await repo.lock_user(await tx.orm(), tx.row.owner_id)
+    return await repo.count_active_runs(await tx.orm(), tx.row.owner_id, other_than=tx.row.id) < limit
 
 
 async def begin_run(
@@ -303,7 +303,7 @@ async def send_next_queued(tx: SessionTx, owner: str, lease_seconds: float) -> R
     the unpaused queue, and the sweeper sends it once one of the owner's runs has ended."""
     if tx.row.queue_paused or tx.row.run_id is not None:
         return None
-    head = await repo.queue_head(tx.db, tx.row.id)
+    head = await repo.queue_head(await tx.orm(), tx.row.id)
     if head is None or not await run_slot_free(tx):
         return None
     return await send_queued(tx, owner, lease_seconds, head)
@@ -352,7 +352,7 @@ async def stop_run(
     (``stopped_by``, or who asked for the abort while it streamed, :func:`mark_stopping`). A failure with no
     message streaming gets an empty answer of status ``error`` holding the reason."""
     finish_reason = "aborted" if outcome == "aborted" else "error"
-    streaming = await repo.streaming_messages(tx.db, tx.row.id)
+    streaming = await repo.streaming_messages(await tx.orm(), tx.row.id)
     for row in streaming:
         content = live_text[1] if live_text is not None and row.id == live_text[0] else row.content
         if outcome == "aborted" and stopped_by is not None:
@@ -364,7 +364,7 @@ async def stop_run(
         complete_message(tx, failed, status="error", content="", finish_reason="error", error=error)
     if run_id:
         await cancel_open_calls(tx, run_id)
-    run = await repo.get_run(tx.db, run_id) if run_id else None
+    run = await repo.get_run(await tx.orm(), run_id) if run_id else None
     if outcome == "aborted":
         return await end_aborted(tx, run, owner, lease_seconds)
     end_run(tx, run, "failed", error=error, pause=True)
@@ -374,7 +374,7 @@ async def stop_run(
 
 async def mark_stopping(tx: SessionTx, stopped_by: dict[str, Any]) -> None:
     """An abort was asked for while an answer streams: the answer will say who stopped it once it ends."""
-    for row in await repo.streaming_messages(tx.db, tx.row.id):
+    for row in await repo.streaming_messages(await tx.orm(), tx.row.id):
         row.stopped_by = stopped_by
 
 
@@ -395,8 +395,10 @@ async def take_over(
 
     Otherwise — resuming is off, nothing was streaming, the answer was continued once already — the run fails
     as :func:`recover` says; and a run a person asked to stop ends ``aborted``. Returns the run taken over."""
-    run = await repo.get_run(tx.db, tx.row.run_id) if tx.row.run_id else None
-    streaming = [m for m in await repo.streaming_messages(tx.db, tx.row.id) if m.active and m.role == "assistant"]
+    run = await repo.get_run(await tx.orm(), tx.row.run_id) if tx.row.run_id else None
+    streaming = [
+        m for m in await repo.streaming_messages(await tx.orm(), tx.row.id) if m.active and m.role == "assistant"
+    ]
     if tx.row.abort_requested:
         await stop_run(tx, "aborted")
         return None
@@ -459,7 +461,7 @@ async def unique_call_ids(tx: SessionTx, calls: Sequence[ToolCallEvent]) -> list
     for call in calls:
         base = call.id or "call"
         candidate, n = base, 1
-        while candidate in out or await repo.get_tool_call(tx.db, tx.row.id, candidate) is not None:
+        while candidate in out or await repo.get_tool_call(await tx.orm(), tx.row.id, candidate) is not None:
             n += 1
             candidate = f"{base}_{n}"
         out.append(candidate)
@@ -496,7 +498,7 @@ async def register_tool_calls(
             await add_tool_result(tx, row, text, "unknown-tool")
         elif needs_approval:
             tx.emit(events.tool_approval_requested(row.id))
-    await tx.db.flush()
+    await (await tx.orm()).flush()
 
 
 async def add_tool_result(
@@ -518,7 +520,7 @@ async def add_tool_result(
 async def cancel_open_calls(tx: SessionTx, run_id: str) -> None:
     """The run ends with calls still open (running, waiting for approval or for a client): each gets a
     ``cancelled`` result, so every device shows how it ended and a late answer finds it closed."""
-    for call in await repo.run_tool_calls(tx.db, tx.row.id, run_id, open_only=True):
+    for call in await repo.run_tool_calls(await tx.orm(), tx.row.id, run_id, open_only=True):
         await add_tool_result(tx, call, CANCELLED_RESULT, "cancelled")
 
 
@@ -533,10 +535,10 @@ async def maybe_resume(tx: SessionTx, owner: str, lease_seconds: float) -> Run |
     """Resume a suspended run when nothing waits on people any more; claims the lease for this process."""
     if tx.row.run_id is None or tx.row.status != "requires-action":
         return None
-    calls = await repo.run_tool_calls(tx.db, tx.row.id, tx.row.run_id, open_only=True)
+    calls = await repo.run_tool_calls(await tx.orm(), tx.row.id, tx.row.run_id, open_only=True)
     if waiting_on_people(calls):
         return None
-    run = await repo.get_run(tx.db, tx.row.run_id)
+    run = await repo.get_run(await tx.orm(), tx.row.run_id)
     if run is None:
         return None
     run.status = "running"
@@ -548,7 +550,7 @@ async def maybe_resume(tx: SessionTx, owner: str, lease_seconds: float) -> Run |
 async def record_decision(tx: SessionTx, call: ToolCallRow, decision: dict[str, Any]) -> None:
     """Put an approval's answer (``{approved, userName, deviceName, decidedAt}``, as ``tool-approval-resolved``
     says it) on the call's entry in its assistant message, where ``session.get`` and ``message.list`` show it."""
-    message = await tx.db.get(Message, call.message_id)
+    message = await (await tx.orm()).get(Message, call.message_id)
     if message is None or not message.tool_calls:
         return
     # A new list: JSON columns track assignment, not changes inside.

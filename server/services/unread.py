@@ -21,7 +21,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
 from sqlalchemy import bindparam, select, update
-from sqlalchemy.orm.attributes import set_committed_value
 
 from ..domain import events as ev
 from ..domain.events import EventEnvelope
@@ -30,10 +29,11 @@ from ..store import eventlog, repo
 from ..store.db import Database
 from ..store.models import ChatSession, User, utcnow
 from ..store.prepared import Executor
+from ..store.session_row import SessionRow
 from . import feed
 
 if TYPE_CHECKING:
-    from .uow import SessionHead, UnitOfWork
+    from .uow import UnitOfWork
 
 log = logging.getLogger(__name__)
 
@@ -60,9 +60,7 @@ _STATE = select(_SESSIONS.c.owner_id, _SESSIONS.c.attention_seq, _SESSIONS.c.see
 )
 
 
-async def note(
-    db: Executor, row: ChatSession | SessionHead, events: Sequence[EventEnvelope], visible: Visible | None
-) -> bool:
+async def note(db: Executor, row: SessionRow, events: Sequence[EventEnvelope], visible: Visible | None) -> bool:
     """In the committing transaction: record the newest event of ``events`` that wants attention, seen at once
     when a device has the session visible; an approval decided counts as a look. True when such an event was
     seen at once (no notification is then sent, ``services.push``)."""
@@ -87,7 +85,7 @@ async def note(
     await db.execute(
         _MARK, {"sid": row.id, "attention_seq": attention_seq, "attention_kind": kind, "seen_seq": seen_seq}
     )
-    _set(row, attention_seq, kind, seen_seq)
+    row.stored(attention_seq=attention_seq, attention_kind=kind, seen_seq=seen_seq)
     return in_view
 
 
@@ -97,16 +95,6 @@ async def _in_view(visible: Visible, owner_id: str, session_id: str) -> bool:
     except Exception:  # presence unreachable: the owner gets the mark rather than losing it
         log.warning("presence of %s unknown; marking it unread", session_id, exc_info=True)
         return False
-
-
-def _set(row: ChatSession | SessionHead, attention_seq: int, kind: str | None, seen_seq: int) -> None:
-    """Bring the in-memory row up to date without the ORM writing it again."""
-    if isinstance(row, ChatSession):
-        set_committed_value(row, "attention_seq", attention_seq)
-        set_committed_value(row, "attention_kind", kind)
-        set_committed_value(row, "seen_seq", seen_seq)
-    else:
-        row.attention_seq, row.attention_kind, row.seen_seq = attention_seq, kind, seen_seq
 
 
 class UnreadService:

@@ -9,94 +9,46 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from typing import Any
 
-from sqlalchemy import bindparam, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import make_transient_to_detached
-from sqlalchemy.orm.attributes import set_committed_value
 
 from .. import metrics, tracing
 from ..domain import events
 from ..domain.events import Event, EventEnvelope
 from ..protocol.errors import RpcError
 from ..pubsub.base import Bus
-from ..store import eventlog, repo
-from ..store.db import Database
-from ..store.models import ChatSession, User, utcnow
-from ..store.prepared import Executor, PlainConnection
+from ..store import eventlog, repo, session_row
+from ..store.db import Database, WriteSession
+from ..store.models import User, utcnow
+from ..store.prepared import PlainConnection
 from ..store.repo import ModelT
+from ..store.session_row import SessionFields, SessionRow
 from . import feed, requests, unread
 from .requests import ReceiptT, ReplyT, RequestKey
 
 log = logging.getLogger(__name__)
 
-_SESSIONS = ChatSession.__table__
-_LOCK_SESSION_HEAD = (
-    select(
-        _SESSIONS.c.id,
-        _SESSIONS.c.owner_id,
-        _SESSIONS.c.run_id,
-        _SESSIONS.c.queue_paused,
-        _SESSIONS.c.last_seq,
-        _SESSIONS.c.title,
-        _SESSIONS.c.title_source,
-        _SESSIONS.c.status,
-        _SESSIONS.c.provider,
-        _SESSIONS.c.model,
-        _SESSIONS.c.created_at,
-        _SESSIONS.c.pinned,
-        _SESSIONS.c.archived,
-        _SESSIONS.c.attention_seq,
-        _SESSIONS.c.attention_kind,
-        _SESSIONS.c.seen_seq,
-    )
-    .where(_SESSIONS.c.id == bindparam("sid"), _SESSIONS.c.deleted_at.is_(None))
-    .with_for_update()
-)
-
 
 @dataclass
-class SessionHead:
-    """The few columns of a locked session that queue operations read (no ORM object: see ``UnitOfWork.queue``),
-    and what the user's session feed shows of it."""
+class SessionTx:
+    """An open transaction on one locked session: every write to a session goes through one
+    (:meth:`UnitOfWork.session`).
 
-    id: str
-    owner_id: str
-    run_id: str | None
-    queue_paused: bool
-    last_seq: int
-    title: str
-    title_source: str
-    status: str
-    provider: str
-    model: str
-    created_at: datetime
-    pinned: bool
-    archived: bool
-    # Unread (``services.unread``).
-    attention_seq: int = 0
-    attention_kind: str | None = None
-    seen_seq: int = 0
-    updated_at: datetime | None = None
+    * ``row`` is the session's :class:`SessionRow`, a plain object: assign its columns (``tx.row.status =
+      "running"``) and :meth:`finish` writes the changed ones with one ``UPDATE``.
+    * :meth:`plain` is the transaction's connection for constant Core statements (module constants built with
+      ``bindparam``; on a SQLite file they run prepared, ``store.prepared``): the queue, the log, request records.
+    * :meth:`orm` is an ORM session on the same transaction, for code that works with model objects (messages,
+      runs, tool calls); it connects on first use, so a transaction that needs none never makes one.
+      :meth:`insert` and :meth:`get` write and read such objects with one prepared statement each.
+    * :meth:`emit` appends a durable event; :meth:`finish` writes the row, the events, the client request records
+      and the owner's feed event before the commit.
+    """
 
-
-DbT = TypeVar("DbT", bound=Executor)
-RowT = TypeVar("RowT", bound=ChatSession | SessionHead)
-
-
-@dataclass
-class SessionTxBase(Generic[DbT, RowT]):
-    """An open transaction on one locked session. ``emit`` appends a durable event to its log; ``finish``
-    writes the events (and the client request records and the owner's feed event) before the commit.
-
-    Two kinds, each with precise types: :class:`SessionTx` (an ORM session and the :class:`ChatSession`) for
-    every session write, and :class:`QueueTx` (a plain connection and the :class:`SessionHead`) for the
-    queue's hot path. What they share (the log, the feed, request records) is here and uses only
-    ``db.execute`` with constant statements and the columns both rows have."""
-
-    db: DbT
-    row: RowT
+    _session: WriteSession
+    row: SessionRow
     retention: int
     events: list[EventEnvelope] = field(default_factory=list)
     # The user feed's event for this transaction (written by ``finish``).
@@ -111,25 +63,27 @@ class SessionTxBase(Generic[DbT, RowT]):
     visible: unread.Visible | None = None
     # Set by ``finish``: an event that wants attention committed while a device had the session in view.
     seen_in_view: bool = False
+    # The ORM session was handed out: flush it before plain statements.
+    _orm_used: bool = False
 
-    def _advance(self, seq: int) -> None:
-        """Move the row's ``last_seq`` in memory (``finish`` writes it)."""
-        raise NotImplementedError
+    async def plain(self) -> PlainConnection:
+        """The connection for constant Core statements, with everything the transaction changed through the ORM
+        flushed (plain statements do not autoflush). The row's changes are written by :meth:`finish`."""
+        if self._orm_used:
+            await self._session.flush()
+        return self._session.plain
 
-    async def plain(self) -> Executor:
-        """Where constant statements run (``finish``'s, the run's), with everything the transaction changed
-        visible."""
-        raise NotImplementedError
-
-    async def _written(self, now: datetime) -> None:
-        """After ``finish`` wrote the log: bring the in-memory row up to date."""
+    async def orm(self) -> AsyncSession:
+        """The ORM session on this transaction (see the class doc)."""
+        self._orm_used = True
+        return self._session
 
     def emit(self, event: Event) -> EventEnvelope:
         """Append ``event`` (made by a constructor of ``domain.events``) to the session's log, at the next seq."""
         # The row's last_seq moves in memory only; ``finish`` writes it (and the log rows) with plain
-        # statements (``store.eventlog``), cheaper than the ORM's unit of work on the hottest path of the server.
+        # statements (``store.eventlog``).
         seq = eventlog.next_seq(self.row.last_seq)
-        self._advance(seq)
+        self.row.stored(last_seq=seq)
         env = EventEnvelope.build(self.row.id, seq, event.type, event.fields)
         self.events.append(env)
         return env
@@ -143,27 +97,42 @@ class SessionTxBase(Generic[DbT, RowT]):
         """The first reply to this client request if it was made before, rebuilt by ``expand`` from the receipt
         :meth:`remember` kept (read as ``kind`` says; see ``services.requests``), else ``requests.MISSING``. Call
         it with the session locked, before changing anything."""
-        return await self.ledger.replay(self.db, key, kind, expand)
+        return await self.ledger.replay(await self.plain(), key, kind, expand)
 
     def remember(self, key: RequestKey | None, kind: requests.Receipt[ReceiptT, ReplyT], receipt: ReceiptT) -> None:
         """Record ``receipt`` (what rebuilds the reply, of ``kind``) for the client request ``key``, committed with
         this transaction; a repeat of ``key`` within this transaction gets the reply rebuilt from it."""
         self.ledger.remember(key, kind, receipt)
 
+    async def get(self, model: type[ModelT], *key: Any) -> ModelT | None:
+        """The row of ``model`` with primary key ``key``, loaded with one prepared statement (``repo.load``)."""
+        return await repo.load(await self.orm(), await self.plain(), model, key)
+
+    async def insert(self, *rows: Any) -> None:
+        """Write new ORM objects (every column set, or left to its Python default) with one prepared
+        ``INSERT`` each and add them to the ORM session as persistent, unchanged objects."""
+        db, session = await self.plain(), await self.orm()
+        for row in rows:
+            await db.execute(*repo.insert_values(row))
+            make_transient_to_detached(row)
+            session.add(row)
+
     async def finish(self) -> None:
+        """Before the commit: the row's changed columns, then the request records, the log and the feed."""
+        db = await self.plain()
+        await session_row.write_changes(db, self.row)
         if not self.ledger.rows and not self.events:
             return
-        db = await self.plain()
         await self.ledger.write(db)
         if not self.events:
             return
         now = utcnow()
         await eventlog.append(db, self.events, now, self.retention)
-        await self._written(now)
+        self.row.stored(updated_at=now)
         self.seen_in_view = await unread.note(db, self.row, self.events, self.visible)
         await self._feed(db, now)
 
-    async def _feed(self, db: Executor, now: datetime) -> None:
+    async def _feed(self, db: PlainConnection, now: datetime) -> None:
         """One feed event for the owner when this transaction changed what a session list shows."""
         types = {e.type for e in self.events}
         owner = self.row.owner_id
@@ -180,57 +149,7 @@ class SessionTxBase(Generic[DbT, RowT]):
         self.feed_events.append(env)
 
 
-class SessionTx(SessionTxBase[AsyncSession, ChatSession]):
-    """A transaction on a locked session through the ORM: ``db`` is the session, ``row`` the
-    :class:`ChatSession` (see :meth:`UnitOfWork.session`), ``core`` the connection under it for constant Core
-    statements (``Database.core``: no ORM work per statement).
-
-    The run's writes (messages, runs, tool calls) go in through :meth:`insert`, one prepared ``INSERT`` each
-    instead of the unit of work's flush; the objects are then in the session as if loaded, so later changes to
-    them in the same transaction are flushed as usual."""
-
-    core: PlainConnection | None = None
-
-    def _advance(self, seq: int) -> None:
-        set_committed_value(self.row, "last_seq", seq)
-
-    async def plain(self) -> Executor:
-        await self.db.flush()  # before the plain statements, which do not autoflush
-        return self.db if self.core is None else self.core
-
-    async def _written(self, now: datetime) -> None:
-        set_committed_value(self.row, "updated_at", now)
-
-    async def get(self, model: type[ModelT], *key: Any) -> ModelT | None:
-        """The row of ``model`` with primary key ``key``, loaded with one prepared statement (``repo.load``)."""
-        return await repo.load(self.db, await self.plain(), model, key)
-
-    async def insert(self, *rows: Any) -> None:
-        """Write new ORM objects (every column set, or left to its Python default) with one prepared
-        ``INSERT`` each and add them to the session as persistent, unchanged objects."""
-        db = self.db if self.core is None else self.core
-        for row in rows:
-            await db.execute(*repo.insert_values(row))
-            make_transient_to_detached(row)
-            self.db.add(row)
-
-
-class QueueTx(SessionTxBase[PlainConnection, SessionHead]):
-    """The queue's hot path: ``db`` is a plain connection (``store.prepared``: constant Core statements only)
-    and ``row`` the :class:`SessionHead` (see :meth:`UnitOfWork.queue`)."""
-
-    def _advance(self, seq: int) -> None:
-        self.row.last_seq = seq
-
-    async def plain(self) -> Executor:
-        return self.db
-
-
-AnySessionTx = SessionTx | QueueTx
-"""Either kind of session transaction: for code that uses only what they share."""
-
-
-def can_read(user: User, row: ChatSession) -> bool:
+def can_read(user: User, row: SessionFields) -> bool:
     return row.owner_id == user.id or user.role == "admin"
 
 
@@ -256,7 +175,7 @@ class UnitOfWork:
         self.visible: unread.Visible | None = None
         # Told every committed transaction's events after they were published (``services.push``); each must
         # return at once and never raise.
-        self.observers: list[Callable[[AnySessionTx], None]] = []
+        self.observers: list[Callable[[SessionTx], None]] = []
 
     @asynccontextmanager
     async def session(
@@ -269,9 +188,7 @@ class UnitOfWork:
         exception raised when the session does not exist (or is not the user's) instead of ``NOT_FOUND``.
         """
         async with self.db.write() as s:
-            core = await self.db.core(s)
-            found = await repo.load(s, core, ChatSession, (session_id,), lock=True)
-            row = self._owned(found, user, session_id, missing)
+            row = self._owned(await session_row.lock(s.plain, session_id), user, session_id, missing)
             tx = SessionTx(
                 s,
                 row,
@@ -280,38 +197,20 @@ class UnitOfWork:
                 visible=self.visible,
                 ledger=requests.Ledger(self.max_request_records),
             )
-            tx.core = core
-            yield tx
-            await tx.finish()
-        await self.publish_tx(tx)
-
-    @asynccontextmanager
-    async def queue(self, user: User, session_id: str) -> AsyncIterator[QueueTx]:
-        """The fast path of :meth:`session` for operations that need only :class:`SessionHead` and constant
-        statements: a :class:`QueueTx`, with the same locking, checks, commit and publish.
-
-        Queue edits are the busiest writes (every message typed while the model answers, from every client);
-        without the ORM, and on SQLite without SQLAlchemy's per-statement work, their transaction costs a
-        fraction of the CPU.
-        """
-        async with self.db.write(plain=True) as db:
-            found = (await db.execute(_LOCK_SESSION_HEAD, {"sid": session_id})).first()
-            head = self._owned(SessionHead(*found) if found is not None else None, user, session_id)
-            tx = QueueTx(db, head, self.retention, ledger=requests.Ledger(self.max_request_records))
             yield tx
             await tx.finish()
         await self.publish_tx(tx)
 
     @staticmethod
     def _owned(
-        row: RowT | None, user: User | None, session_id: str, missing: Callable[[str], Exception] | None = None
-    ) -> RowT:
+        row: SessionRow | None, user: User | None, session_id: str, missing: Callable[[str], Exception] | None = None
+    ) -> SessionRow:
         """``row`` when the session exists and is ``user``'s (any session for ``user=None``)."""
         if row is None or (user is not None and row.owner_id != user.id):
             raise RpcError("NOT_FOUND", "Session not found") if missing is None else missing(session_id)
         return row
 
-    async def publish_tx(self, tx: AnySessionTx) -> None:
+    async def publish_tx(self, tx: SessionTx) -> None:
         await self.publish(tx.row.id, tx.events)
         if tx.feed_events:
             await self.publish(feed.channel(tx.row.owner_id), tx.feed_events)

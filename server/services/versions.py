@@ -134,7 +134,7 @@ class VersionService:
             files = list(target.attachments or []) if attachments is None else attachments
 
             async def apply(tx: SessionTx) -> tuple[outputs.SendStarted, str | None]:
-                await file_refs.link(tx.db, session_id, files)
+                await file_refs.link(await tx.plain(), session_id, files)
                 queue.set_paused(tx, False)
                 await branches.cut_before(tx, target)
                 message, run = await transitions.start_with_message(
@@ -211,7 +211,7 @@ class VersionService:
             leaf = await branches.active_leaf(tx)
             if leaf is None or leaf.role != "assistant" or leaf.finish_reason != "length" or leaf.status != "complete":
                 raise RpcError("PRECONDITION_FAILED", "Only an answer that stopped at the length limit can go on")
-            made_by = await repo.get_run(tx.db, leaf.run_id) if leaf.run_id else None
+            made_by = await repo.get_run(await tx.orm(), leaf.run_id) if leaf.run_id else None
 
             async def apply(tx: SessionTx) -> tuple[outputs.Continued, str | None]:
                 run = await transitions.begin_run(

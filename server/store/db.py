@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any, Literal, overload
+from contextlib import asynccontextmanager
+from typing import Any
 
 from sqlalchemy import event, exc, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
+from sqlalchemy.pool import StaticPool
 
 from .. import metrics, tracing
 from . import sqlite_inline
@@ -83,15 +85,21 @@ def _waited(histogram: Any, since: float) -> float:
     return now
 
 
-class Database:
-    """Owns the engines. ``write()`` is the one way into a write transaction (commit on success, roll back on an
-    exception); ``read()`` is read-only.
+class WriteSession(AsyncSession):
+    """The ORM session of a write transaction (:meth:`Database.write`). ``plain`` is the same transaction's
+    connection for constant Core statements (``store.prepared``). The session connects only when first used,
+    so a write that needs no ORM object costs no ORM work."""
 
-    ``write()`` yields the ORM session; ``write(plain=True)`` yields a plain connection for constant Core
-    statements (``store.prepared``), for writes that need no ORM objects (the queue, the heartbeats). Either
-    way the statements take the fast path where there is one: on a SQLite file a plain write runs prepared on
-    a ``sqlite3`` connection without SQLAlchemy, and inside an ORM write :meth:`core` gives the same kind of
-    connection on the session's transaction. Both kinds take their turn with every other writer of the process.
+    plain: PlainConnection
+
+
+class Database:
+    """Owns the engines. :meth:`write` is the one way into a write transaction (commit on success, roll back on
+    an exception); :meth:`read` is read-only.
+
+    A write transaction is a plain connection — on a SQLite file a ``sqlite3`` connection that runs constant Core
+    statements prepared (``store.prepared``), elsewhere a SQLAlchemy connection — with an ORM session joined onto
+    it for code that works with model objects. Statements through either are in the one transaction.
 
     On SQLite every write in this process is serialised by one lock (SQLite has one writer anyway, and
     queuing here is cheaper than ``database is locked`` retries). On PostgreSQL writers to one session are
@@ -104,6 +112,8 @@ class Database:
         self.url = url
         self.is_sqlite = url.startswith("sqlite")
         self._sqlite_path = ""
+        # A SQLite file: the ORM of a write runs on the write's own connection, through this engine.
+        self._joined_engine: AsyncEngine | None = None
         if self.is_sqlite:
             path = make_url(url).database or ":memory:"
             self.write_engine = create_async_engine(url, async_creator=sqlite_inline.connector(path))
@@ -112,100 +122,85 @@ class Database:
             _sqlite_pragmas(self.write_engine, immediate=True, background_checkpoints=checkpoints)
             _sqlite_pragmas(self.read_engine, immediate=False, background_checkpoints=checkpoints)
             self._sqlite_path = path
+            if not sqlite_inline.is_memory(path):
+                self._joined_engine = create_async_engine(
+                    url, async_creator=self._joined_connection, poolclass=StaticPool
+                )
         else:
             self.write_engine = create_async_engine(url, pool_size=10, max_overflow=20, pool_timeout=pool_timeout)
             _ping_idle_connections(self.write_engine)
             self.read_engine = self.write_engine
-        self._writes = async_sessionmaker(self.write_engine, expire_on_commit=False)
         self._reads = async_sessionmaker(self.read_engine, expire_on_commit=False)
         self._write_lock = asyncio.Lock() if self.is_sqlite else None
         self._checkpointer: sqlite_inline.Checkpointer | None = None
-        # SQLite file: the connection of plain writes (opened on first use).
+        # SQLite file: the connection of every write (opened on first use).
         self._plain: sqlite_inline.InlineConnection | None = None
 
-    @overload
-    def write(self) -> AbstractAsyncContextManager[AsyncSession]: ...
-
-    @overload
-    def write(self, *, plain: Literal[True]) -> AbstractAsyncContextManager[PlainConnection]: ...
-
-    def write(self, *, plain: bool = False) -> AbstractAsyncContextManager[AsyncSession | PlainConnection]:
-        """One transaction; commits when the block ends without an exception, rolls back otherwise. It yields an
-        ORM session, or with ``plain`` a connection for constant Core statements (see the class doc)."""
-        return self._plain_write() if plain else self._orm_write()
-
     @asynccontextmanager
-    async def _orm_write(self) -> AsyncIterator[AsyncSession]:
+    async def write(self) -> AsyncIterator[WriteSession]:
+        """One transaction; commits when the block ends without an exception, rolls back otherwise. It yields the
+        ORM session of the transaction, whose ``plain`` is the connection for constant Core statements. What the
+        ORM holds is flushed before the commit."""
         started, began = time.perf_counter(), 0.0
         try:
             with tracing.span("db write"):
-                async with self._one_writer(), self._writes() as session, session.begin():
-                    await session.connection()  # checked out now: its wait is measured apart from the work
+                async with self._one_writer(), self._transaction() as plain:
                     began = _waited(_WRITE_WAIT, started)
-                    yield session
+                    session = self._session_on(plain)
+                    try:
+                        yield session
+                        if session.in_transaction() or session.new or len(session.identity_map):
+                            await session.commit()  # a flush: the transaction is the plain connection's
+                    finally:
+                        if session.in_transaction():
+                            await session.close()
         finally:
             if began:  # not when no connection was had
                 _WRITE_TX.observe(time.perf_counter() - began)
 
-    @asynccontextmanager
-    async def _connection_write(self) -> AsyncIterator[AsyncConnection]:
-        """A plain write on a SQLAlchemy connection: PostgreSQL's, and an in-memory SQLite database's."""
-        started, began = time.perf_counter(), 0.0
-        try:
-            with tracing.span("db write"):
-                async with self._one_writer(), self.write_engine.begin() as conn:
-                    began = _waited(_WRITE_WAIT, started)
-                    yield conn
-        finally:
-            if began:  # not when no connection was had
-                _WRITE_TX.observe(time.perf_counter() - began)
+    def _session_on(self, plain: PlainConnection) -> WriteSession:
+        if isinstance(plain, AsyncConnection):
+            # Joins the connection's transaction: the session's commit is a flush, its rollback the connection's.
+            session = WriteSession(bind=plain, join_transaction_mode="conservative_savepoint", expire_on_commit=False)
+        else:
+            # The SQLite file's write connection, joined (``sqlite_inline.JoinedConnection``).
+            session = WriteSession(bind=self._joined_engine, expire_on_commit=False)
+        session.plain = plain
+        return session
 
     @asynccontextmanager
-    async def _plain_write(self) -> AsyncIterator[PlainConnection]:
-        """``write(plain=True)``: a transaction for constant Core statements only (``store.prepared``).
+    async def _transaction(self) -> AsyncIterator[PlainConnection]:
+        """The transaction of a write, on its plain connection.
 
-        On a SQLite file it runs on a connection of its own, without SQLAlchemy: ``BEGIN IMMEDIATE``,
-        the statements prepared, ``COMMIT`` — SQLAlchemy's connection, pool and transaction bookkeeping cost
-        more CPU than the work itself. It takes its turn with every other writer of this process (one
-        lock), so the two connections never contend. Elsewhere it runs on a SQLAlchemy connection.
+        On a SQLite file it runs on a connection of its own, without SQLAlchemy: ``BEGIN IMMEDIATE``, the
+        statements prepared, ``COMMIT`` — SQLAlchemy's connection, pool and transaction bookkeeping cost more CPU
+        than the work itself. The ORM reaches that connection through ``_joined_engine`` only when it is used.
+        Elsewhere (PostgreSQL, an in-memory SQLite database) it is a SQLAlchemy connection.
         """
-        if not self.is_sqlite or sqlite_inline.is_memory(self._sqlite_path):
-            async with self._connection_write() as conn:
+        if self._joined_engine is None:
+            async with self.write_engine.begin() as conn:
                 yield conn
             return
-        started, began = time.perf_counter(), 0.0
+        inline = await self._plain_connection()
+        await inline.begin_immediate()
         try:
-            with tracing.span("db write"):
-                async with self._one_writer():
-                    inline = await self._plain_connection()
-                    await inline.begin_immediate()
-                    began = _waited(_WRITE_WAIT, started)
-                    try:
-                        yield PreparedConnection(inline.sqlite_connection(), self.write_engine.dialect)
-                        await inline.commit()
-                    except BaseException:
-                        try:
-                            await inline.rollback()
-                        except Exception:  # a connection that cannot roll back is not used again
-                            self._plain = None
-                            await inline.close()
-                        raise
-        finally:
-            if began:  # not when no connection was had
-                _WRITE_TX.observe(time.perf_counter() - began)
+            yield PreparedConnection(inline.sqlite_connection(), self.write_engine.dialect)
+            await inline.commit()
+        except BaseException:
+            try:
+                await inline.rollback()
+            except Exception:  # a connection that cannot roll back is not used again
+                self._plain = None
+                await inline.close()
+            raise
 
-    async def core(self, session: AsyncSession) -> PlainConnection:
-        """The connection under ``session``'s open transaction, for constant Core statements (``store.prepared``):
-        on SQLite its ``sqlite3`` connection with the statements prepared, elsewhere the SQLAlchemy connection.
-        Statements run there skip the ORM's per-execute work (compile state, autoflush, result objects) but are
-        in the same transaction; flush what the ORM holds first when they must see it."""
-        conn = await session.connection()
-        if self.is_sqlite:
-            # The pooled connection's driver connection: ours (``sqlite_inline.connector``), in its transaction.
-            inline = conn.sync_connection.connection.driver_connection  # type: ignore[union-attr]
-            assert isinstance(inline, sqlite_inline.InlineConnection)
-            return PreparedConnection(inline.sqlite_connection(), self.write_engine.dialect)
-        return conn
+    async def _joined_connection(self) -> sqlite_inline.JoinedConnection:
+        def current() -> sqlite3.Connection:
+            if self._plain is None:
+                raise ValueError("no active connection")
+            return self._plain.sqlite_connection()
+
+        return sqlite_inline.JoinedConnection(current)
 
     async def _plain_connection(self) -> sqlite_inline.InlineConnection:
         if self._plain is None:
@@ -244,6 +239,8 @@ class Database:
             await self._plain.close()
             self._plain = None
         await self.write_engine.dispose()
+        if self._joined_engine is not None:
+            await self._joined_engine.dispose()
         if self.read_engine is not self.write_engine:
             await self.read_engine.dispose()
         if self._checkpointer is not None:

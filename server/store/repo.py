@@ -13,6 +13,7 @@ from sqlalchemy.orm import aliased, make_transient_to_detached
 from ..domain import models as wire
 from .models import ApiToken, ChatSession, Event, Message, QueuedMessage, Run, ToolCallRow, User
 from .prepared import Executor, PlainConnection
+from .session_row import SessionFields
 
 ModelT = TypeVar("ModelT")
 
@@ -248,7 +249,7 @@ def _newest_first(stmt: Any, after: tuple[datetime, str] | None, limit: int) -> 
     return stmt.order_by(ChatSession.created_at.desc(), ChatSession.id.desc()).limit(limit)
 
 
-def session_wire(row: ChatSession) -> wire.Session:
+def session_wire(row: SessionFields) -> wire.Session:
     return wire.Session(
         id=row.id,
         title=row.title,
@@ -280,7 +281,7 @@ def session_wire(row: ChatSession) -> wire.Session:
 LARGE_SESSION_FIELDS = ("tools", "systemPrompt", "defaults", "metadata")
 
 
-def session_changes_wire(row: ChatSession, changed_large: tuple[str, ...] = ()) -> dict[str, Any]:
+def session_changes_wire(row: SessionFields, changed_large: tuple[str, ...] = ()) -> dict[str, Any]:
     """The session as ``session-updated`` carries it (docs/api.md): clients merge it into theirs."""
     body = session_wire(row).wire()
     for name in LARGE_SESSION_FIELDS:

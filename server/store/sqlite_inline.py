@@ -247,6 +247,41 @@ class InlineConnection:
         return self._conn.in_transaction
 
 
+class JoinedConnection(InlineConnection):
+    """Another view of a connection whose transaction someone else owns: SQLAlchemy runs statements on it
+    inside that transaction, and its ``commit``, ``rollback`` and ``close`` do nothing (the owner commits or
+    rolls back, and closes). ``source`` returns the owner's connection at each call, so a connection the owner
+    replaced is never used again through this view."""
+
+    def __init__(self, source: Callable[[], sqlite3.Connection]) -> None:
+        self._source = source
+
+    @property
+    def _connection(self) -> sqlite3.Connection:  # type: ignore[override]
+        return self._source()
+
+    async def commit(self) -> None:
+        pass
+
+    async def rollback(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+    @property
+    def isolation_level(self) -> IsolationLevel:
+        return self._conn.isolation_level
+
+    @isolation_level.setter
+    def isolation_level(self, value: IsolationLevel) -> None:
+        # sqlite3 commits an open transaction when it is set to None: the owner's transaction is left alone.
+        pass
+
+
 class Checkpointer:
     """Checkpoints the database at ``path`` from a worker thread every ``interval`` seconds (see above), and
     empties the write-ahead log once the database is idle: when two checkpoints in a row found the whole log

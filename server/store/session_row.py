@@ -1,0 +1,135 @@
+"""The session row of a write transaction: a plain object, locked and read with one statement, whose changed
+columns are written back with one ``UPDATE`` of exactly those columns.
+
+Every write to a session (``services.uow.UnitOfWork.session``) locks the session's row and works with it:
+the run state, the lease, the title, the log's end. It is not an ORM object: reading it costs one prepared
+``SELECT ... FOR UPDATE`` (``store.prepared`` on a SQLite file) instead of the ORM's identity map and unit of
+work, and the transaction writes it back itself (:func:`write_changes`), so a transaction that needs no ORM
+object never makes one.
+
+Assigning a column (``row.status = "running"``) records it as changed. Columns another statement of the
+transaction already wrote (the log's end, the unread marks) are set with :meth:`SessionRow.stored`, which
+changes the object without writing the column again.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, ClassVar
+
+from sqlalchemy import bindparam, select, update
+from sqlalchemy.sql import Select, Update
+
+from ..domain.models import BusyPolicy, SessionStatus, TitleSource, ToolMode
+from .models import ChatSession
+from .prepared import PlainConnection
+
+_SESSIONS = ChatSession.__table__
+# (attribute, column) of every column of the session, in the mapper's order (``meta`` is the ``metadata`` column).
+_COLUMNS: list[tuple[str, Any]] = [(p.key, p.columns[0]) for p in ChatSession.__mapper__.column_attrs]
+_NAMES = tuple(name for name, _ in _COLUMNS)
+
+LOCK_SESSION: Select[Any] = (
+    select(*(column for _, column in _COLUMNS))
+    .where(_SESSIONS.c.id == bindparam("sid"), _SESSIONS.c.deleted_at.is_(None))
+    .with_for_update()
+)
+"""The session's row, locked for the rest of the transaction (``FOR UPDATE`` on PostgreSQL; on SQLite the write
+transaction holds the database's one write lock). A deleted session is not found."""
+
+
+class SessionRow:
+    """One session's columns as the write transaction that locked it sees them (see the module doc)."""
+
+    id: str
+    owner_id: str
+    title: str
+    title_source: TitleSource
+    provider: str
+    model: str
+    system_prompt: str | None
+    defaults: dict[str, Any]
+    tools: list[dict[str, Any]]
+    tool_mode: ToolMode
+    mcp_servers: list[str]
+    mcp_tools: dict[str, Any]
+    busy_policy: BusyPolicy
+    disable_streaming: bool
+    meta: dict[str, Any]
+    status: SessionStatus
+    queue_paused: bool
+    usage_input_tokens: int
+    usage_output_tokens: int
+    last_seq: int
+    created_at: datetime
+    updated_at: datetime
+    deleted_at: datetime | None
+    run_id: str | None
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    abort_requested: bool
+    abort_then_send: bool
+    attention_seq: int
+    attention_kind: str | None
+    seen_seq: int
+    pinned: bool
+    archived: bool
+
+    changed: set[str]
+    """The columns assigned since the row was read (by attribute name), which :func:`write_changes` writes."""
+
+    COLUMNS: ClassVar[tuple[str, ...]] = _NAMES
+
+    def __init__(self, values: Any) -> None:
+        """``values``: the row of :data:`LOCK_SESSION`, in its column order."""
+        self.__dict__.update(zip(_NAMES, values, strict=True))
+        self.__dict__["changed"] = set()
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        self.__dict__[name] = value
+        self.changed.add(name)
+
+    def stored(self, **values: Any) -> None:
+        """Set columns that a statement of this transaction already wrote: not written again."""
+        self.__dict__.update(values)
+
+
+async def lock(db: PlainConnection, session_id: str) -> SessionRow | None:
+    """The session's row, locked (:data:`LOCK_SESSION`); None when there is none or it was deleted."""
+    found = (await db.execute(LOCK_SESSION, {"sid": session_id})).first()
+    return None if found is None else SessionRow(found)
+
+
+_UPDATES: dict[frozenset[str], Update] = {}
+_MAX_UPDATES = 128  # a guard: the sets of columns the services change together are a few dozen
+
+
+def _update(names: frozenset[str]) -> Update:
+    """``UPDATE sessions SET <names> WHERE id = :sid``, one constant statement per set of columns (so each is
+    compiled and prepared once)."""
+    stmt = _UPDATES.get(names)
+    if stmt is None:
+        columns = dict(_COLUMNS)
+        values = {columns[n]: bindparam(f"v_{n}", type_=columns[n].type) for n in sorted(names)}
+        stmt = update(_SESSIONS).where(_SESSIONS.c.id == bindparam("sid")).values(values)
+        if len(_UPDATES) < _MAX_UPDATES:
+            _UPDATES[names] = stmt
+    return stmt
+
+
+async def write_changes(db: PlainConnection, row: SessionRow) -> None:
+    """Write the columns of ``row`` changed since it was read (none: nothing), then count them as written."""
+    if not row.changed:
+        return
+    unknown = row.changed.difference(_NAMES)
+    if unknown:
+        raise AttributeError(f"not a column of the session: {', '.join(sorted(unknown))}")
+    names = frozenset(row.changed)
+    params = {f"v_{n}": getattr(row, n) for n in names}
+    params["sid"] = row.id
+    await db.execute(_update(names), params)
+    row.changed.clear()
+
+
+SessionFields = ChatSession | SessionRow
+"""A session's columns, as a read (``ChatSession``) or a write transaction (``SessionRow``) has them."""
