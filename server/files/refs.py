@@ -8,7 +8,7 @@ again under that lock. So either the reference commits first and the collector s
 deleted first and the reference finds no row: ``NOT_FOUND``, and the write that carried it changes nothing.
 On SQLite every write transaction holds the one write lock, which serialises the two the same way.
 
-These run in queue transactions too (``UnitOfWork.queue``), which take constant statements only
+These run on a write's plain connection (``SessionTx.plain``), which takes constant statements only
 (``store.prepared``): hence one statement per file, with bound parameters.
 """
 

@@ -93,6 +93,11 @@ class WriteSession(AsyncSession):
     plain: PlainConnection
 
 
+def _used(session: AsyncSession) -> bool:
+    """Whether the ORM session was used (it connected, or holds objects): only then is it flushed and closed."""
+    return session.in_transaction() or bool(session.new) or len(session.identity_map) > 0
+
+
 class Database:
     """Owns the engines. :meth:`write` is the one way into a write transaction (commit on success, roll back on
     an exception); :meth:`read` is read-only.
@@ -149,10 +154,10 @@ class Database:
                     session = self._session_on(plain)
                     try:
                         yield session
-                        if session.in_transaction() or session.new or len(session.identity_map):
+                        if _used(session):
                             await session.commit()  # a flush: the transaction is the plain connection's
                     finally:
-                        if session.in_transaction():
+                        if _used(session):  # its objects are detached, as after any session
                             await session.close()
         finally:
             if began:  # not when no connection was had
@@ -160,8 +165,8 @@ class Database:
 
     def _session_on(self, plain: PlainConnection) -> WriteSession:
         if isinstance(plain, AsyncConnection):
-            # Joins the connection's transaction: the session's commit is a flush, its rollback the connection's.
-            session = WriteSession(bind=plain, join_transaction_mode="conservative_savepoint", expire_on_commit=False)
+            # Joins the connection's transaction: the session's commit is only a flush; the block's end commits.
+            session = WriteSession(bind=plain, join_transaction_mode="rollback_only", expire_on_commit=False)
         else:
             # The SQLite file's write connection, joined (``sqlite_inline.JoinedConnection``).
             session = WriteSession(bind=self._joined_engine, expire_on_commit=False)

@@ -8,8 +8,9 @@ parameter's bind processor (so timestamps and JSON are stored exactly as SQLAlch
 :class:`PreparedConnection` runs such statements on a ``sqlite3`` connection inside ``BEGIN IMMEDIATE`` (the
 write lock is held, so no statement can meet SQLITE_BUSY).
 
-``Database.write(plain=True)`` hands this out on a SQLite file and a SQLAlchemy connection elsewhere: both answer
-``await execute(statement, params)`` with a result offering ``first()``, ``one()`` and ``rowcount``.
+A write's plain connection (``WriteSession.plain``, ``SessionTx.plain``) is this on a SQLite file and a
+SQLAlchemy connection elsewhere: both answer ``await execute(statement, params)`` with a result offering
+``first()``, ``one()`` and ``rowcount``.
 Statements must be built once (module constants with ``bindparam``): each is compiled on first use.
 """
 
@@ -130,9 +131,8 @@ class PreparedConnection:
 
 
 PlainConnection = AsyncConnection | PreparedConnection
-"""What ``Database.write(plain=True)`` hands out (see the module doc)."""
+"""A write's plain connection (``WriteSession.plain``; see the module doc)."""
 
 Executor = AsyncSession | PlainConnection
 """Runs constant Core statements in the caller's transaction: an ORM session or a plain connection. Code that
-runs in both kinds of session transaction (``services.uow``) takes this and uses only ``execute`` and the
-result's ``first()``, ``one()`` and ``all()``."""
+takes either uses only ``execute`` and the result's ``first()``, ``one()`` and ``all()``."""

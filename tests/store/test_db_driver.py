@@ -10,6 +10,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
 
 import asyncpg
 import pytest
@@ -20,9 +23,15 @@ from server.store import migrate, sqlite_inline
 from server.store.db import Database
 from tests.testkit import PG_ADMIN_DSN, fresh_pg_database
 
-# Both kinds of write transaction: SQLAlchemy's unit of work, and plain statements on a connection of their own
-# (``Database.write(plain=True)``).
-WRITERS = pytest.mark.parametrize("writer", [{}, {"plain": True}], ids=["orm", "plain"])
+# A write's statements both ways: through its ORM session, and through its plain connection (on a SQLite file
+# a connection of its own that the ORM joins).
+WRITERS = pytest.mark.parametrize("writer", ["orm", "plain"])
+
+
+@asynccontextmanager
+async def _write(db: Database, writer: str) -> AsyncIterator[Any]:
+    async with db.write() as s:
+        yield s.plain if writer == "plain" else s
 
 
 @WRITERS
@@ -47,7 +56,7 @@ async def test_sqlite_write_waits_for_another_process_lock_without_blocking_the_
         start = time.monotonic()
         release.start()
         try:
-            async with db.write(**writer) as s:
+            async with _write(db, writer) as s:
                 await s.execute(
                     text("INSERT INTO users (id, name, role, created_at) VALUES ('u2', 'mine', 'user', '2026-01-01')")
                 )
@@ -74,12 +83,12 @@ async def test_sqlite_busy_beyond_the_timeout_is_an_error(tmp_path, monkeypatch,
         other.execute("BEGIN IMMEDIATE")
         try:
             with pytest.raises(Exception, match="locked"):
-                async with db.write(**writer) as s:
+                async with _write(db, writer) as s:
                     await s.execute(text("SELECT 1"))
         finally:
             other.execute("ROLLBACK")
             other.close()
-        async with db.write(**writer) as s:  # and the connection is usable again
+        async with _write(db, writer) as s:  # and the connection is usable again
             assert (await s.execute(text("SELECT 1"))).first()[0] == 1
 
 
@@ -175,7 +184,7 @@ async def test_a_long_sqlite_transaction_lets_the_loop_run_between_statements(tm
         spin = asyncio.create_task(spinner())
         await asyncio.sleep(0)
         try:
-            async with db.write(**writer) as s:
+            async with _write(db, writer) as s:
                 before = turns
                 for i in range(3000):
                     await s.execute(_MANY_USERS, {"id": f"u{i}", "name": f"user {i} " + "x" * 200})

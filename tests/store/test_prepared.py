@@ -25,9 +25,9 @@ async def services(sqlite_url):
 
 
 async def test_sqlite_queue_writes_go_through_prepared_statements(services):
-    async with services.db.write(plain=True) as db:
-        assert isinstance(db, PreparedConnection)
-        assert await repo.queue_stats(db, "no-such-session") == (0, -1)  # the literal -1 inside the statement
+    async with services.db.write() as write:
+        assert isinstance(write.plain, PreparedConnection)
+        assert await repo.queue_stats(write.plain, "no-such-session") == (0, -1)  # the literal -1 inside the statement
 
 
 async def test_rows_written_directly_read_back_as_sqlalchemy_writes_them(services, sqlite_url):
@@ -68,8 +68,8 @@ async def test_a_failed_transaction_leaves_nothing(services):
     alice, _ = await services.auth.create_user("alice")
     s = await services.sessions.create(alice, {"queue_paused": True})
     with pytest.raises(RuntimeError):
-        async with services.uow.queue(alice, s.id) as tx:
-            await tx.db.execute(repo._CLEAR_QUEUE, {"sid": s.id})
+        async with services.uow.session(alice, s.id) as tx:
+            await (await tx.plain()).execute(repo._CLEAR_QUEUE, {"sid": s.id})
             tx.emit(events.queue_cleared())
             await tx.finish()  # the event row is written ...
             raise RuntimeError("... and rolled back with everything else")
