@@ -70,7 +70,7 @@ async def make_active(tx: SessionTx, path: list[str], nodes: Sequence[TreeNode] 
     """Make ``path`` (ids from the start, in order) the active path, with its ``branch-changed`` event; False
     (and nothing written) when it is the active path already."""
     if nodes is None:
-        nodes = await repo.message_tree(await tx.orm(), tx.row.id)
+        nodes = await repo.message_tree(await tx.plain(), tx.row.id)
     current = [n[0] for n in nodes if n[3]]
     shared = 0
     while shared < min(len(current), len(path)) and current[shared] == path[shared]:
@@ -104,21 +104,21 @@ async def message_of(tx: SessionTx, message_id: str) -> Message:
 async def cut_before(tx: SessionTx, message: Message) -> None:
     """Make the active path end just before ``message`` (at its parent): the next message appended there is
     a new version of it."""
-    nodes = await repo.message_tree(await tx.orm(), tx.row.id)
+    nodes = await repo.message_tree(await tx.plain(), tx.row.id)
     await make_active(tx, path_to(nodes, message.parent_id), nodes)
 
 
 async def switch_to(tx: SessionTx, message_id: str) -> bool:
     """``session.switchBranch``: the path through ``message_id``, down to the leaf active last below it."""
     await message_of(tx, message_id)
-    nodes = await repo.message_tree(await tx.orm(), tx.row.id)
+    nodes = await repo.message_tree(await tx.plain(), tx.row.id)
     return await make_active(tx, path_to(nodes, message_id) + below(nodes, message_id), nodes)
 
 
 async def answer_start(tx: SessionTx, message: Message) -> Message:
     """The first message of the answer ``message`` belongs to: going up from it while the messages are the
     model's (assistant text and calls, tool results)."""
-    nodes = await repo.message_tree(await tx.orm(), tx.row.id)
+    nodes = await repo.message_tree(await tx.plain(), tx.row.id)
     ids = path_to(nodes, message.id)
     rows = {m.id: m for m in await repo.messages_by_id(await tx.orm(), ids)}
     start = message

@@ -378,7 +378,7 @@ _TREE = (
 )
 
 
-async def message_tree(db: AsyncSession, session_id: str) -> list[TreeNode]:
+async def message_tree(db: Executor, session_id: str) -> list[TreeNode]:
     """Every message of the session as a tree node, in creation order (a few columns each)."""
     return [
         (r[0], r[1], int(r[2]), bool(r[3]), int(r[4])) for r in (await db.execute(_TREE, {"sid": session_id})).all()
