@@ -65,6 +65,10 @@ class Prepared:
         return tuple(out)
 
 
+Converters = list[Callable[[Any], Any] | None]
+"""Per result column: what turns SQLite's value into SQLAlchemy's (None: nothing to do)."""
+
+
 class PreparedResult:
     """The part of SQLAlchemy's ``Result`` the hot path reads: rows as plain tuples, typed as SQLAlchemy
     types them."""
@@ -83,6 +87,11 @@ class PreparedResult:
     def first(self) -> tuple[Any, ...] | None:
         row: tuple[Any, ...] | None = self._cursor.fetchone()
         return None if row is None else self._typed(row)
+
+    def first_untyped(self) -> tuple[tuple[Any, ...] | None, Converters | None]:
+        """The first row as SQLite returned it, and each column's conversion (None: none needed), for a reader
+        that converts only the columns it reads (``store.session_row``)."""
+        return self._cursor.fetchone(), self._results
 
     def all(self) -> list[tuple[Any, ...]]:
         return [self._typed(row) for row in self._cursor.fetchall()]

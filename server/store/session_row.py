@@ -14,6 +14,8 @@ changes the object without writing the column again.
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, ClassVar
 
@@ -22,7 +24,7 @@ from sqlalchemy.sql import Select, Update
 
 from ..domain.models import BusyPolicy, SessionStatus, TitleSource, ToolMode
 from .models import ChatSession
-from .prepared import PlainConnection
+from .prepared import PlainConnection, PreparedResult
 
 _SESSIONS = ChatSession.__table__
 # (attribute, column) of every column of the session, in the mapper's order (``meta`` is the ``metadata`` column).
@@ -80,10 +82,18 @@ class SessionRow:
 
     COLUMNS: ClassVar[tuple[str, ...]] = _NAMES
 
-    def __init__(self, values: Any) -> None:
-        """``values``: the row of :data:`LOCK_SESSION`, in its column order."""
-        self.__dict__.update(zip(_NAMES, values, strict=True))
-        self.__dict__["changed"] = set()
+    def __init__(self, values: Sequence[Any], convert: Sequence[Callable[[Any], Any] | None] | None = None) -> None:
+        """``values``: the row of :data:`LOCK_SESSION`, in its column order. ``convert``: when the values are
+        SQLite's as it returned them, each column's conversion, made when the column is first read (a lock reads
+        every column, and a queue edit reads a few: the JSON settings and most timestamps are never decoded)."""
+        d = self.__dict__
+        d["changed"] = set()
+        if convert is None:
+            d.update(zip(_NAMES, values, strict=True))
+        else:
+            d["_raw"], d["_convert"] = values, convert
+            names, pick = _as_is(convert)
+            d.update(zip(names, pick(values), strict=True))
 
     def __setattr__(self, name: str, value: Any) -> None:
         self.__dict__[name] = value
@@ -94,10 +104,57 @@ class SessionRow:
         self.__dict__.update(values)
 
 
+class _Converted:
+    """A column of a row read raw (``SessionRow(values, convert)``): converted on its first read, then an
+    ordinary attribute of the row (which shadows this)."""
+
+    __slots__ = ("index", "name")
+
+    def __init__(self, index: int, name: str) -> None:
+        self.index, self.name = index, name
+
+    def __get__(self, row: SessionRow | None, owner: type[SessionRow]) -> Any:
+        if row is None:
+            return self
+        d = row.__dict__
+        if "_raw" not in d:  # every column is set on such a row: this one is not a column of it
+            raise AttributeError(self.name)
+        raw = d["_raw"][self.index]
+        value = raw if raw is None else d["_convert"][self.index](raw)
+        d[self.name] = value
+        return value
+
+
+_AS_IS: dict[int, tuple[Sequence[Any], tuple[tuple[str, ...], Callable[[Sequence[Any]], Sequence[Any]]]]] = {}
+
+
+def _as_is(convert: Sequence[Callable[[Any], Any] | None]) -> tuple[tuple[str, ...], Callable[[Any], Sequence[Any]]]:
+    """The columns that ``convert`` leaves as they are, and a function picking their values from a row: worked
+    out once per statement (``convert`` is the prepared statement's own list)."""
+    hit = _AS_IS.get(id(convert))
+    if hit is not None and hit[0] is convert:
+        return hit[1]
+    index = [i for i, c in enumerate(convert) if c is None]
+    names = tuple(_NAMES[i] for i in index)
+    # itemgetter of one index returns the value itself, not a tuple of it
+    pick = operator.itemgetter(*index) if len(index) > 1 else lambda row: tuple(row[i] for i in index)
+    found: tuple[tuple[str, ...], Callable[[Any], Sequence[Any]]] = (names, pick)
+    _AS_IS[id(convert)] = (convert, found)
+    return found
+
+
+for _index, _name in enumerate(_NAMES):
+    setattr(SessionRow, _name, _Converted(_index, _name))
+
+
 async def lock(db: PlainConnection, session_id: str) -> SessionRow | None:
     """The session's row, locked (:data:`LOCK_SESSION`); None when there is none or it was deleted."""
-    found = (await db.execute(LOCK_SESSION, {"sid": session_id})).first()
-    return None if found is None else SessionRow(found)
+    result = await db.execute(LOCK_SESSION, {"sid": session_id})
+    if isinstance(result, PreparedResult):
+        found, convert = result.first_untyped()
+        return None if found is None else SessionRow(found, convert)
+    row = result.first()
+    return None if row is None else SessionRow(row)
 
 
 _UPDATES: dict[frozenset[str], Update] = {}
