@@ -27,7 +27,7 @@ from server.llm import ChatRequest, ModelInputs, ToolCallEvent
 from server.protocol.errors import RpcError
 from server.services import branches, queue, transitions
 from server.services.uow import SessionTx, UnitOfWork
-from server.store import repo
+from server.store import repo, session_row
 from server.store.models import ChatSession, Message, User, utcnow
 
 OWNER = "player"
@@ -125,7 +125,10 @@ async def play(
             checked += 1
 
         async def step(rng: random.Random) -> None:
-            t = SessionTx(db, row, uow.retention)
+            await db.flush()
+            locked = await session_row.lock(db.plain, row.id)
+            assert locked is not None
+            t = SessionTx(db, locked, uow.retention)
             asking = None
             forked = None
             if row.run_id is None:
@@ -135,6 +138,7 @@ async def play(
             else:
                 asking = await running_op(t, rng)
             await t.finish()
+            await db.refresh(row)  # the session as the operation left it (its row was written by ``finish``)
             if asking is not None:
                 message_id, continuation = asking
                 await ask(exclude=None if continuation else message_id, continuation=continuation)
@@ -223,7 +227,8 @@ async def idle_op(t: Any, rng: random.Random) -> ChatSession | None:
 
 async def tree_op(t: Any, rng: random.Random, op: str) -> ChatSession | None:
     """The versions and branches of an idle session, done as ``services.versions`` does them."""
-    every = list(await repo.messages_by_id(t.db, [n[0] for n in await repo.message_tree(t.db, t.row.id)]))
+    orm = await t.orm()
+    every = list(await repo.messages_by_id(orm, [n[0] for n in await repo.message_tree(orm, t.row.id)]))
     if not every:
         return None
     if op == "edit":
@@ -249,13 +254,13 @@ async def tree_op(t: Any, rng: random.Random, op: str) -> ChatSession | None:
         await branches.switch_to(t, rng.choice(every).id)
     else:
         target = rng.choice(every)
-        path = branches.path_to(await repo.message_tree(t.db, t.row.id), target.id)
+        path = branches.path_to(await repo.message_tree((await t.orm()), t.row.id), target.id)
         found = {m.id: m for m in every}
         fork = new_session_like(t.row)
-        t.db.add(fork)
-        await t.db.flush()
-        t.db.add_all(Message(**c) for c in branches.copies(fork.id, [found[i] for i in path], utcnow()))
-        await t.db.flush()
+        (await t.orm()).add(fork)
+        await (await t.orm()).flush()
+        (await t.orm()).add_all(Message(**c) for c in branches.copies(fork.id, [found[i] for i in path], utcnow()))
+        await (await t.orm()).flush()
         return fork
     return None
 
@@ -267,20 +272,20 @@ def new_session_like(row: ChatSession) -> ChatSession:
 async def running_op(t: Any, rng: random.Random) -> tuple[str, bool] | None:
     """One thing happening while a run is in progress; returns the id of a message left streaming (the model
     is being asked right now) and whether it is an answer that goes on (a continuation), if any."""
-    run = await repo.get_run(t.db, t.row.run_id)
+    run = await repo.get_run((await t.orm()), t.row.run_id)
     assert run is not None
-    streaming = await repo.streaming_messages(t.db, t.row.id)
+    streaming = await repo.streaming_messages((await t.orm()), t.row.id)
     op = rng.choice(["step", "step", "step", "steer", "instructions", "abort", "crash", "crash_resumed"])
     if op == "step" and run.continues_id is not None:
         # The run's next step goes on with an answer (``engine.run``): when it is still the path's last message.
-        going_on = await t.db.get(Message, run.continues_id)
+        going_on = await (await t.orm()).get(Message, run.continues_id)
         leaf = await branches.active_leaf(t)
         run.continues_id = None
         if going_on is not None and leaf is not None and leaf.id == going_on.id and going_on.role == "assistant":
             going_on.status, going_on.finish_reason = "streaming", None
             run.steps += 1
             return going_on.id, True
-        streaming = await repo.streaming_messages(t.db, t.row.id)
+        streaming = await repo.streaming_messages((await t.orm()), t.row.id)
     if op == "crash_resumed":
         await transitions.take_over(t, OWNER, LEASE, resume=True)
         return None
@@ -311,7 +316,7 @@ async def running_op(t: Any, rng: random.Random) -> tuple[str, bool] | None:
     outcome = rng.choice(["stop", "stop", "tools", "tools", "length", "error"])
     if outcome in ("stop", "length"):
         transitions.complete_message(t, message, status="complete", content=text, finish_reason=outcome)
-        if not await repo.steered_after(t.db, t.row.id, run.id, message.ordinal):
+        if not await repo.steered_after((await t.orm()), t.row.id, run.id, message.ordinal):
             transitions.end_run(t, run, "finished", finish_reason=outcome)
             transitions.go_idle(t)
     elif outcome == "error":
@@ -331,11 +336,11 @@ async def running_op(t: Any, rng: random.Random) -> tuple[str, bool] | None:
             t, message, status="complete", content=text, finish_reason="tool-calls", tool_calls=calls
         )
         await transitions.register_tool_calls(t, run, message, calls, {d["name"]: d for d in TOOLS})
-        open_calls = await repo.run_tool_calls(t.db, t.row.id, run.id, open_only=True)
+        open_calls = await repo.run_tool_calls((await t.orm()), t.row.id, run.id, open_only=True)
         for call in transitions.runnable(open_calls):  # server tools finish (some may be cut off by a crash later)
             if rng.random() < 0.8:
                 await transitions.add_tool_result(t, call, rng.choice(TEXTS), failed_or_ok(rng))
-        open_calls = await repo.run_tool_calls(t.db, t.row.id, run.id, open_only=True)
+        open_calls = await repo.run_tool_calls((await t.orm()), t.row.id, run.id, open_only=True)
         if transitions.waiting_on_people(open_calls):
             transitions.suspend(t, run)
     return None
@@ -343,7 +348,7 @@ async def running_op(t: Any, rng: random.Random) -> tuple[str, bool] | None:
 
 async def waiting_op(t: Any, rng: random.Random) -> None:
     run_id = t.row.run_id
-    calls = await repo.run_tool_calls(t.db, t.row.id, run_id, open_only=True)
+    calls = await repo.run_tool_calls((await t.orm()), t.row.id, run_id, open_only=True)
     op = rng.choice(["answer", "answer", "answer", "steer", "abort"])
     if op == "steer":
         await transitions.add_message(t, "user", rng.choice(TEXTS), run_id=run_id, attachments=attachments(rng))
