@@ -36,6 +36,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 async def _measure(sessions: int, rounds: int, words: int) -> dict[str, Any]:
     """One checkout's figures (runs in a child process whose working directory is that checkout)."""
     from sqlalchemy import event
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
     from server.app import open_services
     from server.settings import load_settings
@@ -86,7 +87,10 @@ async def _measure(sessions: int, rounds: int, words: int) -> dict[str, Any]:
             return await run_prepared(self, statement, params)
 
         prepared.PreparedConnection.execute = counted_prepared  # type: ignore[method-assign]
-        for engine in {db.write_engine, db.read_engine}:
+        # Every engine the database holds: the writer's and the reader's, and on a SQLite file the one the ORM
+        # joins a write's transaction through.
+        engines = {value for value in vars(db).values() if isinstance(value, AsyncEngine)}
+        for engine in engines:
             event.listen(
                 engine.sync_engine,
                 "before_cursor_execute",
