@@ -111,7 +111,7 @@ async def test_a_failed_or_cut_off_upload_gives_back_its_reservation(db_url: str
 async def test_a_stalled_upload_loses_its_reservation(db_url: str, server_factory: Any) -> None:
     """Past the lease, an upload that sent nothing holds nothing: the room goes to others. If it sends again it
     goes on when it still fits, and is given up (408) when the collector took its bytes meanwhile."""
-    live = await server_factory(db_url, max_user_file_bytes=400_000, upload_lease_seconds=1)
+    live = await server_factory(db_url, max_user_file_bytes=400_000, upload_lease_seconds=3)
     alice, files = await user_id(live, "alice"), live.services.files
     resumed = await HeldUpload(live.url, live.tokens["alice"], os.urandom(150_000), "resumed").start()
     given_up = await HeldUpload(live.url, live.tokens["alice"], os.urandom(150_000), "given-up").start()
