@@ -35,6 +35,7 @@ from ..settings import Settings, SettingsError
 from ..store import repo
 from ..store.db import Database
 from ..store.models import Run, utcnow
+from ..store.run_rows import RunFields
 from ..tools import ToolRegistry
 from ..tools.mcp import McpTools
 from .abort_poll import AbortPolls
@@ -312,7 +313,7 @@ class Orchestrator:
         )
 
     async def _sweep_session(self, session_id: str) -> int:
-        started = None
+        started: RunFields | None = None
         shared = await self.shared_texts(session_id)
         async with self.uow.session(None, session_id, missing=SessionGone) as tx:
             row = tx.row

@@ -232,10 +232,10 @@ class RunLoop:
             run.continues_id = None
             message.status, message.finish_reason = "streaming", None
             tx.emit(events.message_continued(repo.message_wire(message)))
-            exclude, initial = None, message.content
+            mid, exclude, initial = message.id, None, message.content
         else:
-            message = await transitions.add_message(tx, "assistant", "", status="streaming", run_id=self.run_id)
-            exclude, initial = message.id, ""
+            mid = (await transitions.add_message(tx, "assistant", "", status="streaming", run_id=self.run_id)).id
+            exclude, initial = mid, ""
         rows = await repo.history(await tx.plain(), self.session_id)
         request = build_request(
             session,
@@ -246,7 +246,7 @@ class RunLoop:
             continuation=exclude is None,
         )
         self._mcp = await mcp_tools.context(await tx.orm(), session)
-        return _StepStart(request, session.owner_id, provider_id, not session.disable_streaming, message.id, initial)
+        return _StepStart(request, session.owner_id, provider_id, not session.disable_streaming, mid, initial)
 
     @tracing.traced("step")
     async def _step(self, start: _StepStart) -> None:

@@ -35,8 +35,9 @@ from ..domain import models as wire
 from ..domain.events import QueueRemovalReason
 from ..files import refs as file_refs
 from ..protocol.errors import RpcError
-from ..store import repo
+from ..store import repo, run_rows
 from ..store.models import QueuedMessage, User
+from ..store.run_rows import QueuedRow
 from .requests import MISSING, Expand, Receipt, RequestKey
 from .uow import SessionTx, UnitOfWork, can_read
 
@@ -144,10 +145,14 @@ class Appender:
         return bool(rows)
 
 
-async def take(tx: SessionTx, item: QueuedMessage, reason: QueueRemovalReason) -> None:
+async def take(tx: SessionTx, item: QueuedMessage | QueuedRow, reason: QueueRemovalReason) -> None:
     """Take ``item`` out of the queue. A message ``sent`` keeps its files (its message in the history carries
-    them on); one dequeued or removed releases those nothing else in the session carries."""
-    await (await tx.orm()).delete(item)
+    them on); one dequeued or removed releases those nothing else in the session carries. ``item`` is the ORM's
+    object when the caller read the queue that way (it is deleted through it), or a plain row (one ``DELETE``)."""
+    if isinstance(item, QueuedMessage):
+        await (await tx.orm()).delete(item)
+    else:
+        await run_rows.delete_queued(await tx.plain(), tx.row.id, item.id)
     if reason != "sent":
         await file_refs.release(await tx.plain(), tx.row.id, item.attachments)
     else:
@@ -313,7 +318,7 @@ class QueueService:
         self, user: User, session_id: str, reason: QueueRemovalReason = "dequeued"
     ) -> wire.QueuedMessage | None:
         async with self.uow.session(user, session_id) as tx:
-            head = await repo.queue_head(await tx.orm(), session_id)
+            head = await run_rows.queue_head(await tx.plain(), session_id)
             if head is None:
                 return None
             await take(tx, head, reason)

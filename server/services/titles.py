@@ -73,9 +73,9 @@ async def title_from_first_message(tx: SessionTx) -> None:
     """Called when a user message is stored: an untitled session takes its first user message as title."""
     if tx.row.title_source != "none":
         return
-    first = await repo.first_user_message(await tx.orm(), tx.row.id)
+    first = await repo.first_user_text(await tx.plain(), tx.row.id)
     if first is not None:
-        apply_title(tx, truncate_title(first.content), "truncate")
+        apply_title(tx, truncate_title(first), "truncate")
 
 
 async def follow_active_path(tx: SessionTx) -> None:

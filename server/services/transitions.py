@@ -30,8 +30,9 @@ from ..domain.models import MessageStatus, Role, SessionStatus, ToolOutcome
 from ..llm import ToolCallEvent
 from ..llm.errors import ErrorCode
 from ..protocol.errors import RpcError
-from ..store import repo
+from ..store import repo, run_rows
 from ..store.models import Message, QueuedMessage, Run, ToolCallRow, utcnow
+from ..store.run_rows import MessageRow, QueuedRow, RunRow
 from . import lease, queue
 from .titles import title_from_first_message
 from .uow import SessionTx
@@ -49,34 +50,18 @@ def new_id() -> str:
 
 def _new_message(
     tx: SessionTx, ordinal: int, parent_id: str | None, role: Role, content: str, created_at: datetime, **fields: Any
-) -> Message:
-    """A new message row of the session (not yet added), on the active path after ``parent_id``. ``fields``: the
+) -> MessageRow:
+    """A new message row of the session (not yet written), on the active path after ``parent_id``. ``fields``: the
     columns that differ from a complete message with no attachments, tool calls, run or client request."""
-    return Message(
+    return MessageRow(
         id=new_id(),
         session_id=tx.row.id,
         ordinal=ordinal,
         parent_id=parent_id,
-        active=True,
-        left_seq=0,
         role=role,
         content=content,
         created_at=created_at,
-        **{
-            "attachments": [],
-            "tool_calls": None,
-            "tool_call_id": None,
-            "status": "complete",
-            "finish_reason": None,
-            "usage": None,
-            "run_id": None,
-            "is_error": False,
-            "outcome": None,
-            "error": None,
-            "stopped_by": None,
-            "client_request_id": None,
-            **fields,
-        },
+        **fields,
     )
 
 
@@ -91,9 +76,12 @@ async def add_message(
     tool_call_id: str | None = None,
     outcome: ToolOutcome | None = None,
     client_request_id: str | None = None,
-) -> Message:
-    """``outcome``: a tool result's (``is_error`` follows from it)."""
-    ordinal, parent_id = await repo.append_point(await tx.plain(), tx.row.id)
+) -> MessageRow:
+    """Store a new message at the end of the active path (one ``INSERT``) and announce it (``message-created``).
+    ``outcome``: a tool result's (``is_error`` follows from it). The row returned is plain: a caller that goes
+    on changing the message loads it (``tx.get(Message, row.id)``)."""
+    db = await tx.plain()
+    ordinal, parent_id = await repo.append_point(db, tx.row.id)
     row = _new_message(
         tx,
         ordinal,
@@ -109,8 +97,8 @@ async def add_message(
         outcome=outcome,
         client_request_id=client_request_id,
     )
-    await tx.insert(row)
-    tx.emit(events.message_created(repo.message_wire(row, await repo.versions_of(await tx.plain(), tx.row.id, row))))
+    await run_rows.insert_messages(db, (row,))
+    tx.emit(events.message_created(repo.message_wire(row, await repo.versions_of(db, tx.row.id, row))))
     if role == "user":
         await title_from_first_message(tx)  # in the transaction that stores the message
     return row
@@ -144,19 +132,20 @@ def complete_message(
 
 async def add_system_messages(
     tx: SessionTx, instructions: Iterable[str], client_request_id: str | None = None
-) -> list[Message]:
-    """System messages in one write (one ordinal read, one flush), not one round of ORM work per message: a
+) -> list[MessageRow]:
+    """System messages in one write (one ordinal read, one ``INSERT``), not one round of work per message: a
     call may carry dozens of large instructions, and on SQLite this runs on the event loop."""
     texts = [text for text in instructions if text.strip()]
     if not texts:
         return []
-    (first, parent), now = await repo.append_point(await tx.plain(), tx.row.id), utcnow()
+    db = await tx.plain()
+    (first, parent), now = await repo.append_point(db, tx.row.id), utcnow()
     rows = []
     for i, text in enumerate(texts):
         rows.append(_new_message(tx, first + i, parent, "system", text, now, client_request_id=client_request_id))
         parent = rows[-1].id
-    await tx.insert(*rows)
-    versions = await repo.versions_of(await tx.plain(), tx.row.id, rows[0])
+    await run_rows.insert_messages(db, rows)
+    versions = await repo.versions_of(db, tx.row.id, rows[0])
     versions.update({before.id: [after.id] for before, after in itertools.pairwise(rows)})
     for row in rows:
         tx.emit(events.message_created(repo.message_wire(row, versions)))
@@ -189,8 +178,9 @@ async def run_slot_free(tx: SessionTx) -> bool:
     limit = tx.max_active_runs
     if limit is None:
         return True
-    await repo.lock_user(await tx.orm(), tx.row.owner_id)
-    return await repo.count_active_runs(await tx.orm(), tx.row.owner_id, other_than=tx.row.id) < limit
+    db = await tx.plain()
+    await repo.lock_user(db, tx.row.owner_id)
+    return await repo.count_active_runs(db, tx.row.owner_id, other_than=tx.row.id) < limit
 
 
 async def begin_run(
@@ -200,27 +190,33 @@ async def begin_run(
     trigger: RunTrigger,
     run_id: str | None = None,
     client_request_id: str | None = None,
-) -> Run:
-    """Start a run and claim its lease. Callers checked, under the lock, that no run is in progress.
-    ``client_request_id`` is the client's id of the write that caused it (on ``run-started``). Past the owner's
-    cap on runs in progress (:func:`run_slot_free`) it raises ``TOO_MANY_REQUESTS``, and the caller's
-    transaction (the user message it stored with it included) rolls back."""
+    *,
+    provider: str | None = None,
+    model: str | None = None,
+    continues_id: str | None = None,
+) -> RunRow:
+    """Start a run (one ``INSERT``) and claim its lease. Callers checked, under the lock, that no run is in
+    progress. ``client_request_id`` is the client's id of the write that caused it (on ``run-started``);
+    ``provider`` and ``model``: the model it asks when not the session's; ``continues_id``: the answer its first
+    step goes on with. Past the owner's cap on runs in progress (:func:`run_slot_free`) it raises
+    ``TOO_MANY_REQUESTS``, and the caller's transaction (the user message it stored with it included) rolls
+    back. The row returned is plain (``store.run_rows``)."""
     if not await run_slot_free(tx):
         raise RpcError(
             "TOO_MANY_REQUESTS",
             f"At most {tx.max_active_runs} runs may be in progress at once; wait for one to end, or abort one",
         )
-    run = Run(
+    run = RunRow(
         id=run_id or new_id(),
         session_id=tx.row.id,
         status="running",
         trigger=trigger,
-        steps=0,
-        usage_input_tokens=0,
-        usage_output_tokens=0,
         created_at=utcnow(),
+        provider=provider,
+        model=model,
+        continues_id=continues_id,
     )
-    await tx.insert(run)
+    await run_rows.insert_run(await tx.plain(), run)
     tx.row.run_id = run.id
     tx.row.abort_requested = False
     lease.claim(tx.row, owner, lease_seconds)
@@ -237,7 +233,7 @@ async def start_with_message(
     attachments: list[dict[str, Any]] | None,
     trigger: RunTrigger,
     client_request_id: str | None = None,
-) -> tuple[Message, Run]:
+) -> tuple[MessageRow, RunRow]:
     """Store the user message (before any model call: invariant 7), then start a run for it."""
     run_id = new_id()
     message = await add_message(
@@ -295,7 +291,7 @@ def go_idle(tx: SessionTx) -> None:
         session_changed(tx)  # usage changed
 
 
-async def send_next_queued(tx: SessionTx, owner: str, lease_seconds: float) -> Run | None:
+async def send_next_queued(tx: SessionTx, owner: str, lease_seconds: float) -> RunRow | None:
     """Auto-send: dequeue the head (``queue-message-removed``, reason ``sent``) and start a run with
     it. Exactly once: the dequeue and the new user message commit together, under the session lock.
 
@@ -303,13 +299,13 @@ async def send_next_queued(tx: SessionTx, owner: str, lease_seconds: float) -> R
     the unpaused queue, and the sweeper sends it once one of the owner's runs has ended."""
     if tx.row.queue_paused or tx.row.run_id is not None:
         return None
-    head = await repo.queue_head(await tx.orm(), tx.row.id)
+    head = await run_rows.queue_head(await tx.plain(), tx.row.id)
     if head is None or not await run_slot_free(tx):
         return None
     return await send_queued(tx, owner, lease_seconds, head)
 
 
-async def send_queued(tx: SessionTx, owner: str, lease_seconds: float, item: QueuedMessage) -> Run:
+async def send_queued(tx: SessionTx, owner: str, lease_seconds: float, item: QueuedMessage | QueuedRow) -> RunRow:
     """Take ``item`` out of the queue (``queue-message-removed``, reason ``sent``) and start a run with it,
     in one transaction (callers checked that no run is in progress)."""
     await queue.take(tx, item, "sent")
@@ -319,7 +315,7 @@ async def send_queued(tx: SessionTx, owner: str, lease_seconds: float, item: Que
     return run
 
 
-async def next_or_idle(tx: SessionTx, owner: str, lease_seconds: float) -> Run | None:
+async def next_or_idle(tx: SessionTx, owner: str, lease_seconds: float) -> RunRow | None:
     """After a run ended with stop/length: the next queued message, or idle."""
     run = await send_next_queued(tx, owner, lease_seconds)
     if run is None:
@@ -339,7 +335,7 @@ async def stop_run(
     owner: str = "",
     lease_seconds: float = 0.0,
     stopped_by: dict[str, Any] | None = None,
-) -> Run | None:
+) -> RunRow | None:
     """Stop the session's run (``run_id``, by default the row's): every message still streaming is kept as it
     stands, marked ``interrupted`` (``live_text``, ``(message id, text)``, is the newer text of the message this
     process was streaming), the run ends ``aborted`` or ``failed`` (with ``error``), and the session goes idle.
@@ -360,7 +356,9 @@ async def stop_run(
         complete_message(tx, row, status="interrupted", content=content, finish_reason=finish_reason, error=error)
     run_id = run_id or tx.row.run_id
     if outcome == "failed" and not streaming:
-        failed = await add_message(tx, "assistant", status="error", run_id=run_id)
+        stored = await add_message(tx, "assistant", status="error", run_id=run_id)
+        failed = await tx.get(Message, stored.id)  # the ORM's copy, which complete_message changes
+        assert failed is not None
         complete_message(tx, failed, status="error", content="", finish_reason="error", error=error)
     if run_id:
         await cancel_open_calls(tx, run_id)
@@ -429,7 +427,7 @@ def run_error(code: RunFailure | ErrorCode, message: str, *, retryable: bool = F
     return {"code": str(code), "message": message, "retryable": retryable}
 
 
-async def end_aborted(tx: SessionTx, run: Run | None, owner: str, lease_seconds: float) -> Run | None:
+async def end_aborted(tx: SessionTx, run: Run | None, owner: str, lease_seconds: float) -> RunRow | None:
     """The end of :func:`stop_run` for an abort (partial messages already marked). A plain abort pauses the
     queue; one that made room for the queue's head (``abort_then_send``) keeps the queue going and sends the
     head at once, returning the run it started."""
@@ -507,7 +505,7 @@ async def add_tool_result(
     output: str,
     outcome: ToolOutcome,
     attachments: Sequence[dict[str, Any]] = (),
-) -> Message:
+) -> MessageRow:
     """A tool result (a ``tool`` message), stored as soon as it exists; ``attachments``: images it returned."""
     message = await add_message(
         tx, "tool", output, tool_call_id=call.id, outcome=outcome, run_id=call.run_id, attachments=list(attachments)

@@ -184,9 +184,14 @@ class VersionService:
                 await branches.cut_before(tx, start)
                 await follow_active_path(tx)
                 run = await transitions.begin_run(
-                    tx, runs.o.owner, runs.lease_seconds, "regenerate", client_request_id=crid
+                    tx,
+                    runs.o.owner,
+                    runs.lease_seconds,
+                    "regenerate",
+                    client_request_id=crid,
+                    provider=chosen[0],
+                    model=chosen[1],
                 )
-                run.provider, run.model = chosen
                 effective = (chosen[0] or tx.row.provider, chosen[1] or tx.row.model)
                 reply: outputs.Regenerated = {
                     "runId": run.id,
@@ -214,12 +219,18 @@ class VersionService:
             made_by = await repo.get_run(await tx.orm(), leaf.run_id) if leaf.run_id else None
 
             async def apply(tx: SessionTx) -> tuple[outputs.Continued, str | None]:
+                # The model that wrote the answer goes on with it.
+                provider, model = (made_by.provider, made_by.model) if made_by is not None else (None, None)
                 run = await transitions.begin_run(
-                    tx, runs.o.owner, runs.lease_seconds, "continue", client_request_id=crid
+                    tx,
+                    runs.o.owner,
+                    runs.lease_seconds,
+                    "continue",
+                    client_request_id=crid,
+                    provider=provider,
+                    model=model,
+                    continues_id=leaf.id,
                 )
-                run.continues_id = leaf.id
-                if made_by is not None:  # the model that wrote the answer goes on with it
-                    run.provider, run.model = made_by.provider, made_by.model
                 return {"runId": run.id, "messageId": leaf.id}, run.id
 
             return apply, "reject"

@@ -13,6 +13,7 @@ from sqlalchemy.orm import aliased, make_transient_to_detached
 from ..domain import models as wire
 from .models import ApiToken, ChatSession, Event, Message, QueuedMessage, Run, ToolCallRow, User
 from .prepared import Executor, PlainConnection
+from .run_rows import MessageFields, QueuedRow
 from .session_row import SessionFields
 
 ModelT = TypeVar("ModelT")
@@ -102,7 +103,7 @@ async def count_users(db: AsyncSession) -> int:
 _LOCK_USER = select(User.id).where(User.id == bindparam("uid")).with_for_update(key_share=True)
 
 
-async def lock_user(db: AsyncSession, user_id: str) -> None:
+async def lock_user(db: Executor, user_id: str) -> None:
     """Serialise this transaction with every other one that locks the same user, until it ends.
 
     Per-user bounds (sessions, files, bytes stored, uploads in flight) are re-checked after this call inside the
@@ -233,10 +234,10 @@ def _active_runs(owner: Any) -> Any:
 _COUNT_ACTIVE_RUNS = _active_runs(bindparam("uid")).where(_ACTIVE.c.id != bindparam("sid"))
 
 
-async def count_active_runs(db: AsyncSession, owner_id: str, *, other_than: str) -> int:
+async def count_active_runs(db: Executor, owner_id: str, *, other_than: str) -> int:
     """The owner's live sessions with a run in progress (running or waiting for tool outputs or approvals),
     not counting the session ``other_than``."""
-    return int((await db.execute(_COUNT_ACTIVE_RUNS, {"uid": owner_id, "sid": other_than})).scalar_one())
+    return int((await db.execute(_COUNT_ACTIVE_RUNS, {"uid": owner_id, "sid": other_than})).one()[0])
 
 
 def _newest_first(stmt: Any, after: tuple[datetime, str] | None, limit: int) -> Any:
@@ -418,7 +419,7 @@ _VERSIONS_AT_START = (
 )
 
 
-async def versions_of(db: Executor, session_id: str, row: Message) -> dict[str | None, list[str]]:
+async def versions_of(db: Executor, session_id: str, row: MessageFields) -> dict[str | None, list[str]]:
     """:func:`siblings` of one message, with constant statements (the run's path: ``store.prepared``)."""
     if row.parent_id is None:
         found = (await db.execute(_VERSIONS_AT_START, {"sid": session_id})).all()
@@ -469,6 +470,25 @@ async def first_user_message(db: AsyncSession, session_id: str) -> Message | Non
     return next((m for m in (await db.execute(stmt)).scalars() if m.content.strip()), None)
 
 
+_FIRST_USER_TEXTS = (
+    select(Message.content)
+    .where(
+        Message.session_id == bindparam("sid"),
+        Message.active.is_(True),
+        Message.role == "user",
+        Message.content != "",
+    )
+    .order_by(Message.ordinal)
+    .limit(20)
+)
+
+
+async def first_user_text(db: Executor, session_id: str) -> str | None:
+    """The text of :func:`first_user_message`, with a constant statement."""
+    found = (await db.execute(_FIRST_USER_TEXTS, {"sid": session_id})).all()
+    return next((text for (text,) in found if text.strip()), None)
+
+
 async def first_answer_after(db: AsyncSession, session_id: str, ordinal: int) -> Message | None:
     """The first finished assistant message with text after ``ordinal`` (the answer of a first exchange)."""
     stmt = (
@@ -494,7 +514,7 @@ async def messages_by_id(db: AsyncSession, ids: list[str]) -> Sequence[Message]:
     return (await db.execute(select(Message).where(Message.id.in_(ids)))).scalars().all()
 
 
-def message_wire(row: Message, versions: dict[str | None, list[str]] | None = None) -> wire.Message:
+def message_wire(row: MessageFields, versions: dict[str | None, list[str]] | None = None) -> wire.Message:
     """The message as clients see it; with ``versions`` (``siblings``), its place among its versions too."""
     ids = versions.get(row.parent_id) if versions is not None else None
     return wire.Message(
@@ -561,15 +581,6 @@ async def queue_lengths(db: AsyncSession, session_ids: list[str]) -> dict[str, i
     return {sid: int(n) for sid, n in (await db.execute(stmt)).all()}
 
 
-_QUEUE_HEAD = (
-    select(QueuedMessage).where(QueuedMessage.session_id == bindparam("sid")).order_by(QueuedMessage.position).limit(1)
-)
-
-
-async def queue_head(db: AsyncSession, session_id: str) -> QueuedMessage | None:
-    return (await db.execute(_QUEUE_HEAD, {"sid": session_id})).scalar_one_or_none()
-
-
 async def renumber_queue(db: AsyncSession, rows: list[QueuedMessage]) -> None:
     """Rewrite positions as 0..n-1 in list order (callers hold the session row lock)."""
     for index, row in enumerate(rows):
@@ -578,7 +589,7 @@ async def renumber_queue(db: AsyncSession, rows: list[QueuedMessage]) -> None:
     await db.flush()
 
 
-def queued_wire(row: QueuedMessage) -> wire.QueuedMessage:
+def queued_wire(row: QueuedMessage | QueuedRow) -> wire.QueuedMessage:
     return wire.QueuedMessage(
         id=row.id,
         content=row.content,

@@ -14,7 +14,7 @@ from server.app import open_services
 from server.services import queue, transitions
 from server.settings import load_settings
 from server.store import repo
-from server.store.models import ChatSession, Event, utcnow
+from server.store.models import ChatSession, Event, Message, utcnow
 
 
 def settings(db_url, **kw):
@@ -42,7 +42,7 @@ async def crashed_run(svc, user, lease_seconds, owner="replica-that-died"):
     async with svc.uow.session(None, sess.id) as tx:
         _msg, run = await transitions.start_with_message(tx, owner, lease_seconds, "question", [], "message")
         answer = await transitions.add_message(tx, "assistant", "", status="streaming", run_id=run.id)
-        answer.content = "half an ans"  # what its last flush wrote
+        (await tx.get(Message, answer.id)).content = "half an ans"  # what its last flush wrote
     for i in range(2):
         await svc.queue.enqueue(user, sess.id, f"q{i}", [])
     return sess.id, run.id

@@ -243,13 +243,14 @@ async def tree_op(t: Any, rng: random.Random, op: str) -> ChatSession | None:
         if answers:
             start = await branches.answer_start(t, rng.choice(answers))
             await branches.cut_before(t, start)
-            run = await transitions.begin_run(t, OWNER, LEASE, "regenerate")
-            run.provider, run.model = rng.choice(PROVIDERS), "other-model"  # another provider asked
+            # another provider asked
+            await transitions.begin_run(
+                t, OWNER, LEASE, "regenerate", provider=rng.choice(PROVIDERS), model="other-model"
+            )
     elif op == "continue":
         leaf = await branches.active_leaf(t)
         if leaf is not None and leaf.role == "assistant" and leaf.finish_reason == "length":
-            run = await transitions.begin_run(t, OWNER, LEASE, "continue")
-            run.continues_id = leaf.id
+            await transitions.begin_run(t, OWNER, LEASE, "continue", continues_id=leaf.id)
     elif op == "switch_branch":
         await branches.switch_to(t, rng.choice(every).id)
     else:
