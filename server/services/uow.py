@@ -19,11 +19,12 @@ from ..domain import events
 from ..domain.events import Event, EventEnvelope
 from ..protocol.errors import RpcError
 from ..pubsub.base import Bus
-from ..store import eventlog, repo, session_row
+from ..store import eventlog, repo, run_rows, session_row
 from ..store.db import Database, WriteSession
 from ..store.models import User, utcnow
 from ..store.prepared import PlainConnection
 from ..store.repo import ModelT
+from ..store.run_rows import CallRow, MessageRow, PlainRow, PlainRowT, RunRow
 from ..store.session_row import SessionFields, SessionRow
 from . import feed, requests, unread
 from .requests import ReceiptT, ReplyT, RequestKey
@@ -65,13 +66,66 @@ class SessionTx:
     seen_in_view: bool = False
     # The ORM session was handed out: flush it before plain statements.
     _orm_used: bool = False
+    # The plain rows of the run's tables this transaction reads or stores (``store.run_rows``), by table and
+    # key, each with its values as last written: what changed since is written before the next plain statement.
+    _rows: dict[tuple[type[Any], tuple[Any, ...]], tuple[PlainRow, tuple[Any, ...]]] = field(default_factory=dict)
 
     async def plain(self) -> PlainConnection:
         """The connection for constant Core statements, with everything the transaction changed through the ORM
-        flushed (plain statements do not autoflush). The row's changes are written by :meth:`finish`."""
+        or in its plain rows (:meth:`load`) written first (plain statements see it). The session row's changes
+        are written by :meth:`finish`."""
         if self._orm_used:
             await self._session.flush()
-        return self._session.plain
+        db = self._session.plain
+        if self._rows:
+            rows = self._rows
+            for key, (row, stored) in rows.items():
+                now = await run_rows.write_changes(db, row, stored)
+                if now is not stored:
+                    rows[key] = (row, now)
+        return db
+
+    async def load(self, cls: type[PlainRowT], *key: Any) -> PlainRowT | None:
+        """The plain row of ``cls`` (``store.run_rows``) with primary key ``key``: read with one prepared
+        statement the first time, then the same object for the rest of the transaction. Change its columns and
+        they are written before the next plain statement (at the latest before the commit), one ``UPDATE``."""
+        known = self._rows.get((cls, key))
+        if known is not None:
+            return known[0]  # type: ignore[return-value]
+        row = await run_rows.get(await self.plain(), cls, *key)
+        if row is not None:
+            self._rows[(cls, key)] = (row, run_rows.values_of(row))
+        return row
+
+    def adopt(self, rows: list[PlainRowT]) -> list[PlainRowT]:
+        """Rows a plain query of this transaction just read, as the transaction's own (one object per row: one
+        it already has stands for the copy just read), whose changes it writes as :meth:`load`'s."""
+        out = []
+        for row in rows:
+            key = (type(row), run_rows.key_of(row))
+            known = self._rows.get(key)
+            if known is None:
+                self._rows[key] = (row, run_rows.values_of(row))
+                out.append(row)
+            else:
+                out.append(known[0])  # type: ignore[arg-type]
+        return out
+
+    async def add(self, *rows: CallRow) -> None:
+        """Store new tool calls with one prepared ``INSERT`` each; they are the transaction's, as :meth:`load`'s."""
+        db = await self.plain()
+        for row in rows:
+            await run_rows.insert_call(db, row)
+            self._rows[(CallRow, run_rows.key_of(row))] = (row, run_rows.values_of(row))
+
+    def track(self, row: object) -> None:
+        """Have the changes made from now on to ``row`` written with the transaction: call it before changing a
+        plain row that may come from elsewhere (one a transition stored); an ORM object is the ORM's to write."""
+        if not isinstance(row, (MessageRow, RunRow, CallRow)):
+            return
+        key = (type(row), run_rows.key_of(row))
+        if key not in self._rows:
+            self._rows[key] = (row, run_rows.values_of(row))
 
     async def orm(self) -> AsyncSession:
         """The ORM session on this transaction (see the class doc)."""

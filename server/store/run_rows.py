@@ -2,10 +2,13 @@
 columns in a dataclass, written and read with constant statements on a write's plain connection
 (``SessionTx.plain``; prepared on a SQLite file, ``store.prepared``), with no ORM identity map or unit of work.
 
-A :class:`MessageRow` or :class:`RunRow` has one attribute per column of its table, named as the ORM model
-names it (``store.models.Message``, ``Run``), so code that reads columns (``repo.message_wire``) takes either.
-Changing a row's attribute changes nothing stored: a write that must change a stored row says so with a
-statement of its own (or loads the ORM object with ``SessionTx.get``).
+A :class:`MessageRow`, :class:`RunRow` or :class:`CallRow` has one attribute per column of its table, named as
+the ORM model names it (``store.models.Message``, ``Run``, ``ToolCallRow``), so code that reads columns
+(``repo.message_wire``) takes either. Changing a row's attribute by itself changes nothing stored. A write
+transaction that read or stored a row through its own methods (``SessionTx.load``, ``add``, ``adopt``, ``track``:
+the run loop's rows) keeps the values it last wrote, and writes the columns that differ from them with one
+``UPDATE`` of exactly those columns (:func:`write_changes`) before its next plain statement and before the
+commit, as the ORM's autoflush would.
 """
 
 from __future__ import annotations
@@ -13,12 +16,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
-from sqlalchemy import bindparam, delete, insert, select
+from sqlalchemy import bindparam, delete, insert, select, update
+from sqlalchemy.sql import Select, Update
 
 from ..domain.models import MessageStatus, Role, ToolOutcome
-from .models import Message, QueuedMessage, Run
+from .models import Message, QueuedMessage, Run, ToolCallRow
 from .prepared import Executor, PlainConnection
 
 
@@ -73,6 +77,25 @@ class RunRow:
 
 
 @dataclass(slots=True)
+class CallRow:
+    """A row of ``tool_calls`` (``store.models.ToolCallRow``): a call the model made, stored before it runs."""
+
+    session_id: str
+    id: str
+    run_id: str
+    message_id: str
+    name: str
+    arguments: str
+    executor: str
+    created_at: datetime
+    position: int = 0
+    requires_approval: bool = False
+    approval: str = "none"
+    approval_reason: str | None = None
+    has_result: bool = False
+
+
+@dataclass(slots=True)
 class QueuedRow:
     """A row of ``queued_messages`` (``store.models.QueuedMessage``)."""
 
@@ -98,6 +121,7 @@ def _columns(model: Any, row: type[Any]) -> tuple[str, ...]:
 
 MESSAGE_COLUMNS = _columns(Message, MessageRow)
 RUN_COLUMNS = _columns(Run, RunRow)
+CALL_COLUMNS = _columns(ToolCallRow, CallRow)
 QUEUED_COLUMNS = _columns(QueuedMessage, QueuedRow)
 
 MessageFields = Message | MessageRow
@@ -105,6 +129,9 @@ MessageFields = Message | MessageRow
 
 RunFields = Run | RunRow
 """A run's columns, as the ORM (``Run``) or a plain statement (``RunRow``) has them."""
+
+CallFields = ToolCallRow | CallRow
+"""A tool call's columns, as the ORM (``ToolCallRow``) or a plain statement (``CallRow``) has them."""
 
 _INSERT_MESSAGE = insert(Message.__table__)
 _INSERT_RUN = insert(Run.__table__)
@@ -142,3 +169,83 @@ async def queue_head(db: Executor, session_id: str) -> QueuedRow | None:
 
 async def delete_queued(db: PlainConnection, session_id: str, queued_id: str) -> None:
     await db.execute(_DELETE_QUEUED, {"id": queued_id, "sid": session_id})
+
+
+# --- reading a row by its key, and writing what changed ---------------------------------------------------
+
+PlainRow = MessageRow | RunRow | CallRow
+"""A row that a write transaction can read by key and update (``SessionTx.load``)."""
+PlainRowT = TypeVar("PlainRowT", MessageRow, RunRow, CallRow)
+
+
+class _Table:
+    """What reading and updating one row type takes: its columns, key, ``SELECT`` by key, ``UPDATE``s."""
+
+    def __init__(self, model: Any, names: tuple[str, ...]) -> None:
+        table = model.__table__
+        self.names = names
+        self.columns = {name: table.c[name] for name in names}
+        self.key = tuple(c.name for c in model.__mapper__.primary_key)
+        self.select: Select[Any] = select(*self.columns.values()).where(
+            *(table.c[name] == bindparam(f"pk{i}") for i, name in enumerate(self.key))
+        )
+        self.table = table
+        self.updates: dict[frozenset[str], Update] = {}
+
+    def update(self, names: frozenset[str]) -> Update:
+        """``UPDATE <table> SET <names> WHERE <key>``: one constant statement per set of columns."""
+        stmt = self.updates.get(names)
+        if stmt is None:
+            values = {self.columns[n]: bindparam(f"v_{n}", type_=self.columns[n].type) for n in sorted(names)}
+            where = (self.table.c[name] == bindparam(f"pk{i}") for i, name in enumerate(self.key))
+            stmt = update(self.table).where(*where).values(values)
+            if len(self.updates) < 64:  # a guard: the sets of columns changed together are a handful
+                self.updates[names] = stmt
+        return stmt
+
+
+TABLES: dict[type[Any], _Table] = {
+    MessageRow: _Table(Message, MESSAGE_COLUMNS),
+    RunRow: _Table(Run, RUN_COLUMNS),
+    CallRow: _Table(ToolCallRow, CALL_COLUMNS),
+}
+_INSERT_CALL = insert(ToolCallRow.__table__)
+
+
+def key_of(row: PlainRow) -> tuple[Any, ...]:
+    return tuple(getattr(row, name) for name in TABLES[type(row)].key)
+
+
+def values_of(row: PlainRow) -> tuple[Any, ...]:
+    """Every column's value, in the table's column order (what :func:`write_changes` compares with)."""
+    return tuple(getattr(row, name) for name in TABLES[type(row)].names)
+
+
+def from_values(cls: type[PlainRowT], values: Sequence[Any]) -> PlainRowT:
+    """A row of ``cls`` from a ``SELECT`` of every column in the table's column order."""
+    return cls(**dict(zip(TABLES[cls].names, values, strict=True)))
+
+
+async def get(db: Executor, cls: type[PlainRowT], *key: Any) -> PlainRowT | None:
+    """The row of ``cls`` with primary key ``key`` (one constant ``SELECT``), or None."""
+    found = (await db.execute(TABLES[cls].select, {f"pk{i}": v for i, v in enumerate(key)})).first()
+    return None if found is None else from_values(cls, found)
+
+
+async def insert_call(db: PlainConnection, row: CallRow) -> None:
+    await db.execute(_INSERT_CALL, {name: getattr(row, name) for name in CALL_COLUMNS})
+
+
+async def write_changes(db: PlainConnection, row: PlainRow, stored: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Write the columns of ``row`` whose values differ from ``stored`` (its values as last written; nothing when
+    none differ) with one ``UPDATE``; returns its values as now stored."""
+    table = TABLES[type(row)]
+    now = values_of(row)
+    if now == stored:
+        return stored
+    changed = {n: v for n, v, was in zip(table.names, now, stored, strict=True) if v is not was and v != was}
+    if changed:
+        params = {f"v_{n}": v for n, v in changed.items()}
+        params.update({f"pk{i}": getattr(row, name) for i, name in enumerate(table.key)})
+        await db.execute(table.update(frozenset(changed)), params)
+    return now
