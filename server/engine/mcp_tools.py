@@ -14,18 +14,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from sqlalchemy import bindparam, select
+
 from ..domain import events
 from ..llm import ToolDefinition
 from ..store import repo
 from ..store.models import User
+from ..store.prepared import Executor
 from ..store.session_row import SessionFields
 from ..tools import ToolResult
 from ..tools.mcp import OfferedTool
 
 if TYPE_CHECKING:
-    from sqlalchemy.ext.asyncio import AsyncSession
-
     from .run_context import RunContext
+
+
+_USER_NAME = select(User.name).where(User.id == bindparam("uid"))
 
 
 @dataclass(frozen=True)
@@ -40,12 +44,12 @@ class McpContext:
     provider: str
 
 
-async def context(db: AsyncSession, session: SessionFields) -> McpContext | None:
+async def context(db: Executor, session: SessionFields) -> McpContext | None:
     """What :func:`offer` needs, or None when the session enables no MCP server."""
     if not session.mcp_servers:
         return None
-    user = await db.get(User, session.owner_id)
-    name = user.name if user is not None else ""
+    found = (await db.execute(_USER_NAME, {"uid": session.owner_id})).first()
+    name = str(found[0]) if found is not None else ""
     servers, choices = list(session.mcp_servers), dict(session.mcp_tools or {})
     return McpContext(session.owner_id, name, servers, choices, session.provider)
 

@@ -56,7 +56,7 @@ from ..services.lease import LeaseLost, fenced_tx, heartbeat, next_tick, release
 from ..services.transitions import RunFailure
 from ..services.uow import SessionTx
 from ..store import repo
-from ..store.models import Message, Run
+from ..store.run_rows import CallRow, MessageRow, RunRow
 from . import mcp_tools
 from .history import build_request, has_files, load_files, notices
 from .turn import Turn
@@ -169,17 +169,17 @@ class RunLoop:
         used to begin with."""
         assert self.run_id is not None
         settings = self.ctx.settings
-        todo: list[Any] = []
+        todo: list[CallRow] = []
         step: _StepStart | None = None
         finished = None
         async with self._tx() as tx:
             if tx.row.abort_requested:
                 self.abort_requested = True
                 return
-            run = await tx.get(Run, self.run_id)
+            run = await tx.load(RunRow, self.run_id)
             if run is None:
                 raise LeaseLost(self.session_id)
-            calls = await repo.run_tool_calls(await tx.orm(), self.session_id, self.run_id, open_only=True)
+            calls = await repo.run_tool_calls(await tx.plain(), self.session_id, self.run_id, open_only=True)
             todo, tool_mode = transitions.runnable(calls), tx.row.tool_mode
             if todo:
                 pass  # run outside the transaction, below
@@ -220,22 +220,22 @@ class RunLoop:
 
     # --- one step -----------------------------------------------------------------------------------------
 
-    async def _start_step(self, tx: SessionTx, run: Any) -> _StepStart:
+    async def _start_step(self, tx: SessionTx, run: RunRow) -> _StepStart:
         """In the transaction that decided on a model call: its assistant message (``message-created``, or the
         answer it continues) and its request."""
         session = tx.row
         provider_id, model = run.provider or session.provider, run.model or session.model
-        message = await self._continued(tx, run)
+        continued = await self._continued(tx, run)
         run.steps += 1
-        if message is not None:
+        if continued is not None:
             # The answer goes on in the same message: streaming again, from the text it has.
             run.continues_id = None
-            message.status, message.finish_reason = "streaming", None
-            tx.emit(events.message_continued(repo.message_wire(message)))
-            mid, exclude, initial = message.id, None, message.content
+            continued.status, continued.finish_reason = "streaming", None
+            tx.emit(events.message_continued(repo.message_wire(continued)))
+            mid, exclude, initial = continued.id, None, continued.content
         else:
-            mid = (await transitions.add_message(tx, "assistant", "", status="streaming", run_id=self.run_id)).id
-            exclude, initial = mid, ""
+            message = await transitions.add_message(tx, "assistant", "", status="streaming", run_id=self.run_id)
+            mid, exclude, initial = message.id, message.id, ""
         rows = await repo.history(await tx.plain(), self.session_id)
         request = build_request(
             session,
@@ -245,7 +245,7 @@ class RunLoop:
             model=model,
             continuation=exclude is None,
         )
-        self._mcp = await mcp_tools.context(await tx.orm(), session)
+        self._mcp = await mcp_tools.context(await tx.plain(), session)
         return _StepStart(request, session.owner_id, provider_id, not session.disable_streaming, mid, initial)
 
     @tracing.traced("step")
@@ -268,14 +268,17 @@ class RunLoop:
             self._streaming = None
             await self.ctx.shared_texts.ended(self.session_id, mid)
 
-    async def _continued(self, tx: SessionTx, run: Any) -> Message | None:
+    async def _continued(self, tx: SessionTx, run: RunRow) -> MessageRow | None:
         """The answer this run's next step goes on with (``run.continue``, or a run taken over mid-answer): the
         message it names while that is still the last of the active path, else None (a new message)."""
         if run.continues_id is None:
             return None
-        row = await tx.get(Message, run.continues_id)
-        leaf = await repo.list_messages(await tx.orm(), self.session_id, limit=1)
-        if row is None or row.role != "assistant" or not leaf or leaf[0].id != row.id:
+        row = await tx.load(MessageRow, run.continues_id)
+        if (
+            row is None
+            or row.role != "assistant"
+            or await repo.active_leaf(await tx.plain(), self.session_id) != row.id
+        ):
             run.continues_id = None
             return None
         return row
@@ -335,8 +338,8 @@ class RunLoop:
         nxt: str | None = self.run_id
         finished = None
         async with self._tx() as tx:
-            run = await tx.get(Run, self.run_id)
-            row = await tx.get(Message, mid)
+            run = await tx.load(RunRow, self.run_id)
+            row = await tx.load(MessageRow, mid)
             assert run is not None and row is not None
             error = None
             if result.error is not None:
@@ -356,13 +359,17 @@ class RunLoop:
                 transitions.go_idle(tx)
                 nxt = None
             else:
-                usage = {"inputTokens": result.usage[0], "outputTokens": result.usage[1]}
-                transitions.add_usage(tx, run, *result.usage)
-                run.finish_reason = result.finish
+                # The reads first: the run and the message are then written once each, with everything below.
                 calls = []
                 if result.calls:
                     ids = await transitions.unique_call_ids(tx, result.calls)
                     calls = [{"id": i, "name": c.name, "arguments": c.arguments} for i, c in zip(ids, result.calls)]
+                    steered = False
+                else:
+                    steered = await repo.steered_after(await tx.plain(), self.session_id, run.id, row.ordinal)
+                usage = {"inputTokens": result.usage[0], "outputTokens": result.usage[1]}
+                transitions.add_usage(tx, run, *result.usage)
+                run.finish_reason = result.finish
                 transitions.complete_message(
                     tx,
                     row,
@@ -376,7 +383,7 @@ class RunLoop:
                 if calls:
                     definitions = {**self._mcp_defs, **{t["name"]: t for t in tx.row.tools or ()}}
                     await transitions.register_tool_calls(tx, run, row, calls, definitions)
-                elif not await repo.steered_after(await tx.plain(), self.session_id, run.id, row.ordinal):
+                elif not steered:
                     transitions.end_run(tx, run, "finished", finish_reason=result.finish)
                     finished = run.id
                     following = await transitions.next_or_idle(tx, self.ctx.owner, self.ctx.settings.run_lease_seconds)
@@ -424,8 +431,8 @@ class RunLoop:
         live = self._live_text(self._streaming) or self._cut
         if live is not None and self.ctx.settings.resume_interrupted_answers and not self.abort_requested:
             async with self._tx() as tx:
-                run = await tx.get(Run, self.run_id)
-                row = await tx.get(Message, live[0])
+                run = await tx.load(RunRow, self.run_id)
+                row = await tx.load(MessageRow, live[0])
                 if run is not None and run.resumes == 0 and row is not None and row.status == "streaming":
                     row.content = live[1]
                     release(tx.row)
@@ -448,7 +455,7 @@ class RunLoop:
 
     # --- tools --------------------------------------------------------------------------------------------
 
-    async def _execute_tools(self, calls: list[Any], mode: str) -> None:
+    async def _execute_tools(self, calls: list[CallRow], mode: str) -> None:
         """Server tools of one step: all at once (``parallel``) or in call order (``sequential``, the
         tool queue). Each result is stored the moment it exists, so in parallel mode results arrive in
         completion order and in sequential mode in call order."""
@@ -459,10 +466,10 @@ class RunLoop:
             await asyncio.gather(*(self._execute_one(call) for call in calls))
 
     @tracing.traced("tool call", lambda _self, call: {"tool": call.name, "call_id": call.id})
-    async def _execute_one(self, call: Any) -> None:
+    async def _execute_one(self, call: CallRow) -> None:
         result = await mcp_tools.execute(self.ctx, self.session_id, call)
         async with self._tx() as tx:
-            row = await repo.get_tool_call(await tx.orm(), self.session_id, call.id)
+            row = await tx.load(CallRow, self.session_id, call.id)
             if row is not None and not row.has_result:
                 await transitions.add_tool_result(tx, row, result.output, result.outcome, result.attachments)
 

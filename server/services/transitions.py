@@ -32,7 +32,7 @@ from ..llm.errors import ErrorCode
 from ..protocol.errors import RpcError
 from ..store import repo, run_rows
 from ..store.models import Message, QueuedMessage, Run, ToolCallRow, utcnow
-from ..store.run_rows import MessageRow, QueuedRow, RunRow
+from ..store.run_rows import CallFields, CallRow, MessageFields, MessageRow, QueuedRow, RunFields, RunRow
 from . import lease, queue
 from .titles import title_from_first_message
 from .uow import SessionTx
@@ -106,7 +106,7 @@ async def add_message(
 
 def complete_message(
     tx: SessionTx,
-    row: Message,
+    row: MessageFields,
     *,
     status: MessageStatus,
     content: str,
@@ -117,7 +117,9 @@ def complete_message(
     error: dict[str, Any] | None = None,
 ) -> None:
     """``notices``: what the user is told about the step's request (files the model got only a placeholder for,
-    docs/attachments.md), kept on the message. ``error``: why it failed (``run_error``), kept on it too."""
+    docs/attachments.md), kept on the message. ``error``: why it failed (``run_error``), kept on it too. ``row``
+    may be a plain row (``store.run_rows``) or an ORM object: either way its changes commit with ``tx``."""
+    tx.track(row)
     row.status, row.content, row.finish_reason = status, content, finish_reason
     if error is not None:
         row.error = error
@@ -242,7 +244,8 @@ async def start_with_message(
     return message, await begin_run(tx, owner, lease_seconds, trigger, run_id, client_request_id)
 
 
-def add_usage(tx: SessionTx, run: Run, input_tokens: int, output_tokens: int) -> None:
+def add_usage(tx: SessionTx, run: RunFields, input_tokens: int, output_tokens: int) -> None:
+    tx.track(run)
     run.usage_input_tokens += input_tokens
     run.usage_output_tokens += output_tokens
     tx.row.usage_input_tokens += input_tokens
@@ -251,7 +254,7 @@ def add_usage(tx: SessionTx, run: Run, input_tokens: int, output_tokens: int) ->
 
 def end_run(
     tx: SessionTx,
-    run: Run | None,
+    run: RunFields | None,
     outcome: Literal["finished", "failed", "aborted"],
     *,
     finish_reason: str | None = None,
@@ -263,6 +266,7 @@ def end_run(
     run_id = tx.row.run_id if run is None else run.id
     assert run_id is not None, "end_run needs the session's run"
     if run is not None:
+        tx.track(run)
         run.status, run.finish_reason, run.error, run.ended_at = outcome, finish_reason, error, utcnow()
         metrics.run_ended(tx.row.provider, tx.row.model, outcome, run.created_at, run.ended_at)
     tx.row.run_id = None
@@ -348,7 +352,7 @@ async def stop_run(
     (``stopped_by``, or who asked for the abort while it streamed, :func:`mark_stopping`). A failure with no
     message streaming gets an empty answer of status ``error`` holding the reason."""
     finish_reason = "aborted" if outcome == "aborted" else "error"
-    streaming = await repo.streaming_messages(await tx.orm(), tx.row.id)
+    streaming = tx.adopt(await repo.streaming_rows(await tx.plain(), tx.row.id))
     for row in streaming:
         content = live_text[1] if live_text is not None and row.id == live_text[0] else row.content
         if outcome == "aborted" and stopped_by is not None:
@@ -356,13 +360,11 @@ async def stop_run(
         complete_message(tx, row, status="interrupted", content=content, finish_reason=finish_reason, error=error)
     run_id = run_id or tx.row.run_id
     if outcome == "failed" and not streaming:
-        stored = await add_message(tx, "assistant", status="error", run_id=run_id)
-        failed = await tx.get(Message, stored.id)  # the ORM's copy, which complete_message changes
-        assert failed is not None
+        failed = await add_message(tx, "assistant", status="error", run_id=run_id)
         complete_message(tx, failed, status="error", content="", finish_reason="error", error=error)
     if run_id:
         await cancel_open_calls(tx, run_id)
-    run = await repo.get_run(await tx.orm(), run_id) if run_id else None
+    run = await tx.load(RunRow, run_id) if run_id else None
     if outcome == "aborted":
         return await end_aborted(tx, run, owner, lease_seconds)
     end_run(tx, run, "failed", error=error, pause=True)
@@ -427,7 +429,7 @@ def run_error(code: RunFailure | ErrorCode, message: str, *, retryable: bool = F
     return {"code": str(code), "message": message, "retryable": retryable}
 
 
-async def end_aborted(tx: SessionTx, run: Run | None, owner: str, lease_seconds: float) -> RunRow | None:
+async def end_aborted(tx: SessionTx, run: RunFields | None, owner: str, lease_seconds: float) -> RunRow | None:
     """The end of :func:`stop_run` for an abort (partial messages already marked). A plain abort pauses the
     queue; one that made room for the queue's head (``abort_then_send``) keeps the queue going and sends the
     head at once, returning the run it started."""
@@ -442,12 +444,12 @@ async def end_aborted(tx: SessionTx, run: Run | None, owner: str, lease_seconds:
 # --- tools ----------------------------------------------------------------------------------------------
 
 
-def runnable(calls: Sequence[ToolCallRow]) -> list[ToolCallRow]:
+def runnable(calls: Sequence[CallRow]) -> list[CallRow]:
     """Open calls the server can run now."""
     return [c for c in calls if not c.has_result and c.executor == "server" and c.approval in ("none", "approved")]
 
 
-def waiting_on_people(calls: Sequence[ToolCallRow]) -> bool:
+def waiting_on_people(calls: Sequence[CallFields]) -> bool:
     """An open call needs an approval or a client's output."""
     return any(not c.has_result and (c.approval == "pending" or c.executor == "client") for c in calls)
 
@@ -459,7 +461,7 @@ async def unique_call_ids(tx: SessionTx, calls: Sequence[ToolCallEvent]) -> list
     for call in calls:
         base = call.id or "call"
         candidate, n = base, 1
-        while candidate in out or await repo.get_tool_call(await tx.orm(), tx.row.id, candidate) is not None:
+        while candidate in out or await tx.load(CallRow, tx.row.id, candidate) is not None:
             n += 1
             candidate = f"{base}_{n}"
         out.append(candidate)
@@ -467,7 +469,11 @@ async def unique_call_ids(tx: SessionTx, calls: Sequence[ToolCallEvent]) -> list
 
 
 async def register_tool_calls(
-    tx: SessionTx, run: Run, message: Message, calls: Sequence[dict[str, str]], definitions: dict[str, dict[str, Any]]
+    tx: SessionTx,
+    run: RunFields,
+    message: MessageFields,
+    calls: Sequence[dict[str, str]],
+    definitions: dict[str, dict[str, Any]],
 ) -> None:
     """Store every call before it runs (invariant 7) and announce it; a call to a tool the session does not
     define gets an error result at once, so the model can read what went wrong."""
@@ -475,7 +481,7 @@ async def register_tool_calls(
         definition = definitions.get(call["name"])
         executor = (definition or {}).get("executor", "server")
         needs_approval = bool((definition or {}).get("requiresApproval"))
-        row = ToolCallRow(
+        row = CallRow(
             session_id=tx.row.id,
             id=call["id"],
             run_id=run.id,
@@ -489,19 +495,18 @@ async def register_tool_calls(
             has_result=False,
             created_at=utcnow(),
         )
-        await tx.insert(row)
+        await tx.add(row)
         tx.emit(events.tool_call_ready(row.id, row.name, row.arguments, executor, needs_approval))
         if definition is None:
             text = f"Unknown tool {row.name!r}: this session does not define it."
             await add_tool_result(tx, row, text, "unknown-tool")
         elif needs_approval:
             tx.emit(events.tool_approval_requested(row.id))
-    await (await tx.orm()).flush()
 
 
 async def add_tool_result(
     tx: SessionTx,
-    call: ToolCallRow,
+    call: CallFields,
     output: str,
     outcome: ToolOutcome,
     attachments: Sequence[dict[str, Any]] = (),
@@ -510,6 +515,7 @@ async def add_tool_result(
     message = await add_message(
         tx, "tool", output, tool_call_id=call.id, outcome=outcome, run_id=call.run_id, attachments=list(attachments)
     )
+    tx.track(call)
     call.has_result = True
     tx.emit(events.tool_call_result(call.id, output, outcome))
     return message
@@ -518,12 +524,13 @@ async def add_tool_result(
 async def cancel_open_calls(tx: SessionTx, run_id: str) -> None:
     """The run ends with calls still open (running, waiting for approval or for a client): each gets a
     ``cancelled`` result, so every device shows how it ended and a late answer finds it closed."""
-    for call in await repo.run_tool_calls(await tx.orm(), tx.row.id, run_id, open_only=True):
+    for call in tx.adopt(await repo.run_tool_calls(await tx.plain(), tx.row.id, run_id, open_only=True)):
         await add_tool_result(tx, call, CANCELLED_RESULT, "cancelled")
 
 
-def suspend(tx: SessionTx, run: Run) -> None:
+def suspend(tx: SessionTx, run: RunFields) -> None:
     """Wait for people (``requires-action``): the lease is released, any replica may resume."""
+    tx.track(run)
     run.status = "requires-action"
     lease.release(tx.row)
     set_status(tx, "requires-action")

@@ -13,7 +13,7 @@ from sqlalchemy.orm import aliased, make_transient_to_detached
 from ..domain import models as wire
 from .models import ApiToken, ChatSession, Event, Message, QueuedMessage, Run, ToolCallRow, User
 from .prepared import Executor, PlainConnection
-from .run_rows import MessageFields, QueuedRow
+from .run_rows import TABLES, CallRow, MessageFields, MessageRow, QueuedRow, from_values
 from .session_row import SessionFields
 
 ModelT = TypeVar("ModelT")
@@ -394,6 +394,12 @@ _LEAF = (
 )
 
 
+async def active_leaf(db: Executor, session_id: str) -> str | None:
+    """The id of the last message of the active path (None: no message)."""
+    found = (await db.execute(_LEAF, {"sid": session_id})).first()
+    return None if found is None else str(found[0])
+
+
 _APPEND_POINT = select(
     select(func.coalesce(func.max(Message.ordinal), 0)).where(Message.session_id == bindparam("sid")).scalar_subquery(),
     _LEAF.scalar_subquery(),
@@ -627,20 +633,33 @@ async def streaming_messages(db: AsyncSession, session_id: str) -> list[Message]
     return list((await db.execute(_STREAMING, {"sid": session_id})).scalars().all())
 
 
-_RUN_CALLS = (
-    select(ToolCallRow)
-    .where(ToolCallRow.session_id == bindparam("sid"), ToolCallRow.run_id == bindparam("rid"))
-    .order_by(ToolCallRow.created_at, ToolCallRow.position)
+_MESSAGES = Message.__table__
+_STREAMING_ROWS = (
+    select(*TABLES[MessageRow].columns.values())
+    .where(_MESSAGES.c.session_id == bindparam("sid"), _MESSAGES.c.status == "streaming")
+    .order_by(_MESSAGES.c.ordinal)
 )
-_OPEN_CALLS = _RUN_CALLS.where(ToolCallRow.has_result.is_(False))
 
 
-async def run_tool_calls(
-    db: AsyncSession, session_id: str, run_id: str, *, open_only: bool = False
-) -> list[ToolCallRow]:
-    """Tool calls of a run in the order the model made them; ``open_only``: those without a result."""
+async def streaming_rows(db: Executor, session_id: str) -> list[MessageRow]:
+    """The session's messages still streaming, in order, as plain rows (``store.run_rows``)."""
+    return [from_values(MessageRow, r) for r in (await db.execute(_STREAMING_ROWS, {"sid": session_id})).all()]
+
+
+_CALLS = ToolCallRow.__table__
+_RUN_CALLS = (
+    select(*TABLES[CallRow].columns.values())
+    .where(_CALLS.c.session_id == bindparam("sid"), _CALLS.c.run_id == bindparam("rid"))
+    .order_by(_CALLS.c.created_at, _CALLS.c.position)
+)
+_OPEN_CALLS = _RUN_CALLS.where(_CALLS.c.has_result.is_(False))
+
+
+async def run_tool_calls(db: Executor, session_id: str, run_id: str, *, open_only: bool = False) -> list[CallRow]:
+    """Tool calls of a run in the order the model made them, as plain rows (``store.run_rows``); ``open_only``:
+    those without a result. A write transaction that changes them takes them as its own (``SessionTx.adopt``)."""
     stmt = _OPEN_CALLS if open_only else _RUN_CALLS
-    return list((await db.execute(stmt, {"sid": session_id, "rid": run_id})).scalars().all())
+    return [from_values(CallRow, r) for r in (await db.execute(stmt, {"sid": session_id, "rid": run_id})).all()]
 
 
 async def get_tool_call(db: AsyncSession, session_id: str, call_id: str) -> ToolCallRow | None:

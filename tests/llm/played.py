@@ -337,11 +337,11 @@ async def running_op(t: Any, rng: random.Random) -> tuple[str, bool] | None:
             t, message, status="complete", content=text, finish_reason="tool-calls", tool_calls=calls
         )
         await transitions.register_tool_calls(t, run, message, calls, {d["name"]: d for d in TOOLS})
-        open_calls = await repo.run_tool_calls((await t.orm()), t.row.id, run.id, open_only=True)
+        open_calls = t.adopt(await repo.run_tool_calls(await t.plain(), t.row.id, run.id, open_only=True))
         for call in transitions.runnable(open_calls):  # server tools finish (some may be cut off by a crash later)
             if rng.random() < 0.8:
                 await transitions.add_tool_result(t, call, rng.choice(TEXTS), failed_or_ok(rng))
-        open_calls = await repo.run_tool_calls((await t.orm()), t.row.id, run.id, open_only=True)
+        open_calls = t.adopt(await repo.run_tool_calls(await t.plain(), t.row.id, run.id, open_only=True))
         if transitions.waiting_on_people(open_calls):
             transitions.suspend(t, run)
     return None
@@ -349,7 +349,7 @@ async def running_op(t: Any, rng: random.Random) -> tuple[str, bool] | None:
 
 async def waiting_op(t: Any, rng: random.Random) -> None:
     run_id = t.row.run_id
-    calls = await repo.run_tool_calls((await t.orm()), t.row.id, run_id, open_only=True)
+    calls = t.adopt(await repo.run_tool_calls(await t.plain(), t.row.id, run_id, open_only=True))
     op = rng.choice(["answer", "answer", "answer", "steer", "abort"])
     if op == "steer":
         await transitions.add_message(t, "user", rng.choice(TEXTS), run_id=run_id, attachments=attachments(rng))
