@@ -179,7 +179,12 @@ class RunLoop:
             run = await tx.load(RunRow, self.run_id)
             if run is None:
                 raise LeaseLost(self.session_id)
-            calls = await repo.run_tool_calls(await tx.plain(), self.session_id, self.run_id, open_only=True)
+            # A run's tool calls are stored by its steps (``_finish_step``): before its first one it has none.
+            calls = (
+                await repo.run_tool_calls(await tx.plain(), self.session_id, self.run_id, open_only=True)
+                if run.steps
+                else []
+            )
             todo, tool_mode = transitions.runnable(calls), tx.row.tool_mode
             if todo:
                 pass  # run outside the transaction, below
