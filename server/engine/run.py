@@ -343,9 +343,11 @@ class RunLoop:
         nxt: str | None = self.run_id
         finished = None
         async with self._tx() as tx:
-            run = await tx.load(RunRow, self.run_id)
-            row = await tx.load(MessageRow, mid)
-            assert run is not None and row is not None
+            found = await repo.step_end(await tx.plain(), self.session_id, self.run_id, mid)
+            assert found is not None
+            run, row, steered = found
+            tx.adopt([run])
+            tx.adopt([row])
             error = None
             if result.error is not None:
                 error = {
@@ -369,9 +371,6 @@ class RunLoop:
                 if result.calls:
                     ids = await transitions.unique_call_ids(tx, result.calls)
                     calls = [{"id": i, "name": c.name, "arguments": c.arguments} for i, c in zip(ids, result.calls)]
-                    steered = False
-                else:
-                    steered = await repo.steered_after(await tx.plain(), self.session_id, run.id, row.ordinal)
                 usage = {"inputTokens": result.usage[0], "outputTokens": result.usage[1]}
                 transitions.add_usage(tx, run, *result.usage)
                 run.finish_reason = result.finish

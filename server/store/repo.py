@@ -13,7 +13,7 @@ from sqlalchemy.orm import aliased, make_transient_to_detached
 from ..domain import models as wire
 from .models import ApiToken, ChatSession, Event, Message, QueuedMessage, Run, ToolCallRow, User
 from .prepared import Executor, PlainConnection
-from .run_rows import TABLES, CallRow, MessageFields, MessageRow, QueuedRow, from_values
+from .run_rows import TABLES, CallRow, MessageFields, MessageRow, QueuedRow, RunRow, from_values
 from .session_row import SessionFields
 
 ModelT = TypeVar("ModelT")
@@ -683,6 +683,37 @@ async def steered_after(db: Executor, session_id: str, run_id: str, ordinal: int
     """True when a user message was steered into ``run_id`` after the message at ``ordinal``."""
     found = (await db.execute(_STEERED_AFTER, {"sid": session_id, "rid": run_id, "ordinal": ordinal})).first()
     return found is not None
+
+
+_RUNS = Run.__table__
+_LATER = Message.__table__.alias("later")
+_STEP_END = select(
+    *TABLES[RunRow].columns.values(),
+    *TABLES[MessageRow].columns.values(),
+    select(_LATER.c.id)
+    .where(
+        _LATER.c.session_id == bindparam("sid"),
+        _LATER.c.active.is_(True),
+        _LATER.c.run_id == _RUNS.c.id,
+        _LATER.c.role == "user",
+        _LATER.c.ordinal > _MESSAGES.c.ordinal,
+    )
+    .exists(),
+).where(_RUNS.c.id == bindparam("rid"), _MESSAGES.c.id == bindparam("mid"))
+_RUN_WIDTH = len(TABLES[RunRow].names)
+_MESSAGE_END = _RUN_WIDTH + len(TABLES[MessageRow].names)
+
+
+async def step_end(
+    db: Executor, session_id: str, run_id: str, message_id: str
+) -> tuple[RunRow, MessageRow, bool] | None:
+    """What the end of a step reads, in one statement: the run, the step's message, and whether a user message
+    was steered into the run after that message (:func:`steered_after`). None when either row is gone."""
+    found = (await db.execute(_STEP_END, {"sid": session_id, "rid": run_id, "mid": message_id})).first()
+    if found is None:
+        return None
+    run = from_values(RunRow, found[:_RUN_WIDTH])
+    return run, from_values(MessageRow, found[_RUN_WIDTH:_MESSAGE_END]), bool(found[_MESSAGE_END])
 
 
 _CRASHED_RUNS = (
