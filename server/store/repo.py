@@ -687,19 +687,23 @@ async def steered_after(db: Executor, session_id: str, run_id: str, ordinal: int
 
 _RUNS = Run.__table__
 _LATER = Message.__table__.alias("later")
-_STEP_END = select(
-    *TABLES[RunRow].columns.values(),
-    *TABLES[MessageRow].columns.values(),
-    select(_LATER.c.id)
-    .where(
-        _LATER.c.session_id == bindparam("sid"),
-        _LATER.c.active.is_(True),
-        _LATER.c.run_id == _RUNS.c.id,
-        _LATER.c.role == "user",
-        _LATER.c.ordinal > _MESSAGES.c.ordinal,
+_STEP_END = (
+    select(
+        *TABLES[RunRow].columns.values(),
+        *TABLES[MessageRow].columns.values(),
+        select(_LATER.c.id)
+        .where(
+            _LATER.c.session_id == bindparam("sid"),
+            _LATER.c.active.is_(True),
+            _LATER.c.run_id == _RUNS.c.id,
+            _LATER.c.role == "user",
+            _LATER.c.ordinal > _MESSAGES.c.ordinal,
+        )
+        .exists(),
     )
-    .exists(),
-).where(_RUNS.c.id == bindparam("rid"), _MESSAGES.c.id == bindparam("mid"))
+    .select_from(_RUNS.join(_MESSAGES, _MESSAGES.c.id == bindparam("mid")))
+    .where(_RUNS.c.id == bindparam("rid"))
+)
 _RUN_WIDTH = len(TABLES[RunRow].names)
 _MESSAGE_END = _RUN_WIDTH + len(TABLES[MessageRow].names)
 
