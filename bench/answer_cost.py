@@ -80,13 +80,25 @@ async def _measure(sessions: int, rounds: int, words: int) -> dict[str, Any]:
             return read()
 
         db.write, db.read = counted_write, counted_read  # type: ignore[method-assign]
-        run_prepared = prepared.PreparedConnection.execute
+        # A one-statement read (``Database.read_rows``, where the checkout has it) counts as a read transaction.
+        read_rows = getattr(db, "read_rows", None)
+        if read_rows is not None:
 
-        async def counted_prepared(self: Any, statement: Any, params: Any = None) -> Any:
-            counts["statements, prepared"] += 1
-            return await run_prepared(self, statement, params)
+            def counted_read_rows(*args: Any) -> Any:
+                counts["read transactions"] += 1
+                return read_rows(*args)
 
-        prepared.PreparedConnection.execute = counted_prepared  # type: ignore[method-assign]
+            db.read_rows = counted_read_rows  # type: ignore[method-assign]
+        for method in ("execute", "rows"):
+            run_prepared = getattr(prepared.PreparedConnection, method, None)
+            if run_prepared is None:
+                continue
+
+            async def counted_prepared(self: Any, *args: Any, _run: Any = run_prepared) -> Any:
+                counts["statements, prepared"] += 1
+                return await _run(self, *args)
+
+            setattr(prepared.PreparedConnection, method, counted_prepared)
         # Every engine the database holds: the writer's and the reader's, and on a SQLite file the one the ORM
         # joins a write's transaction through.
         engines = {value for value in vars(db).values() if isinstance(value, AsyncEngine)}

@@ -11,21 +11,19 @@ from __future__ import annotations
 
 import asyncio
 
-import orjson
-from sqlalchemy import String, any_, bindparam, column, func, select
-from sqlalchemy.dialects import postgresql
+from sqlalchemy import select
 
-from ..store.db import Database
+from ..store.db import Database, listed
 from ..store.models import ChatSession
 
 _SESSIONS = ChatSession.__table__
-_ASKED = (_SESSIONS.c.abort_requested.is_(True),)
-_ASKED_SQLITE = select(_SESSIONS.c.id).where(
-    *_ASKED, _SESSIONS.c.id.in_(select(column("value")).select_from(func.json_each(bindparam("ids"))))
-)
-_ASKED_POSTGRES = select(_SESSIONS.c.id).where(
-    *_ASKED, _SESSIONS.c.id == any_(bindparam("ids", type_=postgresql.ARRAY(String)))
-)
+# The sessions named (one parameter, ``db.listed``) whose abort was asked for, as SQLite and PostgreSQL take it.
+_ASKED = {
+    sqlite: select(_SESSIONS.c.id).where(
+        _SESSIONS.c.abort_requested.is_(True), listed(_SESSIONS.c.id, "ids", sqlite=sqlite)
+    )
+    for sqlite in (True, False)
+}
 
 
 class AbortPolls:
@@ -51,12 +49,8 @@ class AbortPolls:
         ids = list(pending)
         try:
             self.reads += 1
-            async with self.db.read() as s:
-                if self.db.is_sqlite:
-                    rows = await s.execute(_ASKED_SQLITE, {"ids": orjson.dumps(ids).decode()})
-                else:
-                    rows = await s.execute(_ASKED_POSTGRES, {"ids": ids})
-                asked = set(rows.scalars())
+            db = self.db
+            asked = {row[0] for row in await db.read_rows(_ASKED[db.is_sqlite], {"ids": db.listed_value(ids)})}
         except BaseException as error:
             for waiters in pending.values():
                 for w in waiters:

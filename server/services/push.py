@@ -38,16 +38,16 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import orjson
-from sqlalchemy import bindparam, delete, select
+from sqlalchemy import Select, delete, select
 from sqlalchemy.exc import IntegrityError
 
 from ..domain import outputs
 from ..protocol.errors import RpcError
 from ..settings import Settings
-from ..store.db import Database
+from ..store.db import Database, listed
 from ..store.models import (
     ApiToken,
     ChatSession,
@@ -87,12 +87,30 @@ Approve = Callable[[User, str, str, bool, str | None], Awaitable[outputs.Resolve
 """``(user, session id, call id, approved, device name)``: decide an approval as ``tool.approve`` does."""
 
 
-_SUBSCRIPTIONS = (
-    select(PushSubscription)
-    .join(ApiToken, ApiToken.id == PushSubscription.device_id)
-    .where(PushSubscription.user_id.in_(bindparam("users", expanding=True)), ApiToken.revoked_at.is_(None))
-)
-"""The live subscriptions of some users' devices (a revoked device's subscription is kept but not sent to)."""
+class Subscription(NamedTuple):
+    """What sending to one subscribed device takes (a row of ``push_subscriptions``)."""
+
+    id: str
+    user_id: str
+    device_id: str
+    endpoint: str
+    p256dh: str
+    auth: str
+    events: list[str] | None
+
+
+def _subscriptions(*, sqlite: bool) -> Select[Any]:
+    """The live subscriptions of some users' devices (a revoked device's subscription is kept but not sent to),
+    the users listed in one parameter (``db.listed``): one constant statement, prepared once."""
+    subs = PushSubscription.__table__
+    return (
+        select(*(subs.c[name] for name in Subscription._fields))
+        .join(ApiToken.__table__, ApiToken.id == subs.c.device_id)
+        .where(listed(subs.c.user_id, "users", sqlite=sqlite), ApiToken.revoked_at.is_(None))
+    )
+
+
+_SUBSCRIPTIONS = {True: _subscriptions(sqlite=True), False: _subscriptions(sqlite=False)}
 DISPATCH_BATCH = 200  # jobs taken off the queue together, whose users' subscriptions are read at once
 
 
@@ -284,17 +302,19 @@ class PushService:
                     log.warning("preparing a %s notification failed", job.kind, exc_info=True)
                 self.handled += 1
 
-    async def _subscriptions(self, users: set[str]) -> dict[str, list[PushSubscription]]:
+    async def _subscriptions(self, users: set[str]) -> dict[str, list[Subscription]]:
         """The live subscriptions of ``users``' devices, by user: one read for every job taken off the queue
-        together. Most users subscribe no device, and for them a finished answer costs a share of that read,
-        not a write to ``push_sent`` that would take its turn with the runs' writers."""
-        out: dict[str, list[PushSubscription]] = {}
-        async with self.db.read() as s:
-            for sub in (await s.execute(_SUBSCRIPTIONS, {"users": list(users)})).scalars():
-                out.setdefault(sub.user_id, []).append(sub)
+        together. Most users subscribe no device, and for them a finished answer costs a share of that read
+        (one prepared statement on SQLite), not a write to ``push_sent`` that would take its turn with the runs'
+        writers."""
+        out: dict[str, list[Subscription]] = {}
+        db = self.db
+        for row in await db.read_rows(_SUBSCRIPTIONS[db.is_sqlite], {"users": db.listed_value(sorted(users))}):
+            sub = Subscription(*row)
+            out.setdefault(sub.user_id, []).append(sub)
         return out
 
-    async def _dispatch(self, job: Job, subs: list[PushSubscription]) -> None:
+    async def _dispatch(self, job: Job, subs: list[Subscription]) -> None:
         if subs and await self._first(job):
             async with self.db.read() as s:
                 payload = await self._payload(s, job)

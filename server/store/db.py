@@ -5,13 +5,16 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from sqlalchemy import event, exc, make_url
+import orjson
+from sqlalchemy import String, any_, bindparam, column, event, exc, func, make_url, select
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 from sqlalchemy.pool import StaticPool
+from sqlalchemy.sql import ColumnElement, Select
 
 from .. import metrics, tracing
 from . import sqlite_inline
@@ -85,6 +88,15 @@ def _waited(histogram: Any, since: float) -> float:
     return now
 
 
+def listed(col: ColumnElement[str], name: str, *, sqlite: bool) -> ColumnElement[bool]:
+    """``col`` is one of the strings the parameter ``name`` lists, so that a statement taking any number of them is
+    one constant (prepared once): the list is a JSON array on SQLite (``json_each``), a text array on PostgreSQL
+    (``= ANY``). :meth:`Database.listed_value` makes the parameter's value."""
+    if sqlite:
+        return col.in_(select(column("value")).select_from(func.json_each(bindparam(name))))
+    return col == any_(bindparam(name, type_=postgresql.ARRAY(String)))
+
+
 class WriteSession(AsyncSession):
     """The ORM session of a write transaction (:meth:`Database.write`). ``plain`` is the same transaction's
     connection for constant Core statements (``store.prepared``). The session connects only when first used,
@@ -136,11 +148,14 @@ class Database:
             _ping_idle_connections(self.write_engine)
             self.read_engine = self.write_engine
         self._reads = async_sessionmaker(self.read_engine, expire_on_commit=False)
+        self._dialect = self.write_engine.dialect
         self._write_lock = asyncio.Lock() if self.is_sqlite else None
         self._checkpointer: sqlite_inline.Checkpointer | None = None
         # SQLite file: the connection of every write (opened on first use), and an ORM session no write used.
         self._plain: sqlite_inline.InlineConnection | None = None
         self._spare: WriteSession | None = None
+        # SQLite file: the connection of every ``read_rows`` (opened on first use), and its statements' runner.
+        self._reader: tuple[sqlite_inline.InlineConnection, PreparedConnection] | None = None
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[WriteSession]:
@@ -216,7 +231,7 @@ class Database:
             return conn
         inline = await self._plain_connection()
         await inline.begin_immediate()
-        return PreparedConnection(inline.sqlite_connection(), self.write_engine.dialect)
+        return PreparedConnection(inline.sqlite_connection(), self._dialect)
 
     async def _commit(self, plain: PlainConnection) -> None:
         if isinstance(plain, AsyncConnection):
@@ -253,10 +268,14 @@ class Database:
 
     async def _plain_connection(self) -> sqlite_inline.InlineConnection:
         if self._plain is None:
-            conn = await sqlite_inline.connector(self._sqlite_path)()
-            sqlite_inline.configure(conn.sqlite_connection(), background_checkpoints=self._checkpointer is not None)
-            self._plain = conn
+            self._plain = await self._open_inline()
         return self._plain
+
+    async def _open_inline(self) -> sqlite_inline.InlineConnection:
+        """A connection of its own to the SQLite file, set up as every connection of the server."""
+        conn: sqlite_inline.InlineConnection = await sqlite_inline.connector(self._sqlite_path)()
+        sqlite_inline.configure(conn.sqlite_connection(), background_checkpoints=self._checkpointer is not None)
+        return conn
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncSession]:
@@ -273,7 +292,34 @@ class Database:
             if began:
                 _READ_TX.observe(time.perf_counter() - began)
 
+    async def read_rows(self, statement: Select[Any], params: Mapping[str, Any]) -> Sequence[Sequence[Any]]:
+        """The rows of one read of one constant Core statement (a module constant built with ``bindparam``), for
+        a read that needs no ORM object nor a transaction around it: one statement reads one snapshot. On a
+        SQLite file it runs prepared (``store.prepared``) on a connection kept for these reads, without
+        SQLAlchemy's connection, pool and result machinery (which cost ~50 times the read); elsewhere on a
+        connection of the read engine. Values come back typed as SQLAlchemy types them."""
+        started = time.perf_counter()
+        try:
+            if self._joined_engine is not None:
+                reader = self._reader
+                if reader is None:
+                    inline = await self._open_inline()
+                    reader = self._reader = (inline, PreparedConnection(inline.sqlite_connection(), self._dialect))
+                return await reader[1].rows(statement, params)
+            async with self.read_engine.connect() as conn:
+                rows: Sequence[Sequence[Any]] = (await conn.execute(statement, params)).all()
+                return rows
+        finally:
+            _READ_TX.observe(time.perf_counter() - started)
+
+    def listed_value(self, values: Sequence[str]) -> str | list[str]:
+        """The value of a :func:`listed` parameter: ``values`` as this database's statement takes them."""
+        return orjson.dumps(list(values)).decode() if self.is_sqlite else list(values)
+
     async def close(self) -> None:
+        if self._reader is not None:
+            await self._reader[0].close()
+            self._reader = None
         if self._plain is not None:
             await self._plain.close()
             self._plain = None

@@ -25,7 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.compiler import SQLCompiler
 
-from .sqlite_inline import share_loop
+from .sqlite_inline import retry_busy, share_loop
 
 _NAMED = object()
 MAX_PREPARED = 256  # a guard: the statements that come here are module constants (a few dozen)
@@ -69,6 +69,10 @@ Converters = list[Callable[[Any], Any] | None]
 """Per result column: what turns SQLite's value into SQLAlchemy's (None: nothing to do)."""
 
 
+def _typed(results: Converters, row: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple(v if p is None or v is None else p(v) for p, v in zip(results, row, strict=True))
+
+
 class PreparedResult:
     """The part of SQLAlchemy's ``Result`` the hot path reads: rows as plain tuples, typed as SQLAlchemy
     types them."""
@@ -80,9 +84,7 @@ class PreparedResult:
         self._results = results
 
     def _typed(self, row: tuple[Any, ...]) -> tuple[Any, ...]:
-        if self._results is None:
-            return row
-        return tuple(v if p is None or v is None else p(v) for p, v in zip(self._results, row, strict=True))
+        return row if self._results is None else _typed(self._results, row)
 
     def first(self) -> tuple[Any, ...] | None:
         row: tuple[Any, ...] | None = self._cursor.fetchone()
@@ -137,6 +139,18 @@ class PreparedConnection:
         else:
             self._cursor.execute(prepared.sql, prepared.args(params or {}))
         return PreparedResult(self._cursor, prepared.results)
+
+    async def rows(self, statement: ClauseElement, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+        """Every row of a read, run and fetched in one go (retried while another process holds a lock SQLite
+        needs, as ``sqlite_inline`` retries): for a connection that serves one read after another outside any
+        transaction (``Database.read_rows``), where nothing may run on the cursor between the two."""
+        prepared = self._prepared(statement)
+        found: list[tuple[Any, ...]] = await retry_busy(self._fetch_all, prepared.sql, prepared.args(params))
+        results = prepared.results
+        return found if results is None else [_typed(results, row) for row in found]
+
+    def _fetch_all(self, sql: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        return self._cursor.execute(sql, args).fetchall()
 
 
 PlainConnection = AsyncConnection | PreparedConnection

@@ -87,7 +87,7 @@ def _is_busy(error: sqlite3.OperationalError) -> bool:
     return "locked" in str(error) or "busy" in str(error)
 
 
-async def _retry_busy(fn: Callable[..., Any], *args: Any) -> Any:
+async def retry_busy(fn: Callable[..., Any], *args: Any) -> Any:
     await share_loop()
     try:
         return fn(*args)
@@ -142,12 +142,12 @@ class InlineCursor:
         self._cursor.arraysize = value
 
     async def execute(self, sql: str, parameters: Any = ()) -> InlineCursor:
-        await _retry_busy(self._cursor.execute, sql, parameters)
+        await retry_busy(self._cursor.execute, sql, parameters)
         return self
 
     async def executemany(self, sql: str, parameters: Iterable[Any]) -> InlineCursor:
         # A list, so a retry sees every row again (and not an exhausted iterator).
-        await _retry_busy(self._cursor.executemany, sql, list(parameters))
+        await retry_busy(self._cursor.executemany, sql, list(parameters))
         return self
 
     async def fetchone(self) -> Any:
@@ -211,10 +211,10 @@ class InlineConnection:
     async def begin_immediate(self) -> None:
         """Start a write transaction, waiting (with backoff, never blocking the loop) for another process's lock."""
         if not self.try_execute("BEGIN IMMEDIATE"):
-            await _retry_busy(self._conn.execute, "BEGIN IMMEDIATE")
+            await retry_busy(self._conn.execute, "BEGIN IMMEDIATE")
 
     async def commit(self) -> None:
-        await _retry_busy(self._conn.commit)
+        await retry_busy(self._conn.commit)
 
     async def rollback(self) -> None:
         self._conn.rollback()

@@ -119,7 +119,8 @@ async def test_jobs_taken_together_read_subscriptions_once(pushy):
 
 
 class _CountingReads:
-    """A database whose ``read()`` calls are counted; everything else is the database's."""
+    """A database whose reads (``read()`` and one-statement ``read_rows``) are counted; everything else is the
+    database's."""
 
     def __init__(self, db: Any) -> None:
         self.db = db
@@ -128,6 +129,10 @@ class _CountingReads:
     def read(self) -> Any:
         self.reads += 1
         return self.db.read()
+
+    def read_rows(self, *args: Any) -> Any:
+        self.reads += 1
+        return self.db.read_rows(*args)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.db, name)
