@@ -312,6 +312,7 @@ class QueueService:
         appender = await Appender.open(tx, self.max_length)
         item = await appender.add(content, attachments, client_request_id)
         await appender.flush()
+        tx.queue_length = appender.length
         return item
 
     async def dequeue(

@@ -304,7 +304,10 @@ async def send_next_queued(tx: SessionTx, owner: str, lease_seconds: float) -> R
     if tx.row.queue_paused or tx.row.run_id is not None:
         return None
     head = await run_rows.queue_head(await tx.plain(), tx.row.id)
-    if head is None or not await run_slot_free(tx):
+    if head is None:
+        tx.queue_length = 0  # known now: the session list's feed event need not count the queue again
+        return None
+    if not await run_slot_free(tx):
         return None
     return await send_queued(tx, owner, lease_seconds, head)
 

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar
+from operator import itemgetter
+from typing import Any, ClassVar, cast
 
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
@@ -36,7 +37,7 @@ class Prepared:
     parameters and of its result columns (SQLite's text timestamps and 0/1 booleans come back as ``datetime``
     and ``bool``, as SQLAlchemy returns them)."""
 
-    __slots__ = ("_params", "results", "sql")
+    __slots__ = ("_convert", "_named", "_params", "_pick", "results", "sql")
 
     def __init__(self, statement: ClauseElement, dialect: Dialect) -> None:
         compiled = statement.compile(dialect=dialect)
@@ -49,6 +50,14 @@ class Prepared:
             fixed = bind.effective_value if bind.value is not None else _NAMED
             # The dialect's own implementation of the type: SQLite's DATETIME formats timestamps as text.
             self._params.append((name, fixed, bind.type.dialect_impl(dialect).bind_processor(dialect)))
+        # The common case, every parameter named: one ``itemgetter`` picks them all, and only the positions whose
+        # type converts (timestamps, JSON, booleans) are converted.
+        names = [name for name, _fixed, _process in self._params]
+        self._named = bool(names) and all(fixed is _NAMED for _name, fixed, _process in self._params)
+        self._pick = itemgetter(*names) if self._named else None
+        self._convert: list[tuple[int, Callable[[Any], Any]]] = [
+            (i, process) for i, (_n, _f, process) in enumerate(self._params) if process is not None
+        ]
         # Each result column's type (``ResultColumnsEntry.type``) converts what the driver returns.
         processors = [
             entry[3].dialect_impl(dialect).result_processor(dialect, None)
@@ -58,6 +67,12 @@ class Prepared:
         self.results: list[Callable[[Any], Any] | None] | None = processors if any(processors) else None
 
     def args(self, values: Mapping[str, Any]) -> tuple[Any, ...]:
+        if self._pick is not None:
+            picked = self._pick(values)
+            out = list(picked) if len(self._params) > 1 else [picked]
+            for i, convert in self._convert:
+                out[i] = convert(out[i])
+            return tuple(out)
         out = []
         for name, fixed, process in self._params:
             value = values[name] if fixed is _NAMED else fixed
@@ -134,10 +149,10 @@ class PreparedConnection:
     ) -> PreparedResult:
         prepared = self._prepared(statement)
         await share_loop()
-        if isinstance(params, Sequence):
+        if isinstance(params, (list, tuple)):  # many rows (``executemany``); not the ABC, checked per statement
             self._cursor.executemany(prepared.sql, [prepared.args(p) for p in params])
         else:
-            self._cursor.execute(prepared.sql, prepared.args(params or {}))
+            self._cursor.execute(prepared.sql, prepared.args(cast(Mapping[str, Any], params or {})))
         return PreparedResult(self._cursor, prepared.results)
 
     async def rows(self, statement: ClauseElement, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
