@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import fixture_checks
 import pytest
+import testkit
 from servers import LiveServer, start_server
 from testkit import PG_HOST, REDIS_URL, PrivateRedisCluster, fresh_pg_database  # noqa: F401  (re-exported for tests)
 
@@ -46,6 +47,13 @@ def _no_provider_keys():
     saved = {k: os.environ.pop(k) for k in PROVIDER_KEYS if k in os.environ}
     yield
     os.environ.update(saved)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _drop_templates() -> Iterator[None]:
+    """The migrated template databases that servers' new databases are copied from go with the run."""
+    yield
+    testkit.drop_templates()
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ from typing import Any
 
 import httpx
 import pytest
-from testkit import free_port
+from testkit import free_port, schema_at_head
 
 from chatsync_client import TrpcClient
 from server.app import create_app
@@ -38,7 +38,6 @@ from server.rpc.context import Services
 from server.serve import ChatsyncServer, uvicorn_config
 from server.services.auth import AuthService
 from server.settings import Settings
-from server.store import migrate
 from server.store.db import Database
 
 START_TIMEOUT_SECONDS = 120
@@ -75,11 +74,11 @@ async def start_server(
     tokens: dict[str, str] | None = None,
     ws: str | None = None,
 ) -> LiveServer:
-    """Migrate, create ``users`` (``admin`` is an admin) and serve; ``ws``: another uvicorn WebSocket implementation
-    (exercises the queued writer)."""
+    """Migrate (``schema_at_head``), create ``users`` (``admin`` is an admin) and serve; ``ws``: another uvicorn
+    WebSocket implementation (exercises the queued writer)."""
     tokens = dict(tokens or {})
+    await schema_at_head(settings.database_url)
     async with Database(settings.database_url) as db:
-        await migrate.upgrade(db)
         auth = AuthService(db)
         for name in users:
             if name not in tokens:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import io
 import json
@@ -12,6 +13,7 @@ import random
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -47,6 +49,92 @@ async def fresh_pg_database() -> AsyncIterator[str]:
             await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         finally:
             await admin.close()
+
+
+# Migrating a new database is most of a test server's start (about a second: thirteen migrations). A server's new
+# database therefore starts as a copy of one migrated once per test process (``schema_at_head``); the migrations
+# themselves, from an empty database, are tested in tests/store/test_migrations.py, tests/cli and the replicas'.
+_templates: dict[str, str] = {}  # "sqlite": the migrated file; "postgres": the migrated database's name
+
+
+async def _migrated_template(kind: str, url: str) -> str:
+    from server.store import migrate
+    from server.store.db import Database
+
+    if kind not in _templates:
+        async with Database(url) as db:
+            await migrate.upgrade(db)
+        _templates[kind] = url
+    return _templates[kind]
+
+
+async def _copy_pg_template(name: str) -> bool:
+    """Replace the empty database ``name`` by a copy of the migrated template; False if it is not empty or in use."""
+    target = await asyncpg.connect(f"postgresql://postgres@{PG_HOST}:5432/{name}")
+    try:
+        if await target.fetchval(
+            "SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'public'"
+        ):
+            return False
+    finally:
+        await target.close()
+    if "postgres" not in _templates:
+        template = f"chatsync_template_{uuid.uuid4().hex[:12]}"
+        admin = await asyncpg.connect(PG_ADMIN_DSN)
+        try:
+            await admin.execute(f'CREATE DATABASE "{template}"')
+        finally:
+            await admin.close()
+        await _migrated_template("postgres", f"postgresql+asyncpg://postgres@{PG_HOST}:5432/{template}")
+    template = _templates["postgres"].rsplit("/", 1)[1]
+    admin = await asyncpg.connect(PG_ADMIN_DSN)
+    try:
+        try:
+            await admin.execute(f'DROP DATABASE "{name}"')  # not WITH (FORCE): a connection of the test's keeps it
+        except asyncpg.ObjectInUseError:
+            return False
+        await admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+    finally:
+        await admin.close()
+    return True
+
+
+async def schema_at_head(database_url: str) -> None:
+    """Bring a server's database to the head of the migrations: a new SQLite file or an empty PostgreSQL database
+    of ``fresh_pg_database`` becomes a copy of the migrated template; then ``migrate.upgrade`` runs as always
+    (nothing left to do on a copy)."""
+    from sqlalchemy.engine import make_url
+
+    from server.store import migrate
+    from server.store.db import Database
+
+    url = make_url(database_url)
+    if url.get_backend_name() == "sqlite" and url.database and not os.path.exists(url.database):
+        if "sqlite" not in _templates:
+            folder = tempfile.mkdtemp(prefix="chatsync-template-")
+            atexit.register(shutil.rmtree, folder, ignore_errors=True)
+            await _migrated_template("sqlite", f"sqlite+aiosqlite:///{os.path.join(folder, 'chatsync.db')}")
+        shutil.copyfile(make_url(_templates["sqlite"]).database or "", url.database)
+    elif url.get_backend_name() == "postgresql" and (url.database or "").startswith("chatsync_test_"):
+        await _copy_pg_template(url.database or "")
+    async with Database(database_url) as db:
+        await migrate.upgrade(db)
+
+
+def drop_templates() -> None:
+    """Remove the migrated templates of this process (the SQLite one goes with its folder at exit)."""
+    url = _templates.pop("postgres", None)
+    if url is None:
+        return
+
+    async def drop() -> None:
+        admin = await asyncpg.connect(PG_ADMIN_DSN)
+        try:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{url.rsplit("/", 1)[1]}" WITH (FORCE)')
+        finally:
+            await admin.close()
+
+    asyncio.run(drop())
 
 
 async def collect(sub, until_seq: int, timeout: float = 20):

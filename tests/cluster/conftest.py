@@ -8,10 +8,9 @@ from dataclasses import dataclass, field
 
 import pytest
 from servers import ServerProcess
-from testkit import fresh_pg_database
+from testkit import fresh_pg_database, schema_at_head
 
 from server.services.auth import AuthService
-from server.store import migrate
 from server.store.db import Database
 
 
@@ -38,8 +37,8 @@ async def cluster_factory(tmp_path, redis_url):
         cleanups.append(cm)
         tokens: dict[str, str] = {}
         if not fresh_schema:
+            await schema_at_head(db_url)
             async with Database(db_url) as db:
-                await migrate.upgrade(db)
                 auth = AuthService(db)
                 tokens = {name: (await auth.create_user(name))[1] for name in ("alice", "bob")}
         cluster = Cluster(db_url, bus_url or redis_url, tokens)
