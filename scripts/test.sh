@@ -17,10 +17,12 @@ bash scripts/setup.sh --with-node
 set +e
 # Two workers by default (a module's tests stay on one worker, so module-scoped servers start once).
 # A worker that dies (a crash in native code) fails the run at once: replacing it under --dist loadscope can
-# leave the controller waiting for tests no worker holds.
+# leave the controller waiting for tests no worker holds. Modules are handed out in collection order, which
+# tests/conftest.py makes slowest first (--no-loadscope-reorder: not by their number of tests).
 workers=${CHATSYNC_TEST_WORKERS:-2}
 if [ "$workers" -gt 1 ]; then
-  .venv/bin/python -m pytest -q -p no:cacheprovider -n "$workers" --dist loadscope --max-worker-restart 0 "$@"
+  .venv/bin/python -m pytest -q -p no:cacheprovider -n "$workers" --dist loadscope --no-loadscope-reorder \
+    --max-worker-restart 0 "$@"
 else
   .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
 fi

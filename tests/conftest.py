@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -130,6 +131,48 @@ async def server_factory(tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
 async def live(server_factory: Callable[..., Any], sqlite_url: str) -> LiveServer:
     """A server on SQLite with users alice, bob and admin (an admin)."""
     return await server_factory(sqlite_url, users=("alice", "bob", "admin"))
+
+
+# The modules that take longest, slowest first (a full run on two workers, each 30 s or more): they are handed
+# out before all others, so no worker is left running a long one while the other has nothing to do. xdist would
+# otherwise hand out modules by their number of tests, and these have few (``scripts/test.sh`` turns that off).
+SLOWEST_MODULES = (
+    "tests/rpc/test_auth.py",
+    "tests/test_static_checks.py",
+    "tests/web/test_web_app.py",
+    "tests/web/test_web_core.py",
+    "tests/files/test_upload_bounds.py",
+    "tests/engine/test_mcp_tools.py",
+    "tests/sync/test_admission.py",
+    "tests/cluster/test_faults.py",
+    "tests/web/test_web_settings.py",
+    "tests/cluster/test_replicas.py",
+    "tests/files/test_memory.py",
+    "tests/files/test_upload.py",
+    "tests/multidevice/test_devices.py",
+    "tests/files/test_collect.py",
+    "tests/cli/test_mcp_cli.py",
+    "tests/cluster/test_devices_across_replicas.py",
+    "tests/chatsync_client/tui/test_chat_tui.py",
+    "tests/sessions/test_branches.py",
+    "tests/multidevice/test_send_now.py",
+    "tests/multidevice/test_presence_drafts_unread.py",
+    "tests/cluster/test_multidevice_replicas.py",
+    "tests/web/test_web_organise.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The modules of ``SLOWEST_MODULES`` first, in that order, then the others by their number of tests (most
+    first); a module's tests keep their order."""
+    rank = {module: i for i, module in enumerate(SLOWEST_MODULES)}
+    tests = Counter(item.nodeid.split("::", 1)[0] for item in items)
+
+    def key(item: pytest.Item) -> tuple[int, int, str]:
+        module = item.nodeid.split("::", 1)[0]
+        return (rank.get(module, len(rank)), -tests[module], module)
+
+    items.sort(key=key)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
