@@ -137,6 +137,7 @@ async def live(server_factory: Callable[..., Any], sqlite_url: str) -> LiveServe
 # out before all others, so no worker is left running a long one while the other has nothing to do. xdist would
 # otherwise hand out modules by their number of tests, and these have few (``scripts/test.sh`` turns that off).
 SLOWEST_MODULES = (
+    "tests/llm/test_played_histories.py",  # one test, 10,000 histories on every core: the longest of all
     "tests/rpc/test_auth.py",
     "tests/test_static_checks.py",
     "tests/web/test_web_app.py",
@@ -159,6 +160,7 @@ SLOWEST_MODULES = (
     "tests/multidevice/test_presence_drafts_unread.py",
     "tests/cluster/test_multidevice_replicas.py",
     "tests/web/test_web_organise.py",
+    "tests/engine/test_mcp_restarts.py",
 )
 
 
