@@ -35,12 +35,12 @@ from ..settings import Settings, SettingsError
 from ..store import repo
 from ..store.db import Database
 from ..store.models import Run, utcnow
-from ..store.run_rows import RunFields
+from ..store.run_rows import RunFields, RunRow
 from ..tools import ToolRegistry
 from ..tools.mcp import McpTools
 from .abort_poll import AbortPolls
 from .buffer import PartialTexts
-from .run import RunLoop
+from .run import RunLoop, StepStart, start_step
 from .run_context import FileReader, RunContext
 
 log = logging.getLogger(__name__)
@@ -155,8 +155,9 @@ class Orchestrator:
 
     # --- runs ---------------------------------------------------------------------------------------------
 
-    def start(self, session_id: str, run_id: str) -> None:
-        """Drive ``run_id`` here; the caller's committed transaction gave this process its lease."""
+    def start(self, session_id: str, run_id: str, first: StepStart | None = None) -> None:
+        """Drive ``run_id`` here; the caller's committed transaction gave this process its lease (and, with
+        ``first``, started the run's first step: :meth:`first_step`)."""
         if self._closing:
             return  # the run stays claimed; its lease expires and the sweeper of a live process recovers it
         current = self._loops.get(session_id)
@@ -164,15 +165,21 @@ class Orchestrator:
             # The previous loop has already given the run up in a committed transaction (suspended, or ended
             # its run) — the claim we were handed proves it — but it has not returned yet (it may be
             # publishing). Start after it, never beside it.
-            self._spawn(self._start_after(current, session_id, run_id), f"run-wait:{session_id}")
+            self._spawn(self._start_after(current, session_id, run_id, first), f"run-wait:{session_id}")
             return
-        loop = RunLoop(self.run_context, session_id, run_id)
+        loop = RunLoop(self.run_context, session_id, run_id, first)
         self._loops[session_id] = loop
         self._spawn(loop.main(), f"run:{session_id}")
 
-    async def _start_after(self, previous: RunLoop, session_id: str, run_id: str) -> None:
+    async def _start_after(self, previous: RunLoop, session_id: str, run_id: str, first: StepStart | None) -> None:
         await previous.done.wait()
-        self.start(session_id, run_id)
+        self.start(session_id, run_id, first)
+
+    async def first_step(self, tx: SessionTx, run: RunRow) -> StepStart:
+        """Start the first step of ``run``, which ``tx`` has just begun, in that same transaction (its assistant
+        message and request, as the run loop's own step start makes them): a send that starts a run then costs
+        one write transaction instead of two. Hand the result to :meth:`start` after the commit."""
+        return await start_step(self.run_context, tx, run)
 
     def run_finished(self, session_id: str, run_id: str) -> None:
         """Called after the transaction that wrote ``run-finished`` committed: work that must not delay the

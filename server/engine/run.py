@@ -80,7 +80,7 @@ class StepResult:
 
 
 @dataclass
-class _StepStart:
+class StepStart:
     """A model call as the transaction that started it left it: what to ask, and where the answer goes."""
 
     request: ChatRequest
@@ -89,15 +89,60 @@ class _StepStart:
     streaming: bool
     message_id: str
     initial: str  # the answer's text so far (a continued answer), or ""
+    mcp: mcp_tools.McpContext | None  # what the step's MCP tools are offered for
+
+
+async def start_step(ctx: RunContext, tx: SessionTx, run: RunRow) -> StepStart:
+    """In the transaction that decided on a model call of ``run`` (a step of the run loop, or the send that began
+    the run): its assistant message (``message-created``, or the answer it continues) and its request."""
+    session = tx.row
+    provider_id, model = run.provider or session.provider, run.model or session.model
+    tx.track(run)  # a run the same transaction began is written with it too
+    continued = await _continued(tx, run)
+    run.steps += 1
+    if continued is not None:
+        # The answer goes on in the same message: streaming again, from the text it has.
+        run.continues_id = None
+        continued.status, continued.finish_reason = "streaming", None
+        tx.emit(events.message_continued(repo.message_wire(continued)))
+        mid, exclude, initial = continued.id, None, continued.content
+    else:
+        message = await transitions.add_message(tx, "assistant", "", status="streaming", run_id=run.id)
+        mid, exclude, initial = message.id, message.id, ""
+    rows = await repo.history(await tx.plain(), session.id)
+    request = build_request(
+        session,
+        rows,
+        exclude=exclude,
+        inputs=ctx.model_inputs(provider_id, model),
+        model=model,
+        continuation=exclude is None,
+    )
+    mcp = await mcp_tools.context(await tx.plain(), session)
+    return StepStart(request, session.owner_id, provider_id, not session.disable_streaming, mid, initial, mcp)
+
+
+async def _continued(tx: SessionTx, run: RunRow) -> MessageRow | None:
+    """The answer this run's next step goes on with (``run.continue``, or a run taken over mid-answer): the
+    message it names while that is still the last of the active path, else None (a new message)."""
+    if run.continues_id is None:
+        return None
+    row = await tx.load(MessageRow, run.continues_id)
+    if row is None or row.role != "assistant" or await repo.active_leaf(await tx.plain(), tx.row.id) != row.id:
+        run.continues_id = None
+        return None
+    return row
 
 
 class RunLoop:
     """One run (and the runs auto-send chains to it) of one session, on this process."""
 
-    def __init__(self, ctx: RunContext, session_id: str, run_id: str) -> None:
+    def __init__(self, ctx: RunContext, session_id: str, run_id: str, first: StepStart | None = None) -> None:
         self.ctx = ctx
         self.session_id = session_id
         self.run_id: str | None = run_id
+        # The run's first step, when the transaction that began the run started it too (``start_step``).
+        self._first = first
         self.abort_requested = False
         self.done = asyncio.Event()
         self._inner: asyncio.Task[Any] | None = None
@@ -128,7 +173,11 @@ class RunLoop:
                 if self.abort_requested:
                     await self._finish_aborted()
                     continue  # None, or the queue's head an abort made room for
-                await self._advance()
+                first, self._first = self._first, None
+                if first is not None:
+                    await self._begin_step(first)
+                else:
+                    await self._advance()
         except LeaseLost:
             log.info("session %s: run %s is no longer ours; stopping without writing", self.session_id, self.run_id)
         except asyncio.CancelledError:
@@ -170,7 +219,7 @@ class RunLoop:
         assert self.run_id is not None
         settings = self.ctx.settings
         todo: list[CallRow] = []
-        step: _StepStart | None = None
+        step: StepStart | None = None
         finished = None
         async with self._tx() as tx:
             if tx.row.abort_requested:
@@ -197,14 +246,18 @@ class RunLoop:
                 transitions.end_run(tx, run, "finished", finish_reason=run.finish_reason)
                 nxt = await transitions.next_or_idle(tx, self.ctx.owner, settings.run_lease_seconds)
             else:
-                step = await self._start_step(tx, run)
+                step = await start_step(self.ctx, tx, run)
         if todo:
             await self._inner_run(self._execute_tools(todo, tool_mode))
         elif finished is not None:
             self.ctx.run_finished(self.session_id, finished)
             self.run_id = nxt.id if nxt else None
         elif step is not None:
-            await self._step(step)
+            await self._begin_step(step)
+
+    async def _begin_step(self, step: StepStart) -> None:
+        self._mcp = step.mcp
+        await self._step(step)
 
     async def _inner_run(self, coro: Any) -> None:
         """Run the abortable part (provider stream, tools) as a task ``request_abort`` can cancel."""
@@ -225,36 +278,8 @@ class RunLoop:
 
     # --- one step -----------------------------------------------------------------------------------------
 
-    async def _start_step(self, tx: SessionTx, run: RunRow) -> _StepStart:
-        """In the transaction that decided on a model call: its assistant message (``message-created``, or the
-        answer it continues) and its request."""
-        session = tx.row
-        provider_id, model = run.provider or session.provider, run.model or session.model
-        continued = await self._continued(tx, run)
-        run.steps += 1
-        if continued is not None:
-            # The answer goes on in the same message: streaming again, from the text it has.
-            run.continues_id = None
-            continued.status, continued.finish_reason = "streaming", None
-            tx.emit(events.message_continued(repo.message_wire(continued)))
-            mid, exclude, initial = continued.id, None, continued.content
-        else:
-            message = await transitions.add_message(tx, "assistant", "", status="streaming", run_id=self.run_id)
-            mid, exclude, initial = message.id, message.id, ""
-        rows = await repo.history(await tx.plain(), self.session_id)
-        request = build_request(
-            session,
-            rows,
-            exclude=exclude,
-            inputs=self.ctx.model_inputs(provider_id, model),
-            model=model,
-            continuation=exclude is None,
-        )
-        self._mcp = await mcp_tools.context(await tx.plain(), session)
-        return _StepStart(request, session.owner_id, provider_id, not session.disable_streaming, mid, initial)
-
     @tracing.traced("step")
-    async def _step(self, start: _StepStart) -> None:
+    async def _step(self, start: StepStart) -> None:
         request, owner_id, provider_id, streaming = start.request, start.owner_id, start.provider_id, start.streaming
         mid, initial = start.message_id, start.initial
         self.ctx.partial_texts.start(self.session_id, mid, initial)
@@ -272,21 +297,6 @@ class RunLoop:
             self.ctx.partial_texts.end(self.session_id, mid)
             self._streaming = None
             await self.ctx.shared_texts.ended(self.session_id, mid)
-
-    async def _continued(self, tx: SessionTx, run: RunRow) -> MessageRow | None:
-        """The answer this run's next step goes on with (``run.continue``, or a run taken over mid-answer): the
-        message it names while that is still the last of the active path, else None (a new message)."""
-        if run.continues_id is None:
-            return None
-        row = await tx.load(MessageRow, run.continues_id)
-        if (
-            row is None
-            or row.role != "assistant"
-            or await repo.active_leaf(await tx.plain(), self.session_id) != row.id
-        ):
-            run.continues_id = None
-            return None
-        return row
 
     async def _prepare_and_consume(
         self, request: ChatRequest, owner_id: str, provider_id: str, streaming: bool, mid: str, result: StepResult

@@ -40,6 +40,7 @@ from ..files import refs as file_refs
 from ..protocol.errors import RpcError
 from ..store import repo
 from ..store.models import ChatSession, Run, User
+from ..store.run_rows import RunRow
 from . import queue, transitions
 from .lease import lease_live
 from .queue import QueueService
@@ -63,8 +64,13 @@ class RunDriver(Protocol):
 
     owner: str  # this process's lease owner id
 
-    def start(self, session_id: str, run_id: str) -> None:
-        """Drive a run this process has just claimed (its lease is written in the same transaction)."""
+    def start(self, session_id: str, run_id: str, first: Any = None) -> None:
+        """Drive a run this process has just claimed (its lease is written in the same transaction); ``first``:
+        what :meth:`first_step` returned when that transaction started the run's first step too."""
+
+    async def first_step(self, tx: SessionTx, run: RunRow) -> Any:
+        """Start the first step of ``run``, which ``tx`` has just begun, in ``tx`` (its assistant message and
+        model request), so that the run's start and its first step commit together."""
 
     def local_loop(self, session_id: str) -> DrivenRun | None:
         """The run this process drives for the session, if any."""
@@ -234,7 +240,7 @@ class RunService:
         crid = request.request_id if request is not None else None
         deadline = time.monotonic() + INTERRUPT_WAIT_SECONDS
         while True:
-            started = taken = None
+            started = taken = first = None
             result: outputs.SendResult | None = None
             async with self.uow.session(user, session_id) as tx:
                 replayed = await tx.replay(request, SENT, sent_again(tx, content, attachments, crid))
@@ -274,9 +280,13 @@ class RunService:
                     )
                     started = run.id
                     result = {"status": "started", "message": repo.message_wire(message).wire(), "runId": run.id}
+                    # Committed with the message and the run: the run's first step (one transaction fewer).
+                    first = await self.o.first_step(tx, run)
                 if result is not None:
                     tx.remember(request, SENT, sent_receipt(result))
-            self.start_runs(session_id, taken, started)
+            self.start_runs(session_id, taken)
+            if started is not None:
+                self.o.start(session_id, started, first)
             if result is not None:
                 return result
             # interrupt: the abort is recorded; wait for the run to stop, then try again

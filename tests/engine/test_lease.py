@@ -124,3 +124,35 @@ async def test_two_replicas_send_each_queued_message_exactly_once(db_url):
         assert [m.content for m in snap.messages if m.role == "assistant"] == users
         types = await event_types(a, sess.id)
         assert types.count("run-started") == 12 and types.count("run-finished") == 12
+
+
+async def test_a_send_commits_the_runs_first_step_and_a_crash_right_after_it_loses_nothing(db_url):
+    """A send that starts a run starts the run's first step in the same transaction (its answer, streaming): a
+    process that dies right after that commit, before its run loop began, leaves a run that another process
+    takes over — the question stored once, one answer, nothing sent twice."""
+    resume = {"resume_interrupted_answers": True}
+    async with AsyncExitStack() as stack:
+        doomed = await stack.enter_async_context(open_services(settings(db_url, **resume)))
+        survivor = await stack.enter_async_context(open_services(settings(db_url, **resume)))
+        alice, _ = await doomed.auth.create_user("alice")
+        sess = await doomed.sessions.create(alice, {})
+        doomed.orchestrator.start = lambda *_args: None  # the process is gone right after the commit
+        await doomed.runs.send(alice, sess.id, "question", [], [], None)
+        snap = await survivor.sessions.snapshot(alice, sess.id)
+        assert [(m.role, m.status) for m in snap.messages] == [("user", "complete"), ("assistant", "streaming")]
+        assert snap.session.status == "running"
+        async with survivor.db.write() as s:  # the dead process's lease lapses
+            await s.execute(
+                update(ChatSession)
+                .where(ChatSession.id == sess.id)
+                .values(lease_expires_at=utcnow() - timedelta(seconds=1))
+            )
+        assert await survivor.orchestrator.sweep_once() == 1
+        async with asyncio.timeout(10):
+            while (snap := await survivor.sessions.snapshot(alice, sess.id)).run is not None:
+                await asyncio.sleep(0.01)
+        assert [(m.role, m.status) for m in snap.messages] == [("user", "complete"), ("assistant", "complete")]
+        assert snap.messages[0].content == "question" and snap.messages[1].content
+        types = await event_types(survivor, sess.id)
+        assert types.count("message-created") == 2 and types.count("run-started") == 1
+        assert types.count("run-resumed") == 1 and types.count("run-finished") == 1 and "run-failed" not in types
