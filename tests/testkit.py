@@ -11,6 +11,7 @@ import logging
 import os
 import random
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -235,6 +236,16 @@ class PrivateRedis:
             self.proc.kill()
             self.proc.wait(10)
 
+    def freeze(self) -> None:
+        """Stop the server (SIGSTOP): it keeps its connections open and answers nothing, as a Redis that hangs
+        or is cut off by the network does. ``kill()`` works on a frozen server too."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+
     @property
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
@@ -363,6 +374,25 @@ class HoldingProxy:
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
+
+
+def open_sockets_to(ports: set[int]) -> list[tuple[int, str]]:
+    """This process's TCP sockets (IPv4) whose remote port is one of ``ports``, as (port, state) (Linux)."""
+    ours = set()
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            link = os.readlink(f"/proc/self/fd/{fd}")
+            if link.startswith("socket:["):
+                ours.add(link[len("socket:[") : -1])
+    states = {"01": "ESTABLISHED", "02": "SYN_SENT", "04": "FIN_WAIT1", "05": "FIN_WAIT2", "08": "CLOSE_WAIT"}
+    found = []
+    with open("/proc/self/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            fields = line.split()
+            port = int(fields[2].rsplit(":", 1)[1], 16)
+            if fields[9] in ours and port in ports:
+                found.append((port, states.get(fields[3], fields[3])))
+    return found
 
 
 def process_memory(pid: int) -> dict[str, int]:

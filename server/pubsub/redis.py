@@ -41,6 +41,12 @@ from .streams import SharedStreamTexts
 log = logging.getLogger(__name__)
 
 SUBSCRIBE_TIMEOUT = 5.0
+# The longest a connect, or the reply to one command, may take before its Redis counts as unreachable. Set
+# on every client here rather than left to the client's default: a Redis that stops answering without closing
+# its connections (frozen, or cut off by the network) must fail a call, not hold it.
+NODE_TIMEOUT = 5.0
+# The longest closing the bus waits for its background tasks, and for one client's close, before it moves on.
+CLOSE_TIMEOUT = 5.0
 MAX_BACKOFF = 5.0
 MAX_UNSENT_BATCHES = 10_000
 STREAM_TTL_SECONDS = 24 * 3600  # a crashed replica's partial texts do not stay forever
@@ -85,6 +91,26 @@ def decode(session_id: str, data: bytes) -> list[EventEnvelope]:
     return out
 
 
+async def stop_tasks(tasks: Sequence[asyncio.Task[Any]]) -> None:
+    """Cancel background tasks and wait until they end, for at most ``CLOSE_TIMEOUT``: a task's cleanup can
+    wait on a Redis that no longer answers, and closing the bus must not. The caller closes the connections
+    itself afterwards, which ends a task still waiting on one."""
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        _done, pending = await asyncio.wait(tasks, timeout=CLOSE_TIMEOUT)
+        if pending:
+            log.warning("%d bus task(s) still closing; closing their connections", len(pending))
+
+
+async def close_quietly(closeable: Any) -> None:
+    """``aclose()`` a Redis client or pub/sub connection, for at most ``CLOSE_TIMEOUT``, whatever it raises."""
+    if closeable is not None:
+        with suppress(Exception):
+            async with asyncio.timeout(CLOSE_TIMEOUT):
+                await closeable.aclose()
+
+
 def _text(value: bytes | str) -> str:
     """A reply as text (the client is made without ``decode_responses``, so replies are bytes)."""
     return value.decode() if isinstance(value, bytes) else value
@@ -125,23 +151,17 @@ class RedisBus(Bus):
     # --- lifecycle ------------------------------------------------------------------------------------
 
     async def connect(self) -> None:
-        self._redis = aioredis.Redis.from_url(self.url, health_check_interval=10, socket_connect_timeout=5)
+        self._redis = aioredis.Redis.from_url(
+            self.url, health_check_interval=10, socket_connect_timeout=NODE_TIMEOUT, socket_timeout=NODE_TIMEOUT
+        )
         await self._open_pubsub()
         self._listener = asyncio.create_task(self._listen_forever(), name="redis-bus-listener")
 
     async def disconnect(self) -> None:
         self._closing = True
-        for task in (self._listener, self._retrier):
-            if task is not None:
-                task.cancel()
-                with suppress(asyncio.CancelledError, Exception):
-                    await task
-        if self._pubsub is not None:
-            with suppress(Exception):
-                await self._pubsub.aclose()
-        if self._redis is not None:
-            with suppress(Exception):
-                await self._redis.aclose()
+        await stop_tasks([task for task in (self._listener, self._retrier) if task is not None])
+        await close_quietly(self._pubsub)
+        await close_quietly(self._redis)
 
     async def _open_pubsub(self) -> None:
         assert self._redis is not None

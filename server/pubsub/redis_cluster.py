@@ -10,6 +10,11 @@ listener reconnects, with backoff, after refreshing the slot map. It re-subscrib
 node now owns them and tells the hub that messages may have been lost, so subscribers catch up from the
 event log. Publishing, the retry of unsent batches and the shared partial texts are the single-Redis
 backend's, sent through the cluster client (which routes by slot and follows MOVED).
+
+A node that goes away holds no call for long: every connect and every reply is bounded (``NODE_TIMEOUT``), a
+shard's connection does not reconnect inside a command (its listener does, with backoff), a shard
+(un)subscribe has a deadline, a listener whose node stops answering its health checks counts the shard as
+lost, and closing the bus closes every connection even while a node is down.
 """
 
 from __future__ import annotations
@@ -27,9 +32,20 @@ from redis.backoff import NoBackoff
 
 from .. import metrics
 from .keys import DEFAULT_PREFIX, control_channel, session_channel
-from .redis import MAX_BACKOFF, SUBSCRIBE_TIMEOUT, UNAVAILABLE, RedisBus
+from .redis import (
+    CLOSE_TIMEOUT,
+    MAX_BACKOFF,
+    NODE_TIMEOUT,
+    SUBSCRIBE_TIMEOUT,
+    UNAVAILABLE,
+    RedisBus,
+    close_quietly,
+    stop_tasks,
+)
 
 log = logging.getLogger(__name__)
+
+HEALTH_CHECK_INTERVAL = 10  # an idle shard connection PINGs its node this often (seconds)
 
 
 def parse_nodes(netloc: str) -> list[tuple[str, int]]:
@@ -57,7 +73,17 @@ class _Shard:
         self.task = asyncio.create_task(self._run(), name=f"redis-cluster-shard-{host}:{port}")
 
     async def _open(self) -> None:
-        self.client = aioredis.Redis(host=self.host, port=self.port, socket_connect_timeout=5, health_check_interval=10)
+        # No retries inside the client: with the default ones, one SUNSUBSCRIBE on the connection of a node that
+        # went away reconnects some thirty times (three nested retry loops), each attempt up to the connect
+        # timeout. Here a command fails at the first error and the listener reconnects, with backoff.
+        self.client = aioredis.Redis(
+            host=self.host,
+            port=self.port,
+            socket_connect_timeout=NODE_TIMEOUT,
+            socket_timeout=NODE_TIMEOUT,
+            health_check_interval=HEALTH_CHECK_INTERVAL,
+            retry=Retry(NoBackoff(), retries=0),
+        )
         pubsub = self.client.pubsub()
         # The control channel keeps the connection subscribed (and readable) before it has a session.
         await pubsub.subscribe(control_channel(self.bus.prefix))
@@ -66,13 +92,25 @@ class _Shard:
         self.pubsub = pubsub
         self.connected.set()
 
-    async def _close(self) -> None:
+    async def close(self) -> None:
+        """Close the shard's connection (each step bounded); the listener, if still running, reconnects."""
         self.connected.clear()
-        for closeable in (self.pubsub, self.client):
-            if closeable is not None:
-                with suppress(Exception):
-                    await closeable.aclose()
-        self.pubsub = self.client = None
+        pubsub, client, self.pubsub, self.client = self.pubsub, self.client, None, None
+        await close_quietly(pubsub)
+        await close_quietly(client)
+
+    def _check_alive(self) -> None:
+        """Raise when the node has not answered the health check PING for NODE_TIMEOUT.
+
+        A node that stops answering without closing the connection (frozen, cut off by the network) leaves
+        ``get_message`` returning None every second for ever: the client sends its PING when a read finds the
+        connection idle for HEALTH_CHECK_INTERVAL, and every read that succeeds moves ``next_health_check`` on.
+        """
+        conn = self.pubsub.connection if self.pubsub is not None else None
+        if conn is None or conn.next_health_check <= 0:  # not read from yet
+            return
+        if asyncio.get_running_loop().time() > conn.next_health_check + NODE_TIMEOUT:
+            raise ConnectionError(f"no reply to the health check within {NODE_TIMEOUT:.0f} s")
 
     async def _run(self) -> None:
         attempt = 0
@@ -95,18 +133,19 @@ class _Shard:
                 while True:
                     msg = await self.pubsub.get_message(ignore_subscribe_messages=False, timeout=1.0)
                     if msg is None:
+                        self._check_alive()
                         continue
                     if msg["type"] == "sunsubscribe" and self._moved_away(msg["channel"]):
                         continue
                     self.bus.handle_message(msg, prefix_len, self.confirm)
             except asyncio.CancelledError:
-                await self._close()
+                await self.close()
                 raise
             except Exception as exc:
                 if not self.lost:
                     log.warning("redis cluster shard %s:%d failed (%s); reconnecting", self.host, self.port, exc)
                 self.lost = True
-                await self._close()
+                await self.close()
                 attempt += 1
                 await asyncio.sleep(min(MAX_BACKOFF, 0.05 * 2**attempt) * (0.5 + random.random() / 2))
                 await self.bus.rehome(self)
@@ -145,26 +184,34 @@ class RedisClusterBus(RedisBus):
         self._redis = self._cluster = RedisCluster(
             startup_nodes=[ClusterNode(h, p) for h, p in self.nodes],
             retry=Retry(NoBackoff(), retries=1),
-            socket_connect_timeout=5,
-            health_check_interval=10,
+            socket_connect_timeout=NODE_TIMEOUT,
+            socket_timeout=NODE_TIMEOUT,
+            health_check_interval=HEALTH_CHECK_INTERVAL,
         )
         await self._cluster.initialize()
 
     async def disconnect(self) -> None:
         self._closing = True  # no new shard or background task from here on (see _shard, _spawn)
-        tasks = [s.task for s in self._shards.values()] + list(self._background)
+        shards = list(self._shards.values())
+        tasks = [s.task for s in shards] + list(self._background)
         if self._retrier is not None:
             tasks.append(self._retrier)
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with suppress(asyncio.CancelledError, Exception):
-                await task
+        await stop_tasks(tasks)
+        # Each shard's own cleanup closes its connection; closed here too in case a task did not end in time.
+        await asyncio.gather(*(shard.close() for shard in shards))
         self._shards.clear()
         self._where.clear()
-        if self._redis is not None:
-            with suppress(Exception):
-                await self._redis.aclose()
+        if self._cluster is not None:
+            try:
+                async with asyncio.timeout(NODE_TIMEOUT):
+                    await self._cluster.aclose()
+            except Exception:
+                # The client's close waits for its lock, which a refresh of the slot map holds while it asks
+                # the nodes: close the nodes' connections without it.
+                for nodes in ("nodes_cache", "startup_nodes"):
+                    with suppress(Exception):
+                        async with asyncio.timeout(CLOSE_TIMEOUT):
+                            await self._cluster.nodes_manager.aclose(nodes)
 
     async def ping(self) -> None:
         lost = sorted(f"{shard.host}:{shard.port}" for shard in self._shards.values() if shard.lost)
@@ -233,13 +280,21 @@ class RedisClusterBus(RedisBus):
         shard.sessions.discard(session_id)
         if shard.pubsub is not None and shard.connected.is_set():
             with suppress(*UNAVAILABLE):
-                await shard.pubsub.sunsubscribe(session_channel(self.prefix, session_id))
+                async with asyncio.timeout(SUBSCRIBE_TIMEOUT):
+                    await shard.pubsub.sunsubscribe(session_channel(self.prefix, session_id))
 
-    async def rehome(self, shard: _Shard) -> None:
-        """Before a shard reconnects: refresh the slot map and move sessions whose slot has a new owner."""
+    async def _refresh_slots(self) -> None:
+        """Ask the nodes who serves which slot now (best effort: a refresh that fails keeps the old map).
+
+        Bounded by the client's timeouts (each node asked in turn, each within NODE_TIMEOUT), not cut short:
+        a refresh cancelled while it opens a connection leaves that connection open, in no node's pool."""
         assert self._cluster is not None
         with suppress(*UNAVAILABLE):
             await self._cluster.nodes_manager.initialize()
+
+    async def rehome(self, shard: _Shard) -> None:
+        """Before a shard reconnects: refresh the slot map and move sessions whose slot has a new owner."""
+        await self._refresh_slots()
         for sid in list(shard.sessions):
             with suppress(*UNAVAILABLE):  # no known owner now: stay, retry next time
                 owner = self._owner(sid)
@@ -259,9 +314,7 @@ class RedisClusterBus(RedisBus):
         """Subscribe a session again on its current owner, then have its subscribers catch up."""
         if self._where.pop(session_id, None) is None:
             return  # unsubscribed meanwhile
-        with suppress(*UNAVAILABLE):
-            assert self._cluster is not None
-            await self._cluster.nodes_manager.initialize()
+        await self._refresh_slots()
         await self.subscribe(session_id)
         self._on_reconnect()
 
@@ -271,9 +324,7 @@ class RedisClusterBus(RedisBus):
         while session_id in self._homeless:
             attempt += 1
             await asyncio.sleep(min(MAX_BACKOFF, 0.05 * 2**attempt) * (0.5 + random.random() / 2))
-            with suppress(*UNAVAILABLE):
-                assert self._cluster is not None
-                await self._cluster.nodes_manager.initialize()
+            await self._refresh_slots()
             try:
                 self._owner(session_id)
             except UNAVAILABLE:

@@ -9,7 +9,7 @@ import pytest
 import redis.asyncio as aioredis
 from redis.crc import key_slot
 from test_bus_contract import Recorder, ev, open_bus
-from testkit import PrivateRedisCluster
+from testkit import PrivateRedisCluster, open_sockets_to
 
 from server.pubsub import create_bus
 from server.pubsub.keys import DEFAULT_PREFIX, session_channel, session_streams_key, stream_text_key
@@ -107,6 +107,45 @@ async def test_bus_survives_the_restart_of_a_node(private_cluster):
         assert bus.reconnects >= 1
     finally:
         await bus.disconnect()
+
+
+async def test_a_node_that_stops_answering_holds_no_call_and_is_reported(private_cluster):
+    """A node that keeps its connections open and answers nothing (it hangs, or the network cuts it off; here
+    it is stopped): every call on a session it serves returns, the bus reports the shard lost (readiness fails
+    instead of saying all is well while the shard's subscribers hear nothing), and closing the bus closes every
+    socket it had, the stopped node's included."""
+    victim = private_cluster.owner_of(session_channel(DEFAULT_PREFIX, "s"))
+    nodes = {node.port for node in private_cluster.nodes}
+    bus, _rec = await open_bus(private_cluster.url)
+    closed = False
+    try:
+        texts = bus.shared_stream_texts()
+        await bus.subscribe("s")
+        await texts.started("s", "m1")
+        victim.freeze()
+        await bus.publish("s", [ev("s", 1)])
+        assert await texts.snapshot("s") is None
+        await bus.unsubscribe("s")
+        await bus.subscribe("s")
+
+        async def reported() -> None:
+            while True:
+                try:
+                    await bus.ping()
+                except Exception as exc:  # also a timeout, while the cluster client itself tries the node
+                    if f"lost 127.0.0.1:{victim.port}" in str(exc):
+                        return
+                await asyncio.sleep(0.1)
+
+        await asyncio.wait_for(reported(), 60)  # the node's health check goes unanswered
+        await bus.disconnect()
+        closed = True
+        await asyncio.sleep(0)  # the transports' last callbacks close their sockets
+        assert open_sockets_to(nodes) == []
+    finally:
+        victim.thaw()
+        if not closed:
+            await bus.disconnect()
 
 
 async def test_a_disconnected_bus_starts_nothing_that_would_outlive_it(redis_cluster_url):
