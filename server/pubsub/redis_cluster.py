@@ -202,16 +202,14 @@ class RedisClusterBus(RedisBus):
         self._shards.clear()
         self._where.clear()
         if self._cluster is not None:
-            try:
-                async with asyncio.timeout(NODE_TIMEOUT):
-                    await self._cluster.aclose()
-            except Exception:
-                # The client's close waits for its lock, which a refresh of the slot map holds while it asks
-                # the nodes: close the nodes' connections without it.
-                for nodes in ("nodes_cache", "startup_nodes"):
-                    with suppress(Exception):
-                        async with asyncio.timeout(CLOSE_TIMEOUT):
-                            await self._cluster.nodes_manager.aclose(nodes)
+            await close_quietly(self._cluster)
+            # The client's close closes nothing while the client is due to refresh its slot map (as it is after
+            # a node failed a command), and it waits for its lock, which a refresh holds while it asks the nodes:
+            # close the nodes' connections directly too.
+            for nodes in ("nodes_cache", "startup_nodes"):
+                with suppress(Exception):
+                    async with asyncio.timeout(CLOSE_TIMEOUT):
+                        await self._cluster.nodes_manager.aclose(nodes)
 
     async def ping(self) -> None:
         lost = sorted(f"{shard.host}:{shard.port}" for shard in self._shards.values() if shard.lost)
