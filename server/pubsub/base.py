@@ -40,7 +40,7 @@ class Bus(abc.ABC):
 
     @abc.abstractmethod
     async def disconnect(self) -> None:
-        """Stop listening and close connections."""
+        """Stop listening and close connections; ends, in bounded time, even while the medium is unreachable."""
 
     @abc.abstractmethod
     async def subscribe(self, session_id: str) -> None:
