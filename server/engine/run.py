@@ -171,6 +171,9 @@ class RunLoop:
             while self.run_id is not None:
                 self._trace.at(self.run_id)
                 if self.abort_requested:
+                    # A first step the send started belongs to the run this ends (its answer is marked
+                    # interrupted with it), never to the run that may follow.
+                    self._first = None
                     await self._finish_aborted()
                     continue  # None, or the queue's head an abort made room for
                 first, self._first = self._first, None

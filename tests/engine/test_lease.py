@@ -11,6 +11,7 @@ import pytest
 from sqlalchemy import select, update
 
 from server.app import open_services
+from server.engine.run import RunLoop
 from server.services import queue, transitions
 from server.settings import load_settings
 from server.store import repo
@@ -156,3 +157,28 @@ async def test_a_send_commits_the_runs_first_step_and_a_crash_right_after_it_los
         types = await event_types(survivor, sess.id)
         assert types.count("message-created") == 2 and types.count("run-started") == 1
         assert types.count("run-resumed") == 1 and types.count("run-finished") == 1 and "run-failed" not in types
+
+
+async def test_an_abort_before_the_sends_first_step_began_ends_that_step_with_its_run(db_url):
+    """The first step a send started belongs to its run: an abort that arrives before the run loop begins it marks
+    its answer interrupted, and the queued message the abort makes room for gets an answer of its own."""
+    async with open_services(settings(db_url)) as svc:
+        alice, _ = await svc.auth.create_user("alice")
+        sess = await svc.sessions.create(alice, {})
+        handed: list[tuple[str, str, object]] = []
+        svc.orchestrator.start = lambda *args: handed.append(args)  # the loop is started below, by hand
+        await svc.runs.send(alice, sess.id, "first", [], [], None)
+        await svc.queue.enqueue(alice, sess.id, "next", [])
+        async with svc.uow.session(None, sess.id) as tx:  # "send now, interrupting": the abort sends the head
+            tx.row.abort_requested = tx.row.abort_then_send = True
+        (sid, run_id, first) = handed[0]
+        loop = RunLoop(svc.orchestrator.run_context, sid, run_id, first)
+        loop.request_abort()
+        await asyncio.wait_for(loop.main(), 10)
+        snap = await svc.sessions.snapshot(alice, sess.id)
+    assert [(m.role, m.content, m.status) for m in snap.messages] == [
+        ("user", "first", "complete"),
+        ("assistant", "", "interrupted"),
+        ("user", "next", "complete"),
+        ("assistant", "next", "complete"),
+    ]
