@@ -218,7 +218,7 @@ async def begin_run(
         model=model,
         continues_id=continues_id,
     )
-    await run_rows.insert_run(await tx.plain(), run)
+    await run_rows.insert(await tx.plain(), run)
     tx.row.run_id = run.id
     tx.row.abort_requested = False
     lease.claim(tx.row, owner, lease_seconds)

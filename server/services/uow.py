@@ -115,7 +115,7 @@ class SessionTx:
         """Store new tool calls with one prepared ``INSERT`` each; they are the transaction's, as :meth:`load`'s."""
         db = await self.plain()
         for row in rows:
-            await run_rows.insert_call(db, row)
+            await run_rows.insert(db, row)
             self._rows[(CallRow, run_rows.key_of(row))] = (row, run_rows.values_of(row))
 
     def track(self, row: object) -> None:

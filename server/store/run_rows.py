@@ -18,8 +18,9 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import bindparam, delete, insert, select, update
-from sqlalchemy.sql import Select, Update
+from sqlalchemy import bindparam, delete, select, update
+from sqlalchemy import insert as sql_insert
+from sqlalchemy.sql import Insert, Select, Update
 
 from ..domain.models import MessageStatus, Role, ToolOutcome
 from .models import Message, QueuedMessage, Run, ToolCallRow
@@ -133,8 +134,6 @@ RunFields = Run | RunRow
 CallFields = ToolCallRow | CallRow
 """A tool call's columns, as the ORM (``ToolCallRow``) or a plain statement (``CallRow``) has them."""
 
-_INSERT_MESSAGE = insert(Message.__table__)
-_INSERT_RUN = insert(Run.__table__)
 _QUEUED = QueuedMessage.__table__
 _QUEUE_HEAD = (
     select(*(_QUEUED.c[name] for name in QUEUED_COLUMNS))
@@ -145,20 +144,16 @@ _QUEUE_HEAD = (
 _DELETE_QUEUED = delete(_QUEUED).where(_QUEUED.c.id == bindparam("id"), _QUEUED.c.session_id == bindparam("sid"))
 
 
-def message_values(row: MessageRow) -> dict[str, Any]:
-    return {name: getattr(row, name) for name in MESSAGE_COLUMNS}
-
-
 async def insert_messages(db: PlainConnection, rows: Sequence[MessageRow]) -> None:
     """Write new messages with one ``INSERT`` (of many rows when there are several)."""
     if rows:
-        await db.execute(
-            _INSERT_MESSAGE, message_values(rows[0]) if len(rows) == 1 else [message_values(r) for r in rows]
-        )
+        insert_row = TABLES[MessageRow].insert
+        await db.execute(insert_row, _values(rows[0]) if len(rows) == 1 else [_values(r) for r in rows])
 
 
-async def insert_run(db: PlainConnection, row: RunRow) -> None:
-    await db.execute(_INSERT_RUN, {name: getattr(row, name) for name in RUN_COLUMNS})
+async def insert(db: PlainConnection, row: RunRow | CallRow) -> None:
+    """Write a new run or tool call with one ``INSERT``."""
+    await db.execute(TABLES[type(row)].insert, _values(row))
 
 
 async def queue_head(db: Executor, session_id: str) -> QueuedRow | None:
@@ -190,6 +185,7 @@ class _Table:
             *(table.c[name] == bindparam(f"pk{i}") for i, name in enumerate(self.key))
         )
         self.table = table
+        self.insert: Insert = sql_insert(table)
         self.updates: dict[frozenset[str], Update] = {}
 
     def update(self, names: frozenset[str]) -> Update:
@@ -209,7 +205,6 @@ TABLES: dict[type[Any], _Table] = {
     RunRow: _Table(Run, RUN_COLUMNS),
     CallRow: _Table(ToolCallRow, CALL_COLUMNS),
 }
-_INSERT_CALL = insert(ToolCallRow.__table__)
 
 
 def key_of(row: PlainRow) -> tuple[Any, ...]:
@@ -232,8 +227,9 @@ async def get(db: Executor, cls: type[PlainRowT], *key: Any) -> PlainRowT | None
     return None if found is None else from_values(cls, found)
 
 
-async def insert_call(db: PlainConnection, row: CallRow) -> None:
-    await db.execute(_INSERT_CALL, {name: getattr(row, name) for name in CALL_COLUMNS})
+def _values(row: PlainRow) -> dict[str, Any]:
+    """Every column's value by name (what an ``INSERT`` of the row takes)."""
+    return {name: getattr(row, name) for name in TABLES[type(row)].names}
 
 
 async def write_changes(db: PlainConnection, row: PlainRow, stored: tuple[Any, ...]) -> tuple[Any, ...]:
