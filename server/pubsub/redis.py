@@ -186,8 +186,11 @@ class RedisBus(Bus):
         try:
             await self._pubsub.subscribe(channel)
             # Wait until Redis has registered it: a publish accepted before that would not reach us, and
-            # the subscriber reads the log right after this returns.
-            await asyncio.wait_for(fut, SUBSCRIBE_TIMEOUT)
+            # the subscriber reads the log right after this returns. (Not ``asyncio.wait_for``: on Python 3.11 it
+            # returns the result instead of raising when the caller is cancelled just as the confirmation
+            # arrives, and a subscription whose client had gone would then run on for ever.)
+            async with asyncio.timeout(SUBSCRIBE_TIMEOUT):
+                await fut
         except UNAVAILABLE:
             # The listener's reconnect re-subscribes every channel and triggers a catch-up.
             log.warning("subscribe to %s not confirmed; relying on reconnect + log catch-up", session_id)

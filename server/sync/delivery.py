@@ -141,6 +141,7 @@ class Delivery:
             started, first = time.perf_counter(), self.next_seq
             await self._catch_up()
             metrics.caught_up(self.next_seq - first, time.perf_counter() - started)
+            _raise_if_cancelled()
             await self._done  # raises what failed the first catch-up (a read, NOT_FOUND), if anything did
         finally:
             self._finished = True
@@ -408,3 +409,14 @@ def _completed_message_id(env: EventEnvelope) -> str | None:
         return message_id
     except Exception:
         return None
+
+
+def _raise_if_cancelled() -> None:
+    """Raise the cancellation of the current task when a call it awaited swallowed it. On Python 3.11,
+    ``asyncio.wait_for`` returns normally when the cancel lands just as the awaited work completes, and
+    redis-py wraps every command it sends in one when a socket timeout is set: a subscriber whose client left
+    during its catch-up's Redis read would otherwise wait for its session's end for ever. The task still
+    counts the request (``Task.cancelling``), and nothing in a delivery takes one back."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError

@@ -56,3 +56,36 @@ async def test_bus_survives_a_redis_restart(private_redis):
         assert bus.reconnects >= 1 and rec.reconnects >= 1
     finally:
         await bus.disconnect()
+
+
+async def test_a_subscribe_cancelled_as_redis_confirms_it_stays_cancelled(redis_url):
+    """A subscriber that goes away (its task cancelled) in the same turn of the loop as Redis confirms its
+    subscription: the cancellation reaches the subscriber. Swallowed, the subscription's task would carry on
+    as if its client were still there, attached to the hub, and hold the server's shutdown."""
+    bus = create_bus(redis_url)
+    rec = Recorder()
+    bus.set_handlers(rec.on_message, rec.on_reconnect)
+    await bus.connect()
+    held: list[tuple[dict, int, dict]] = []
+    handle = bus.handle_message
+
+    def hold_confirmations(msg, prefix_len, confirm):  # the listener's confirmations, kept back
+        channel = msg["channel"].decode() if isinstance(msg["channel"], bytes) else msg["channel"]
+        if msg["type"] == "subscribe" and channel.endswith("{gone}"):
+            held.append((msg, prefix_len, confirm))
+        else:
+            handle(msg, prefix_len, confirm)
+
+    bus.handle_message = hold_confirmations
+    try:
+        task = asyncio.create_task(bus.subscribe("gone"))
+        deadline = asyncio.get_running_loop().time() + 10
+        while not held and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.01)
+        assert held, "Redis never confirmed the subscription"
+        handle(*held[0])  # the confirmation arrives...
+        task.cancel()  # ...and the client goes, before the subscriber's task runs again
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    finally:
+        await bus.disconnect()

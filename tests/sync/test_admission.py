@@ -275,3 +275,21 @@ async def test_a_slow_bus_subscribe_on_one_session_does_not_block_another(server
         bus.subscribe = real_subscribe
         release.set()
     await wait_for(lambda: not live.services.hub._locks and live.services.hub.subscriber_count() == 0, 5, "detach")
+
+
+async def test_a_subscriber_that_leaves_at_once_is_detached_on_several_replicas(pg_url, server_factory, redis_url):
+    """Clients that subscribe and leave as soon as the subscription starts (on several replicas, where the
+    catch-up reads the stream text from Redis): every subscription ends and leaves the hub, none keeps
+    running for a client that is gone. A cancellation that a Redis call swallows (Python 3.11's
+    ``asyncio.wait_for`` inside the client returns normally when the cancel lands as the reply arrives) must
+    not leave the subscription waiting for ever."""
+    live = await server_factory(pg_url, users=("alice",), bus_url=redis_url)
+    async with live.client("alice") as c:
+        sid = (await c.mutation("session.create", {"queuePaused": True}))["id"]
+    token = live.tokens["alice"]
+    for _ in range(8):
+        assert await subscribe_once(live, token, sid) == "started"
+    deadline = asyncio.get_running_loop().time() + 20
+    while live.services.hub.subscriber_count(sid) and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.05)
+    assert live.services.hub.subscriber_count(sid) == 0
