@@ -33,23 +33,24 @@ PG_ADMIN_DSN = f"postgresql://postgres@{PG_HOST}:5432/postgres"
 REDIS_URL = os.environ.get("CHATSYNC_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 
 
+async def pg_admin(sql: str) -> None:
+    """Run one statement (``CREATE DATABASE``, ``DROP DATABASE``) on the PostgreSQL server's own database."""
+    admin = await asyncpg.connect(PG_ADMIN_DSN)
+    try:
+        await admin.execute(sql)
+    finally:
+        await admin.close()
+
+
 @contextlib.asynccontextmanager
 async def fresh_pg_database() -> AsyncIterator[str]:
     """CREATE a uniquely named database, yield its SQLAlchemy URL, DROP it afterwards."""
     name = f"chatsync_test_{uuid.uuid4().hex[:12]}"
-    admin = await asyncpg.connect(PG_ADMIN_DSN)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
+    await pg_admin(f'CREATE DATABASE "{name}"')
     try:
         yield f"postgresql+asyncpg://postgres@{PG_HOST}:5432/{name}"
     finally:
-        admin = await asyncpg.connect(PG_ADMIN_DSN)
-        try:
-            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        finally:
-            await admin.close()
+        await pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 # Migrating a new database is most of a test server's start (about a second: thirteen migrations). A server's new
@@ -81,11 +82,7 @@ async def _copy_pg_template(name: str) -> bool:
         await target.close()
     if "postgres" not in _templates:
         template = f"chatsync_template_{uuid.uuid4().hex[:12]}"
-        admin = await asyncpg.connect(PG_ADMIN_DSN)
-        try:
-            await admin.execute(f'CREATE DATABASE "{template}"')
-        finally:
-            await admin.close()
+        await pg_admin(f'CREATE DATABASE "{template}"')
         await _migrated_template("postgres", f"postgresql+asyncpg://postgres@{PG_HOST}:5432/{template}")
     template = _templates["postgres"].rsplit("/", 1)[1]
     admin = await asyncpg.connect(PG_ADMIN_DSN)
@@ -128,14 +125,7 @@ def drop_templates() -> None:
     if url is None:
         return
 
-    async def drop() -> None:
-        admin = await asyncpg.connect(PG_ADMIN_DSN)
-        try:
-            await admin.execute(f'DROP DATABASE IF EXISTS "{url.rsplit("/", 1)[1]}" WITH (FORCE)')
-        finally:
-            await admin.close()
-
-    asyncio.run(drop())
+    asyncio.run(pg_admin(f'DROP DATABASE IF EXISTS "{url.rsplit("/", 1)[1]}" WITH (FORCE)'))
 
 
 async def collect(sub, until_seq: int, timeout: float = 20):

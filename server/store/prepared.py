@@ -37,7 +37,7 @@ class Prepared:
     parameters and of its result columns (SQLite's text timestamps and 0/1 booleans come back as ``datetime``
     and ``bool``, as SQLAlchemy returns them)."""
 
-    __slots__ = ("_convert", "_named", "_params", "_pick", "results", "sql")
+    __slots__ = ("_convert", "_params", "_pick", "results", "sql")
 
     def __init__(self, statement: ClauseElement, dialect: Dialect) -> None:
         compiled = statement.compile(dialect=dialect)
@@ -53,8 +53,8 @@ class Prepared:
         # The common case, every parameter named: one ``itemgetter`` picks them all, and only the positions whose
         # type converts (timestamps, JSON, booleans) are converted.
         names = [name for name, _fixed, _process in self._params]
-        self._named = bool(names) and all(fixed is _NAMED for _name, fixed, _process in self._params)
-        self._pick = itemgetter(*names) if self._named else None
+        every_named = bool(names) and all(fixed is _NAMED for _name, fixed, _process in self._params)
+        self._pick = itemgetter(*names) if every_named else None
         self._convert: list[tuple[int, Callable[[Any], Any]]] = [
             (i, process) for i, (_n, _f, process) in enumerate(self._params) if process is not None
         ]
