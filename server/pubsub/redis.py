@@ -135,6 +135,7 @@ class RedisBus(Bus):
         self._retrier: asyncio.Task[None] | None = None
         self._closing = False  # disconnect() began: start no more background work
         self.reconnects = 0  # listener reconnections after an error (for tests and metrics)
+        self._sending: set[asyncio.Task[None]] = set()  # pipelines of stream deltas on their way (send_soon)
 
     @property
     def client(self) -> aioredis.Redis | RedisCluster:
@@ -148,6 +149,13 @@ class RedisBus(Bus):
         """PUBLISH on a client or pipeline (Redis Cluster's sharded backend sends SPUBLISH instead)."""
         return target.publish(channel, payload)
 
+    def send_soon(self, coro: Any) -> None:
+        """Run ``coro`` (a pipeline of stream deltas: :class:`RedisStreamTexts`) as a task of its own, which
+        closing the bus stops."""
+        task = asyncio.create_task(coro)
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
+
     # --- lifecycle ------------------------------------------------------------------------------------
 
     async def connect(self) -> None:
@@ -159,7 +167,7 @@ class RedisBus(Bus):
 
     async def disconnect(self) -> None:
         self._closing = True
-        await stop_tasks([task for task in (self._listener, self._retrier) if task is not None])
+        await stop_tasks([task for task in (self._listener, self._retrier, *self._sending) if task is not None])
         await close_quietly(self._pubsub)
         await close_quietly(self._redis)
 
@@ -310,10 +318,18 @@ class RedisStreamTexts(SharedStreamTexts):
     APPEND and PUBLISH of a delta go in one pipeline, on one connection, in that order: Redis applies the
     APPEND first, so a snapshot read either contains a delta or was taken before the delta was published
     (and the reader, subscribed before it read, receives the delta). Offsets then line up exactly.
+
+    The deltas appended in one turn of the event loop, whatever their sessions, share that pipeline: it is
+    sent once the turn's other tasks have run, and each ``append`` returns when Redis has answered it. A
+    session's next delta is appended only after its previous one returned, so each session's deltas reach
+    Redis in order. The TTL is set once, when the stream starts (``APPEND`` keeps a key's TTL).
     """
 
     def __init__(self, bus: RedisBus) -> None:
         self.bus = bus
+        # The deltas of this turn of the event loop: (text key, delta, channel, payload), in call order.
+        self._batch: list[tuple[str, str, str, bytes]] = []
+        self._sent: asyncio.Future[None] | None = None  # resolved when the batch's pipeline is answered
 
     async def started(self, session_id: str, message_id: str, initial: str = "") -> None:
         redis, prefix = self.bus.client, self.bus.prefix
@@ -321,9 +337,7 @@ class RedisStreamTexts(SharedStreamTexts):
         members = session_streams_key(prefix, session_id)
         try:
             async with redis.pipeline(transaction=False) as pipe:
-                pipe.delete(key)
-                if initial:
-                    pipe.set(key, initial, ex=STREAM_TTL_SECONDS)
+                pipe.set(key, initial, ex=STREAM_TTL_SECONDS)
                 pipe.sadd(members, message_id)
                 pipe.expire(members, STREAM_TTL_SECONDS)
                 await pipe.execute()
@@ -331,18 +345,37 @@ class RedisStreamTexts(SharedStreamTexts):
             log.warning("stream start for %s not recorded in Redis: %s", message_id, exc)
 
     async def append(self, session_id: str, env: EventEnvelope, message_id: str, delta: str) -> None:
-        redis, prefix = self.bus.client, self.bus.prefix
+        prefix = self.bus.prefix
         key = stream_text_key(prefix, session_id, message_id)
+        self._batch.append((key, delta, session_channel(prefix, session_id), encode((env,))))
+        sent = self._sent
+        if sent is None:
+            loop = asyncio.get_running_loop()
+            sent = self._sent = loop.create_future()
+            loop.call_soon(self._send_batch)  # after the tasks ready in this turn have appended theirs
+        # Shielded: a caller cancelled meanwhile (an abort) must not cancel the other callers' wait.
+        await asyncio.shield(sent)
+
+    def _send_batch(self) -> None:
+        batch, sent = self._batch, self._sent
+        self._batch, self._sent = [], None
+        assert sent is not None
+        self.bus.send_soon(self._send(batch, sent))
+
+    async def _send(self, batch: list[tuple[str, str, str, bytes]], sent: asyncio.Future[None]) -> None:
         try:
-            async with redis.pipeline(transaction=False) as pipe:
-                pipe.append(key, delta)
-                pipe.expire(key, STREAM_TTL_SECONDS)
-                self.bus.publish_command(pipe, session_channel(prefix, session_id), encode((env,)))
+            async with self.bus.client.pipeline(transaction=False) as pipe:
+                for key, delta, channel, payload in batch:
+                    pipe.append(key, delta)
+                    self.bus.publish_command(pipe, channel, payload)
                 await pipe.execute()
         except UNAVAILABLE as exc:
             # Deltas are not retried: the final text arrives with message-completed, and reconnecting
             # clients get a snapshot.
-            log.debug("delta for %s not published: %s", message_id, exc)
+            log.debug("%d delta(s) not published: %s", len(batch), exc)
+        finally:
+            if not sent.done():
+                sent.set_result(None)
 
     async def ended(self, session_id: str, message_id: str) -> None:
         redis, prefix = self.bus.client, self.bus.prefix

@@ -193,7 +193,7 @@ class RedisClusterBus(RedisBus):
     async def disconnect(self) -> None:
         self._closing = True  # no new shard or background task from here on (see _shard, _spawn)
         shards = list(self._shards.values())
-        tasks = [s.task for s in shards] + list(self._background)
+        tasks = [s.task for s in shards] + list(self._background) + list(self._sending)
         if self._retrier is not None:
             tasks.append(self._retrier)
         await stop_tasks(tasks)

@@ -159,6 +159,61 @@ async def test_partial_texts_are_shared_between_processes(shared_bus_url):
         await reader.disconnect()
 
 
+async def test_deltas_appended_at_once_by_many_streams_all_arrive_in_order(shared_bus_url):
+    """Deltas of many sessions appended in the same turns of the event loop (they share Redis pipelines) all
+    reach the shared text and the subscribers, each session's in order; every text key keeps the TTL its
+    stream started with; and an appender cancelled while it waits (an abort) does not cancel the others."""
+    from server.pubsub.keys import stream_text_key
+
+    writer, _ = await open_bus(shared_bus_url)
+    reader, rec = await open_bus(shared_bus_url)
+    sessions = [f"s{i}" for i in range(12)]
+    try:
+        for sid in sessions:
+            await reader.subscribe(sid)
+        texts, seen = writer.shared_stream_texts(), reader.shared_stream_texts()
+        for sid in sessions:
+            await texts.started(sid, "m")
+
+        async def stream(sid: str) -> None:
+            offset = 0
+            for n in range(5):
+                delta = f"{sid}-{n};"
+                await texts.append(
+                    sid, ev(sid, None, "text-delta", messageId="m", offset=offset, delta=delta), "m", delta
+                )
+                offset += len(delta)
+
+        await asyncio.gather(*(stream(sid) for sid in sessions))
+        # One more round, in which one appender is cancelled while it waits for Redis's answer.
+        doomed = asyncio.create_task(
+            texts.append("s0", ev("s0", None, "text-delta", messageId="m", offset=0, delta="x"), "m", "x")
+        )
+        others = [
+            asyncio.create_task(
+                texts.append(sid, ev(sid, None, "text-delta", messageId="m", offset=0, delta="!"), "m", "!")
+            )
+            for sid in sessions[1:]
+        ]
+        await asyncio.sleep(0)  # every append has joined the batch and waits
+        doomed.cancel()
+        await asyncio.gather(*others)  # none of them is cancelled with it
+        await rec.wait_for(len(sessions) * 5 + len(sessions) - 1)
+        for sid in sessions:
+            expected = "".join(f"{sid}-{n};" for n in range(5))
+            deltas = [json for got_sid, _seq, json in rec.got if got_sid == sid]
+            assert all(f'"{sid}-{n};"' in deltas[n] for n in range(5)), f"{sid}'s deltas out of order: {deltas}"
+            snap = await seen.snapshot(sid)
+            assert snap is not None and snap[0]["text"].startswith(expected)
+            if sid != "s0":
+                assert snap[0]["text"] == expected + "!"
+            ttl = await writer.client.ttl(stream_text_key(writer.prefix, sid, "m"))
+            assert ttl > 0, f"{sid}'s text has no TTL ({ttl})"
+    finally:
+        await writer.disconnect()
+        await reader.disconnect()
+
+
 @pytest.fixture(params=["redis", "redis-cluster"])
 def killable_bus(request, tmp_path):
     """A bus of the test's own and a function that kills the Redis (node) serving session ``s``."""
