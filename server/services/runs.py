@@ -323,8 +323,11 @@ class RunService:
     async def _wait_stopped(self, session_id: str, timeout: float) -> None:
         loop = self.o.abort_local(session_id)
         if loop is not None:
+            # Not ``asyncio.wait_for``: on Python 3.11 it returns normally when the caller is cancelled just as the
+            # run stops, and a caller that is to stop would go on sending.
             try:
-                await asyncio.wait_for(loop.done.wait(), max(timeout, 0.01))
+                async with asyncio.timeout(max(timeout, 0.01)):
+                    await loop.done.wait()
             except TimeoutError:
                 pass
         else:

@@ -122,9 +122,10 @@ class TitleService:
     async def ask_model(self, provider_id: str, model: str, first_message: str, answer: str | None) -> str:
         """One non-streamed completion; the cleaned title, or :class:`TitleError`."""
         try:
-            completion = await asyncio.wait_for(
-                self.provider(provider_id).complete(title_request(model, first_message, answer)), self.timeout
-            )
+            # Not ``asyncio.wait_for`` (Python 3.11 returns the answer to a caller cancelled as it arrives: the
+            # title would be written by a task that is to stop, e.g. at shutdown).
+            async with asyncio.timeout(self.timeout):
+                completion = await self.provider(provider_id).complete(title_request(model, first_message, answer))
         except TimeoutError as exc:
             raise TitleError("the model did not answer in time") from exc
         if completion.error is not None:

@@ -91,7 +91,10 @@ async def note(db: Executor, row: SessionRow, events: Sequence[EventEnvelope], v
 
 async def _in_view(visible: Visible, owner_id: str, session_id: str) -> bool:
     try:
-        return await asyncio.wait_for(visible(owner_id, session_id), VISIBLE_CHECK_SECONDS)
+        # Not ``asyncio.wait_for``: on Python 3.11 it returns the answer instead of raising when the caller is
+        # cancelled just as the answer arrives, and the transaction would then commit for a task that is to stop.
+        async with asyncio.timeout(VISIBLE_CHECK_SECONDS):
+            return await visible(owner_id, session_id)
     except Exception:  # presence unreachable: the owner gets the mark rather than losing it
         log.warning("presence of %s unknown; marking it unread", session_id, exc_info=True)
         return False

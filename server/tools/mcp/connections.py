@@ -188,7 +188,10 @@ class Connection:
             if self._failed_attempts > failed or remaining <= 0 or self._closing:
                 raise down
             try:
-                await asyncio.wait_for(self._pulse.wait(), remaining)
+                # Not ``asyncio.wait_for``: on Python 3.11 it returns normally when the caller is cancelled (Stop,
+                # the call's timeout) just as the session comes up, and the caller would go on to call the tool.
+                async with asyncio.timeout(remaining):
+                    await self._pulse.wait()
             except TimeoutError:
                 raise down from None
 
@@ -214,7 +217,8 @@ class Connection:
             cursor: str | None = None
             try:
                 for _page in range(MAX_LIST_PAGES):
-                    page = await asyncio.wait_for(client.list_tools(cursor=cursor, cache_mode="bypass"), 30)
+                    async with asyncio.timeout(30):  # not ``wait_for``: see ``client``
+                        page = await client.list_tools(cursor=cursor, cache_mode="bypass")
                     found.extend(page.tools)
                     cursor = page.next_cursor
                     if cursor is None or len(found) >= MAX_TOOLS:
