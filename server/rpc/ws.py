@@ -33,6 +33,7 @@ from ..protocol.errors import RpcError, to_rpc_error
 from ..sync.writer import SubscriptionWriter
 from .context import Context, Services
 from .registry import Kind, Router, call, call_many, merge_last_event_id
+from .tasks import CANCEL_ROUNDS, RECANCEL_SECONDS, wait_cancelled
 from .uvicorn_ws import transport_writer
 from .writer import ConnectionWriter, QueuedWriter
 
@@ -82,6 +83,7 @@ class WsConnection:
         self._close_code: int | None = None
         self._closing = False
         self._task: asyncio.Task[Any] | None = None
+        self._cancels = 0  # cancellations of the read loop this connection made (``_request_close``)
         # Made by shutdown() only: idle connections are the many, and each object they hold is memory times many.
         self._finished: asyncio.Future[None] | None = None
         self._done = False
@@ -114,7 +116,10 @@ class WsConnection:
         except asyncio.CancelledError:
             if not self._closing or self._task is None:
                 raise
-            self._task.uncancel()  # our own close request, not a cancellation from outside
+            # Our own close requests, not a cancellation from outside (one of them may have been swallowed).
+            for _ in range(self._cancels):
+                if self._task.cancelling():
+                    self._task.uncancel()
         finally:
             self._task = None
             self.registry.discard(self)
@@ -123,9 +128,8 @@ class WsConnection:
             everything = [*self.subscriptions.values(), *self.tasks] + ([writer_task] if writer_task else [])
             for task in everything:
                 task.cancel()
-            for task in everything:
-                with suppress(asyncio.CancelledError, Exception):
-                    await task
+            with suppress(asyncio.CancelledError):  # cancelled from outside meanwhile: the cleanup goes on
+                await wait_cancelled(everything)
             for closed in self.ctx.on_close or ():
                 with suppress(Exception):
                     await closed()
@@ -144,6 +148,19 @@ class WsConnection:
             return
         self._closing = True
         if self._task is not None:
+            self._cancels += 1
+            self._task.cancel()
+            self._spawn(self._close_for_certain())
+
+    async def _close_for_certain(self) -> None:
+        """Cancel the read loop again while it runs on (``server.rpc.tasks``): a call it awaited, the identity
+        check of connectionParams say, may have swallowed the close request, and the connection would stay
+        open. Ends when the read loop does (which cancels this task), or after ``CANCEL_ROUNDS``."""
+        for _ in range(CANCEL_ROUNDS):
+            await asyncio.sleep(RECANCEL_SECONDS)
+            if self._task is None:
+                return
+            self._cancels += 1
             self._task.cancel()
 
     def reject(self, err: RpcError, code: int) -> None:
@@ -311,6 +328,7 @@ class WsConnection:
             task = self.subscriptions.get(rid)
             if task is not None:
                 task.cancel()
+                self._spawn(wait_cancelled((task,)))  # cancelled again if a call it awaited swallowed this
             return
         params = msg["params"]
         path = params["path"]
