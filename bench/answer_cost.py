@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/answer_cost.py [--sessions 50] [--rounds 6] [--runs 3]
     .venv/bin/python bench/answer_cost.py --before-root ../older-checkout     # interleaved with another checkout
+    .venv/bin/python bench/answer_cost.py --tools [--before-root ...]          # each answer makes a tool round
 
 Every service is wired as the server wires them (``open_services``) on a SQLite file with the in-process bus and
 the offline echo model; S sessions each get a message per round, all sent at once, and the round ends when every
@@ -14,6 +15,15 @@ transactions, read transactions and SQL statements, counted by kind — through 
 statement on SQLAlchemy's connection ("sqlalchemy"), or a prepared statement straight on ``sqlite3``
 ("prepared"). The counts do not depend on the machine's load, so they compare two checkouts exactly even on a
 busy host; the CPU figures are medians over ``--runs`` interleaved runs with their range.
+
+``--tools``: each message makes the echo model call three tools in its first step — a server tool
+(``current_time``), a client tool (``get_weather``) and a server tool that needs approval (``calculator``). The
+server runs the first, the run waits for people (``requires-action``), and then every session gets its client
+tool's output (``tool.submitOutputs``: ``RunService.submit_outputs``, which does not resume the run yet) and its
+approval (``tool.approve``: ``RunService.approve``, which resumes it); the run executes the approved call and the
+model answers from the three results. Per answer it prints the same figures and, apart, the statements of the
+``submit_outputs`` call and of the ``approve`` call themselves and their CPU (the run an approval resumes is
+started once every approval of the round was made, so that its work is not counted as the approval's).
 """
 
 from __future__ import annotations
@@ -22,6 +32,7 @@ import argparse
 import asyncio
 import json
 import os
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -33,7 +44,45 @@ from typing import Any
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-async def _measure(sessions: int, rounds: int, words: int) -> dict[str, Any]:
+def _tool(name: str, executor: str = "server", approval: bool = False) -> dict[str, Any]:
+    return {
+        "name": name,
+        "description": name,
+        "parameters": {"type": "object", "properties": {}},
+        "executor": executor,
+        "requiresApproval": approval,
+    }
+
+
+TOOLS = [_tool("current_time"), _tool("get_weather", "client"), _tool("calculator", approval=True)]
+TOOL_LINES = '\n/tool current_time {}\n/tool get_weather {"city": "Paris"}\n/tool calculator {"expression": "6*7"}'
+PHASES = ("submit_outputs", "approve")
+
+
+def _open_calls(path: str) -> dict[str, dict[str, str]]:
+    """The calls without a result, by session, then by tool name: read on a connection of the bench's own
+    (``sqlite3``), outside what is counted."""
+    conn = sqlite3.connect(path)
+    try:
+        found: dict[str, dict[str, str]] = {}
+        for session_id, call_id, name in conn.execute(
+            "SELECT session_id, id, name FROM tool_calls WHERE has_result = 0"
+        ):
+            found.setdefault(session_id, {})[name] = call_id
+        return found
+    finally:
+        conn.close()
+
+
+def _statuses(path: str) -> Counter[str]:
+    conn = sqlite3.connect(path)
+    try:
+        return Counter(s for (s,) in conn.execute("SELECT status FROM sessions"))
+    finally:
+        conn.close()
+
+
+async def _measure(sessions: int, rounds: int, words: int, tools: bool = False) -> dict[str, Any]:
     """One checkout's figures (runs in a child process whose working directory is that checkout)."""
     from sqlalchemy import event
     from sqlalchemy.ext.asyncio import AsyncEngine
@@ -44,7 +93,8 @@ async def _measure(sessions: int, rounds: int, words: int) -> dict[str, Any]:
     from server.store.db import Database
 
     folder = tempfile.mkdtemp(prefix="answer-cost-")
-    url = f"sqlite+aiosqlite:///{folder}/chatsync.db"
+    path = f"{folder}/chatsync.db"
+    url = f"sqlite+aiosqlite:///{path}"
     async with Database(url) as db:
         await migrate.upgrade(db)
     settings = load_settings(
@@ -57,15 +107,61 @@ async def _measure(sessions: int, rounds: int, words: int) -> dict[str, Any]:
         max_active_runs_per_user=sessions + 10,
     )
     counts: Counter[str] = Counter()
+    phase_cpu: Counter[str] = Counter()
     async with open_services(settings) as services:
         user = (await services.auth.create_user("bench"))[0]
-        ids = [(await services.sessions.create(user, {})).id for _ in range(sessions)]
+        fields = {"tools": TOOLS} if tools else {}
+        ids = [(await services.sessions.create(user, fields)).id for _ in range(sessions)]
+        content = "word " * words + (TOOL_LINES if tools else "")
+        orchestrator = services.orchestrator
+
+        async def settled() -> None:
+            while orchestrator.running_sessions():
+                await asyncio.sleep(0.01)
+
+        async def phase(name: str, calls: list[Any]) -> None:
+            """Run ``calls`` (awaitables made on demand) one after another, their statements and CPU counted as
+            ``name``; a run one of them starts is started after the last."""
+            start, deferred = orchestrator.start, []
+            orchestrator.start = lambda *args: deferred.append(args)  # type: ignore[method-assign]
+            before = Counter(counts)
+            started = time.process_time()
+            try:
+                for call in calls:
+                    await call()
+            finally:
+                orchestrator.start = start  # type: ignore[method-assign]
+            phase_cpu[name] += time.process_time() - started
+            for key, value in (counts - before).items():
+                counts[f"{name}: {key}"] += value
+            for args in deferred:
+                start(*args)
+
+        async def tool_round() -> None:
+            """Every session is waiting on people: a client output for each, then an approval for each."""
+            await settled()
+            waiting = _open_calls(path)
+            if sorted(waiting) != sorted(ids) or any(set(c) != {"get_weather", "calculator"} for c in waiting.values()):
+                raise RuntimeError(f"expected a client call and an approval in every session, found {waiting}")
+
+            def submit(sid: str) -> Any:
+                given = [{"callId": waiting[sid]["get_weather"], "output": "sunny"}]
+                return lambda: services.runs.submit_outputs(user, sid, given)
+
+            def approve(sid: str) -> Any:
+                return lambda: services.runs.approve(user, sid, waiting[sid]["calculator"], True, None)
+
+            await phase("submit_outputs", [submit(sid) for sid in ids])
+            await phase("approve", [approve(sid) for sid in ids])
 
         async def one_round() -> None:
             for sid in ids:
-                await services.runs.send(user, sid, "word " * words, [], [], None)
-            while services.orchestrator.running_sessions():
-                await asyncio.sleep(0.01)
+                await services.runs.send(user, sid, content, [], [], None)
+            if tools:
+                await tool_round()
+            await settled()
+            if tools and _statuses(path) != Counter({"idle": sessions}):
+                raise RuntimeError(f"a round ended with sessions not idle: {_statuses(path)}")
 
         await one_round()  # warm: statements compiled, caches filled
         db = services.db
@@ -109,18 +205,23 @@ async def _measure(sessions: int, rounds: int, words: int) -> dict[str, Any]:
                 lambda *_args: counts.update(["statements, sqlalchemy"]),
             )
         cpu = []
+        phase_cpu.clear()
         for _ in range(rounds):
             started = time.process_time()
             await one_round()
             cpu.append((time.process_time() - started) * 1000 / sessions)
     answers = sessions * rounds
-    return {"cpu_ms": statistics.median(cpu), "per_answer": {k: v / answers for k, v in counts.items()}}
+    return {
+        "cpu_ms": statistics.median(cpu),
+        "per_answer": {k: v / answers for k, v in counts.items()},
+        "phase_cpu_ms": {k: v * 1000 / answers for k, v in phase_cpu.items()},
+    }
 
 
-def _child(root: str, sessions: int, rounds: int, words: int) -> dict[str, Any]:
+def _child(root: str, sessions: int, rounds: int, words: int, tools: bool = False) -> dict[str, Any]:
     script = os.path.join(ROOT, "bench", "answer_cost.py")
     out = subprocess.run(
-        [sys.executable, script, "--child", f"{sessions}", f"{rounds}", f"{words}"],
+        [sys.executable, script, "--child", f"{sessions}", f"{rounds}", f"{words}", f"{int(tools)}"],
         cwd=root,
         env={**os.environ, "PYTHONPATH": root},
         capture_output=True,
@@ -135,28 +236,32 @@ def _spread(values: list[float]) -> str:
 
 
 def main() -> None:
-    if len(sys.argv) == 5 and sys.argv[1] == "--child":
+    if len(sys.argv) == 6 and sys.argv[1] == "--child":
         sys.path.insert(0, os.getcwd())
-        sessions, rounds, words = (int(v) for v in sys.argv[2:])
-        print(json.dumps(asyncio.run(_measure(sessions, rounds, words))))
+        sessions, rounds, words, tools = (int(v) for v in sys.argv[2:])
+        print(json.dumps(asyncio.run(_measure(sessions, rounds, words, bool(tools)))))
         return
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sessions", type=int, default=50)
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--before-root", help="another checkout, measured interleaved with this one")
+    ap.add_argument("--tools", action="store_true", help="each answer goes through a round of tool calls")
     args = ap.parse_args()
     roots = {"this checkout": ROOT} | ({"before": os.path.abspath(args.before_root)} if args.before_root else {})
     short: dict[str, list[float]] = {name: [] for name in roots}
     long: dict[str, list[float]] = {name: [] for name in roots}
     counted: dict[str, dict[str, float]] = {}
+    phases: dict[str, dict[str, list[float]]] = {name: {p: [] for p in PHASES} for name in roots}
     for run in range(args.runs):
         for name, root in roots.items():
-            s = _child(root, args.sessions, args.rounds, 60)
-            lg = _child(root, args.sessions, args.rounds, 600)
+            s = _child(root, args.sessions, args.rounds, 60, args.tools)
+            lg = _child(root, args.sessions, args.rounds, 600, args.tools)
             short[name].append(s["cpu_ms"])
             long[name].append(lg["cpu_ms"])
             counted[name] = s["per_answer"]
+            for p, ms in s["phase_cpu_ms"].items():
+                phases[name][p].append(ms)
             load = os.getloadavg()[0]
             print(
                 f"  run {run + 1} {name}: {s['cpu_ms']:.2f} ms (60 words), {lg['cpu_ms']:.2f} ms (600 words),"
@@ -169,7 +274,11 @@ def main() -> None:
             f"per token {_spread(token)} µs; n={args.runs}"
         )
         per = counted[name]
-        print("  per answer: " + ", ".join(f"{k} {per.get(k, 0):.2f}" for k in sorted(per)))
+        print("  per answer: " + ", ".join(f"{k} {v:.2f}" for k, v in sorted(per.items()) if ":" not in k))
+        for p in PHASES:
+            if phases[name][p]:
+                mine = ", ".join(f"{k[len(p) + 2 :]} {v:.2f}" for k, v in sorted(per.items()) if k.startswith(p + ":"))
+                print(f"  {p} (one call): CPU {_spread(phases[name][p])} ms; {mine}")
 
 
 if __name__ == "__main__":

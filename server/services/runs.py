@@ -38,9 +38,9 @@ from ..domain import events, outputs
 from ..domain.models import ToolOutcome
 from ..files import refs as file_refs
 from ..protocol.errors import RpcError
-from ..store import repo
-from ..store.models import ChatSession, Run, User
-from ..store.run_rows import MessageRow, RunRow
+from ..store import repo, run_rows
+from ..store.models import ChatSession, User
+from ..store.run_rows import CallRow, MessageRow, RunRow
 from . import queue, transitions
 from .lease import lease_live
 from .queue import QueueService
@@ -68,10 +68,9 @@ class RunDriver(Protocol):
         """Drive a run this process has just claimed (its lease is written in the same transaction); ``first``:
         what :meth:`first_step` returned when that transaction started the run's first step too."""
 
-    async def first_step(self, tx: SessionTx, run: RunRow, question: MessageRow) -> Any:
-        """Start the first step of ``run``, which ``tx`` has just begun with the user message ``question``, in
-        ``tx`` (its assistant message and model request), so that the run's start and its first step commit
-        together."""
+    async def first_step(self, tx: SessionTx, run: RunRow) -> Any:
+        """Start the first step of ``run``, which ``tx`` has just begun, in ``tx`` (its assistant message and
+        model request), so that the run's start and its first step commit together."""
 
     def local_loop(self, session_id: str) -> DrivenRun | None:
         """The run this process drives for the session, if any."""
@@ -85,7 +84,7 @@ class RunDriver(Protocol):
     async def shared_texts(self, session_id: str) -> dict[str, str]:
         """The text of the session's streams as every replica saw them, by message."""
 
-    async def take_over(self, tx: SessionTx, shared: dict[str, str]) -> Run | None:
+    async def take_over(self, tx: SessionTx, shared: dict[str, str]) -> RunRow | None:
         """Take over a run whose process is gone (``transitions.take_over``) for this process."""
 
 
@@ -154,9 +153,12 @@ def started_receipt(reply: outputs.SendStarted) -> StartedReceipt:
 
 async def messages_again(tx: SessionTx, ids: list[str]) -> list[outputs.MessageJson]:
     """The messages ``ids`` of a receipt, read again (``NOT_FOUND`` when one is gone)."""
-    found = {m.id: repo.message_wire(m).wire() for m in await repo.messages_by_id(await tx.orm(), ids)}
-    if len(found) != len(set(ids)):
-        raise RpcError("NOT_FOUND", "Message not found")
+    db, found = await tx.plain(), {}
+    for message_id in dict.fromkeys(ids):  # one prepared read each: a receipt names a message or a few
+        row = await run_rows.get(db, MessageRow, message_id)
+        if row is None:
+            raise RpcError("NOT_FOUND", "Message not found")
+        found[message_id] = repo.message_wire(row).wire()
     return [found[i] for i in ids]
 
 
@@ -280,9 +282,9 @@ class RunService:
                         tx, self.o.owner, self.lease_seconds, content, attachments, "message", crid
                     )
                     started = run.id
-                    result = {"status": "started", "message": repo.message_json(message), "runId": run.id}
+                    result = {"status": "started", "message": repo.message_wire(message).wire(), "runId": run.id}
                     # Committed with the message and the run: the run's first step (one transaction fewer).
-                    first = await self.o.first_step(tx, run, message)
+                    first = await self.o.first_step(tx, run)
                 if result is not None:
                     tx.remember(request, SENT, sent_receipt(result))
             self.start_runs(session_id, taken)
@@ -384,7 +386,7 @@ class RunService:
                 return replayed
             messages = []
             for item in given:
-                call = await repo.get_tool_call(await tx.orm(), session_id, item["callId"])
+                call = await tx.load(CallRow, session_id, item["callId"])
                 if call is None:
                     raise RpcError("NOT_FOUND", f"No tool call {item['callId']!r} in this session")
                 if call.has_result:
@@ -425,15 +427,13 @@ class RunService:
             replayed = await tx.replay(request, RESOLVED, as_is)
             if replayed is not MISSING:
                 return replayed
-            call = await repo.get_tool_call(await tx.orm(), session_id, call_id)
+            call = await tx.load(CallRow, session_id, call_id)
             if call is None:
                 raise RpcError("NOT_FOUND", f"No tool call {call_id!r} in this session")
             if call.approval != "pending":
                 raise RpcError("CONFLICT", "This tool call needs no approval or was already answered")
             if call.run_id != tx.row.run_id:
                 raise RpcError("CONFLICT", "The run that made this tool call has ended")
-            call.approval = "approved" if approved else "denied"
-            call.approval_reason = reason
             # Who decided, so every other device can show it (the first answer wins; later ones are CONFLICT).
             decided_by = {"userId": user.id, "userName": user.name, "deviceName": device_name}
             decided_at = int(time.time() * 1000)
@@ -441,6 +441,9 @@ class RunService:
             # Kept with the call on its message, so a device that loads the session later shows it too.
             decision = {"approved": approved, "userName": user.name, "deviceName": device_name, "decidedAt": decided_at}
             await transitions.record_decision(tx, call, decision)
+            # Changed after the message's read: the call's row is written once, with its result when denied.
+            call.approval = "approved" if approved else "denied"
+            call.approval_reason = reason
             if not approved:
                 text = transitions.DENIED_RESULT + (f" Reason: {reason}" if reason else "")
                 await transitions.add_tool_result(tx, call, text, "denied")

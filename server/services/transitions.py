@@ -17,7 +17,7 @@ run state only through these functions. The events they emit (made by ``domain.e
 from __future__ import annotations
 
 import itertools
-import os
+import uuid
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from enum import StrEnum
@@ -31,7 +31,7 @@ from ..llm import ToolCallEvent
 from ..llm.errors import ErrorCode
 from ..protocol.errors import RpcError
 from ..store import repo, run_rows
-from ..store.models import Message, QueuedMessage, Run, ToolCallRow, utcnow
+from ..store.models import QueuedMessage, utcnow
 from ..store.run_rows import CallFields, CallRow, MessageFields, MessageRow, QueuedRow, RunFields, RunRow
 from . import lease, queue
 from .titles import title_from_first_message
@@ -42,29 +42,7 @@ CANCELLED_RESULT = "The tool call was cancelled: its answer stopped before it ha
 
 
 def new_id() -> str:
-    """A random (version 4) UUID as text, as ``str(uuid.uuid4())`` makes it: from the operating system's random
-    bytes, read 4 KiB at a time rather than with one system call per id (a send makes three), and without building
-    a ``UUID`` object."""
-    global _random, _taken
-    if _taken >= len(_random):
-        _random, _taken = os.urandom(16 * 256).hex(), 0
-    h = _random[_taken : _taken + 32]
-    _taken += 32
-    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:]}"
-
-
-# RFC 4122's variant: the high two bits of the id's 9th byte are 10 (its first hex digit is 8, 9, a or b).
-_VARIANT = {d: "89ab"[int(d, 16) & 3] for d in "0123456789abcdef"}
-_random, _taken = "", 0  # random bytes as hex not yet used for ids, and how many hex digits of it are used
-
-
-def _forget_random() -> None:
-    """A forked process must not hand out the ids its parent would: it reads random bytes of its own."""
-    global _random, _taken
-    _random, _taken = "", 0
-
-
-os.register_at_fork(after_in_child=_forget_random)
+    return str(uuid.uuid4())
 
 
 # --- messages -------------------------------------------------------------------------------------------
@@ -98,18 +76,12 @@ async def add_message(
     tool_call_id: str | None = None,
     outcome: ToolOutcome | None = None,
     client_request_id: str | None = None,
-    after: MessageRow | None = None,
 ) -> MessageRow:
     """Store a new message at the end of the active path (one ``INSERT``) and announce it (``message-created``).
-    ``outcome``: a tool result's (``is_error`` follows from it). ``after``: the message this transaction stored
-    last, still the end of the active path and the session's newest (a send's question, then its answer): the new
-    one follows it as its only version, so where it goes and its versions are known without reading them. The row
-    returned is plain: a caller that goes on changing the message loads it (``tx.get(Message, row.id)``)."""
+    ``outcome``: a tool result's (``is_error`` follows from it). The row returned is plain: a caller that goes
+    on changing the message loads it (``tx.get(Message, row.id)``)."""
     db = await tx.plain()
-    if after is None:
-        ordinal, parent_id = await repo.append_point(db, tx.row.id)
-    else:
-        ordinal, parent_id = after.ordinal + 1, after.id
+    ordinal, parent_id = await repo.append_point(db, tx.row.id)
     row = _new_message(
         tx,
         ordinal,
@@ -126,8 +98,7 @@ async def add_message(
         client_request_id=client_request_id,
     )
     await run_rows.insert_messages(db, (row,))
-    versions = {row.parent_id: [row.id]} if after is not None else await repo.versions_of(db, tx.row.id, row)
-    tx.emit(events.message_created(repo.message_json(row, versions)))
+    tx.emit(events.message_created(repo.message_wire(row, await repo.versions_of(db, tx.row.id, row))))
     if role == "user":
         await title_from_first_message(tx)  # in the transaction that stores the message
     return row
@@ -226,12 +197,12 @@ async def begin_run(
     model: str | None = None,
     continues_id: str | None = None,
 ) -> RunRow:
-    """Start a run (one ``INSERT``, made with the transaction's next plain statement) and claim its lease. Callers
-    checked, under the lock, that no run is in progress. ``client_request_id`` is the client's id of the write that
-    caused it (on ``run-started``); ``provider`` and ``model``: the model it asks when not the session's;
-    ``continues_id``: the answer its first step goes on with. Past the owner's cap on runs in progress
-    (:func:`run_slot_free`) it raises ``TOO_MANY_REQUESTS``, and the caller's transaction (the user message it
-    stored with it included) rolls back. The row returned is plain (``store.run_rows``)."""
+    """Start a run (one ``INSERT``) and claim its lease. Callers checked, under the lock, that no run is in
+    progress. ``client_request_id`` is the client's id of the write that caused it (on ``run-started``);
+    ``provider`` and ``model``: the model it asks when not the session's; ``continues_id``: the answer its first
+    step goes on with. Past the owner's cap on runs in progress (:func:`run_slot_free`) it raises
+    ``TOO_MANY_REQUESTS``, and the caller's transaction (the user message it stored with it included) rolls
+    back. The row returned is plain (``store.run_rows``)."""
     if not await run_slot_free(tx):
         raise RpcError(
             "TOO_MANY_REQUESTS",
@@ -247,8 +218,7 @@ async def begin_run(
         model=model,
         continues_id=continues_id,
     )
-    # Written with the transaction's next plain statement: a step the same transaction starts is counted in it.
-    tx.stage(run)
+    await run_rows.insert(await tx.plain(), run)
     tx.row.run_id = run.id
     tx.row.abort_requested = False
     lease.claim(tx.row, owner, lease_seconds)
@@ -407,7 +377,7 @@ async def stop_run(
 
 async def mark_stopping(tx: SessionTx, stopped_by: dict[str, Any]) -> None:
     """An abort was asked for while an answer streams: the answer will say who stopped it once it ends."""
-    for row in await repo.streaming_messages(await tx.orm(), tx.row.id):
+    for row in tx.adopt(await repo.streaming_rows(await tx.plain(), tx.row.id)):
         row.stopped_by = stopped_by
 
 
@@ -419,7 +389,7 @@ async def recover(tx: SessionTx) -> None:
 
 async def take_over(
     tx: SessionTx, owner: str, lease_seconds: float, *, resume: bool, shared: dict[str, str] | None = None
-) -> Run | None:
+) -> RunRow | None:
     """The process driving the run is gone (its lease lapsed, or it handed the run over as it stopped). With
     ``resume``, an answer it was streaming goes on, once, driven by ``owner`` from here: the run is claimed,
     ``run-resumed`` names the message, and the run's next step continues it (``engine.run``). ``shared`` holds
@@ -428,14 +398,15 @@ async def take_over(
 
     Otherwise — resuming is off, nothing was streaming, the answer was continued once already — the run fails
     as :func:`recover` says; and a run a person asked to stop ends ``aborted``. Returns the run taken over."""
-    run = await repo.get_run(await tx.orm(), tx.row.run_id) if tx.row.run_id else None
-    streaming = [
-        m for m in await repo.streaming_messages(await tx.orm(), tx.row.id) if m.active and m.role == "assistant"
-    ]
     if tx.row.abort_requested:
         await stop_run(tx, "aborted")
         return None
-    if not resume or run is None or run.resumes > 0 or not streaming:
+    run = await tx.load(RunRow, tx.row.run_id) if resume and tx.row.run_id else None
+    streaming = []
+    if run is not None and run.resumes == 0:
+        found = await repo.streaming_rows(await tx.plain(), tx.row.id)
+        streaming = tx.adopt([m for m in found if m.active and m.role == "assistant"])
+    if run is None or not streaming:
         await recover(tx)
         return None
     message = streaming[-1]
@@ -545,11 +516,13 @@ async def add_tool_result(
     attachments: Sequence[dict[str, Any]] = (),
 ) -> MessageRow:
     """A tool result (a ``tool`` message), stored as soon as it exists; ``attachments``: images it returned."""
+    # Marked before the message is stored, so that the call's row is written once with whatever else changed on
+    # it in this transaction (an approval's answer), before the message's ``INSERT``.
+    tx.track(call)
+    call.has_result = True
     message = await add_message(
         tx, "tool", output, tool_call_id=call.id, outcome=outcome, run_id=call.run_id, attachments=list(attachments)
     )
-    tx.track(call)
-    call.has_result = True
     tx.emit(events.tool_call_result(call.id, output, outcome))
     return message
 
@@ -569,14 +542,16 @@ def suspend(tx: SessionTx, run: RunFields) -> None:
     set_status(tx, "requires-action")
 
 
-async def maybe_resume(tx: SessionTx, owner: str, lease_seconds: float) -> Run | None:
+async def maybe_resume(tx: SessionTx, owner: str, lease_seconds: float) -> RunRow | None:
     """Resume a suspended run when nothing waits on people any more; claims the lease for this process."""
     if tx.row.run_id is None or tx.row.status != "requires-action":
         return None
-    calls = await repo.run_tool_calls(await tx.orm(), tx.row.id, tx.row.run_id, open_only=True)
+    # Read after the transaction's own changes to its calls are written (``SessionTx.plain``): a result or an
+    # approval it just stored counts.
+    calls = await repo.run_tool_calls(await tx.plain(), tx.row.id, tx.row.run_id, open_only=True)
     if waiting_on_people(calls):
         return None
-    run = await repo.get_run(await tx.orm(), tx.row.run_id)
+    run = await tx.load(RunRow, tx.row.run_id)
     if run is None:
         return None
     run.status = "running"
@@ -585,10 +560,10 @@ async def maybe_resume(tx: SessionTx, owner: str, lease_seconds: float) -> Run |
     return run
 
 
-async def record_decision(tx: SessionTx, call: ToolCallRow, decision: dict[str, Any]) -> None:
+async def record_decision(tx: SessionTx, call: CallFields, decision: dict[str, Any]) -> None:
     """Put an approval's answer (``{approved, userName, deviceName, decidedAt}``, as ``tool-approval-resolved``
     says it) on the call's entry in its assistant message, where ``session.get`` and ``message.list`` show it."""
-    message = await (await tx.orm()).get(Message, call.message_id)
+    message = await tx.load(MessageRow, call.message_id)
     if message is None or not message.tool_calls:
         return
     # A new list: JSON columns track assignment, not changes inside.

@@ -308,3 +308,58 @@ async def test_records_per_user_are_bounded_oldest_first(db_url, server_factory)
     finally:
         for c in clients:
             await c.close()
+
+
+async def test_a_second_answer_to_an_approval_is_conflict_and_changes_nothing(md):
+    """One device denies a call; another device's later answer, either way, is CONFLICT and writes nothing. The
+    decision stays on the call's entry in its message (``session.get``), the denial is the call's result, and the
+    run goes on only once the client tool it also waits for has its output."""
+    tools = [
+        {"name": "calculator", "executor": "server", "requiresApproval": True},
+        {"name": "ask_user", "executor": "client"},
+    ]
+    async with md.client("alice") as a, md.client("alice") as b:
+        sid = (await a.mutation("session.create", {"tools": tools}))["id"]
+        sub = await a.subscribe("session.events", {"sessionId": sid, "lastEventId": "0"})
+        send = {"sessionId": sid, "content": '/tool calculator {"expression": "6*7"}\n/tool ask_user {}'}
+        await a.mutation("message.send", send)
+        events: list[dict[str, Any]] = []
+        while not any(e["type"] == "session-updated" and e["session"]["status"] == "requires-action" for e in events):
+            events.append((await sub.next(10))[1])
+        calls = {e["name"]: e["callId"] for e in events if e["type"] == "tool-call-ready"}
+        deny = {"sessionId": sid, "callId": calls["calculator"], "approved": False, "reason": "not now"}
+        assert await a.mutation("tool.approve", deny) == {"resolved": True}
+        denied = await _snapshot(a, sid)
+        for approved in (True, False):
+            with pytest.raises(TrpcError) as err:
+                await b.mutation("tool.approve", {**deny, "approved": approved})
+            assert err.value.code == "CONFLICT"
+        with pytest.raises(TrpcError) as err:  # the denial is the call's result
+            late = {"sessionId": sid, "toolOutputs": [{"callId": calls["calculator"], "output": "42"}]}
+            await b.mutation("tool.submitOutputs", late)
+        assert err.value.code == "CONFLICT"
+        snap = await _snapshot(b, sid)
+        # Nothing written, not even an event.
+        assert snap["lastEventId"] == denied["lastEventId"] and snap["messages"] == denied["messages"]
+        assert snap["session"]["status"] == "requires-action"  # still waiting for the client tool
+        assert [c["callId"] for c in snap["run"]["pendingToolCalls"]] == [calls["ask_user"]]
+        assert snap["run"]["pendingApprovals"] == []
+        decisions = {c["name"]: c["decision"] for m in snap["messages"] for c in m["toolCalls"] or []}
+        assert decisions["ask_user"] is None
+        assert decisions["calculator"]["approved"] is False and decisions["calculator"]["userName"] == "alice"
+        results = [(m["toolCallId"], m["outcome"]) for m in snap["messages"] if m["role"] == "tool"]
+        assert results == [(calls["calculator"], "denied")]
+        assert "not now" in next(m["content"] for m in snap["messages"] if m["role"] == "tool")
+
+        submit = {"sessionId": sid, "toolOutputs": [{"callId": calls["ask_user"], "output": "yes"}]}
+        assert (await b.mutation("tool.submitOutputs", submit))["resumed"] is True
+        await _next_of(sub, "run-finished")
+        snap = await _snapshot(a, sid)
+        assert [m["outcome"] for m in snap["messages"] if m["role"] == "tool"] == ["denied", "ok"]
+        resolved = [e for _i, e in (await session_log(md.url, md.tokens["alice"], sid))[0]]
+        assert [e["approved"] for e in resolved if e["type"] == "tool-approval-resolved"] == [False]
+        await sub.close()
+
+
+async def _snapshot(client: Any, sid: str) -> dict[str, Any]:
+    return await client.query("session.get", {"sessionId": sid})
