@@ -426,8 +426,9 @@ def queue_resumed() -> Event:
     return Event("queue-resumed", _Empty())
 
 
-def message_created(message: Message) -> Event:
-    return Event("message-created", _MessageField(message=message.wire()))
+def message_created(message: Message | MessageJson) -> Event:
+    """``message``: the wire model, or its JSON as the model gives it (``store.repo.message_json``)."""
+    return Event("message-created", _MessageField(message=message if isinstance(message, dict) else message.wire()))
 
 
 def message_completed(message: Message) -> Event:

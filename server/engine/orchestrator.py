@@ -35,7 +35,7 @@ from ..settings import Settings, SettingsError
 from ..store import repo
 from ..store.db import Database
 from ..store.models import utcnow
-from ..store.run_rows import RunFields, RunRow
+from ..store.run_rows import MessageRow, RunFields, RunRow
 from ..tools import ToolRegistry
 from ..tools.mcp import McpTools
 from .abort_poll import AbortPolls
@@ -175,11 +175,12 @@ class Orchestrator:
         await previous.done.wait()
         self.start(session_id, run_id, first)
 
-    async def first_step(self, tx: SessionTx, run: RunRow) -> StepStart:
-        """Start the first step of ``run``, which ``tx`` has just begun, in that same transaction (its assistant
-        message and request, as the run loop's own step start makes them): a send that starts a run then costs
-        one write transaction instead of two. Hand the result to :meth:`start` after the commit."""
-        return await start_step(self.run_context, tx, run)
+    async def first_step(self, tx: SessionTx, run: RunRow, question: MessageRow) -> StepStart:
+        """Start the first step of ``run``, which ``tx`` has just begun with the user message ``question``, in that
+        same transaction (its assistant message and request, as the run loop's own step start makes them): a send
+        that starts a run then costs one write transaction instead of two. Hand the result to :meth:`start` after
+        the commit."""
+        return await start_step(self.run_context, tx, run, after=question)
 
     def run_finished(self, session_id: str, run_id: str) -> None:
         """Called after the transaction that wrote ``run-finished`` committed: work that must not delay the

@@ -92,9 +92,11 @@ class StepStart:
     mcp: mcp_tools.McpContext | None  # what the step's MCP tools are offered for
 
 
-async def start_step(ctx: RunContext, tx: SessionTx, run: RunRow) -> StepStart:
+async def start_step(ctx: RunContext, tx: SessionTx, run: RunRow, after: MessageRow | None = None) -> StepStart:
     """In the transaction that decided on a model call of ``run`` (a step of the run loop, or the send that began
-    the run): its assistant message (``message-created``, or the answer it continues) and its request."""
+    the run): its assistant message (``message-created``, or the answer it continues) and its request. ``after``:
+    the message the same transaction stored just before (a send's question), which the answer follows
+    (``transitions.add_message``)."""
     session = tx.row
     provider_id, model = run.provider or session.provider, run.model or session.model
     tx.track(run)  # a run the same transaction began is written with it too
@@ -107,7 +109,7 @@ async def start_step(ctx: RunContext, tx: SessionTx, run: RunRow) -> StepStart:
         tx.emit(events.message_continued(repo.message_wire(continued)))
         mid, exclude, initial = continued.id, None, continued.content
     else:
-        message = await transitions.add_message(tx, "assistant", "", status="streaming", run_id=run.id)
+        message = await transitions.add_message(tx, "assistant", "", status="streaming", run_id=run.id, after=after)
         mid, exclude, initial = message.id, message.id, ""
     rows = await repo.history(await tx.plain(), session.id)
     request = build_request(

@@ -3,7 +3,12 @@
 One PubSub connection per process carries every session channel this process subscribed to; one listener
 task reads it and hands each message to the hub. The listener is supervised: on a Redis error it logs,
 reconnects with backoff, re-subscribes every channel, and tells the hub that messages may have been lost,
-so every local subscriber catches up from the event log.
+so every local subscriber catches up from the event log. Whatever else may have lost messages counts the same
+(:class:`BusPubSub`): a reconnection redis-py made by itself inside a call, a (un)subscribe that failed, was
+cut short or was not confirmed in time, and a Redis that stopped answering the health check.
+
+No call waits long on a Redis that went away: no command is retried inside the client, every connect and
+reply is bounded (``NODE_TIMEOUT``), and a subscribe or unsubscribe has a deadline (``SUBSCRIBE_TIMEOUT``).
 
 Publishing never raises: a batch that could not be published (Redis down) is kept and retried in the
 background. Subscribers drop repeats by seq, so a late or repeated publish is harmless.
@@ -21,7 +26,11 @@ from typing import Any
 
 import orjson
 import redis.asyncio as aioredis
+from redis.asyncio.client import PubSub
 from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.connection import Connection
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 
 from .. import metrics
 from ..domain.events import EventEnvelope
@@ -47,6 +56,7 @@ SUBSCRIBE_TIMEOUT = 5.0
 NODE_TIMEOUT = 5.0
 # The longest closing the bus waits for its background tasks, and for one client's close, before it moves on.
 CLOSE_TIMEOUT = 5.0
+HEALTH_CHECK_INTERVAL = 10  # an idle pub/sub connection PINGs its Redis this often (seconds)
 MAX_BACKOFF = 5.0
 MAX_UNSENT_BATCHES = 10_000
 STREAM_TTL_SECONDS = 24 * 3600  # a crashed replica's partial texts do not stay forever
@@ -111,6 +121,65 @@ async def close_quietly(closeable: Any) -> None:
                 await closeable.aclose()
 
 
+class BusPubSub(PubSub):
+    """A bus's pub/sub connection, which its listener counts as lost (it reconnects, re-subscribes every
+    channel and has every subscriber catch up from the log) once ``lost`` says why.
+
+    redis-py reconnects a pub/sub connection by itself inside a call that finds it broken (a command's failure
+    handler, a read that finds it closed) and re-subscribes its channels without a word: whatever was published
+    in between is gone, and nothing would tell the subscribers to catch up. Such a reconnection marks it lost,
+    and so does a (un)subscribe that failed, was cut short or was not confirmed in time (the connection's state
+    is then unknown: a command half sent, a reconnection half made).
+    """
+
+    lost: str | None = None
+
+    async def on_connect(self, connection: Connection) -> None:
+        # Called on reconnections only: the pool makes the first connection before the pub/sub registers this.
+        self.mark_lost("redis-py reconnected it inside a call")
+        await super().on_connect(connection)
+
+    def mark_lost(self, why: str) -> None:
+        if self.lost is None:
+            self.lost = why
+
+    async def leave(self, channel: str, *, sharded: bool = False) -> None:
+        """(S)UNSUBSCRIBE ``channel`` within ``SUBSCRIBE_TIMEOUT``. One that fails or is cut short marks the
+        connection lost: its listener reconnects (without the channel)."""
+        done = False
+        try:
+            async with asyncio.timeout(SUBSCRIBE_TIMEOUT):
+                await (self.sunsubscribe(channel) if sharded else self.unsubscribe(channel))
+            done = True
+        except UNAVAILABLE as exc:
+            log.warning("unsubscribe from %s failed (%s); reconnecting", channel, type(exc).__name__)
+        finally:
+            if not done:
+                self.mark_lost("an unsubscribe failed or was cut short")
+
+
+def open_pubsub(client: aioredis.Redis) -> BusPubSub:
+    """A :class:`BusPubSub` on ``client``'s connection pool (not yet connected)."""
+    return BusPubSub(client.connection_pool)
+
+
+def check_listening(pubsub: BusPubSub) -> None:
+    """Raise (a listener then reconnects) when ``pubsub`` is marked lost, or its Redis has not answered the
+    health check PING for ``NODE_TIMEOUT``.
+
+    A Redis that stops answering without closing the connection (frozen, cut off by the network) leaves
+    ``get_message`` returning None every second for ever: the client sends its PING when a read finds the
+    connection idle for ``HEALTH_CHECK_INTERVAL``, and every read that succeeds moves ``next_health_check`` on.
+    """
+    if pubsub.lost is not None:
+        raise ConnectionError(f"pub/sub connection lost: {pubsub.lost}")
+    conn = pubsub.connection
+    if conn is None or conn.next_health_check <= 0:  # not read from yet
+        return
+    if asyncio.get_running_loop().time() > conn.next_health_check + NODE_TIMEOUT:
+        raise ConnectionError(f"no reply to the health check within {NODE_TIMEOUT:.0f} s")
+
+
 def _text(value: bytes | str) -> str:
     """A reply as text (the client is made without ``decode_responses``, so replies are bytes)."""
     return value.decode() if isinstance(value, bytes) else value
@@ -126,7 +195,7 @@ class RedisBus(Bus):
         self.prefix = prefix
         # Redis Cluster's backend (``redis_cluster``) keeps its cluster client here.
         self._redis: aioredis.Redis | RedisCluster | None = None
-        self._pubsub: Any = None
+        self._pubsub: BusPubSub | None = None
         self._channels: set[str] = set()
         self._confirm: dict[str, asyncio.Future[None]] = {}
         self._listener: asyncio.Task[None] | None = None
@@ -159,8 +228,14 @@ class RedisBus(Bus):
     # --- lifecycle ------------------------------------------------------------------------------------
 
     async def connect(self) -> None:
+        # No retries inside the client: a command fails at the first error (publishes are retried in order by
+        # ``_retry_unsent``, the pub/sub connection is reconnected by its listener, with backoff).
         self._redis = aioredis.Redis.from_url(
-            self.url, health_check_interval=10, socket_connect_timeout=NODE_TIMEOUT, socket_timeout=NODE_TIMEOUT
+            self.url,
+            health_check_interval=HEALTH_CHECK_INTERVAL,
+            socket_connect_timeout=NODE_TIMEOUT,
+            socket_timeout=NODE_TIMEOUT,
+            retry=Retry(NoBackoff(), retries=0),
         )
         await self._open_pubsub()
         self._listener = asyncio.create_task(self._listen_forever(), name="redis-bus-listener")
@@ -172,10 +247,23 @@ class RedisBus(Bus):
         await close_quietly(self._redis)
 
     async def _open_pubsub(self) -> None:
-        assert self._redis is not None
-        pubsub = self._redis.pubsub()
-        # The control channel keeps the connection subscribed (and readable) even with no sessions.
-        await pubsub.subscribe(control_channel(self.prefix), *[session_channel(self.prefix, s) for s in self._channels])
+        assert isinstance(self._redis, aioredis.Redis)
+        pubsub = open_pubsub(self._redis)
+        wanted = set(self._channels)
+        try:
+            # The control channel keeps the connection subscribed (and readable) even with no sessions.
+            await pubsub.subscribe(control_channel(self.prefix), *[session_channel(self.prefix, s) for s in wanted])
+            # Sessions subscribed or unsubscribed while this waited for Redis (they only changed ``_channels``):
+            # the connection follows them before it counts as connected.
+            while wanted != self._channels:
+                added, gone, wanted = self._channels - wanted, wanted - self._channels, set(self._channels)
+                if added:
+                    await pubsub.subscribe(*[session_channel(self.prefix, s) for s in added])
+                if gone:
+                    await pubsub.unsubscribe(*[session_channel(self.prefix, s) for s in gone])
+        except BaseException:
+            await close_quietly(pubsub)
+            raise
         self._pubsub = pubsub
         self._connected.set()
 
@@ -183,7 +271,8 @@ class RedisBus(Bus):
 
     async def subscribe(self, session_id: str) -> None:
         self._channels.add(session_id)
-        if not self._connected.is_set():
+        pubsub = self._pubsub
+        if not self._connected.is_set() or pubsub is None or pubsub.lost is not None:
             # Redis is away: the listener's reconnect subscribes every channel in ``_channels`` and then
             # has every subscriber catch up from the log. Waiting here would hold the caller (and the hub)
             # for as long as the outage lasts.
@@ -191,25 +280,33 @@ class RedisBus(Bus):
         channel = session_channel(self.prefix, session_id)
         fut = asyncio.get_running_loop().create_future()
         self._confirm[channel] = fut
+        sent = False
         try:
-            await self._pubsub.subscribe(channel)
-            # Wait until Redis has registered it: a publish accepted before that would not reach us, and
-            # the subscriber reads the log right after this returns. (Not ``asyncio.wait_for``: on Python 3.11 it
-            # returns the result instead of raising when the caller is cancelled just as the confirmation
-            # arrives, and a subscription whose client had gone would then run on for ever.)
+            # (Not ``asyncio.wait_for``: on Python 3.11 it returns the result instead of raising when the caller
+            # is cancelled just as the confirmation arrives, and a subscription whose client had gone would then
+            # run on for ever.)
             async with asyncio.timeout(SUBSCRIBE_TIMEOUT):
+                await pubsub.subscribe(channel)
+                sent = True
+                # Wait until Redis has registered it: a publish accepted before that would not reach us, and
+                # the subscriber reads the log right after this returns.
                 await fut
-        except UNAVAILABLE:
-            # The listener's reconnect re-subscribes every channel and triggers a catch-up.
-            log.warning("subscribe to %s not confirmed; relying on reconnect + log catch-up", session_id)
+        except UNAVAILABLE as exc:
+            # The listener reconnects, re-subscribes every channel and has every subscriber catch up.
+            pubsub.mark_lost(f"a subscribe failed or was not confirmed in time ({type(exc).__name__})")
+            log.warning("subscribe to %s not confirmed; reconnecting, subscribers catch up from the log", session_id)
+        except BaseException:
+            if not sent:
+                pubsub.mark_lost("a subscribe was cut short")
+            raise
         finally:
             self._confirm.pop(channel, None)
 
     async def unsubscribe(self, session_id: str) -> None:
         self._channels.discard(session_id)
-        if self._pubsub is not None and self._connected.is_set():
-            with suppress(*UNAVAILABLE):
-                await self._pubsub.unsubscribe(session_channel(self.prefix, session_id))
+        pubsub = self._pubsub
+        if pubsub is not None and pubsub.lost is None and self._connected.is_set():
+            await pubsub.leave(session_channel(self.prefix, session_id))
 
     # --- publishing -----------------------------------------------------------------------------------
 
@@ -267,8 +364,7 @@ class RedisBus(Bus):
             except Exception as exc:
                 self._connected.clear()
                 log.warning("redis bus listener failed (%s); reconnecting", exc)
-                with suppress(Exception):
-                    await self._pubsub.aclose()
+                await close_quietly(self._pubsub)
                 while True:
                     attempt += 1
                     await asyncio.sleep(min(MAX_BACKOFF, 0.05 * 2**attempt) * (0.5 + random.random() / 2))
@@ -285,12 +381,13 @@ class RedisBus(Bus):
 
     async def _listen(self) -> None:
         pubsub = self._pubsub
+        assert pubsub is not None
         prefix_len = len(self.prefix)
         while True:
             msg = await pubsub.get_message(ignore_subscribe_messages=False, timeout=1.0)
-            if msg is None:
-                continue
-            self.handle_message(msg, prefix_len, self._confirm)
+            if msg is not None:
+                self.handle_message(msg, prefix_len, self._confirm)
+            check_listening(pubsub)
 
     def handle_message(self, msg: dict[str, Any], prefix_len: int, confirm: dict[str, asyncio.Future[None]]) -> None:
         """Hand a session message to the hub; resolve the future of a confirmed subscription."""

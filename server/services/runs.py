@@ -68,9 +68,10 @@ class RunDriver(Protocol):
         """Drive a run this process has just claimed (its lease is written in the same transaction); ``first``:
         what :meth:`first_step` returned when that transaction started the run's first step too."""
 
-    async def first_step(self, tx: SessionTx, run: RunRow) -> Any:
-        """Start the first step of ``run``, which ``tx`` has just begun, in ``tx`` (its assistant message and
-        model request), so that the run's start and its first step commit together."""
+    async def first_step(self, tx: SessionTx, run: RunRow, question: MessageRow) -> Any:
+        """Start the first step of ``run``, which ``tx`` has just begun with the user message ``question``, in
+        ``tx`` (its assistant message and model request), so that the run's start and its first step commit
+        together."""
 
     def local_loop(self, session_id: str) -> DrivenRun | None:
         """The run this process drives for the session, if any."""
@@ -282,9 +283,9 @@ class RunService:
                         tx, self.o.owner, self.lease_seconds, content, attachments, "message", crid
                     )
                     started = run.id
-                    result = {"status": "started", "message": repo.message_wire(message).wire(), "runId": run.id}
+                    result = {"status": "started", "message": repo.message_json(message), "runId": run.id}
                     # Committed with the message and the run: the run's first step (one transaction fewer).
-                    first = await self.o.first_step(tx, run)
+                    first = await self.o.first_step(tx, run, message)
                 if result is not None:
                     tx.remember(request, SENT, sent_receipt(result))
             self.start_runs(session_id, taken)

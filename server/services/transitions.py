@@ -17,7 +17,7 @@ run state only through these functions. The events they emit (made by ``domain.e
 from __future__ import annotations
 
 import itertools
-import uuid
+import os
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from enum import StrEnum
@@ -42,7 +42,29 @@ CANCELLED_RESULT = "The tool call was cancelled: its answer stopped before it ha
 
 
 def new_id() -> str:
-    return str(uuid.uuid4())
+    """A random (version 4) UUID as text, as ``str(uuid.uuid4())`` makes it: from the operating system's random
+    bytes, read 4 KiB at a time rather than with one system call per id (a send makes three), and without building
+    a ``UUID`` object."""
+    global _random, _taken
+    if _taken >= len(_random):
+        _random, _taken = os.urandom(16 * 256).hex(), 0
+    h = _random[_taken : _taken + 32]
+    _taken += 32
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:]}"
+
+
+# RFC 4122's variant: the high two bits of the id's 9th byte are 10 (its first hex digit is 8, 9, a or b).
+_VARIANT = {d: "89ab"[int(d, 16) & 3] for d in "0123456789abcdef"}
+_random, _taken = "", 0  # random bytes as hex not yet used for ids, and how many hex digits of it are used
+
+
+def _forget_random() -> None:
+    """A forked process must not hand out the ids its parent would: it reads random bytes of its own."""
+    global _random, _taken
+    _random, _taken = "", 0
+
+
+os.register_at_fork(after_in_child=_forget_random)
 
 
 # --- messages -------------------------------------------------------------------------------------------
@@ -76,12 +98,18 @@ async def add_message(
     tool_call_id: str | None = None,
     outcome: ToolOutcome | None = None,
     client_request_id: str | None = None,
+    after: MessageRow | None = None,
 ) -> MessageRow:
     """Store a new message at the end of the active path (one ``INSERT``) and announce it (``message-created``).
-    ``outcome``: a tool result's (``is_error`` follows from it). The row returned is plain: a caller that goes
-    on changing the message loads it (``tx.get(Message, row.id)``)."""
+    ``outcome``: a tool result's (``is_error`` follows from it). ``after``: the message this transaction stored
+    last, still the end of the active path and the session's newest (a send's question, then its answer): the new
+    one follows it as its only version, so where it goes and its versions are known without reading them. The row
+    returned is plain: a caller that goes on changing the message loads it (``tx.get(Message, row.id)``)."""
     db = await tx.plain()
-    ordinal, parent_id = await repo.append_point(db, tx.row.id)
+    if after is None:
+        ordinal, parent_id = await repo.append_point(db, tx.row.id)
+    else:
+        ordinal, parent_id = after.ordinal + 1, after.id
     row = _new_message(
         tx,
         ordinal,
@@ -98,7 +126,8 @@ async def add_message(
         client_request_id=client_request_id,
     )
     await run_rows.insert_messages(db, (row,))
-    tx.emit(events.message_created(repo.message_wire(row, await repo.versions_of(db, tx.row.id, row))))
+    versions = {row.parent_id: [row.id]} if after is not None else await repo.versions_of(db, tx.row.id, row)
+    tx.emit(events.message_created(repo.message_json(row, versions)))
     if role == "user":
         await title_from_first_message(tx)  # in the transaction that stores the message
     return row
@@ -197,12 +226,12 @@ async def begin_run(
     model: str | None = None,
     continues_id: str | None = None,
 ) -> RunRow:
-    """Start a run (one ``INSERT``) and claim its lease. Callers checked, under the lock, that no run is in
-    progress. ``client_request_id`` is the client's id of the write that caused it (on ``run-started``);
-    ``provider`` and ``model``: the model it asks when not the session's; ``continues_id``: the answer its first
-    step goes on with. Past the owner's cap on runs in progress (:func:`run_slot_free`) it raises
-    ``TOO_MANY_REQUESTS``, and the caller's transaction (the user message it stored with it included) rolls
-    back. The row returned is plain (``store.run_rows``)."""
+    """Start a run (one ``INSERT``, made with the transaction's next plain statement) and claim its lease. Callers
+    checked, under the lock, that no run is in progress. ``client_request_id`` is the client's id of the write that
+    caused it (on ``run-started``); ``provider`` and ``model``: the model it asks when not the session's;
+    ``continues_id``: the answer its first step goes on with. Past the owner's cap on runs in progress
+    (:func:`run_slot_free`) it raises ``TOO_MANY_REQUESTS``, and the caller's transaction (the user message it
+    stored with it included) rolls back. The row returned is plain (``store.run_rows``)."""
     if not await run_slot_free(tx):
         raise RpcError(
             "TOO_MANY_REQUESTS",
@@ -218,7 +247,8 @@ async def begin_run(
         model=model,
         continues_id=continues_id,
     )
-    await run_rows.insert(await tx.plain(), run)
+    # Written with the transaction's next plain statement: a step the same transaction starts is counted in it.
+    tx.stage(run)
     tx.row.run_id = run.id
     tx.row.abort_requested = False
     lease.claim(tx.row, owner, lease_seconds)

@@ -68,7 +68,10 @@ class SessionTx:
     _orm_used: bool = False
     # The plain rows of the run's tables this transaction reads or stores (``store.run_rows``), by table and
     # key, each with its values as last written: what changed since is written before the next plain statement.
-    _rows: dict[tuple[type[Any], tuple[Any, ...]], tuple[PlainRow, tuple[Any, ...]]] = field(default_factory=dict)
+    # A row staged (:meth:`stage`) and not written yet has None for its values.
+    _rows: dict[tuple[type[Any], tuple[Any, ...]], tuple[PlainRow, tuple[Any, ...] | None]] = field(
+        default_factory=dict
+    )
 
     async def plain(self) -> PlainConnection:
         """The connection for constant Core statements, with everything the transaction changed through the ORM
@@ -117,6 +120,12 @@ class SessionTx:
         for row in rows:
             await run_rows.insert(db, row)
             self._rows[(CallRow, run_rows.key_of(row))] = (row, run_rows.values_of(row))
+
+    def stage(self, row: RunRow) -> None:
+        """Store a new run with the transaction's next plain statement (at the latest before the commit), with the
+        values it has then: what the transaction changes in it before that (a step it starts) costs no ``UPDATE``.
+        It is the transaction's, as :meth:`load`'s rows."""
+        self._rows[(RunRow, run_rows.key_of(row))] = (row, None)
 
     def track(self, row: object) -> None:
         """Have the changes made from now on to ``row`` written with the transaction: call it before changing a
@@ -174,15 +183,17 @@ class SessionTx:
     async def finish(self) -> None:
         """Before the commit: the row's changed columns, then the request records, the log and the feed."""
         db = await self.plain()
+        now = utcnow()
+        if self.events:
+            # The log's new end and the time of the change are written with the row's other changed columns.
+            self.row.last_seq, self.row.updated_at = self.row.last_seq, now
         await session_row.write_changes(db, self.row)
         if not self.ledger.rows and not self.events:
             return
         await self.ledger.write(db)
         if not self.events:
             return
-        now = utcnow()
         await eventlog.append(db, self.events, now, self.retention)
-        self.row.stored(updated_at=now)
         self.seen_in_view = await unread.note(db, self.row, self.events, self.visible)
         await self._feed(db, now)
 

@@ -8,7 +8,8 @@ them:
   serialised and a seq is handed out only after the transaction holding the one before it committed (a reader
   that sees N+1 can always read N: ``sync.delivery`` relies on it);
 * **append**: in the transaction that made the change (a transactional outbox: the state and the events
-  commit together, and publishing happens after the commit);
+  commit together, and publishing happens after the commit); a session's end is written with the session row's
+  other changes (``services.uow.SessionTx.finish``), a feed's here;
 * **trim**: the oldest events beyond a retention count are deleted once per :data:`TRIM_EVERY` appends, not
   on every append; a reader whose position was trimmed is told ``resync-required``;
 * **read**: :class:`SessionLog` and :class:`FeedLog` are the two logs as a catch-up reads them
@@ -38,11 +39,6 @@ TRIM_EVERY = 64  # trim a log once per this many appends, not on every one
 _SESSIONS = ChatSession.__table__
 _EVENTS = Event.__table__
 _INSERT_EVENT = insert(_EVENTS)
-_ADVANCE_SESSION = (
-    update(_SESSIONS)
-    .where(_SESSIONS.c.id == bindparam("sid"))
-    .values(last_seq=bindparam("last_seq"), updated_at=bindparam("updated_at"))
-)
 _TRIM_EVENTS = delete(_EVENTS).where(_EVENTS.c.session_id == bindparam("sid"), _EVENTS.c.seq <= bindparam("keep_after"))
 _SESSION_END = select(_SESSIONS.c.last_seq).where(_SESSIONS.c.id == bindparam("sid"))
 _SESSION_OLDEST = select(func.min(_EVENTS.c.seq)).where(_EVENTS.c.session_id == bindparam("sid"))
@@ -54,8 +50,10 @@ def next_seq(last_seq: int) -> int:
 
 
 async def append(db: Executor, events: Sequence[EventEnvelope], now: datetime, retention: int) -> None:
-    """Write ``events`` (consecutive seqs of one session, from :func:`next_seq`) to the session's log, move the
-    session's end to the last of them, and trim the log to its newest ``retention`` events when due."""
+    """Write ``events`` (consecutive seqs of one session, from :func:`next_seq`) to the session's log, and trim the
+    log to its newest ``retention`` events when due. The session's end moves to the last of them with the row's
+    other changes, in the same transaction: the caller writes ``sessions.last_seq`` (``SessionTx.finish``, one
+    ``UPDATE`` of the row with whatever else the transaction changed in it)."""
     if not events:
         return
     sid, last = events[0].session_id, events[-1].seq
@@ -63,7 +61,6 @@ async def append(db: Executor, events: Sequence[EventEnvelope], now: datetime, r
     rows = [{"session_id": sid, "seq": e.seq, "type": e.type, "payload": e.json, "created_at": now} for e in events]
     # One row: a plain execute (drivers' executemany costs more for a single row).
     await db.execute(_INSERT_EVENT, rows[0] if len(rows) == 1 else rows)
-    await db.execute(_ADVANCE_SESSION, {"sid": sid, "last_seq": last, "updated_at": now})
     if last > retention and last // TRIM_EVERY != (last - len(events)) // TRIM_EVERY:
         await trim(db, sid, last - retention)
 

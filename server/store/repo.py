@@ -11,8 +11,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased, make_transient_to_detached
 
 from ..domain import models as wire
+from ..domain.outputs import MessageJson
 from .models import ApiToken, ChatSession, Event, Message, QueuedMessage, Run, ToolCallRow, User
-from .prepared import Executor, PlainConnection
+from .prepared import Executor, PlainConnection, PreparedConnection
 from .run_rows import TABLES, CallRow, MessageFields, MessageRow, QueuedRow, RunRow, from_values
 from .session_row import SessionFields
 
@@ -109,8 +110,11 @@ async def lock_user(db: Executor, user_id: str) -> None:
     Per-user bounds (sessions, files, bytes stored, uploads in flight) are re-checked after this call inside the
     transaction that commits the change, so concurrent requests — on any replica — cannot pass a bound together.
     On PostgreSQL it is a row lock on the user; on SQLite every write transaction already holds the database's one
-    write lock from its first statement (``BEGIN IMMEDIATE``), so the statement only reads.
+    write lock from its first statement (``BEGIN IMMEDIATE``), so on a SQLite file's prepared connection (only ever
+    inside such a transaction) there is nothing to do, and elsewhere the statement only reads.
     """
+    if isinstance(db, PreparedConnection):
+        return
     await db.execute(_LOCK_USER, {"uid": user_id})
 
 
@@ -545,6 +549,38 @@ def message_wire(row: MessageFields, versions: dict[str | None, list[str]] | Non
         error=wire.MessageError.model_validate(row.error) if row.error else None,
         stopped_by=wire.StoppedBy.model_validate(row.stopped_by) if row.stopped_by else None,
     )
+
+
+def message_json(row: MessageFields, versions: dict[str | None, list[str]] | None = None) -> MessageJson:
+    """``message_wire(row, versions).wire()``, built as a dict without the wire model for a message as a send or a
+    step stores it (no attachments, tool calls, notices, error or stop: nothing for the model to convert); any
+    other message goes through the model. The two are the same dict, key for key and in order."""
+    if row.attachments or row.tool_calls or row.notices or row.error or row.stopped_by or row.usage is not None:
+        return message_wire(row, versions).wire()
+    ids = versions.get(row.parent_id) if versions is not None else None
+    placed = ids is not None and row.id in ids
+    return {
+        "id": row.id,
+        "sessionId": row.session_id,
+        "role": row.role,
+        "content": row.content,
+        "attachments": [],
+        "toolCalls": None,
+        "toolCallId": row.tool_call_id,
+        "status": row.status,
+        "finishReason": row.finish_reason,
+        "usage": None,
+        "runId": row.run_id,
+        "createdAt": ms(row.created_at),
+        "clientRequestId": row.client_request_id,
+        "notices": None,
+        "outcome": row.outcome,
+        "error": None,
+        "stoppedBy": None,
+        "parentId": row.parent_id,
+        "versions": {"index": ids.index(row.id), "count": len(ids)} if placed and ids else None,
+        "siblingIds": list(ids) if placed and ids else None,
+    }
 
 
 # --- queue --------------------------------------------------------------------------------------------

@@ -232,11 +232,15 @@ def _values(row: PlainRow) -> dict[str, Any]:
     return {name: getattr(row, name) for name in TABLES[type(row)].names}
 
 
-async def write_changes(db: PlainConnection, row: PlainRow, stored: tuple[Any, ...]) -> tuple[Any, ...]:
+async def write_changes(db: PlainConnection, row: PlainRow, stored: tuple[Any, ...] | None) -> tuple[Any, ...]:
     """Write the columns of ``row`` whose values differ from ``stored`` (its values as last written; nothing when
-    none differ) with one ``UPDATE``; returns its values as now stored."""
+    none differ) with one ``UPDATE``, or the whole row with one ``INSERT`` when ``stored`` is None (a new row not
+    written yet); returns its values as now stored."""
     table = TABLES[type(row)]
     now = values_of(row)
+    if stored is None:
+        await db.execute(table.insert, dict(zip(table.names, now, strict=True)))
+        return now
     if now == stored:
         return stored
     changed = {n: v for n, v, was in zip(table.names, now, stored, strict=True) if v is not was and v != was}

@@ -4,8 +4,11 @@ and tells subscribers to catch up from the log."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
+import orjson
 import pytest
+import redis.asyncio as aioredis
 from test_bus_contract import Recorder, ev
 from testkit import PrivateRedis
 
@@ -87,5 +90,110 @@ async def test_a_subscribe_cancelled_as_redis_confirms_it_stays_cancelled(redis_
         task.cancel()  # ...and the client goes, before the subscriber's task runs again
         with pytest.raises(asyncio.CancelledError):
             await task
+    finally:
+        await bus.disconnect()
+
+
+async def until(condition: Any, what: str, timeout: float = 30) -> None:
+    """Wait (polling) until ``await condition()`` is true; fail after ``timeout`` seconds."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not await condition():
+        assert asyncio.get_running_loop().time() < deadline, what
+        await asyncio.sleep(0.05)
+
+
+async def test_a_message_published_while_the_pubsub_connection_was_cut_reaches_the_subscriber(
+    private_redis, server_factory, sqlite_url
+):
+    """The bus's pub/sub connection is cut (CLIENT KILL) and redis-py reconnects it by itself inside a call of
+    the bus (here an unsubscribe's), re-subscribing its channels without a word: a session event published in
+    between went to no one. The bus counts that as a lost connection, so the subscriber catches up from the log
+    and gets it; before, it never did."""
+    live = await server_factory(sqlite_url, users=("alice",), bus_url=private_redis.url)
+    bus = live.services.bus
+    admin = aioredis.Redis.from_url(private_redis.url)
+
+    async def pubsub_clients() -> bool:
+        return any("P" in client["flags"] for client in await admin.client_list())
+
+    try:
+        async with live.client("alice") as c:
+            sid = (await c.mutation("session.create", {}))["id"]
+            sub = await c.subscribe("session.events", {"sessionId": sid})
+            await sub.wait_started()
+            # Hold the bus's listener between two reads: the reconnection is then made inside the unsubscribe
+            # (a read of the listener's own would see the cut and report it).
+            pubsub = bus._pubsub
+            read, gate, held = pubsub.get_message, asyncio.Event(), asyncio.Event()
+
+            async def get_message(**kwargs: Any) -> Any:
+                held.set()
+                await gate.wait()
+                return await read(**kwargs)
+
+            pubsub.get_message = get_message
+            await asyncio.wait_for(held.wait(), 10)
+            try:
+                assert await admin.client_kill_filter(_type="pubsub") >= 1
+                await c.mutation("session.setTitle", {"sessionId": sid, "title": "during the gap"})
+                calls = 0
+
+                async def reconnected() -> bool:
+                    nonlocal calls
+                    if await pubsub_clients():
+                        return True
+                    calls += 1  # the first write to the cut connection may still be taken by the kernel
+                    await bus.unsubscribe(f"elsewhere-{calls}")
+                    return False
+
+                await until(reconnected, "redis-py did not reconnect the pub/sub connection inside a call")
+            finally:
+                gate.set()
+            while True:
+                _event_id, item = await sub.next(timeout=30)
+                if "during the gap" in orjson.dumps(item).decode():
+                    break
+    finally:
+        await admin.aclose()
+
+
+async def test_a_redis_that_stops_answering_counts_as_lost(private_redis):
+    """A Redis that keeps its connections open and answers nothing (it hangs, or the network cuts it off; here
+    it is stopped): a subscribe that Redis does not confirm in time makes the bus count its connection as lost
+    (readiness says so, later calls return at once instead of each waiting out its deadline), and once Redis
+    answers again the bus reconnects and has every subscriber catch up from the log. Before, the bus went on
+    listening to the silent connection, and nothing told the subscribers that messages may have been lost."""
+    bus = create_bus(private_redis.url)
+    rec = Recorder()
+    bus.set_handlers(rec.on_message, rec.on_reconnect)
+    await bus.connect()
+
+    async def reports_lost() -> bool:
+        try:
+            await bus.ping()
+        except ConnectionError as exc:
+            return "lost Redis" in str(exc)
+        except Exception:  # the reply timed out: Redis is silent, but the bus has not noticed
+            return False
+        return False
+
+    try:
+        await bus.subscribe("s")
+        private_redis.freeze()
+        try:
+            await bus.subscribe("t")  # not confirmed within SUBSCRIBE_TIMEOUT
+            await until(reports_lost, "the bus still listens to a Redis that answers nothing")
+            await bus.unsubscribe("s")
+            await bus.subscribe("u")
+        finally:
+            private_redis.thaw()
+
+        async def caught_up() -> bool:
+            return rec.reconnects >= 1
+
+        await until(caught_up, "the subscribers were not told to catch up")
+        await bus.publish("u", [ev("u", 1)])
+        await rec.wait_for(1, timeout=10)
+        assert [(sid, seq) for sid, seq, _json in rec.got] == [("u", 1)]
     finally:
         await bus.disconnect()

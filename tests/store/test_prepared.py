@@ -4,18 +4,19 @@
 from __future__ import annotations
 
 import sqlite3
-from datetime import UTC
+from datetime import UTC, datetime, timedelta, timezone
 
 import orjson
 import pytest
 from sqlalchemy import select
+from sqlalchemy.dialects import sqlite
 
 from server.app import open_services
 from server.domain import events
 from server.settings import load_settings
 from server.store import repo
-from server.store.models import Event, QueuedMessage
-from server.store.prepared import PreparedConnection
+from server.store.models import Event, Message, QueuedMessage
+from server.store.prepared import PreparedConnection, bind_processor
 
 
 @pytest.fixture
@@ -77,3 +78,35 @@ async def test_a_failed_transaction_leaves_nothing(services):
     assert snap.last_event_id == "0"
     async with services.db.read() as read:
         assert (await read.execute(select(Event))).scalars().all() == []
+
+
+def test_timestamps_and_json_are_bound_as_sqlalchemy_binds_them() -> None:
+    """The converters that stand in for SQLAlchemy's (timestamps, JSON) store the same timestamp text and the same
+    JSON value, and a value that only SQLAlchemy's path takes goes through it."""
+    dialect = sqlite.dialect()
+    stamp = Message.__table__.c.created_at.type
+    ours, theirs = bind_processor(stamp, dialect), stamp.dialect_impl(dialect).bind_processor(dialect)
+    assert ours is not None and theirs is not None
+    for value in (
+        datetime.now(UTC),
+        datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),  # no microseconds: still six digits
+        datetime(5, 6, 7, 8, 9, 10, 11, tzinfo=UTC),  # a year of one digit: four
+        datetime(2026, 1, 2, 3, 4, 5, 6, tzinfo=timezone(timedelta(hours=-7))),  # its wall time, as SQLAlchemy's
+        None,
+    ):
+        assert ours(value) == theirs(value)
+    with pytest.raises(ValueError):
+        ours(datetime(2026, 1, 2))  # naive: refused, as UTCDateTime refuses it
+
+    for column in (Message.__table__.c.tool_calls, Message.__table__.c.attachments):
+        ours, theirs = bind_processor(column.type, dialect), column.type.dialect_impl(dialect).bind_processor(dialect)
+        assert ours is not None and theirs is not None
+        assert ours(None) == theirs(None)  # SQL NULL, or JSON null text, as the column says
+        for value in ([], {}, [{"a": 1, "b": [1.5, "ünï", None, True]}], {"deep": {"x": -(2**63)}}):
+            assert orjson.loads(ours(value)) == value == orjson.loads(theirs(value))
+        # What orjson does not take is SQLAlchemy's to write, unchanged: a 70-bit integer, a lone surrogate, a key
+        # that is not a string; and what stdlib json refuses is still refused.
+        for value in ({"n": 2**70}, ["\ud800"], {1: "one"}):
+            assert ours(value) == theirs(value)
+        with pytest.raises(TypeError):
+            ours({"when": datetime.now(UTC)})
