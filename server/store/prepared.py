@@ -16,6 +16,7 @@ Statements must be built once (module constants with ``bindparam``): each is com
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
@@ -64,10 +65,7 @@ class Prepared:
             (i, process) for i, (_n, _f, process) in enumerate(self._params) if process is not None
         ]
         # Each result column's type (``ResultColumnsEntry.type``) converts what the driver returns.
-        processors = [
-            entry[3].dialect_impl(dialect).result_processor(dialect, None)
-            for entry in getattr(compiled, "_result_columns", ())
-        ]
+        processors = [result_processor(entry[3], dialect) for entry in getattr(compiled, "_result_columns", ())]
         # None when no column needs converting: the rows are then sqlite3's tuples as they are.
         self.results: list[Callable[[Any], Any] | None] | None = processors if any(processors) else None
 
@@ -88,6 +86,7 @@ class Prepared:
 # SQLAlchemy's SQLite DATETIME stores this text (its default storage format): ``isoformat`` with microseconds
 # writes the same, at a fraction of the cost of its ``%``-formatting of a dict per value.
 _SQLITE_DEFAULT_FORMAT = SQLITE_DATETIME()._storage_format  # type: ignore[no-untyped-call]  # noqa: SLF001
+_long_number = re.compile(r"\d{19}").search  # an integer orjson would not read exactly may be in it
 _ISO_LENGTH = len("2000-01-01 00:00:00.000000")
 # orjson hands back what stdlib ``json`` would refuse (timestamps, dataclasses): those take SQLAlchemy's own path,
 # which raises as before.
@@ -140,6 +139,36 @@ def _json_text(none_as_null: bool, sqlalchemys: Callable[[Any], Any]) -> Callabl
             return dumps(value, option=_ORJSON_OPTIONS).decode()
         except TypeError:
             return sqlalchemys(value)
+
+    return process
+
+
+def result_processor(type_: TypeEngine[Any], dialect: Dialect) -> Callable[[Any], Any] | None:
+    """How a result column of ``type_`` is converted from what SQLite returns: SQLAlchemy's result processor, except
+    JSON on SQLite, which ``orjson`` parses (a run's step reads its history's attachments and tool calls; stdlib
+    ``json.loads`` costs many times more per value). Text with a run of 19 digits or more (orjson reads an integer
+    past 64 bits as a float) and text orjson refuses (``NaN``, which stdlib ``json`` writes) go through SQLAlchemy's,
+    so every value reads as before."""
+    impl = type_.dialect_impl(dialect)
+    sqlalchemys = impl.result_processor(dialect, None)
+    if (
+        sqlalchemys is None
+        or dialect.name != "sqlite"
+        or not isinstance(impl, sqltypes.JSON)
+        or dialect._json_deserializer is not None  # noqa: SLF001
+    ):
+        return sqlalchemys
+    loads, refused = orjson.loads, orjson.JSONDecodeError
+
+    def process(value: Any) -> Any:
+        if value is None:
+            return None
+        if _long_number(value) is None:
+            try:
+                return loads(value)
+            except refused:
+                pass
+        return sqlalchemys(value)
 
     return process
 

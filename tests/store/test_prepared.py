@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 import sqlite3
 from datetime import UTC, datetime, timedelta, timezone
 
@@ -16,7 +17,7 @@ from server.domain import events
 from server.settings import load_settings
 from server.store import repo
 from server.store.models import Event, Message, QueuedMessage
-from server.store.prepared import PreparedConnection, bind_processor
+from server.store.prepared import PreparedConnection, bind_processor, result_processor
 
 
 @pytest.fixture
@@ -110,3 +111,29 @@ def test_timestamps_and_json_are_bound_as_sqlalchemy_binds_them() -> None:
             assert ours(value) == theirs(value)
         with pytest.raises(TypeError):
             ours({"when": datetime.now(UTC)})
+
+
+def test_json_reads_as_sqlalchemy_reads_it() -> None:
+    """orjson reads what SQLAlchemy's ``json.loads`` reads, the same value; what it would read otherwise (an integer
+    past 64 bits, which it makes a float) or not at all (``NaN``, ``1e400``) is read by SQLAlchemy's path."""
+    dialect = sqlite.dialect()
+    column = Message.__table__.c.tool_calls
+    ours, theirs = (
+        result_processor(column.type, dialect),
+        column.type.dialect_impl(dialect).result_processor(dialect, None),
+    )
+    assert ours is not None and theirs is not None
+    for text in (
+        "null",
+        "[]",
+        '[{"a": 1, "b": [1.5, "\\u00fcn\\u00ef", null, true]}]',
+        '{"a":[1,2.5,"ünï"]}',
+        '{"x": -9223372036854775808}',
+        '{"n": 1180591620717411303424}',
+        '{"f": 0.1234567890123456789}',
+        "[1e400]",
+    ):
+        value = ours(text)
+        assert value == theirs(text) and type(value) is type(theirs(text))
+        assert repr(value) == repr(theirs(text))  # an integer stays an integer
+    assert math.isnan(ours('{"x": NaN}')["x"])
