@@ -82,14 +82,11 @@ def _statuses(path: str) -> Counter[str]:
         conn.close()
 
 
-async def _measure(sessions: int, rounds: int, words: int, tools: bool = False) -> dict[str, Any]:
-    """One checkout's figures (runs in a child process whose working directory is that checkout)."""
-    from sqlalchemy import event
-    from sqlalchemy.ext.asyncio import AsyncEngine
-
-    from server.app import open_services
+async def run_path_settings(sessions: int, echo_delay: float) -> tuple[Any, str]:
+    """The settings the run path is measured with (``sessions`` runs at once, the echo model waiting
+    ``echo_delay`` between words), on a new, migrated SQLite file; and the file's path."""
     from server.settings import load_settings
-    from server.store import migrate, prepared
+    from server.store import migrate
     from server.store.db import Database
 
     folder = tempfile.mkdtemp(prefix="answer-cost-")
@@ -102,10 +99,22 @@ async def _measure(sessions: int, rounds: int, words: int, tools: bool = False) 
         bus_url="memory://",
         files_url=f"{folder}/files",
         run_migrations_on_start=False,
-        echo_delay=0.005,
+        echo_delay=echo_delay,
         sweep_seconds=60,
         max_active_runs_per_user=sessions + 10,
     )
+    return settings, path
+
+
+async def _measure(sessions: int, rounds: int, words: int, tools: bool = False) -> dict[str, Any]:
+    """One checkout's figures (runs in a child process whose working directory is that checkout)."""
+    from sqlalchemy import event
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
+    from server.app import open_services
+    from server.store import prepared
+
+    settings, path = await run_path_settings(sessions, echo_delay=0.005)
     counts: Counter[str] = Counter()
     phase_cpu: Counter[str] = Counter()
     async with open_services(settings) as services:
@@ -219,9 +228,14 @@ async def _measure(sessions: int, rounds: int, words: int, tools: bool = False) 
 
 
 def _child(root: str, sessions: int, rounds: int, words: int, tools: bool = False) -> dict[str, Any]:
-    script = os.path.join(ROOT, "bench", "answer_cost.py")
+    return run_child("answer_cost.py", root, sessions, rounds, words, int(tools))
+
+
+def run_child(script: str, root: str, *args: object) -> dict[str, Any]:
+    """Run ``bench/<script> --child <args>`` of this checkout against the checkout at ``root`` (its working
+    directory and import path); returns the JSON of the child's last line."""
     out = subprocess.run(
-        [sys.executable, script, "--child", f"{sessions}", f"{rounds}", f"{words}", f"{int(tools)}"],
+        [sys.executable, os.path.join(ROOT, "bench", script), "--child", *(f"{a}" for a in args)],
         cwd=root,
         env={**os.environ, "PYTHONPATH": root},
         capture_output=True,
@@ -235,20 +249,31 @@ def _spread(values: list[float]) -> str:
     return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
 
 
+def run_path_arguments(doc: str | None) -> argparse.ArgumentParser:
+    """The options of a run-path benchmark: how many sessions, rounds and runs, and the checkout to compare."""
+    ap = argparse.ArgumentParser(description=(doc or "").split("\n")[0])
+    ap.add_argument("--sessions", type=int, default=50)
+    ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--before-root", help="another checkout, measured interleaved with this one")
+    return ap
+
+
+def checkouts(args: argparse.Namespace) -> dict[str, str]:
+    """This checkout, and the one ``--before-root`` names, by the names the figures are printed under."""
+    return {"this checkout": ROOT} | ({"before": os.path.abspath(args.before_root)} if args.before_root else {})
+
+
 def main() -> None:
     if len(sys.argv) == 6 and sys.argv[1] == "--child":
         sys.path.insert(0, os.getcwd())
         sessions, rounds, words, tools = (int(v) for v in sys.argv[2:])
         print(json.dumps(asyncio.run(_measure(sessions, rounds, words, bool(tools)))))
         return
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--sessions", type=int, default=50)
-    ap.add_argument("--rounds", type=int, default=6)
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--before-root", help="another checkout, measured interleaved with this one")
+    ap = run_path_arguments(__doc__)
     ap.add_argument("--tools", action="store_true", help="each answer goes through a round of tool calls")
     args = ap.parse_args()
-    roots = {"this checkout": ROOT} | ({"before": os.path.abspath(args.before_root)} if args.before_root else {})
+    roots = checkouts(args)
     short: dict[str, list[float]] = {name: [] for name in roots}
     long: dict[str, list[float]] = {name: [] for name in roots}
     counted: dict[str, dict[str, float]] = {}

@@ -13,40 +13,24 @@ per checkout: the median over the rounds of the CPU per send, median and range o
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from typing import Any
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from bench.answer_cost import checkouts, run_child, run_path_arguments, run_path_settings
 
 
 async def _measure(sessions: int, rounds: int) -> dict[str, Any]:
     """One checkout's figures (runs in a child process whose working directory is that checkout)."""
     from server.app import open_services
-    from server.settings import load_settings
-    from server.store import migrate
-    from server.store.db import Database
 
-    folder = tempfile.mkdtemp(prefix="send-cost-")
-    url = f"sqlite+aiosqlite:///{folder}/chatsync.db"
-    async with Database(url) as db:
-        await migrate.upgrade(db)
-    settings = load_settings(
-        database_url=url,
-        bus_url="memory://",
-        files_url=f"{folder}/files",
-        run_migrations_on_start=False,
-        echo_delay=10,
-        sweep_seconds=60,
-        max_active_runs_per_user=sessions + 10,
-    )
+    settings, _path = await run_path_settings(sessions, echo_delay=10)
     async with open_services(settings) as services:
         user = (await services.auth.create_user("bench"))[0]
         ids = [(await services.sessions.create(user, {})).id for _ in range(sessions)]
@@ -81,35 +65,17 @@ async def _measure(sessions: int, rounds: int) -> dict[str, Any]:
     return {"send_us": statistics.median(per_send)}
 
 
-def _child(root: str, sessions: int, rounds: int) -> dict[str, Any]:
-    script = os.path.join(ROOT, "bench", "send_cost.py")
-    out = subprocess.run(
-        [sys.executable, script, "--child", f"{sessions}", f"{rounds}"],
-        cwd=root,
-        env={**os.environ, "PYTHONPATH": root},
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
-
-
 def main() -> None:
     if len(sys.argv) == 4 and sys.argv[1] == "--child":
         sys.path.insert(0, os.getcwd())
         print(json.dumps(asyncio.run(_measure(int(sys.argv[2]), int(sys.argv[3])))))
         return
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--sessions", type=int, default=50)
-    ap.add_argument("--rounds", type=int, default=6)
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--before-root", help="another checkout, measured interleaved with this one")
-    args = ap.parse_args()
-    roots = {"this checkout": ROOT} | ({"before": os.path.abspath(args.before_root)} if args.before_root else {})
+    args = run_path_arguments(__doc__).parse_args()
+    roots = checkouts(args)
     figures: dict[str, list[float]] = {name: [] for name in roots}
     for run in range(args.runs):
         for name, root in roots.items():
-            figures[name].append(_child(root, args.sessions, args.rounds)["send_us"])
+            figures[name].append(run_child("send_cost.py", root, args.sessions, args.rounds)["send_us"])
             print(f"  run {run + 1} {name}: {figures[name][-1]:.0f} µs per send, load {os.getloadavg()[0]:.1f}")
     for name, values in figures.items():
         print(
