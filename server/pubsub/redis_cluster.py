@@ -34,20 +34,18 @@ from .. import metrics
 from .keys import DEFAULT_PREFIX, control_channel, session_channel
 from .redis import (
     CLOSE_TIMEOUT,
-    HEALTH_CHECK_INTERVAL,
     MAX_BACKOFF,
     NODE_TIMEOUT,
     SUBSCRIBE_TIMEOUT,
     UNAVAILABLE,
-    BusPubSub,
     RedisBus,
-    check_listening,
     close_quietly,
-    open_pubsub,
     stop_tasks,
 )
 
 log = logging.getLogger(__name__)
+
+HEALTH_CHECK_INTERVAL = 10  # an idle shard connection PINGs its node this often (seconds)
 
 
 def parse_nodes(netloc: str) -> list[tuple[str, int]]:
@@ -70,7 +68,7 @@ class _Shard:
         self.confirm: dict[str, asyncio.Future[None]] = {}
         self.connected = asyncio.Event()
         self.lost = False  # the node went away and the listener is reconnecting
-        self.pubsub: BusPubSub | None = None
+        self.pubsub: Any = None
         self.client: aioredis.Redis | None = None
         self.task = asyncio.create_task(self._run(), name=f"redis-cluster-shard-{host}:{port}")
 
@@ -86,7 +84,7 @@ class _Shard:
             health_check_interval=HEALTH_CHECK_INTERVAL,
             retry=Retry(NoBackoff(), retries=0),
         )
-        pubsub = open_pubsub(self.client)
+        pubsub = self.client.pubsub()
         # The control channel keeps the connection subscribed (and readable) before it has a session.
         await pubsub.subscribe(control_channel(self.bus.prefix))
         for sid in self.sessions:  # one SSUBSCRIBE per channel: several slots in one would be CROSSSLOT
@@ -100,6 +98,19 @@ class _Shard:
         pubsub, client, self.pubsub, self.client = self.pubsub, self.client, None, None
         await close_quietly(pubsub)
         await close_quietly(client)
+
+    def _check_alive(self) -> None:
+        """Raise when the node has not answered the health check PING for NODE_TIMEOUT.
+
+        A node that stops answering without closing the connection (frozen, cut off by the network) leaves
+        ``get_message`` returning None every second for ever: the client sends its PING when a read finds the
+        connection idle for HEALTH_CHECK_INTERVAL, and every read that succeeds moves ``next_health_check`` on.
+        """
+        conn = self.pubsub.connection if self.pubsub is not None else None
+        if conn is None or conn.next_health_check <= 0:  # not read from yet
+            return
+        if asyncio.get_running_loop().time() > conn.next_health_check + NODE_TIMEOUT:
+            raise ConnectionError(f"no reply to the health check within {NODE_TIMEOUT:.0f} s")
 
     async def _run(self) -> None:
         attempt = 0
@@ -119,13 +130,14 @@ class _Shard:
                         )
                         self.bus.shard_reconnected()
                 prefix_len = len(self.bus.prefix)
-                pubsub = self.pubsub
-                assert pubsub is not None
                 while True:
-                    msg = await pubsub.get_message(ignore_subscribe_messages=False, timeout=1.0)
-                    if msg is not None and not (msg["type"] == "sunsubscribe" and self._moved_away(msg["channel"])):
-                        self.bus.handle_message(msg, prefix_len, self.confirm)
-                    check_listening(pubsub)  # a node that stops answering, a reconnection inside a call
+                    msg = await self.pubsub.get_message(ignore_subscribe_messages=False, timeout=1.0)
+                    if msg is None:
+                        self._check_alive()
+                        continue
+                    if msg["type"] == "sunsubscribe" and self._moved_away(msg["channel"]):
+                        continue
+                    self.bus.handle_message(msg, prefix_len, self.confirm)
             except asyncio.CancelledError:
                 await self.close()
                 raise
@@ -246,26 +258,15 @@ class RedisClusterBus(RedisBus):
             return  # the shard's reconnect subscribes it and has every subscriber catch up; no wait here
         fut = asyncio.get_running_loop().create_future()
         shard.confirm[channel] = fut
-        pubsub: BusPubSub | None = None
-        sent = False
         try:
             async with asyncio.timeout(SUBSCRIBE_TIMEOUT):
                 await shard.connected.wait()
-                pubsub = shard.pubsub
-                assert pubsub is not None
-                await pubsub.ssubscribe(channel)
-                sent = True
+                await shard.pubsub.ssubscribe(channel)
                 # As for one Redis: a publish accepted before the subscription is registered would be lost.
                 await fut
-        except UNAVAILABLE as exc:
-            # The shard reconnects, re-subscribes it and has every subscriber catch up from the log.
-            if pubsub is not None:
-                pubsub.mark_lost(f"a shard subscribe failed or was not confirmed in time ({type(exc).__name__})")
-            log.warning("shard subscribe to %s not confirmed; reconnecting the shard", session_id)
-        except BaseException:
-            if pubsub is not None and not sent:
-                pubsub.mark_lost("a shard subscribe was cut short")
-            raise
+        except UNAVAILABLE:
+            # The shard's reconnect re-subscribes it and triggers a catch-up from the log.
+            log.warning("shard subscribe to %s not confirmed; relying on reconnect + log catch-up", session_id)
         finally:
             shard.confirm.pop(channel, None)
 
@@ -275,9 +276,10 @@ class RedisClusterBus(RedisBus):
         if shard is None:
             return
         shard.sessions.discard(session_id)
-        pubsub = shard.pubsub
-        if pubsub is not None and pubsub.lost is None and shard.connected.is_set():
-            await pubsub.leave(session_channel(self.prefix, session_id), sharded=True)
+        if shard.pubsub is not None and shard.connected.is_set():
+            with suppress(*UNAVAILABLE):
+                async with asyncio.timeout(SUBSCRIBE_TIMEOUT):
+                    await shard.pubsub.sunsubscribe(session_channel(self.prefix, session_id))
 
     async def _refresh_slots(self) -> None:
         """Ask the nodes who serves which slot now (best effort: a refresh that fails keeps the old map).
