@@ -276,7 +276,7 @@ class QueueService:
         """Append ``items`` to one session's queue in one transaction, in order, each as far as it fits. An
         item whose client request was made before gets that request's reply and adds nothing."""
         results: list[wire.QueuedMessage | Exception] = []
-        async with self.uow.session(user, session_id) as tx:
+        async with self.uow.session(user, session_id, head_only=True) as tx:
             appender = await Appender.open(tx, self.max_length)
             for content, attachments, request in items:
                 if request is not None:
@@ -333,7 +333,7 @@ class QueueService:
             return [repo.queued_wire(q) for q in await repo.queue_rows(s, session_id)]
 
     async def clear(self, user: User, session_id: str) -> None:
-        async with self.uow.session(user, session_id) as tx:
+        async with self.uow.session(user, session_id, head_only=True) as tx:
             await empty(tx)
 
     async def remove(self, user: User, session_id: str, message_id: str) -> None:

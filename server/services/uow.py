@@ -244,16 +244,24 @@ class UnitOfWork:
 
     @asynccontextmanager
     async def session(
-        self, user: User | None, session_id: str, *, missing: Callable[[str], Exception] | None = None
+        self,
+        user: User | None,
+        session_id: str,
+        *,
+        missing: Callable[[str], Exception] | None = None,
+        head_only: bool = False,
     ) -> AsyncIterator[SessionTx]:
         """Lock the caller's session, yield a :class:`SessionTx`, commit, then publish its events.
 
         Someone else's session is ``NOT_FOUND``: we do not reveal that it exists. ``user=None`` is the server
         itself (background work such as model titles, the engine): no owner to check. ``missing`` makes the
         exception raised when the session does not exist (or is not the user's) instead of ``NOT_FOUND``.
+        ``head_only``: ``tx.row`` has only the columns of ``session_row.HEAD`` (a queue edit's; the busiest
+        writes, which need none of the session's settings).
         """
         async with self.db.write() as s:
-            row = self._owned(await session_row.lock(s.plain, session_id), user, session_id, missing)
+            locked = await session_row.lock(s.plain, session_id, head_only=head_only)
+            row = self._owned(locked, user, session_id, missing)
             tx = SessionTx(
                 s,
                 row,

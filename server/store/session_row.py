@@ -39,9 +39,42 @@ LOCK_SESSION: Select[Any] = (
 """The session's row, locked for the rest of the transaction (``FOR UPDATE`` on PostgreSQL; on SQLite the write
 transaction holds the database's one write lock). A deleted session is not found."""
 
+HEAD: tuple[str, ...] = (
+    "id",
+    "owner_id",
+    "run_id",
+    "queue_paused",
+    "last_seq",
+    "title",
+    "title_source",
+    "status",
+    "provider",
+    "model",
+    "created_at",
+    "pinned",
+    "archived",
+    "attention_seq",
+    "attention_kind",
+    "seen_seq",
+)
+"""The columns a queue edit reads (``lock(..., head_only=True)``): what every write's end reads (the owner, the
+log's end, the unread marks), what the session feed shows of the session, and whether a run is going."""
+
+_BY_NAME = dict(_COLUMNS)
+LOCK_HEAD: Select[Any] = (
+    select(*(_BY_NAME[name] for name in HEAD))
+    .where(_SESSIONS.c.id == bindparam("sid"), _SESSIONS.c.deleted_at.is_(None))
+    .with_for_update()
+)
+""":data:`LOCK_SESSION` reading the :data:`HEAD` columns only."""
+
 
 class SessionRow:
-    """One session's columns as the write transaction that locked it sees them (see the module doc)."""
+    """One session's columns as the write transaction that locked it sees them (see the module doc). A row read
+    with ``head_only`` has the :data:`HEAD` columns only: reading another is an ``AttributeError``.
+
+    The columns are ordinary attributes of the instance (no attribute of the class shadows them, so Python
+    reads them at its fastest); a row read raw from SQLite is a :class:`_RawRow`, which converts on first read."""
 
     id: str
     owner_id: str
@@ -82,18 +115,11 @@ class SessionRow:
 
     COLUMNS: ClassVar[tuple[str, ...]] = _NAMES
 
-    def __init__(self, values: Sequence[Any], convert: Sequence[Callable[[Any], Any] | None] | None = None) -> None:
-        """``values``: the row of :data:`LOCK_SESSION`, in its column order. ``convert``: when the values are
-        SQLite's as it returned them, each column's conversion, made when the column is first read (a lock reads
-        every column, and a queue edit reads a few: the JSON settings and most timestamps are never decoded)."""
+    def __init__(self, values: Sequence[Any], names: Sequence[str] = _NAMES) -> None:
+        """``values``: the columns ``names`` (by default every column, in :data:`LOCK_SESSION`'s order), typed."""
         d = self.__dict__
         d["changed"] = set()
-        if convert is None:
-            d.update(zip(_NAMES, values, strict=True))
-        else:
-            d["_raw"], d["_convert"] = values, convert
-            names, pick = _as_is(convert)
-            d.update(zip(names, pick(values), strict=True))
+        d.update(zip(names, values, strict=True))
 
     def __setattr__(self, name: str, value: Any) -> None:
         self.__dict__[name] = value
@@ -104,21 +130,33 @@ class SessionRow:
         self.__dict__.update(values)
 
 
+class _RawRow(SessionRow):
+    """Every column of :data:`LOCK_SESSION` as SQLite returned them, each column that needs converting converted
+    when it is first read (a lock reads every column, and most writes read a few: the JSON settings and most
+    timestamps are never decoded)."""
+
+    def __init__(self, values: Sequence[Any], convert: Sequence[Callable[[Any], Any] | None]) -> None:
+        """``convert``: the statement's conversion of each column (None: the value as it is)."""
+        d = self.__dict__
+        d["changed"] = set()
+        d["_raw"], d["_convert"] = values, convert
+        names, pick = _as_is(convert)
+        d.update(zip(names, pick(values), strict=True))
+
+
 class _Converted:
-    """A column of a row read raw (``SessionRow(values, convert)``): converted on its first read, then an
-    ordinary attribute of the row (which shadows this)."""
+    """A column of a :class:`_RawRow`: converted on its first read, then an ordinary attribute of the row (which
+    shadows this)."""
 
     __slots__ = ("index", "name")
 
     def __init__(self, index: int, name: str) -> None:
         self.index, self.name = index, name
 
-    def __get__(self, row: SessionRow | None, owner: type[SessionRow]) -> Any:
+    def __get__(self, row: _RawRow | None, owner: type[_RawRow]) -> Any:
         if row is None:
             return self
         d = row.__dict__
-        if "_raw" not in d:  # every column is set on such a row: this one is not a column of it
-            raise AttributeError(self.name)
         raw = d["_raw"][self.index]
         value = raw if raw is None else d["_convert"][self.index](raw)
         d[self.name] = value
@@ -144,15 +182,22 @@ def _as_is(convert: Sequence[Callable[[Any], Any] | None]) -> tuple[tuple[str, .
 
 
 for _index, _name in enumerate(_NAMES):
-    setattr(SessionRow, _name, _Converted(_index, _name))
+    setattr(_RawRow, _name, _Converted(_index, _name))
 
 
-async def lock(db: PlainConnection, session_id: str) -> SessionRow | None:
-    """The session's row, locked (:data:`LOCK_SESSION`); None when there is none or it was deleted."""
+async def lock(db: PlainConnection, session_id: str, *, head_only: bool = False) -> SessionRow | None:
+    """The session's row, locked (:data:`LOCK_SESSION`); None when there is none or it was deleted. With
+    ``head_only`` only the :data:`HEAD` columns are read (:data:`LOCK_HEAD`): the lock of a queue edit, which
+    spares reading and converting the rest (the settings' JSON, the lease, the usage)."""
+    if head_only:
+        head = (await db.execute(LOCK_HEAD, {"sid": session_id})).first()
+        return None if head is None else SessionRow(head, HEAD)
     result = await db.execute(LOCK_SESSION, {"sid": session_id})
     if isinstance(result, PreparedResult):
         found, convert = result.first_untyped()
-        return None if found is None else SessionRow(found, convert)
+        if found is None:
+            return None
+        return SessionRow(found) if convert is None else _RawRow(found, convert)
     row = result.first()
     return None if row is None else SessionRow(row)
 
@@ -166,8 +211,7 @@ def _update(names: frozenset[str]) -> Update:
     compiled and prepared once)."""
     stmt = _UPDATES.get(names)
     if stmt is None:
-        columns = dict(_COLUMNS)
-        values = {columns[n]: bindparam(f"v_{n}", type_=columns[n].type) for n in sorted(names)}
+        values = {_BY_NAME[n]: bindparam(f"v_{n}", type_=_BY_NAME[n].type) for n in sorted(names)}
         stmt = update(_SESSIONS).where(_SESSIONS.c.id == bindparam("sid")).values(values)
         if len(_UPDATES) < _MAX_UPDATES:
             _UPDATES[names] = stmt

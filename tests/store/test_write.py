@@ -7,6 +7,7 @@ from __future__ import annotations
 import uuid
 from datetime import timedelta
 
+import orjson
 import pytest
 from sqlalchemy import event, select
 
@@ -99,6 +100,33 @@ async def test_a_session_write_without_orm_objects_never_connects_the_orm(migrat
         logged = (await r.execute(select(Event.type).order_by(Event.seq))).scalars().all()
     assert got is not None and got.queue_paused is False and got.last_seq == 2
     assert logged == ["queue-paused", "queue-resumed"]
+
+
+async def test_a_head_only_write_reads_the_head_columns_and_writes_what_it_changes(migrated_db: Database) -> None:
+    """A queue edit's lock reads the ``HEAD`` columns, typed as a full row's; the rest are not there to read."""
+    user, sid = await _session(migrated_db)
+    uow = UnitOfWork(migrated_db, MemoryBus(), retention=1000)
+    async with uow.session(user, sid) as tx:
+        full = {name: getattr(tx.row, name) for name in session_row.HEAD}
+    async with uow.session(user, sid, head_only=True) as tx:
+        assert {name: getattr(tx.row, name) for name in session_row.HEAD} == full
+        assert tx.row.created_at.tzinfo is not None and tx.row.queue_paused is False
+        for name in set(SessionRow.COLUMNS) - set(session_row.HEAD):
+            with pytest.raises(AttributeError):
+                getattr(tx.row, name)
+        tx.row.title = "from the head"
+        tx.emit(events.queue_paused())
+    assert tx.row.updated_at is not None  # the log's write set it
+    assert [orjson.loads(e.json)["session"]["title"] for e in tx.feed_events] == ["from the head"]
+    async with migrated_db.read() as r:
+        got = await r.get(ChatSession, sid)
+    assert got is not None and (got.title, got.last_seq, got.defaults) == ("from the head", 1, {})
+
+
+def test_no_attribute_of_the_row_type_stands_in_for_a_column() -> None:
+    """A column is an attribute of the row itself (what a transaction reads most, at Python's fastest): no
+    attribute of ``SessionRow`` (a descriptor) shadows it; only the raw row of SQLite's lock converts lazily."""
+    assert [name for name in SessionRow.COLUMNS if hasattr(SessionRow, name)] == []
 
 
 async def test_a_row_refuses_to_write_what_is_not_a_column(migrated_db: Database) -> None:
