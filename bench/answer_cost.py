@@ -3,11 +3,14 @@
     .venv/bin/python bench/answer_cost.py [--sessions 50] [--rounds 6] [--runs 3]
     .venv/bin/python bench/answer_cost.py --before-root ../older-checkout     # interleaved with another checkout
     .venv/bin/python bench/answer_cost.py --tools [--before-root ...]          # each answer makes a tool round
+    .venv/bin/python bench/answer_cost.py --per-round 2 [--before-root ...]    # a second message, auto-sent
 
 Every service is wired as the server wires them (``open_services``) on a SQLite file with the in-process bus and
 the offline echo model; S sessions each get a message per round, all sent at once, and the round ends when every
 run has finished. Nobody subscribes, so what is measured is the run's own work — the send, its transactions,
-the token path, what observes commits — not the fan-out (``bench/fanout.py``) or the socket writes.
+the token path, what observes commits — not the fan-out (``bench/fanout.py``) or the socket writes. With
+``--per-round 2`` each session gets a second message right after its first, which waits in the queue and is sent
+by the end of the first answer (the auto-send); every figure is then per answer of either kind.
 
 It prints, per checkout, the CPU per answer (process CPU over a round ÷ answers) for a short answer (60 words)
 and a long one (600 words), the per-token cost the two imply (their difference ÷ 540), and per answer: write
@@ -106,7 +109,7 @@ async def run_path_settings(sessions: int, echo_delay: float) -> tuple[Any, str]
     return settings, path
 
 
-async def _measure(sessions: int, rounds: int, words: int, tools: bool = False) -> dict[str, Any]:
+async def _measure(sessions: int, rounds: int, words: int, tools: bool = False, per_round: int = 1) -> dict[str, Any]:
     """One checkout's figures (runs in a child process whose working directory is that checkout)."""
     from sqlalchemy import event
     from sqlalchemy.ext.asyncio import AsyncEngine
@@ -165,7 +168,8 @@ async def _measure(sessions: int, rounds: int, words: int, tools: bool = False) 
 
         async def one_round() -> None:
             for sid in ids:
-                await services.runs.send(user, sid, content, [], [], None)
+                for _ in range(per_round):  # a second one waits in the queue for the first's answer
+                    await services.runs.send(user, sid, content, [], [], None)
             if tools:
                 await tool_round()
             await settled()
@@ -218,8 +222,8 @@ async def _measure(sessions: int, rounds: int, words: int, tools: bool = False) 
         for _ in range(rounds):
             started = time.process_time()
             await one_round()
-            cpu.append((time.process_time() - started) * 1000 / sessions)
-    answers = sessions * rounds
+            cpu.append((time.process_time() - started) * 1000 / (sessions * per_round))
+    answers = sessions * rounds * per_round
     return {
         "cpu_ms": statistics.median(cpu),
         "per_answer": {k: v / answers for k, v in counts.items()},
@@ -227,8 +231,10 @@ async def _measure(sessions: int, rounds: int, words: int, tools: bool = False) 
     }
 
 
-def _child(root: str, sessions: int, rounds: int, words: int, tools: bool = False) -> dict[str, Any]:
-    return run_child("answer_cost.py", root, sessions, rounds, words, int(tools))
+def _child(
+    root: str, sessions: int, rounds: int, words: int, tools: bool = False, per_round: int = 1
+) -> dict[str, Any]:
+    return run_child("answer_cost.py", root, sessions, rounds, words, int(tools), per_round)
 
 
 def run_child(script: str, root: str, *args: object) -> dict[str, Any]:
@@ -265,14 +271,19 @@ def checkouts(args: argparse.Namespace) -> dict[str, str]:
 
 
 def main() -> None:
-    if len(sys.argv) == 6 and sys.argv[1] == "--child":
+    if len(sys.argv) == 7 and sys.argv[1] == "--child":
         sys.path.insert(0, os.getcwd())
-        sessions, rounds, words, tools = (int(v) for v in sys.argv[2:])
-        print(json.dumps(asyncio.run(_measure(sessions, rounds, words, bool(tools)))))
+        sessions, rounds, words, tools, per_round = (int(v) for v in sys.argv[2:])
+        print(json.dumps(asyncio.run(_measure(sessions, rounds, words, bool(tools), per_round))))
         return
     ap = run_path_arguments(__doc__)
     ap.add_argument("--tools", action="store_true", help="each answer goes through a round of tool calls")
+    ap.add_argument(
+        "--per-round", type=int, choices=(1, 2), default=1, help="messages per session per round (2: one auto-sent)"
+    )
     args = ap.parse_args()
+    if args.tools and args.per_round != 1:
+        ap.error("--tools measures one message per session per round")
     roots = checkouts(args)
     short: dict[str, list[float]] = {name: [] for name in roots}
     long: dict[str, list[float]] = {name: [] for name in roots}
@@ -280,8 +291,8 @@ def main() -> None:
     phases: dict[str, dict[str, list[float]]] = {name: {p: [] for p in PHASES} for name in roots}
     for run in range(args.runs):
         for name, root in roots.items():
-            s = _child(root, args.sessions, args.rounds, 60, args.tools)
-            lg = _child(root, args.sessions, args.rounds, 600, args.tools)
+            s = _child(root, args.sessions, args.rounds, 60, args.tools, args.per_round)
+            lg = _child(root, args.sessions, args.rounds, 600, args.tools, args.per_round)
             short[name].append(s["cpu_ms"])
             long[name].append(lg["cpu_ms"])
             counted[name] = s["per_answer"]

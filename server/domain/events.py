@@ -431,8 +431,9 @@ def message_created(message: Message | MessageJson) -> Event:
     return Event("message-created", _MessageField(message=message if isinstance(message, dict) else message.wire()))
 
 
-def message_completed(message: Message) -> Event:
-    return Event("message-completed", _MessageField(message=message.wire()))
+def message_completed(message: Message | MessageJson) -> Event:
+    """``message``: the wire model, or its JSON as the model gives it (``store.repo.message_json``)."""
+    return Event("message-completed", _MessageField(message=message if isinstance(message, dict) else message.wire()))
 
 
 def message_continued(message: Message) -> Event:

@@ -145,6 +145,7 @@ class RunLoop:
         self.run_id: str | None = run_id
         # The run's first step, when the transaction that began the run started it too (``start_step``).
         self._first = first
+        self._check_abort = False  # whether the row must say if an abort asked meanwhile was for the new run
         self.abort_requested = False
         self.done = asyncio.Event()
         self._inner: asyncio.Task[Any] | None = None
@@ -178,6 +179,11 @@ class RunLoop:
                     self._first = None
                     await self._finish_aborted()
                     continue  # None, or the queue's head an abort made room for
+                if self._check_abort:
+                    self._check_abort = False
+                    if await self._abort_on_row():
+                        self.abort_requested = True
+                        continue
                 first, self._first = self._first, None
                 if first is not None:
                     await self._begin_step(first)
@@ -357,6 +363,7 @@ class RunLoop:
         assert self.run_id is not None
         nxt: str | None = self.run_id
         finished = None
+        first: StepStart | None = None
         async with self._tx() as tx:
             found = await repo.step_end(await tx.plain(), self.session_id, self.run_id, mid)
             assert found is not None
@@ -405,20 +412,33 @@ class RunLoop:
                 elif not steered:
                     transitions.end_run(tx, run, "finished", finish_reason=result.finish)
                     finished = run.id
-                    following = await transitions.next_or_idle(tx, self.ctx.owner, self.ctx.settings.run_lease_seconds)
-                    nxt = following.id if following is not None else None
+                    sent = await transitions.next_question_or_idle(
+                        tx, self.ctx.owner, self.ctx.settings.run_lease_seconds
+                    )
+                    if sent is not None:
+                        # The queue's next run starts its first step in this transaction too, as a send's run
+                        # does: its answer commits with the question (one write transaction fewer).
+                        question, following = sent
+                        nxt, first = following.id, await start_step(self.ctx, tx, following, after=question)
+                    else:
+                        nxt = None
         if finished is not None:
             self.ctx.run_finished(self.session_id, finished)  # after the commit: the answer is out already
-        self._next_run(nxt)
+        self._next_run(nxt, first)
 
-    def _next_run(self, run_id: str | None) -> None:
-        """Go on with ``run_id`` (the same run's next step, the queue's next run, or None: stop)."""
+    def _next_run(self, run_id: str | None, first: StepStart | None = None) -> None:
+        """Go on with ``run_id`` (the same run's next step, the queue's next run, or None: stop); ``first``: the
+        new run's first step, when the transaction that began the run started it too."""
         if run_id != self.run_id:
             # An abort asked of this process belonged to the run that just ended (its transaction cleared the
-            # row's flag); one meant for the new run is on the row, which every step reads.
+            # row's flag); one meant for the new run is on the row, which every step reads. A first step
+            # started with the run reads nothing before it streams: when an abort was asked meanwhile, the row
+            # says which run it was for (``_abort_on_row``).
+            self._check_abort = first is not None and self.abort_requested
             self.abort_requested = False
             self._files.clear()
         self.run_id = run_id
+        self._first = first
 
     def _live_text(self, mid: str | None) -> tuple[str, str] | None:
         """The text this process streamed so far of message ``mid`` (newer than the row's last flush)."""
@@ -493,6 +513,13 @@ class RunLoop:
                 await transitions.add_tool_result(tx, row, result.output, result.outcome, result.attachments)
 
     # --- heartbeat ----------------------------------------------------------------------------------------
+
+    async def _abort_on_row(self) -> bool:
+        """Whether the session's row asks to stop its run: an abort committed after the transaction that began
+        the run (one committed before it was for the run that transaction ended, and cleared by it)."""
+        async with self.ctx.db.read() as s:
+            session = await repo.get_session(s, self.session_id)
+        return session is not None and session.abort_requested
 
     async def _lease_still_ours(self) -> bool:
         async with self.ctx.db.read() as s:

@@ -158,7 +158,7 @@ def complete_message(
         row.tool_calls = tool_calls
     if notices:
         row.notices = notices
-    tx.emit(events.message_completed(repo.message_wire(row)))
+    tx.emit(events.message_completed(repo.message_json(row)))
 
 
 async def add_system_messages(
@@ -331,6 +331,12 @@ async def send_next_queued(tx: SessionTx, owner: str, lease_seconds: float) -> R
 
     When the owner has no run slot free (:func:`run_slot_free`) nothing changes: the head stays at the head of
     the unpaused queue, and the sweeper sends it once one of the owner's runs has ended."""
+    sent = await _send_head(tx, owner, lease_seconds)
+    return None if sent is None else sent[1]
+
+
+async def _send_head(tx: SessionTx, owner: str, lease_seconds: float) -> tuple[MessageRow, RunRow] | None:
+    """:func:`send_next_queued`, returning the question it stored with the run."""
     if tx.row.queue_paused or tx.row.run_id is not None:
         return None
     head = await run_rows.queue_head(await tx.plain(), tx.row.id)
@@ -339,27 +345,39 @@ async def send_next_queued(tx: SessionTx, owner: str, lease_seconds: float) -> R
         return None
     if not await run_slot_free(tx):
         return None
-    return await send_queued(tx, owner, lease_seconds, head)
+    return await _send(tx, owner, lease_seconds, head)
 
 
 async def send_queued(tx: SessionTx, owner: str, lease_seconds: float, item: QueuedMessage | QueuedRow) -> RunRow:
     """Take ``item`` out of the queue (``queue-message-removed``, reason ``sent``) and start a run with it,
     in one transaction (callers checked that no run is in progress)."""
+    return (await _send(tx, owner, lease_seconds, item))[1]
+
+
+async def _send(
+    tx: SessionTx, owner: str, lease_seconds: float, item: QueuedMessage | QueuedRow
+) -> tuple[MessageRow, RunRow]:
     await queue.take(tx, item, "sent")
-    _message, run = await start_with_message(
+    return await start_with_message(
         tx, owner, lease_seconds, item.content, item.attachments, "queue", item.client_request_id
     )
-    return run
 
 
 async def next_or_idle(tx: SessionTx, owner: str, lease_seconds: float) -> RunRow | None:
     """After a run ended with stop/length: the next queued message, or idle."""
-    run = await send_next_queued(tx, owner, lease_seconds)
-    if run is None:
+    sent = await next_question_or_idle(tx, owner, lease_seconds)
+    return None if sent is None else sent[1]
+
+
+async def next_question_or_idle(tx: SessionTx, owner: str, lease_seconds: float) -> tuple[MessageRow, RunRow] | None:
+    """:func:`next_or_idle`, returning the question the auto-send stored with the run: the run's first step,
+    started in the same transaction, follows it (``engine.run.start_step``'s ``after``)."""
+    sent = await _send_head(tx, owner, lease_seconds)
+    if sent is None:
         go_idle(tx)
     else:
         session_changed(tx)
-    return run
+    return sent
 
 
 async def stop_run(

@@ -3,9 +3,9 @@
 A session wants its owner's attention when a run finishes (an answer), fails, or asks for an approval. The
 transaction that commits such an event records it on the session row (``attention_seq``: the event's seq, and
 ``attention_kind``: ``answer``, ``failure`` or ``approval``), and the session is unread while that is past what
-the owner has seen (``seen_seq``). It is written in the same transaction as the event, before the feed event of
-that transaction is made (``uow.SessionTxBase.finish``), so ``session.feed`` and ``session.list`` carry
-``unread`` and every device's list agrees.
+the owner has seen (``seen_seq``). It is written in the same transaction as the event, with the row's other
+changes and before the feed event of that transaction is made (``uow.SessionTx.finish``), so ``session.feed`` and
+``session.list`` carry ``unread`` and every device's list agrees.
 
 Looking at a session clears it on every device: a device that has the session visible (``presence.update``
 with ``visible``) or calls ``session.markRead`` moves ``seen_seq`` to the session's end, and the feed says so.
@@ -20,7 +20,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import bindparam, select
 
 from ..domain import events as ev
 from ..domain.events import EventEnvelope
@@ -28,7 +28,6 @@ from ..protocol.errors import RpcError
 from ..store import eventlog, repo
 from ..store.db import Database
 from ..store.models import ChatSession, User, utcnow
-from ..store.prepared import Executor
 from ..store.session_row import SessionRow
 from . import feed
 
@@ -46,24 +45,16 @@ ATTENTION: dict[str, str] = {"run-finished": "answer", "run-failed": "failure", 
 VISIBLE_CHECK_SECONDS = 0.5
 
 _SESSIONS = ChatSession.__table__
-_MARK = (
-    update(_SESSIONS)
-    .where(_SESSIONS.c.id == bindparam("sid"))
-    .values(
-        attention_seq=bindparam("attention_seq"),
-        attention_kind=bindparam("attention_kind"),
-        seen_seq=bindparam("seen_seq"),
-    )
-)
 _STATE = select(_SESSIONS.c.owner_id, _SESSIONS.c.attention_seq, _SESSIONS.c.seen_seq, _SESSIONS.c.last_seq).where(
     _SESSIONS.c.id == bindparam("sid"), _SESSIONS.c.deleted_at.is_(None)
 )
 
 
-async def note(db: Executor, row: SessionRow, events: Sequence[EventEnvelope], visible: Visible | None) -> bool:
+async def note(row: SessionRow, events: Sequence[EventEnvelope], visible: Visible | None) -> bool:
     """In the committing transaction: record the newest event of ``events`` that wants attention, seen at once
-    when a device has the session visible; an approval decided counts as a look. True when such an event was
-    seen at once (no notification is then sent, ``services.push``)."""
+    when a device has the session visible; an approval decided counts as a look. The marks are set on ``row``
+    as changed columns, so the row's one ``UPDATE`` (``SessionTx.finish``) writes them with its other changes.
+    True when such an event was seen at once (no notification is then sent, ``services.push``)."""
     latest: EventEnvelope | None = None
     decided = False
     for env in events:
@@ -82,10 +73,7 @@ async def note(db: Executor, row: SessionRow, events: Sequence[EventEnvelope], v
             seen_seq = attention_seq
     else:
         seen_seq = max(seen_seq, attention_seq)
-    await db.execute(
-        _MARK, {"sid": row.id, "attention_seq": attention_seq, "attention_kind": kind, "seen_seq": seen_seq}
-    )
-    row.stored(attention_seq=attention_seq, attention_kind=kind, seen_seq=seen_seq)
+    row.attention_seq, row.attention_kind, row.seen_seq = attention_seq, kind, seen_seq
     return in_view
 
 

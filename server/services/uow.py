@@ -185,8 +185,10 @@ class SessionTx:
         db = await self.plain()
         now = utcnow()
         if self.events:
-            # The log's new end and the time of the change are written with the row's other changed columns.
+            # The log's new end, the time of the change and the unread marks are written with the row's other
+            # changed columns: one ``UPDATE``.
             self.row.last_seq, self.row.updated_at = self.row.last_seq, now
+            self.seen_in_view = await unread.note(self.row, self.events, self.visible)
         await session_row.write_changes(db, self.row)
         if not self.ledger.rows and not self.events:
             return
@@ -194,7 +196,6 @@ class SessionTx:
         if not self.events:
             return
         await eventlog.append(db, self.events, now, self.retention)
-        self.seen_in_view = await unread.note(db, self.row, self.events, self.visible)
         await self._feed(db, now)
 
     async def _feed(self, db: PlainConnection, now: datetime) -> None:

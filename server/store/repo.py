@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, NamedTuple, Protocol, TypeVar
@@ -287,11 +288,40 @@ LARGE_SESSION_FIELDS = ("tools", "systemPrompt", "defaults", "metadata")
 
 
 def session_changes_wire(row: SessionFields, changed_large: tuple[str, ...] = ()) -> dict[str, Any]:
-    """The session as ``session-updated`` carries it (docs/api.md): clients merge it into theirs."""
-    body = session_wire(row).wire()
-    for name in LARGE_SESSION_FIELDS:
-        if name not in changed_large:
-            del body[name]
+    """The session as ``session-updated`` carries it (docs/api.md): clients merge it into theirs.
+
+    Built as a dict, field for field what ``session_wire(row).wire()`` gives (in its order, without the large
+    fields that did not change) but without the model's validation: every status change and every run's end
+    writes one, and the large fields it leaves out are never read (nor, on a locked row, decoded)."""
+    large = {name: name in changed_large for name in LARGE_SESSION_FIELDS}
+    body: dict[str, Any] = {
+        "id": row.id,
+        "title": row.title,
+        "titleSource": row.title_source,
+        "provider": row.provider,
+        "model": row.model,
+    }
+    if large["systemPrompt"]:
+        body["systemPrompt"] = row.system_prompt
+    if large["defaults"]:
+        body["defaults"] = copy.deepcopy(row.defaults or {})
+    if large["tools"]:
+        body["tools"] = copy.deepcopy(row.tools or [])
+    body["toolMode"] = row.tool_mode
+    body["busyPolicy"] = row.busy_policy
+    body["disableStreaming"] = bool(row.disable_streaming)
+    if large["metadata"]:
+        body["metadata"] = copy.deepcopy(row.meta or {})
+    body["status"] = row.status
+    body["queuePaused"] = bool(row.queue_paused)
+    body["usage"] = {"inputTokens": int(row.usage_input_tokens), "outputTokens": int(row.usage_output_tokens)}
+    body["lastSeq"] = int(row.last_seq)
+    body["createdAt"] = ms(row.created_at)
+    body["updatedAt"] = ms(row.updated_at)
+    body["pinned"] = bool(row.pinned)
+    body["archived"] = bool(row.archived)
+    body["mcpServers"] = list(row.mcp_servers or [])
+    body["mcpTools"] = copy.deepcopy(row.mcp_tools or {})
     return body
 
 
@@ -552,10 +582,11 @@ def message_wire(row: MessageFields, versions: dict[str | None, list[str]] | Non
 
 
 def message_json(row: MessageFields, versions: dict[str | None, list[str]] | None = None) -> MessageJson:
-    """``message_wire(row, versions).wire()``, built as a dict without the wire model for a message as a send or a
-    step stores it (no attachments, tool calls, notices, error or stop: nothing for the model to convert); any
-    other message goes through the model. The two are the same dict, key for key and in order."""
-    if row.attachments or row.tool_calls or row.notices or row.error or row.stopped_by or row.usage is not None:
+    """``message_wire(row, versions).wire()``, built as a dict without the wire model for a message as a send, a
+    step's start or a step's end stores it (no attachments, tool calls, notices, error or stop: nothing for the
+    model to convert; a usage is a flat dict); any other message goes through the model. The two are the same
+    dict, key for key and in order."""
+    if row.attachments or row.tool_calls or row.notices or row.error or row.stopped_by:
         return message_wire(row, versions).wire()
     ids = versions.get(row.parent_id) if versions is not None else None
     placed = ids is not None and row.id in ids
@@ -569,7 +600,7 @@ def message_json(row: MessageFields, versions: dict[str | None, list[str]] | Non
         "toolCallId": row.tool_call_id,
         "status": row.status,
         "finishReason": row.finish_reason,
-        "usage": None,
+        "usage": None if row.usage is None else dict(row.usage),
         "runId": row.run_id,
         "createdAt": ms(row.created_at),
         "clientRequestId": row.client_request_id,

@@ -13,6 +13,7 @@ from sqlalchemy import select, update
 from server.app import open_services
 from server.engine.run import RunLoop
 from server.services import queue, transitions
+from server.services.lease import LeaseLost
 from server.settings import load_settings
 from server.store import repo
 from server.store.models import ChatSession, Event, Message, utcnow
@@ -127,6 +128,21 @@ async def test_two_replicas_send_each_queued_message_exactly_once(db_url):
         assert types.count("run-started") == 12 and types.count("run-finished") == 12
 
 
+async def taken_over_and_answered(survivor, user, session_id):
+    """The dead process's lease lapses; ``survivor``'s sweeper takes the run over and it ends: the session then."""
+    async with survivor.db.write() as s:
+        await s.execute(
+            update(ChatSession)
+            .where(ChatSession.id == session_id)
+            .values(lease_expires_at=utcnow() - timedelta(seconds=1))
+        )
+    assert await survivor.orchestrator.sweep_once() == 1
+    async with asyncio.timeout(10):
+        while (snap := await survivor.sessions.snapshot(user, session_id)).run is not None:
+            await asyncio.sleep(0.01)
+    return snap
+
+
 async def test_a_send_commits_the_runs_first_step_and_a_crash_right_after_it_loses_nothing(db_url):
     """A send that starts a run starts the run's first step in the same transaction (its answer, streaming): a
     process that dies right after that commit, before its run loop began, leaves a run that another process
@@ -142,16 +158,7 @@ async def test_a_send_commits_the_runs_first_step_and_a_crash_right_after_it_los
         snap = await survivor.sessions.snapshot(alice, sess.id)
         assert [(m.role, m.status) for m in snap.messages] == [("user", "complete"), ("assistant", "streaming")]
         assert snap.session.status == "running"
-        async with survivor.db.write() as s:  # the dead process's lease lapses
-            await s.execute(
-                update(ChatSession)
-                .where(ChatSession.id == sess.id)
-                .values(lease_expires_at=utcnow() - timedelta(seconds=1))
-            )
-        assert await survivor.orchestrator.sweep_once() == 1
-        async with asyncio.timeout(10):
-            while (snap := await survivor.sessions.snapshot(alice, sess.id)).run is not None:
-                await asyncio.sleep(0.01)
+        snap = await taken_over_and_answered(survivor, alice, sess.id)
         assert [(m.role, m.status) for m in snap.messages] == [("user", "complete"), ("assistant", "complete")]
         assert snap.messages[0].content == "question" and snap.messages[1].content
         types = await event_types(survivor, sess.id)
@@ -159,23 +166,105 @@ async def test_a_send_commits_the_runs_first_step_and_a_crash_right_after_it_los
         assert types.count("run-resumed") == 1 and types.count("run-finished") == 1 and "run-failed" not in types
 
 
+async def sent_by_hand(svc, queued):
+    """A user's session sent "first" with ``queued`` enqueued behind it, its run loop not started: the user, and
+    what the send handed the orchestrator (session id, run id, the first step it started)."""
+    alice, _ = await svc.auth.create_user("alice")
+    sess = await svc.sessions.create(alice, {})
+    handed: list[tuple[str, str, object]] = []
+    svc.orchestrator.start = lambda *args: handed.append(args)  # the loop is started by the caller
+    await svc.runs.send(alice, sess.id, "first", [], [], None)
+    for content in queued:
+        await svc.queue.enqueue(alice, sess.id, content, [])
+    return alice, handed[0]
+
+
+def dies_once_the_queue_is_sent(first_run: str) -> type[RunLoop]:
+    """A run loop whose process dies right after the transaction that ended ``first_run`` and auto-sent the
+    queue's head committed: it writes nothing more (as after a lost lease)."""
+
+    class Dying(RunLoop):
+        def _next_run(self, run_id, *args):
+            super()._next_run(run_id, *args)
+            if run_id not in (None, first_run):
+                raise LeaseLost(self.session_id)
+
+    return Dying
+
+
+async def test_an_auto_send_commits_its_runs_first_step_and_a_crash_right_after_it_loses_nothing(db_url):
+    """The step that ends a run and sends the queue's head starts the new run's first step in the same
+    transaction: a process that dies right after that commit leaves a run that another process takes over and
+    answers once — the queued message sent once, one answer each, no failure."""
+    resume = {"resume_interrupted_answers": True}
+    async with AsyncExitStack() as stack:
+        doomed = await stack.enter_async_context(open_services(settings(db_url, **resume)))
+        survivor = await stack.enter_async_context(open_services(settings(db_url, **resume)))
+        alice, (sid, run_id, first) = await sent_by_hand(doomed, ["second"])
+        await asyncio.wait_for(
+            dies_once_the_queue_is_sent(run_id)(doomed.orchestrator.run_context, sid, run_id, first).main(), 10
+        )
+        snap = await survivor.sessions.snapshot(alice, sid)
+        assert [(m.role, m.status) for m in snap.messages] == [
+            ("user", "complete"),
+            ("assistant", "complete"),
+            ("user", "complete"),
+            ("assistant", "streaming"),
+        ]
+        assert snap.session.status == "running" and snap.queue == []
+        snap = await taken_over_and_answered(survivor, alice, sid)
+        assert [(m.role, m.content, m.status) for m in snap.messages] == [
+            ("user", "first", "complete"),
+            ("assistant", "first", "complete"),
+            ("user", "second", "complete"),
+            ("assistant", "second", "complete"),
+        ]
+        types = await event_types(survivor, sid)
+        assert types.count("message-created") == 4 and types.count("run-started") == 2
+        assert types.count("queue-message-removed") == 1 and types.count("run-resumed") == 1
+        assert types.count("run-finished") == 2 and "run-failed" not in types
+
+
+async def test_an_abort_committed_right_after_the_auto_send_stops_the_new_run(db_url):
+    """A Stop that reaches the run loop after the transaction that auto-sent the queue's head (and started its
+    first step) committed, but before the loop moved on to the new run, is for the new run: its answer ends
+    interrupted, the run aborted, the queue paused — never answered as if nobody had asked."""
+    async with open_services(settings(db_url)) as svc:
+        alice, (sid, run_id, first) = await sent_by_hand(svc, ["second", "third"])
+        loop = RunLoop(svc.orchestrator.run_context, sid, run_id, first)
+        publish_tx = svc.uow.publish_tx
+
+        async def then_stop(tx):
+            await publish_tx(tx)
+            if any(e.type == "run-started" for e in tx.events) and tx.row.run_id != run_id:
+                # As ``run.abort`` does: the flag committed, then the loop told (before it moved on).
+                async with svc.uow.session(None, sid) as stop:
+                    stop.row.abort_requested = True
+                loop.request_abort()
+
+        svc.uow.publish_tx = then_stop
+        await asyncio.wait_for(loop.main(), 10)
+        snap = await svc.sessions.snapshot(alice, sid)
+    assert [(m.role, m.content, m.status) for m in snap.messages] == [
+        ("user", "first", "complete"),
+        ("assistant", "first", "complete"),
+        ("user", "second", "complete"),
+        ("assistant", "", "interrupted"),
+    ]
+    assert snap.session.status == "idle" and snap.session.queue_paused and [q.content for q in snap.queue] == ["third"]
+
+
 async def test_an_abort_before_the_sends_first_step_began_ends_that_step_with_its_run(db_url):
     """The first step a send started belongs to its run: an abort that arrives before the run loop begins it marks
     its answer interrupted, and the queued message the abort makes room for gets an answer of its own."""
     async with open_services(settings(db_url)) as svc:
-        alice, _ = await svc.auth.create_user("alice")
-        sess = await svc.sessions.create(alice, {})
-        handed: list[tuple[str, str, object]] = []
-        svc.orchestrator.start = lambda *args: handed.append(args)  # the loop is started below, by hand
-        await svc.runs.send(alice, sess.id, "first", [], [], None)
-        await svc.queue.enqueue(alice, sess.id, "next", [])
-        async with svc.uow.session(None, sess.id) as tx:  # "send now, interrupting": the abort sends the head
+        alice, (sid, run_id, first) = await sent_by_hand(svc, ["next"])
+        async with svc.uow.session(None, sid) as tx:  # "send now, interrupting": the abort sends the head
             tx.row.abort_requested = tx.row.abort_then_send = True
-        (sid, run_id, first) = handed[0]
         loop = RunLoop(svc.orchestrator.run_context, sid, run_id, first)
         loop.request_abort()
         await asyncio.wait_for(loop.main(), 10)
-        snap = await svc.sessions.snapshot(alice, sess.id)
+        snap = await svc.sessions.snapshot(alice, sid)
     assert [(m.role, m.content, m.status) for m in snap.messages] == [
         ("user", "first", "complete"),
         ("assistant", "", "interrupted"),

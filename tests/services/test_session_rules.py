@@ -6,9 +6,11 @@ from __future__ import annotations
 import pytest
 from service_helpers import idle, last_seq, until
 
+from server.domain.events import dumps
 from server.protocol.errors import RpcError
 from server.rpc.context import Services
 from server.services.requests import RequestKey
+from server.store import repo
 from server.store.models import User
 
 pytestmark = pytest.mark.fast
@@ -162,3 +164,40 @@ async def test_search_and_pages_neither_skip_nor_repeat(services: Services, alic
         if cursor is None:
             break
     assert sorted(seen) == sorted(made) and len(seen) == len(set(seen))
+
+
+async def test_session_updated_carries_what_the_session_model_gives(services: Services, alice: User) -> None:
+    """``session-updated`` is built without the wire model; every field, its order and its JSON are the model's
+    (the large fields only when they changed), for a locked row and for an ORM object alike."""
+    tool = {"name": "lookup", "description": "d", "parameters": {"type": "object"}, "executor": "client"}
+    sid = (
+        await services.sessions.create(
+            alice,
+            {
+                "title": "t",
+                "tools": [tool],
+                "system_prompt": "Be brief.",
+                "defaults": {"temperature": 0.5},
+                "metadata": {"k": [1, 2]},
+                "pinned": True,
+            },
+        )
+    ).id
+
+    def expected(row: object, changed: tuple[str, ...]) -> dict[str, object]:
+        body = repo.session_wire(row).wire()  # type: ignore[arg-type]
+        return {k: v for k, v in body.items() if k not in repo.LARGE_SESSION_FIELDS or k in changed}
+
+    cases: list[tuple[str, ...]] = [(), repo.LARGE_SESSION_FIELDS, ("metadata",), ("tools", "systemPrompt")]
+    async with services.uow.session(None, sid) as tx:
+        tx.row.mcp_servers, tx.row.mcp_tools = ["files"], {"files": {"read": {"approval": "ask"}}}
+        tx.row.usage_input_tokens, tx.row.queue_paused = 7, True
+        for changed in cases:
+            got = repo.session_changes_wire(tx.row, changed)
+            assert got == expected(tx.row, changed)
+            assert dumps(got) == dumps(expected(tx.row, changed))  # the same keys in the same order
+    async with services.db.read() as s:
+        orm_row = await repo.get_session(s, sid)
+        assert orm_row is not None
+        for changed in cases:
+            assert dumps(repo.session_changes_wire(orm_row, changed)) == dumps(expected(orm_row, changed))
