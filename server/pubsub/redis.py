@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import random
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import suppress
 from typing import Any
 
@@ -139,6 +140,12 @@ class BusPubSub(PubSub):
         self.mark_lost("redis-py reconnected it inside a call")
         await super().on_connect(connection)
 
+    async def control(self, reply: Any) -> dict[str, Any] | None:
+        """A reply other than a published message (a (un)subscribe's confirmation, a PING's answer) as the
+        client's message dict, through the client's own handling, which keeps its record of subscriptions."""
+        msg: dict[str, Any] | None = await self.handle_message(reply)  # type: ignore[no-untyped-call]
+        return msg
+
     def mark_lost(self, why: str) -> None:
         if self.lost is None:
             self.lost = why
@@ -167,9 +174,9 @@ def check_listening(pubsub: BusPubSub) -> None:
     """Raise (a listener then reconnects) when ``pubsub`` is marked lost, or its Redis has not answered the
     health check PING for ``NODE_TIMEOUT``.
 
-    A Redis that stops answering without closing the connection (frozen, cut off by the network) leaves
-    ``get_message`` returning None every second for ever: the client sends its PING when a read finds the
-    connection idle for ``HEALTH_CHECK_INTERVAL``, and every read that succeeds moves ``next_health_check`` on.
+    A Redis that stops answering without closing the connection (frozen, cut off by the network) sends nothing
+    more: :func:`watch_connection` sends the PING when the connection has been idle for
+    ``HEALTH_CHECK_INTERVAL``, and every reply read moves ``next_health_check`` on.
     """
     if pubsub.lost is not None:
         raise ConnectionError(f"pub/sub connection lost: {pubsub.lost}")
@@ -178,6 +185,46 @@ def check_listening(pubsub: BusPubSub) -> None:
         return
     if asyncio.get_running_loop().time() > conn.next_health_check + NODE_TIMEOUT:
         raise ConnectionError(f"no reply to the health check within {NODE_TIMEOUT:.0f} s")
+
+
+async def read_replies(pubsub: BusPubSub, handle: Callable[[Any], Awaitable[None] | None]) -> None:
+    """Hand every reply that arrives on ``pubsub``'s connection to ``handle``, until the connection fails or
+    counts as lost (:func:`check_listening`); the caller then reconnects and has its subscribers catch up.
+
+    Each reply is read straight off the connection as it comes: no timeout per read, and none of the client's
+    per-message wrapping (its retry wrapper, observability hooks, a dict per message), which cost several times
+    what parsing the reply does. :func:`watch_connection` looks after the connection meanwhile. ``handle``
+    returns None, or an awaitable for a reply that needs one.
+    """
+    watchdog = asyncio.create_task(watch_connection(pubsub), name="redis-pubsub-watchdog")
+    try:
+        while True:
+            conn = pubsub.connection
+            assert conn is not None
+            reply = await conn.read_response(timeout=math.inf, push_request=True)
+            pending = handle(reply)
+            if pending is not None:
+                await pending
+            check_listening(pubsub)
+    finally:
+        watchdog.cancel()
+
+
+async def watch_connection(pubsub: BusPubSub) -> None:
+    """Every second, while :func:`read_replies` waits for a reply: send the health check PING when it is due,
+    and close the connection once it counts as lost (:func:`check_listening`: marked lost, or the PING left
+    unanswered), which ends the waiting read with an error."""
+    while True:
+        await asyncio.sleep(1.0)
+        try:
+            check_listening(pubsub)
+            await pubsub.check_health()  # type: ignore[no-untyped-call]  # the PING, when due
+        except UNAVAILABLE as exc:
+            log.warning("redis pub/sub connection: %s; closing it", exc)
+            conn = pubsub.connection
+            if conn is not None:
+                await conn.disconnect(nowait=True)
+            return
 
 
 def _text(value: bytes | str) -> str:
@@ -193,6 +240,7 @@ class RedisBus(Bus):
         super().__init__()
         self.url = url
         self.prefix = prefix
+        self._session_channels = session_channel(prefix, "")[: -len("{}")]  # what every session channel starts with
         # Redis Cluster's backend (``redis_cluster``) keeps its cluster client here.
         self._redis: aioredis.Redis | RedisCluster | None = None
         self._pubsub: BusPubSub | None = None
@@ -380,32 +428,49 @@ class RedisBus(Bus):
                 self._on_reconnect()
 
     async def _listen(self) -> None:
-        pubsub = self._pubsub
+        pubsub, confirm = self._pubsub, self._confirm
         assert pubsub is not None
-        prefix_len = len(self.prefix)
-        while True:
-            msg = await pubsub.get_message(ignore_subscribe_messages=False, timeout=1.0)
-            if msg is not None:
-                self.handle_message(msg, prefix_len, self._confirm)
-            check_listening(pubsub)
 
-    def handle_message(self, msg: dict[str, Any], prefix_len: int, confirm: dict[str, asyncio.Future[None]]) -> None:
-        """Hand a session message to the hub; resolve the future of a confirmed subscription."""
+        async def other(reply: Any) -> None:
+            msg = await pubsub.control(reply)
+            if msg is not None:
+                self.handle_message(msg, confirm)
+
+        def handle(reply: Any) -> Awaitable[None] | None:
+            return None if self.handle_published(reply) else other(reply)
+
+        await read_replies(pubsub, handle)
+
+    def handle_published(self, reply: Any) -> bool:
+        """Hand a published message (``[b"message" or b"smessage", channel, data]``, as read off the connection)
+        to the hub; False for any other reply (a subscription's confirmation, a PING's answer)."""
+        # (A list: hiredis gives a push message as its list subclass.)
+        if not isinstance(reply, list) or len(reply) != 3 or reply[0] not in (b"message", b"smessage"):
+            return False
+        self._deliver(reply[1].decode(), reply[2])
+        return True
+
+    def handle_message(self, msg: dict[str, Any], confirm: dict[str, asyncio.Future[None]]) -> None:
+        """Hand a session message to the hub; resolve the future of a confirmed subscription (``msg`` as the
+        client's ``handle_message`` makes it)."""
         kind = msg["type"]
         channel = msg["channel"].decode() if isinstance(msg["channel"], bytes) else msg["channel"]
         if kind in ("message", "smessage"):
-            if channel[prefix_len:].startswith("session:"):
-                session_id = session_from_channel(self.prefix, channel)
-                try:
-                    events = decode(session_id, msg["data"])
-                except Exception:
-                    log.exception("undecodable bus message on %s", channel)
-                    return
-                self._on_message(session_id, events)
+            self._deliver(channel, msg["data"])
         elif kind in ("subscribe", "ssubscribe"):
             fut = confirm.get(channel)
             if fut is not None and not fut.done():
                 fut.set_result(None)
+
+    def _deliver(self, channel: str, data: bytes) -> None:
+        if channel.startswith(self._session_channels):
+            session_id = session_from_channel(self.prefix, channel)
+            try:
+                events = decode(session_id, data)
+            except Exception:
+                log.exception("undecodable bus message on %s", channel)
+                return
+            self._on_message(session_id, events)
 
 
 class RedisStreamTexts(SharedStreamTexts):

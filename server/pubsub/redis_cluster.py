@@ -129,7 +129,6 @@ class _Shard:
                             self.port,
                         )
                         self.bus.shard_reconnected()
-                prefix_len = len(self.bus.prefix)
                 while True:
                     msg = await self.pubsub.get_message(ignore_subscribe_messages=False, timeout=1.0)
                     if msg is None:
@@ -137,7 +136,7 @@ class _Shard:
                         continue
                     if msg["type"] == "sunsubscribe" and self._moved_away(msg["channel"]):
                         continue
-                    self.bus.handle_message(msg, prefix_len, self.confirm)
+                    self.bus.handle_message(msg, self.confirm)
             except asyncio.CancelledError:
                 await self.close()
                 raise

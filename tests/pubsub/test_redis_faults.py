@@ -69,15 +69,15 @@ async def test_a_subscribe_cancelled_as_redis_confirms_it_stays_cancelled(redis_
     rec = Recorder()
     bus.set_handlers(rec.on_message, rec.on_reconnect)
     await bus.connect()
-    held: list[tuple[dict, int, dict]] = []
+    held: list[tuple[dict, dict]] = []
     handle = bus.handle_message
 
-    def hold_confirmations(msg, prefix_len, confirm):  # the listener's confirmations, kept back
+    def hold_confirmations(msg, confirm):  # the listener's confirmations, kept back
         channel = msg["channel"].decode() if isinstance(msg["channel"], bytes) else msg["channel"]
         if msg["type"] == "subscribe" and channel.endswith("{gone}"):
-            held.append((msg, prefix_len, confirm))
+            held.append((msg, confirm))
         else:
-            handle(msg, prefix_len, confirm)
+            handle(msg, confirm)
 
     bus.handle_message = hold_confirmations
     try:
@@ -124,14 +124,15 @@ async def test_a_message_published_while_the_pubsub_connection_was_cut_reaches_t
             # Hold the bus's listener between two reads: the reconnection is then made inside the unsubscribe
             # (a read of the listener's own would see the cut and report it).
             pubsub = bus._pubsub
-            read, gate, held = pubsub.get_message, asyncio.Event(), asyncio.Event()
+            control, gate, held = pubsub.control, asyncio.Event(), asyncio.Event()
 
-            async def get_message(**kwargs: Any) -> Any:
+            async def held_control(reply: Any) -> Any:
                 held.set()
                 await gate.wait()
-                return await read(**kwargs)
+                return await control(reply)
 
-            pubsub.get_message = get_message
+            pubsub.control = held_control
+            await pubsub.ping()  # its answer reaches the listener, which then waits at the gate
             await asyncio.wait_for(held.wait(), 10)
             try:
                 assert await admin.client_kill_filter(_type="pubsub") >= 1
@@ -195,5 +196,48 @@ async def test_a_redis_that_stops_answering_counts_as_lost(private_redis):
         await bus.publish("u", [ev("u", 1)])
         await rec.wait_for(1, timeout=10)
         assert [(sid, seq) for sid, seq, _json in rec.got] == [("u", 1)]
+    finally:
+        await bus.disconnect()
+
+
+async def test_an_idle_listener_notices_a_redis_that_stops_answering(private_redis, monkeypatch):
+    """With nothing published and no call made, a Redis that stops answering is still found: the listener's
+    health check PING goes unanswered, the bus reports Redis lost, and once Redis answers again the listener
+    reconnects and tells its subscribers to catch up. (The listener waits for replies without a timeout: its
+    watchdog sends the PING and closes the silent connection.)"""
+    import server.pubsub.redis as redis_bus
+
+    monkeypatch.setattr(redis_bus, "HEALTH_CHECK_INTERVAL", 1)
+    monkeypatch.setattr(redis_bus, "NODE_TIMEOUT", 1.0)
+    bus = create_bus(private_redis.url)
+    rec = Recorder()
+    bus.set_handlers(rec.on_message, rec.on_reconnect)
+    await bus.connect()
+
+    async def reports_lost() -> bool:
+        try:
+            await bus.ping()
+        except ConnectionError as exc:
+            return "lost Redis" in str(exc)
+        except Exception:  # the ping's own timeout, before the listener gives up
+            return False
+        return False
+
+    async def caught_up() -> bool:
+        return rec.reconnects >= 1
+
+    try:
+        await bus.subscribe("s")
+        await bus.publish("s", [ev("s", 1)])
+        await rec.wait_for(1)
+        private_redis.freeze()
+        try:
+            await until(reports_lost, "the bus still listens to a Redis that answers nothing")
+        finally:
+            private_redis.thaw()
+        await until(caught_up, "the subscribers were not told to catch up")
+        await bus.publish("s", [ev("s", 2)])
+        await rec.wait_for(2, timeout=10)
+        assert [seq for _s, seq, _j in rec.got][-1] == 2
     finally:
         await bus.disconnect()
