@@ -158,25 +158,37 @@ async def test_a_message_published_while_the_pubsub_connection_was_cut_reaches_t
         await admin.aclose()
 
 
+async def open_recorded_bus(url: str) -> tuple[Any, Recorder]:
+    """A connected bus on ``url`` whose messages and reconnections a :class:`Recorder` keeps."""
+    bus = create_bus(url)
+    rec = Recorder()
+    bus.set_handlers(rec.on_message, rec.on_reconnect)
+    await bus.connect()
+    return bus, rec
+
+
+async def reports_redis_lost(bus: Any) -> bool:
+    """Whether the bus's readiness check says it lost Redis (a ping that merely times out does not: Redis is
+    silent, but the bus has not noticed yet)."""
+    try:
+        await bus.ping()
+    except ConnectionError as exc:
+        return "lost Redis" in str(exc)
+    except Exception:
+        return False
+    return False
+
+
 async def test_a_redis_that_stops_answering_counts_as_lost(private_redis):
     """A Redis that keeps its connections open and answers nothing (it hangs, or the network cuts it off; here
     it is stopped): a subscribe that Redis does not confirm in time makes the bus count its connection as lost
     (readiness says so, later calls return at once instead of each waiting out its deadline), and once Redis
     answers again the bus reconnects and has every subscriber catch up from the log. Before, the bus went on
     listening to the silent connection, and nothing told the subscribers that messages may have been lost."""
-    bus = create_bus(private_redis.url)
-    rec = Recorder()
-    bus.set_handlers(rec.on_message, rec.on_reconnect)
-    await bus.connect()
+    bus, rec = await open_recorded_bus(private_redis.url)
 
     async def reports_lost() -> bool:
-        try:
-            await bus.ping()
-        except ConnectionError as exc:
-            return "lost Redis" in str(exc)
-        except Exception:  # the reply timed out: Redis is silent, but the bus has not noticed
-            return False
-        return False
+        return await reports_redis_lost(bus)
 
     try:
         await bus.subscribe("s")
@@ -209,19 +221,10 @@ async def test_an_idle_listener_notices_a_redis_that_stops_answering(private_red
 
     monkeypatch.setattr(redis_bus, "HEALTH_CHECK_INTERVAL", 1)
     monkeypatch.setattr(redis_bus, "NODE_TIMEOUT", 1.0)
-    bus = create_bus(private_redis.url)
-    rec = Recorder()
-    bus.set_handlers(rec.on_message, rec.on_reconnect)
-    await bus.connect()
+    bus, rec = await open_recorded_bus(private_redis.url)
 
     async def reports_lost() -> bool:
-        try:
-            await bus.ping()
-        except ConnectionError as exc:
-            return "lost Redis" in str(exc)
-        except Exception:  # the ping's own timeout, before the listener gives up
-            return False
-        return False
+        return await reports_redis_lost(bus)
 
     async def caught_up() -> bool:
         return rec.reconnects >= 1
