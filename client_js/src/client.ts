@@ -3,6 +3,7 @@
  */
 import type { TRPCClient } from "@trpc/client";
 import type { ReadableAtom } from "nanostores";
+import { signedOutCodeOf } from "./closeCodes.js";
 import { createConnection, type ConnectionState } from "./connection.js";
 import { createFiles, type Files } from "./files.js";
 import type { ChatsyncOptions } from "./options.js";
@@ -52,7 +53,7 @@ export function createChatsyncClient(options: ChatsyncOptions): ChatsyncClient {
     },
     ...(options.retry ? { retry: options.retry } : {}),
     isFinal: connection.isFinal,
-    onUnauthorized: () => connection.signOut(),
+    onUnauthorized: (err) => connection.signOut(signedOutCodeOf(err)),
   });
   // With SSE every subscription is its own stream: closing the client must end them one by one.
   const followers = new Set<{ close(): void }>();

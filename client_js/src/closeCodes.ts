@@ -14,3 +14,10 @@ export function isFinalCloseCode(code: number | undefined): boolean {
 export function isSignedOutCode(code: number | undefined): boolean {
   return code === UNAUTHORIZED || code === TOKEN_REVOKED;
 }
+
+/** The close code an `UNAUTHORIZED` answer stands for: `TOKEN_REVOKED` when the server says the token was a
+ * device's and was revoked (`data.reason`), so a device signed out while offline is told so; else undefined. */
+export function signedOutCodeOf(err: unknown): number | undefined {
+  const data = (err as { data?: { reason?: unknown } } | null)?.data;
+  return data?.reason === "TOKEN_REVOKED" ? TOKEN_REVOKED : undefined;
+}

@@ -963,7 +963,10 @@ export const SERVER_FULL = 4003;
 export const UNAUTHORIZED = 4501;
 /** The connectionParams frame was malformed. */
 export const PROTOCOL_ERROR = 4502;
-/** The token this connection signed in with was revoked (or its user deleted): sign in again. */
+/**
+ * The token this connection signed in with was revoked (or its user deleted), now or before it reconnected:
+ * sign in again.
+ */
 export const TOKEN_REVOKED = 4503;
 /** No token arrived within CHATSYNC_AUTH_TIMEOUT_SECONDS of opening the socket. */
 export const AUTH_TIMEOUT = 4504;

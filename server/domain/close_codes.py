@@ -28,6 +28,7 @@ PROTOCOL_ERROR = 4502
 """The connectionParams frame was malformed."""
 
 TOKEN_REVOKED = 4503
-"""The token this connection signed in with was revoked (or its user deleted): sign in again."""
+"""The token this connection signed in with was revoked (or its user deleted), now or before it reconnected:
+sign in again."""
 AUTH_TIMEOUT = 4504
 """No token arrived within CHATSYNC_AUTH_TIMEOUT_SECONDS of opening the socket."""

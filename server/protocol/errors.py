@@ -39,7 +39,9 @@ ERROR_CODES: dict[str, tuple[int, int]] = {
 class RpcError(Exception):
     """An error a client is meant to see, with a tRPC code key such as ``NOT_FOUND``."""
 
-    def __init__(self, code: str, message: str | None = None, *, retry_after_ms: int | None = None) -> None:
+    def __init__(
+        self, code: str, message: str | None = None, *, retry_after_ms: int | None = None, reason: str | None = None
+    ) -> None:
         if code not in ERROR_CODES:
             raise ValueError(f"unknown tRPC error code {code!r}")
         super().__init__(message or code)
@@ -47,6 +49,9 @@ class RpcError(Exception):
         self.message = message or code
         # TOO_MANY_REQUESTS: when the call would be accepted again (``data.retryAfterMs`` on the wire).
         self.retry_after_ms = retry_after_ms
+        # Why, where a client acts on more than the code (``data.reason``): ``TOKEN_REVOKED`` on an UNAUTHORIZED
+        # whose token was a device's and was revoked, as the WebSocket close code 4503 says.
+        self.reason = reason
 
     @property
     def http_status(self) -> int:
@@ -96,4 +101,6 @@ def error_shape(err: RpcError, path: str | None = None) -> dict[str, Any]:
         data["path"] = path
     if err.retry_after_ms is not None:
         data["retryAfterMs"] = err.retry_after_ms
+    if err.reason is not None:
+        data["reason"] = err.reason
     return {"message": err.message, "code": number, "data": data}

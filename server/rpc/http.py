@@ -14,6 +14,7 @@ from starlette.responses import Response, StreamingResponse
 
 from ..domain.events import dumps
 from ..protocol.errors import RpcError, error_shape, to_rpc_error
+from ..services.auth import REVOKED, signed_out_error
 from .context import Context, Services
 from .registry import Procedure, Router, call, merge_last_event_id
 from .sse import Inbox, SseResponse
@@ -142,9 +143,11 @@ class HttpTransport:
         if token is None:
             return None
         try:
-            principal = await self.services.auth.identify(token)
+            principal = await self.services.auth.check_token(token)
         except Exception as exc:  # the database failing is not the caller's fault: a typed, retryable error
             raise to_rpc_error(exc) from None
+        if principal == REVOKED:
+            raise signed_out_error()
         if principal is None:
             raise RpcError("UNAUTHORIZED", "Invalid token")
         return principal

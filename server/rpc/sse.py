@@ -22,6 +22,7 @@ from typing import Any
 from .. import metrics
 from ..domain.events import EventEnvelope, dumps
 from ..protocol.errors import RpcError, error_shape, to_rpc_error
+from ..services.auth import signed_out_error
 from .context import Context, Services
 from .registry import Procedure
 
@@ -141,7 +142,7 @@ class SseResponse:
             inbox.put_nowait(_GONE)
 
         def revoked() -> None:
-            inbox.put_nowait(RpcError("UNAUTHORIZED", "This device was signed out"))
+            inbox.put_nowait(signed_out_error())
 
         await send({"type": "http.response.body", "body": CONNECTED, "more_body": True})
         producer = asyncio.create_task(produce())

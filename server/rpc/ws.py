@@ -30,6 +30,7 @@ from ..protocol.envelopes import (
     ws_result,
 )
 from ..protocol.errors import RpcError, to_rpc_error
+from ..services.auth import REVOKED, signed_out_error
 from ..sync.writer import SubscriptionWriter
 from .context import Context, Services
 from .registry import Kind, Router, call, call_many, merge_last_event_id
@@ -311,9 +312,12 @@ class WsConnection:
         token = (data or {}).get("token")
         if token is not None:
             try:
-                principal = await self.services.auth.identify(token)
+                principal = await self.services.auth.check_token(token)
             except Exception as exc:  # the database, not the token: the client should come back shortly
                 self.reject(to_rpc_error(exc), close_codes.UNAVAILABLE)
+                return
+            if principal == REVOKED:  # e.g. a device that was offline when it was signed out, reconnecting
+                self.reject(signed_out_error(), close_codes.TOKEN_REVOKED)
                 return
             if principal is None:
                 self.reject(RpcError("UNAUTHORIZED", "Invalid token"), close_codes.UNAUTHORIZED)

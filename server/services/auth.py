@@ -26,7 +26,7 @@ from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import Any, Final, Literal, cast
 
 from sqlalchemy import CursorResult, select, update
 from sqlalchemy.exc import IntegrityError
@@ -55,6 +55,12 @@ TOUCH_DELAY = 1.0
 _TOUCH_CHUNK = 500
 
 
+REVOKED: Final = "revoked"
+"""What :meth:`AuthService.check_token` answers for a token that was a device's and is no longer live (revoked,
+or its user deleted while its principal was cached): the client is told it was signed out, not that the
+token was never good."""
+
+
 def hash_token(token: str) -> str:
     # Tokens and codes carry 256 / 192 bits of randomness, so a fast hash is enough: nothing to brute-force.
     return hashlib.sha256(token.encode()).hexdigest()
@@ -77,6 +83,15 @@ class Principal:
     device_name: str
 
 
+Checked = Principal | Literal["revoked"] | None
+
+
+def signed_out_error() -> RpcError:
+    """The error for a call whose device was signed out (its token revoked): UNAUTHORIZED, with the reason a
+    client shows ("this device was signed out") rather than "that token was not accepted"."""
+    return RpcError("UNAUTHORIZED", "This device was signed out", reason="TOKEN_REVOKED")
+
+
 class AuthService:
     """Users, devices and tokens: sign-in, token checks (batched and cached, see the module docstring),
     renaming and revoking devices."""
@@ -96,7 +111,7 @@ class AuthService:
         self._cache: dict[str, tuple[Principal, float, datetime | None]] = {}
         self._hash_of_device: dict[str, str] = {}
         # Token checks waiting for the next batch: token hash -> their futures (``_check_batches``).
-        self._waiting: dict[str, list[asyncio.Future[Principal | None]]] = {}
+        self._waiting: dict[str, list[asyncio.Future[Checked]]] = {}
         self._checker: asyncio.Task[None] | None = None
         self._touches: dict[str, None] = {}  # devices used, in order
         self._touch_task: asyncio.Task[None] | None = None
@@ -104,7 +119,13 @@ class AuthService:
     # --- authentication ---------------------------------------------------------------------------------
 
     async def identify(self, token: str | None) -> Principal | None:
-        """The user and device of a live token, or None (unknown, revoked, or malformed).
+        """The user and device of a live token, or None (unknown, revoked, or malformed)."""
+        checked = await self.check_token(token)
+        return checked if isinstance(checked, Principal) else None
+
+    async def check_token(self, token: str | None) -> Checked:
+        """The user and device of a live token; :data:`REVOKED` for a device's token that was revoked; None
+        for an unknown or malformed one.
 
         Every call is answered from the database as of a moment after the call began, so a revocation that
         committed before it (in this process, on another replica, or by the CLI) is always seen. Calls
@@ -115,7 +136,7 @@ class AuthService:
         if not token or len(token) > 256:
             return None
         token_hash = hash_token(token)
-        fut: asyncio.Future[Principal | None] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[Checked] = asyncio.get_running_loop().create_future()
         self._waiting.setdefault(token_hash, []).append(fut)
         if self._checker is None:
             self._checker = asyncio.get_running_loop().create_task(self._check_batches())
@@ -142,8 +163,9 @@ class AuthService:
         finally:
             self._checker = None
 
-    async def _check(self, hashes: list[str]) -> dict[str, Principal]:
-        """The live principals among ``hashes``, read in one transaction (cached ones by device id only)."""
+    async def _check(self, hashes: list[str]) -> dict[str, Checked]:
+        """The live principals among ``hashes`` and the revoked ones, read in one transaction (cached ones by
+        device id only)."""
         now = time.monotonic()
         cached: dict[str, tuple[str, Principal, datetime | None]] = {}  # device id -> (hash, principal, used)
         unknown: list[str] = []
@@ -153,7 +175,7 @@ class AuthService:
                 cached[entry[0].device_id] = (h, entry[0], entry[2])
             else:
                 unknown.append(h)
-        found: dict[str, Principal] = {}
+        found: dict[str, Checked] = {}
         async with admission.resume_read(self.db) as s:
             if cached:
                 live = set(
@@ -166,9 +188,16 @@ class AuthService:
             if unknown:
                 rows = (
                     await s.execute(
-                        select(User, ApiToken.id, ApiToken.name, ApiToken.last_used_at, ApiToken.token_hash)
+                        select(
+                            User,
+                            ApiToken.id,
+                            ApiToken.name,
+                            ApiToken.last_used_at,
+                            ApiToken.token_hash,
+                            ApiToken.revoked_at,
+                        )
                         .join(ApiToken, ApiToken.user_id == User.id)
-                        .where(ApiToken.token_hash.in_(unknown), ApiToken.revoked_at.is_(None))
+                        .where(ApiToken.token_hash.in_(unknown))
                     )
                 ).all()
         if cached:
@@ -177,9 +206,13 @@ class AuthService:
                     found[h] = principal
                     self._touch(device_id, last_used)
                 else:
+                    found[h] = REVOKED
                     self.forget_devices([device_id])
         if unknown:
-            for user, device_id, device_name, last_used, h in rows:
+            for user, device_id, device_name, last_used, h, revoked_at in rows:
+                if revoked_at is not None:
+                    found[h] = REVOKED
+                    continue
                 principal = found[h] = Principal(user, device_id, device_name)
                 self._remember(h, principal, last_used)
                 self._touch(device_id, last_used)

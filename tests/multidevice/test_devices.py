@@ -121,6 +121,40 @@ async def test_revoking_closes_websockets_and_sse_of_that_device_only(live):
         await other.close()
 
 
+async def params_refusal(url: str, token: str) -> tuple[dict, int]:
+    """Open a WebSocket that signs in with ``connectionParams`` (as @trpc/client does), send ``token``: the
+    ``id:null`` error and the close code it is refused with."""
+    async with websockets.connect(url.replace("http", "ws") + "/trpc?connectionParams=1") as ws:
+        await ws.send(orjson.dumps({"method": "connectionParams", "data": {"token": token}}).decode())
+        error = orjson.loads(await asyncio.wait_for(ws.recv(), 10))["error"]
+        with pytest.raises(websockets.ConnectionClosed) as closed:
+            while True:
+                await asyncio.wait_for(ws.recv(), 10)
+    assert closed.value.rcvd is not None
+    return error, closed.value.rcvd.code
+
+
+async def test_a_device_revoked_while_offline_is_told_so_when_it_reconnects(live):
+    """Its token is refused as revoked (4503, ``data.reason``), not as a token never issued (4501)."""
+    async with live.client("alice") as c:
+        token = (await exchange_link(live.url, (await c.mutation("auth.createLink", {}))["code"])).json()["token"]
+        assert (await params_refusal(live.url, "cs_never-issued"))[1] == 4501
+        async with TrpcClient(live.url, token) as device:
+            device_id = (await device.query("auth.me"))["deviceId"]
+        await c.mutation("auth.revokeDevice", {"deviceId": device_id})
+    error, code = await params_refusal(live.url, token)
+    assert code == 4503
+    assert error["data"]["code"] == "UNAUTHORIZED" and error["data"]["reason"] == "TOKEN_REVOKED"
+    http = await asyncio.to_thread(
+        httpx.get, live.url + "/trpc/session.list", headers={"authorization": f"Bearer {token}"}
+    )
+    assert http.status_code == 401 and http.json()["error"]["data"]["reason"] == "TOKEN_REVOKED"
+    unknown = await asyncio.to_thread(
+        httpx.get, live.url + "/trpc/session.list", headers={"authorization": "Bearer cs_never-issued"}
+    )
+    assert unknown.status_code == 401 and "reason" not in unknown.json()["error"]["data"]
+
+
 async def test_deleting_a_user_signs_out_every_device(server_factory, sqlite_url):
     live = await server_factory(sqlite_url, users=("alice", "carol"))
     async with connect_ws(live.url, live.tokens["carol"]) as ws:

@@ -11,6 +11,7 @@
 import { atom, type ReadableAtom } from "nanostores";
 import type { Unsubscribable } from "@trpc/server/observable";
 import type { Connection, LinkState } from "../connection.js";
+import { signedOutCodeOf } from "../closeCodes.js";
 import { errorCode, type Requests } from "../requests.js";
 import type { SessionEvent, SessionEventItem, SessionState } from "../router.gen.js";
 import { withEarlier } from "../reducers/messages.js";
@@ -113,7 +114,7 @@ export function followSession(
     const code = errorCode(err);
     if (code === "NOT_FOUND") return "deleted";
     if (code === "UNAUTHORIZED") {
-      connection.signOut();
+      connection.signOut(signedOutCodeOf(err));
       return "closed";
     }
     if (code === "BAD_REQUEST" || code === "FORBIDDEN") return "error";

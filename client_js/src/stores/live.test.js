@@ -224,16 +224,21 @@ describe('against a real server', () => {
     list.close();
   });
 
-  test('a device whose token is revoked is signed out (4503) and its open session stops', T, async () => {
-    const owner = client({ WebSocket: WebSocketImpl });
-    const link = await owner.trpc.auth.createLink.mutate({ deviceName: 'laptop' });
+  /** Signs a new device in with a link the owner made: its token and device id. */
+  async function linkDevice(owner, deviceName) {
+    const link = await owner.trpc.auth.createLink.mutate({ deviceName });
     const res = await fetch(`${URL_}/auth/link`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ code: link.code, deviceName: 'laptop' }),
+      body: JSON.stringify({ code: link.code, deviceName }),
     });
     assert.equal(res.status, 200);
-    const { token, deviceId } = await res.json();
+    return res.json();
+  }
+
+  test('a device whose token is revoked is signed out (4503) and its open session stops', T, async () => {
+    const owner = client({ WebSocket: WebSocketImpl });
+    const { token, deviceId } = await linkDevice(owner, 'laptop');
     const rec = gatedWebSocket();
     const device = client({ token, WebSocket: rec.WebSocket, reconnectDelayMs: () => 0 });
     const me = await device.trpc.auth.me.query();
@@ -249,6 +254,19 @@ describe('against a real server', () => {
     await assert.rejects(open.enqueue('after revocation'), (err) => err.name === 'ConnectionClosedError');
     assert.deepEqual(open.queue.get(), [], 'the pending item was taken away again');
     assert.equal(rec.instances.length, sockets, 'no reconnecting after 4503');
+  });
+
+  test('a device revoked while it was offline is told so when it comes back, over WebSocket and SSE', T, async () => {
+    const owner = client({ WebSocket: WebSocketImpl });
+    for (const transport of ['ws', 'sse']) {
+      const { token, deviceId } = await linkDevice(owner, `offline ${transport}`);
+      await owner.trpc.auth.revokeDevice.mutate({ deviceId });
+      const rec = gatedWebSocket();
+      const device = client({ token, transport, EventSource, WebSocket: rec.WebSocket, reconnectDelayMs: () => 0 });
+      if (transport === 'sse') await assert.rejects(device.requests.query('session.list', {}));
+      await until(() => device.connection.get() === 'signed-out', `signed-out (${transport})`);
+      assert.equal(device.closeCode.get(), lib.TOKEN_REVOKED, transport);
+    }
   });
 
   test('over SSE: the session list and a session follow an answer to the end', T, async () => {
