@@ -23,6 +23,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -107,10 +108,11 @@ class ServerProcess:
     same port). ``with ServerProcess(...) as server:`` starts it, waits until it is ready, and stops it.
 
     ``settings`` are ``CHATSYNC_*`` variables without the prefix (``ECHO_DELAY="0.05"``); ``env`` more variables by
-    their whole names, over ``base_env`` (this process's environment unless given); ``users`` are created with
-    ``chatsync users create`` before it starts (``tokens``). ``command_prefix`` runs it under another command
-    (``prlimit``); ``port_flag`` names its port with ``--port`` instead of ``CHATSYNC_PORT``; ``cwd`` is the
-    directory it runs in; ``executable`` another ``chatsync`` (an installed package's)."""
+    their whole names, over ``base_env`` (this process's environment unless given); ``users`` are created in its
+    database before it starts, as ``chatsync users create`` would (``tokens``; ``test_auth`` runs that command).
+    ``command_prefix`` runs it under another command (``prlimit``); ``port_flag`` names its port with ``--port``
+    instead of ``CHATSYNC_PORT``; ``cwd`` is the directory it runs in; ``executable`` another ``chatsync`` (an
+    installed package's)."""
 
     def __init__(
         self,
@@ -146,26 +148,16 @@ class ServerProcess:
         self.command = (*command_prefix, *serve, *port_args)
         self.proc: subprocess.Popen[bytes] | None = None
         self.suite_ran = False  # set by a test that ran a whole suite against it (for checks made afterwards)
-        self.tokens = {user: self.create_user(user) for user in users}
+        names = tuple(users)
+        self.tokens = _create_users(self.database_url, names) if names else {}
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
     def create_user(self, name: str) -> str:
-        """``chatsync users create NAME`` against this server's database; the new user's token."""
-        done = subprocess.run(
-            [sys.executable, "-m", "server.cli", "users", "create", name],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        if done.returncode != 0:
-            pytest.fail(f"chatsync users create {name} failed ({done.returncode}):\n{done.stderr}")
-        token = done.stdout.strip()
-        assert token and "\n" not in token, f"users create must print only the token, got {done.stdout!r}"
-        return token
+        """A new user in this server's database (migrated first, as ``chatsync users create`` does); its token."""
+        return _create_users(self.database_url, (name,))[name]
 
     @property
     def database_url(self) -> str:
@@ -247,3 +239,18 @@ class ServerProcess:
             self.stop()
         finally:
             self.kill()
+
+
+def _create_users(database_url: str, names: tuple[str, ...]) -> dict[str, str]:
+    """Bring the database to the newest schema (``schema_at_head``) and create ``names``; their tokens. In this
+    process (a ``chatsync users create`` per user would start Python again for each), on a thread of its own,
+    since a test may call it from inside its event loop."""
+
+    async def create() -> dict[str, str]:
+        await schema_at_head(database_url)
+        async with Database(database_url) as db:
+            auth = AuthService(db)
+            return {name: (await auth.create_user(name))[1] for name in names}
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, create()).result()
