@@ -138,7 +138,6 @@ async def live(server_factory: Callable[..., Any], sqlite_url: str) -> LiveServe
 # otherwise hand out modules by their number of tests, and these have few (``scripts/test.sh`` turns that off).
 SLOWEST_MODULES = (
     "tests/llm/test_played_histories.py",  # one test, 10,000 histories on every core: the longest of all
-    "tests/rpc/test_auth.py",
     "tests/test_static_checks.py",
     "tests/web/test_web_app.py",
     "tests/web/test_web_core.py",
@@ -148,6 +147,7 @@ SLOWEST_MODULES = (
     "tests/cluster/test_faults.py",
     "tests/web/test_web_settings.py",
     "tests/cluster/test_replicas.py",
+    "tests/rpc/test_auth.py",
     "tests/files/test_memory.py",
     "tests/files/test_upload.py",
     "tests/multidevice/test_devices.py",

@@ -5,15 +5,19 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 
 import httpx
 import orjson
 import pytest
+import pytest_asyncio
 import websockets
+from servers import LiveServer, start_server
 from websockets.asyncio.client import connect
 
 from chatsync_client import TrpcClient, TrpcError
 from server.api import build_router
+from server.settings import load_settings
 
 PROCEDURES = build_router().procedures
 # Procedures about the caller, not about a session: someone else's call succeeds on their own data.
@@ -109,12 +113,39 @@ async def call_any(client: TrpcClient, path: str, inp):
     return await sub.next(5)
 
 
-@pytest.fixture
-async def alice_session(live):
+async def new_alice_session(live: LiveServer) -> tuple[str, str]:
     async with live.client("alice") as c:
         s = await c.mutation("session.create", {"title": "alice's", "queuePaused": True})
         q = await c.mutation("message.enqueueMessage", {"sessionId": s["id"], "content": "keep me"})
     return s["id"], q["id"]
+
+
+@pytest.fixture
+async def alice_session(live):
+    return await new_alice_session(live)
+
+
+# The checks of every procedure (three per procedure) share one server: each test has a session of its own that
+# must come out of it unchanged, and nothing refused leaves anything behind on the server.
+PER_PROCEDURE = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def shared_live(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[LiveServer]:
+    """A server on SQLite with users alice, bob and admin, for the module's per-procedure tests."""
+    tmp = tmp_path_factory.mktemp("auth")
+    settings = load_settings(
+        database_url=f"sqlite+aiosqlite:///{tmp / 'chatsync.db'}", port=0, files_url=str(tmp / "files")
+    )
+    live = await start_server(settings, ("alice", "bob", "admin"))
+    yield live
+    await live.stop()
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def shared_session(shared_live: LiveServer) -> tuple[str, str]:
+    """A new session of alice's (and a queued message in it) on the shared server."""
+    return await new_alice_session(shared_live)
 
 
 async def snapshot(live, sid):
@@ -128,8 +159,9 @@ def test_every_procedure_is_covered():
 
 
 @pytest.mark.parametrize("path", sorted(PROCEDURES))
-async def test_no_token_is_unauthorized_over_ws(live, alice_session, path):
-    sid, qid = alice_session
+@PER_PROCEDURE
+async def test_no_token_is_unauthorized_over_ws(shared_live, shared_session, path):
+    live, (sid, qid) = shared_live, shared_session
     before = await snapshot(live, sid)
     async with TrpcClient(live.url, None) as anon:
         with pytest.raises(TrpcError) as err:
@@ -142,8 +174,9 @@ async def test_no_token_is_unauthorized_over_ws(live, alice_session, path):
 
 
 @pytest.mark.parametrize("path", sorted(p for p in PROCEDURES if p not in CALLER_SCOPED))
-async def test_foreign_session_is_not_found(live, alice_session, path):
-    sid, qid = alice_session
+@PER_PROCEDURE
+async def test_foreign_session_is_not_found(shared_live, shared_session, path):
+    live, (sid, qid) = shared_live, shared_session
     before = await snapshot(live, sid)
     async with live.client("bob") as bob:
         with pytest.raises(TrpcError) as err:
@@ -153,8 +186,9 @@ async def test_foreign_session_is_not_found(live, alice_session, path):
 
 
 @pytest.mark.parametrize("path", sorted(p for p, proc in PROCEDURES.items() if proc.kind != "subscription"))
-async def test_http_bearer_token_rules(live, alice_session, path):
-    sid, qid = alice_session
+@PER_PROCEDURE
+async def test_http_bearer_token_rules(shared_live, shared_session, path):
+    live, (sid, qid) = shared_live, shared_session
     before = await snapshot(live, sid)
     proc = PROCEDURES[path]
     inp = valid_input(path, sid, qid)
