@@ -351,8 +351,11 @@ async def test_admin_reads_any_session_but_cannot_write(live, alice_session):
         assert err.value.code == "NOT_FOUND"
 
 
-def test_users_create_prints_only_the_token(tmp_path):
-    env = {"CHATSYNC_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'cli.db'}", "PATH": "/usr/bin:/bin"}
+async def test_users_create_prints_only_the_token(tmp_path, server_factory):
+    """The one token printed signs the new user in to a server on that database (the tests' servers create their
+    users without the command)."""
+    database_url = f"sqlite+aiosqlite:///{tmp_path / 'cli.db'}"
+    env = {"CHATSYNC_DATABASE_URL": database_url, "PATH": "/usr/bin:/bin"}
     out = subprocess.run(
         [sys.executable, "-m", "server.cli", "users", "create", "carol", "--admin"],
         env=env,
@@ -366,6 +369,10 @@ def test_users_create_prints_only_the_token(tmp_path):
         [sys.executable, "-m", "server.cli", "users", "create", "carol"], env=env, capture_output=True, text=True
     )
     assert again.returncode == 1 and "already exists" in again.stderr and again.stdout == ""
+    live = await server_factory(database_url, users=())
+    async with TrpcClient(live.url, token) as carol:
+        me = await carol.query("auth.me")
+    assert me["user"]["name"] == "carol" and me["user"]["role"] == "admin"
 
 
 async def test_tokens_are_stored_hashed(live):
