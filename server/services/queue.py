@@ -318,7 +318,7 @@ class QueueService:
     async def dequeue(
         self, user: User, session_id: str, reason: QueueRemovalReason = "dequeued"
     ) -> wire.QueuedMessage | None:
-        async with self.uow.session(user, session_id) as tx:
+        async with self.uow.session(user, session_id, head_only=True) as tx:
             head = await run_rows.queue_head(await tx.plain(), session_id)
             if head is None:
                 return None
@@ -337,7 +337,7 @@ class QueueService:
             await empty(tx)
 
     async def remove(self, user: User, session_id: str, message_id: str) -> None:
-        async with self.uow.session(user, session_id) as tx:
+        async with self.uow.session(user, session_id, head_only=True) as tx:
             await take(tx, find(await repo.queue_rows(await tx.orm(), session_id), message_id), "removed")
 
     async def update(
@@ -350,7 +350,7 @@ class QueueService:
     ) -> wire.QueuedMessage:
         if content is not None:
             self._check_content(content)
-        async with self.uow.session(user, session_id) as tx:
+        async with self.uow.session(user, session_id, head_only=True) as tx:
             target = find(await repo.queue_rows(await tx.orm(), session_id), message_id)
             changed = False
             if content is not None and content != target.content:
@@ -366,13 +366,13 @@ class QueueService:
 
     async def pause(self, user: User, session_id: str) -> None:
         """Hold the queue: nothing is sent from it automatically until ``message.resumeQueue`` or a send."""
-        async with self.uow.session(user, session_id) as tx:
+        async with self.uow.session(user, session_id, head_only=True) as tx:
             set_paused(tx, True)
 
     async def move(
         self, user: User, session_id: str, message_id: str, to_index: int
     ) -> builtins.list[wire.QueuedMessage]:
-        async with self.uow.session(user, session_id) as tx:
+        async with self.uow.session(user, session_id, head_only=True) as tx:
             rows = await repo.queue_rows(await tx.orm(), session_id)
             target = find(rows, message_id)
             if not 0 <= to_index < len(rows):

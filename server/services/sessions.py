@@ -414,7 +414,7 @@ class SessionService:
         return session
 
     async def delete(self, user: User, session_id: str) -> None:
-        async with self.uow.session(user, session_id) as tx:
+        async with self.uow.session(user, session_id, head_only=True) as tx:
             tx.row.deleted_at = utcnow()
             tx.emit(events.session_deleted())
 

@@ -157,7 +157,7 @@ class TitleService:
             except Exception as exc:
                 log.warning("session %s: no model title (%s); the truncated title stays", session_id, exc)
                 return
-            async with self.uow.session(None, session_id) as tx:
+            async with self.uow.session(None, session_id, head_only=True) as tx:
                 if (tx.row.title, tx.row.title_source) == started_from:
                     apply_title(tx, title, "model")
         except RpcError:

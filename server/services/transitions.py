@@ -106,8 +106,10 @@ async def add_message(
     one follows it as its only version, so where it goes and its versions are known without reading them. The row
     returned is plain: a caller that goes on changing the message loads it (``tx.get(Message, row.id)``)."""
     db = await tx.plain()
+    point = None
     if after is None:
-        ordinal, parent_id = await repo.append_point(db, tx.row.id)
+        point = await repo.append_point(db, tx.row.id)
+        ordinal, parent_id = point.ordinal, point.parent_id
     else:
         ordinal, parent_id = after.ordinal + 1, after.id
     row = _new_message(
@@ -126,7 +128,7 @@ async def add_message(
         client_request_id=client_request_id,
     )
     await run_rows.insert_messages(db, (row,))
-    versions = {row.parent_id: [row.id]} if after is not None else await repo.versions_of(db, tx.row.id, row)
+    versions = {row.parent_id: [row.id]} if point is None else await repo.versions_at(db, tx.row.id, point, row)
     tx.emit(events.message_created(repo.message_json(row, versions)))
     if role == "user":
         await title_from_first_message(tx)  # in the transaction that stores the message
@@ -170,13 +172,15 @@ async def add_system_messages(
     if not texts:
         return []
     db = await tx.plain()
-    (first, parent), now = await repo.append_point(db, tx.row.id), utcnow()
-    rows = []
+    point, now = await repo.append_point(db, tx.row.id), utcnow()
+    rows, parent = [], point.parent_id
     for i, text in enumerate(texts):
-        rows.append(_new_message(tx, first + i, parent, "system", text, now, client_request_id=client_request_id))
+        rows.append(
+            _new_message(tx, point.ordinal + i, parent, "system", text, now, client_request_id=client_request_id)
+        )
         parent = rows[-1].id
     await run_rows.insert_messages(db, rows)
-    versions = await repo.versions_of(db, tx.row.id, rows[0])
+    versions = await repo.versions_at(db, tx.row.id, point, rows[0])
     versions.update({before.id: [after.id] for before, after in itertools.pairwise(rows)})
     for row in rows:
         tx.emit(events.message_created(repo.message_wire(row, versions)))

@@ -257,8 +257,8 @@ class UnitOfWork:
         Someone else's session is ``NOT_FOUND``: we do not reveal that it exists. ``user=None`` is the server
         itself (background work such as model titles, the engine): no owner to check. ``missing`` makes the
         exception raised when the session does not exist (or is not the user's) instead of ``NOT_FOUND``.
-        ``head_only``: ``tx.row`` has only the columns of ``session_row.HEAD`` (a queue edit's; the busiest
-        writes, which need none of the session's settings).
+        ``head_only``: ``tx.row`` has only the columns of ``session_row.HEAD`` (for a write that needs none of
+        the session's settings, lease or usage: the queue's edits, the busiest writes).
         """
         async with self.db.write() as s:
             locked = await session_row.lock(s.plain, session_id, head_only=head_only)

@@ -434,17 +434,55 @@ async def active_leaf(db: Executor, session_id: str) -> str | None:
     return None if found is None else str(found[0])
 
 
-_APPEND_POINT = select(
-    select(func.coalesce(func.max(Message.ordinal), 0)).where(Message.session_id == bindparam("sid")).scalar_subquery(),
-    _LEAF.scalar_subquery(),
+_POINT = select(
+    select(func.coalesce(func.max(Message.ordinal), 0))
+    .where(Message.session_id == bindparam("sid"))
+    .scalar_subquery()
+    .label("top"),
+    _LEAF.scalar_subquery().label("leaf"),
+).subquery("point")
+_UNDER_LEAF = aliased(Message, name="under_leaf")
+# One row per message under the active path's last one (the new message's versions so far), each carrying the
+# append point; one row with a null id when there is none. A left join from the one-row point, so an index
+# lookup on (session_id, parent_id) finds the versions.
+_APPEND_POINT = (
+    select(_POINT.c.top, _POINT.c.leaf, _UNDER_LEAF.id)
+    .select_from(_POINT)
+    .outerjoin(
+        _UNDER_LEAF,
+        (_UNDER_LEAF.session_id == bindparam("sid")) & (_UNDER_LEAF.parent_id == _POINT.c.leaf),
+    )
+    .order_by(_UNDER_LEAF.ordinal)
 )
 
 
-async def append_point(db: Executor, session_id: str) -> tuple[int, str | None]:
-    """Where a new message goes (callers hold the session row lock), in one statement: its ordinal, and its
-    parent, the last message of the active path (None for an empty one)."""
-    top, leaf = (await db.execute(_APPEND_POINT, {"sid": session_id})).one()
-    return int(top) + 1, leaf
+class AppendPoint(NamedTuple):
+    """Where a new message goes: its ordinal, its parent (the last message of the active path; None for an
+    empty one), and the messages already under that parent in creation order (None when there is no parent:
+    :func:`versions_of` reads the versions at the start)."""
+
+    ordinal: int
+    parent_id: str | None
+    versions_before: list[str] | None
+
+
+async def append_point(db: Executor, session_id: str) -> AppendPoint:
+    """Where a new message goes (callers hold the session row lock), in one statement with its versions so far."""
+    rows = (await db.execute(_APPEND_POINT, {"sid": session_id})).all()
+    top, leaf = rows[0][0], rows[0][1]
+    if leaf is None:
+        return AppendPoint(int(top) + 1, None, None)
+    return AppendPoint(int(top) + 1, leaf, [r[2] for r in rows if r[2] is not None])
+
+
+async def versions_at(
+    db: Executor, session_id: str, point: AppendPoint, row: MessageFields
+) -> dict[str | None, list[str]]:
+    """The versions of ``row``, just stored at ``point``: the messages its parent already had and ``row`` (the
+    newest of them); read (:func:`versions_of`) only for a message at the start of an empty path."""
+    if point.versions_before is None:
+        return await versions_of(db, session_id, row)
+    return {row.parent_id: [*point.versions_before, row.id]}
 
 
 _VERSIONS_UNDER = (

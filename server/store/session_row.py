@@ -57,8 +57,9 @@ HEAD: tuple[str, ...] = (
     "attention_kind",
     "seen_seq",
 )
-"""The columns a queue edit reads (``lock(..., head_only=True)``): what every write's end reads (the owner, the
-log's end, the unread marks), what the session feed shows of the session, and whether a run is going."""
+"""The columns a queue edit (or another write that needs none of the settings, the lease or the usage) reads
+(``lock(..., head_only=True)``): what every write's end reads (the owner, the log's end, the unread marks), what
+the session feed shows of the session, and whether a run is going."""
 
 _BY_NAME = dict(_COLUMNS)
 LOCK_HEAD: Select[Any] = (
