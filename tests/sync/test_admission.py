@@ -19,7 +19,7 @@ from chatsync_client import TrpcClient, TrpcError
 from server.services.auth import hash_token
 from server.sync import admission
 
-WS_CLOSE_UNAUTHORIZED = 4501
+WS_CLOSE_TOKEN_REVOKED = 4503  # a revoked device's token: refused as signed out, not as unknown
 
 
 def ws_url(live: Any) -> str:
@@ -182,8 +182,8 @@ async def test_a_revoked_token_is_refused_on_its_next_subscribe_although_cached(
     # Revoked through replica A: refused at once on A, and on B although B had it cached.
     async with a.client("alice") as c:
         await c.mutation("auth.revokeDevice", {"deviceId": device})
-    assert await subscribe_once(b, token, sid) == WS_CLOSE_UNAUTHORIZED
-    assert await subscribe_once(a, token, sid) == WS_CLOSE_UNAUTHORIZED
+    assert await subscribe_once(b, token, sid) == WS_CLOSE_TOKEN_REVOKED
+    assert await subscribe_once(a, token, sid) == WS_CLOSE_TOKEN_REVOKED
     with pytest.raises(TrpcError) as err:
         async with TrpcClient(b.url, token, reconnect=False) as phone:
             await phone.query("auth.me")
@@ -197,7 +197,7 @@ async def test_a_revoked_token_is_refused_on_its_next_subscribe_although_cached(
         [sys.executable, "-m", "server.cli", "tokens", "revoke", device2], env=env, capture_output=True, text=True
     )
     assert out.returncode == 0, out.stderr
-    assert await subscribe_once(b, token2, sid) == WS_CLOSE_UNAUTHORIZED
+    assert await subscribe_once(b, token2, sid) == WS_CLOSE_TOKEN_REVOKED
 
 
 async def test_a_deleted_session_is_not_subscribable_through_the_owner_cache(db_url, server_factory):
