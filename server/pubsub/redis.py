@@ -150,6 +150,33 @@ class BusPubSub(PubSub):
         if self.lost is None:
             self.lost = why
 
+    async def join(self, channel: str, confirm: dict[str, asyncio.Future[None]], *, sharded: bool = False) -> None:
+        """(S)SUBSCRIBE ``channel`` and wait until Redis confirms it (the listener resolves its future in
+        ``confirm``), within ``SUBSCRIBE_TIMEOUT``: a publish accepted before Redis registered the subscription
+        would not reach us, and the subscriber reads the log right after this returns. One that fails, is not
+        confirmed in time or is cut short before it was sent marks the connection lost: its listener
+        reconnects, re-subscribes every channel and has every subscriber catch up from the log."""
+        fut = asyncio.get_running_loop().create_future()
+        confirm[channel] = fut
+        sent = False
+        try:
+            # (Not ``asyncio.wait_for``: on Python 3.11 it returns the result instead of raising when the caller
+            # is cancelled just as the confirmation arrives, and a subscription whose client had gone would then
+            # run on for ever.)
+            async with asyncio.timeout(SUBSCRIBE_TIMEOUT):
+                await (self.ssubscribe(channel) if sharded else self.subscribe(channel))
+                sent = True
+                await fut
+        except UNAVAILABLE as exc:
+            self.mark_lost(f"a subscribe failed or was not confirmed in time ({type(exc).__name__})")
+            log.warning("subscribe to %s not confirmed; reconnecting, subscribers catch up from the log", channel)
+        except BaseException:
+            if not sent:
+                self.mark_lost("a subscribe was cut short")
+            raise
+        finally:
+            confirm.pop(channel, None)
+
     async def leave(self, channel: str, *, sharded: bool = False) -> None:
         """(S)UNSUBSCRIBE ``channel`` within ``SUBSCRIBE_TIMEOUT``. One that fails or is cut short marks the
         connection lost: its listener reconnects (without the channel)."""
@@ -325,30 +352,7 @@ class RedisBus(Bus):
             # has every subscriber catch up from the log. Waiting here would hold the caller (and the hub)
             # for as long as the outage lasts.
             return
-        channel = session_channel(self.prefix, session_id)
-        fut = asyncio.get_running_loop().create_future()
-        self._confirm[channel] = fut
-        sent = False
-        try:
-            # (Not ``asyncio.wait_for``: on Python 3.11 it returns the result instead of raising when the caller
-            # is cancelled just as the confirmation arrives, and a subscription whose client had gone would then
-            # run on for ever.)
-            async with asyncio.timeout(SUBSCRIBE_TIMEOUT):
-                await pubsub.subscribe(channel)
-                sent = True
-                # Wait until Redis has registered it: a publish accepted before that would not reach us, and
-                # the subscriber reads the log right after this returns.
-                await fut
-        except UNAVAILABLE as exc:
-            # The listener reconnects, re-subscribes every channel and has every subscriber catch up.
-            pubsub.mark_lost(f"a subscribe failed or was not confirmed in time ({type(exc).__name__})")
-            log.warning("subscribe to %s not confirmed; reconnecting, subscribers catch up from the log", session_id)
-        except BaseException:
-            if not sent:
-                pubsub.mark_lost("a subscribe was cut short")
-            raise
-        finally:
-            self._confirm.pop(channel, None)
+        await pubsub.join(session_channel(self.prefix, session_id), self._confirm)
 
     async def unsubscribe(self, session_id: str) -> None:
         self._channels.discard(session_id)
@@ -428,13 +432,26 @@ class RedisBus(Bus):
                 self._on_reconnect()
 
     async def _listen(self) -> None:
-        pubsub, confirm = self._pubsub, self._confirm
-        assert pubsub is not None
+        assert self._pubsub is not None
+        await self.listen_to(self._pubsub, self._confirm)
+
+    async def listen_to(
+        self,
+        pubsub: BusPubSub,
+        confirm: dict[str, asyncio.Future[None]],
+        unsubscribed: Callable[[Any], bool] | None = None,
+    ) -> None:
+        """Hand what arrives on ``pubsub`` to the hub, and resolve the futures of confirmed subscriptions,
+        until the connection fails or counts as lost (:func:`read_replies`). ``unsubscribed``, given an
+        unsubscribe's channel, says whether it dealt with it (Redis Cluster: a shard channel whose slot moved)."""
 
         async def other(reply: Any) -> None:
             msg = await pubsub.control(reply)
-            if msg is not None:
-                self.handle_message(msg, confirm)
+            if msg is None:
+                return
+            if unsubscribed is not None and msg["type"] == "sunsubscribe" and unsubscribed(msg["channel"]):
+                return
+            self.handle_message(msg, confirm)
 
         def handle(reply: Any) -> Awaitable[None] | None:
             return None if self.handle_published(reply) else other(reply)

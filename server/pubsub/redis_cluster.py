@@ -8,13 +8,16 @@ one pub/sub connection per shard it needs, opened on the first session that hash
 Each shard connection has its own supervised listener: when a node goes away (restart, failover) only that
 listener reconnects, with backoff, after refreshing the slot map. It re-subscribes its sessions on whichever
 node now owns them and tells the hub that messages may have been lost, so subscribers catch up from the
-event log. Publishing, the retry of unsent batches and the shared partial texts are the single-Redis
-backend's, sent through the cluster client (which routes by slot and follows MOVED).
+event log. A shard connection counts as lost the way the single-Redis bus's does (``redis.BusPubSub``, read by
+``RedisBus.listen_to``): a reconnection redis-py makes by itself inside a call (it re-subscribes without a word,
+and whatever was published in between is gone), a shard (un)subscribe that fails, is cut short or is not
+confirmed in time, and a node that stops answering the health check. Publishing, the retry of unsent batches
+and the shared partial texts are the single-Redis backend's, sent through the cluster client (which routes
+by slot and follows MOVED).
 
 A node that goes away holds no call for long: every connect and every reply is bounded (``NODE_TIMEOUT``), a
-shard's connection does not reconnect inside a command (its listener does, with backoff), a shard
-(un)subscribe has a deadline, a listener whose node stops answering its health checks counts the shard as
-lost, and closing the bus closes every connection even while a node is down.
+shard's connection retries no command (its listener reconnects, with backoff), a shard (un)subscribe has a
+deadline, and closing the bus closes every connection even while a node is down.
 """
 
 from __future__ import annotations
@@ -34,18 +37,19 @@ from .. import metrics
 from .keys import DEFAULT_PREFIX, control_channel, session_channel
 from .redis import (
     CLOSE_TIMEOUT,
+    HEALTH_CHECK_INTERVAL,
     MAX_BACKOFF,
     NODE_TIMEOUT,
     SUBSCRIBE_TIMEOUT,
     UNAVAILABLE,
+    BusPubSub,
     RedisBus,
     close_quietly,
+    open_pubsub,
     stop_tasks,
 )
 
 log = logging.getLogger(__name__)
-
-HEALTH_CHECK_INTERVAL = 10  # an idle shard connection PINGs its node this often (seconds)
 
 
 def parse_nodes(netloc: str) -> list[tuple[str, int]]:
@@ -68,7 +72,7 @@ class _Shard:
         self.confirm: dict[str, asyncio.Future[None]] = {}
         self.connected = asyncio.Event()
         self.lost = False  # the node went away and the listener is reconnecting
-        self.pubsub: Any = None
+        self.pubsub: BusPubSub | None = None
         self.client: aioredis.Redis | None = None
         self.task = asyncio.create_task(self._run(), name=f"redis-cluster-shard-{host}:{port}")
 
@@ -84,7 +88,7 @@ class _Shard:
             health_check_interval=HEALTH_CHECK_INTERVAL,
             retry=Retry(NoBackoff(), retries=0),
         )
-        pubsub = self.client.pubsub()
+        pubsub = open_pubsub(self.client)
         # The control channel keeps the connection subscribed (and readable) before it has a session.
         await pubsub.subscribe(control_channel(self.bus.prefix))
         for sid in self.sessions:  # one SSUBSCRIBE per channel: several slots in one would be CROSSSLOT
@@ -98,19 +102,6 @@ class _Shard:
         pubsub, client, self.pubsub, self.client = self.pubsub, self.client, None, None
         await close_quietly(pubsub)
         await close_quietly(client)
-
-    def _check_alive(self) -> None:
-        """Raise when the node has not answered the health check PING for NODE_TIMEOUT.
-
-        A node that stops answering without closing the connection (frozen, cut off by the network) leaves
-        ``get_message`` returning None every second for ever: the client sends its PING when a read finds the
-        connection idle for HEALTH_CHECK_INTERVAL, and every read that succeeds moves ``next_health_check`` on.
-        """
-        conn = self.pubsub.connection if self.pubsub is not None else None
-        if conn is None or conn.next_health_check <= 0:  # not read from yet
-            return
-        if asyncio.get_running_loop().time() > conn.next_health_check + NODE_TIMEOUT:
-            raise ConnectionError(f"no reply to the health check within {NODE_TIMEOUT:.0f} s")
 
     async def _run(self) -> None:
         attempt = 0
@@ -129,14 +120,8 @@ class _Shard:
                             self.port,
                         )
                         self.bus.shard_reconnected()
-                while True:
-                    msg = await self.pubsub.get_message(ignore_subscribe_messages=False, timeout=1.0)
-                    if msg is None:
-                        self._check_alive()
-                        continue
-                    if msg["type"] == "sunsubscribe" and self._moved_away(msg["channel"]):
-                        continue
-                    self.bus.handle_message(msg, self.confirm)
+                assert self.pubsub is not None
+                await self.bus.listen_to(self.pubsub, self.confirm, self._moved_away)
             except asyncio.CancelledError:
                 await self.close()
                 raise
@@ -255,19 +240,18 @@ class RedisClusterBus(RedisBus):
         self._where[session_id] = shard
         if shard.lost:
             return  # the shard's reconnect subscribes it and has every subscriber catch up; no wait here
-        fut = asyncio.get_running_loop().create_future()
-        shard.confirm[channel] = fut
         try:
             async with asyncio.timeout(SUBSCRIBE_TIMEOUT):
                 await shard.connected.wait()
-                await shard.pubsub.ssubscribe(channel)
-                # As for one Redis: a publish accepted before the subscription is registered would be lost.
-                await fut
-        except UNAVAILABLE:
-            # The shard's reconnect re-subscribes it and triggers a catch-up from the log.
-            log.warning("shard subscribe to %s not confirmed; relying on reconnect + log catch-up", session_id)
-        finally:
-            shard.confirm.pop(channel, None)
+        except TimeoutError:
+            # The node has not answered the shard's first connect: once it does, the listener subscribes the
+            # session there and has every subscriber catch up from the log.
+            shard.lost = True
+            log.warning("shard %s:%d not connected; %s subscribes once it is", shard.host, shard.port, session_id)
+            return
+        pubsub = shard.pubsub
+        if pubsub is not None and pubsub.lost is None:
+            await pubsub.join(channel, shard.confirm, sharded=True)
 
     async def unsubscribe(self, session_id: str) -> None:
         self._homeless.discard(session_id)
@@ -275,10 +259,9 @@ class RedisClusterBus(RedisBus):
         if shard is None:
             return
         shard.sessions.discard(session_id)
-        if shard.pubsub is not None and shard.connected.is_set():
-            with suppress(*UNAVAILABLE):
-                async with asyncio.timeout(SUBSCRIBE_TIMEOUT):
-                    await shard.pubsub.sunsubscribe(session_channel(self.prefix, session_id))
+        pubsub = shard.pubsub
+        if pubsub is not None and pubsub.lost is None and shard.connected.is_set():
+            await pubsub.leave(session_channel(self.prefix, session_id), sharded=True)
 
     async def _refresh_slots(self) -> None:
         """Ask the nodes who serves which slot now (best effort: a refresh that fails keeps the old map).

@@ -4,15 +4,19 @@ out the restart of one node."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
 from redis.crc import key_slot
+from scenario_kit import session_log
 from test_bus_contract import Recorder, ev, open_bus
-from testkit import PrivateRedisCluster, open_sockets_to
+from test_redis_faults import until
+from testkit import PrivateRedisCluster, collect, open_sockets_to
 
 from server.pubsub import create_bus
 from server.pubsub.keys import DEFAULT_PREFIX, session_channel, session_streams_key, stream_text_key
+from server.sync.revocation import CHANNEL as REVOCATIONS
 
 
 def test_a_sessions_names_share_its_slot():
@@ -158,3 +162,81 @@ async def test_a_disconnected_bus_starts_nothing_that_would_outlive_it(redis_clu
     await bus.subscribe("after")
     bus._spawn(bus._follow("before"))
     assert asyncio.all_tasks() == running
+
+
+def sessions_in_the_slot_of(sid: str, n: int) -> list[str]:
+    """``n`` other session ids whose channels hash to the slot of ``sid``'s."""
+    slot = key_slot(session_channel(DEFAULT_PREFIX, sid).encode())
+    found: list[str] = []
+    i = 0
+    while len(found) < n:
+        i += 1
+        if key_slot(session_channel(DEFAULT_PREFIX, f"other-{i}").encode()) == slot:
+            found.append(f"other-{i}")
+    return found
+
+
+async def test_a_message_published_while_a_shard_connection_was_cut_reaches_the_subscriber(
+    private_cluster, server_factory, sqlite_url
+):
+    """A shard's pub/sub connection is cut (CLIENT KILL on its node) and redis-py reconnects it by itself inside
+    a call of the bus (here an unsubscribe from another session on that node), re-subscribing its channels
+    without a word: a session event published in between went to no one. The bus counts that as a lost shard
+    connection, so the subscriber catches up from the log and gets every event exactly once."""
+    live = await server_factory(sqlite_url, users=("alice",), bus_url=private_cluster.url)
+    bus = live.services.bus
+    # The session's node serves no other channel of the server's (device changes): redis-py re-subscribes a
+    # connection's shard channels with one SSUBSCRIBE, which Redis refuses for channels of several slots (an
+    # error the listener would read and report). The helpers' sessions share the session's slot.
+    devices = private_cluster.owner_of(session_channel(DEFAULT_PREFIX, REVOCATIONS))
+    async with live.client("alice") as c:
+        while True:
+            sid = (await c.mutation("session.create", {}))["id"]
+            node = private_cluster.owner_of(session_channel(DEFAULT_PREFIX, sid))
+            if node is not devices:
+                break
+        sub = await c.subscribe("session.events", {"sessionId": sid, "lastEventId": "0"})
+        await sub.wait_started()
+        others = sessions_in_the_slot_of(sid, 8)
+        for other in others:
+            await bus.subscribe(other)
+        shard = bus._where[sid]
+        admin = aioredis.Redis(port=node.port)
+
+        async def pubsub_clients() -> bool:
+            return any("P" in client["flags"] for client in await admin.client_list())
+
+        try:
+            # Hold the shard's listener before its next read: the reconnection is then made inside the
+            # unsubscribe (a read of the listener's own would see the cut and report it).
+            conn = shard.pubsub.connection
+            read, gate, held = conn.read_response, asyncio.Event(), asyncio.Event()
+
+            async def held_read(*args: Any, **kwargs: Any) -> Any:
+                if asyncio.current_task() is shard.task:
+                    held.set()
+                    await gate.wait()
+                return await read(*args, **kwargs)
+
+            conn.read_response = held_read
+            await shard.pubsub.ping()  # its answer ends the listener's read under way; the next one waits
+            await asyncio.wait_for(held.wait(), 10)
+            try:
+                assert await admin.client_kill_filter(_type="pubsub") >= 1
+                await c.mutation("session.setTitle", {"sessionId": sid, "title": "during the gap"})
+
+                async def reconnected() -> bool:
+                    if await pubsub_clients():
+                        return True
+                    # The first write to the cut connection may still be taken by the kernel.
+                    await bus.unsubscribe(others.pop())
+                    return False
+
+                await until(reconnected, "redis-py did not reconnect the shard connection inside a call")
+            finally:
+                gate.set()
+            log, snap = await session_log(live.url, live.tokens["alice"], sid)
+            assert "during the gap" in str(log[-1][1])
+            assert await collect(sub, int(snap["lastEventId"]), timeout=15) == log
+        finally:
+            await admin.aclose()
