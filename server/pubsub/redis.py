@@ -2,8 +2,9 @@
 
 One PubSub connection per process carries every session channel this process subscribed to; one listener
 task reads it and hands each message to the hub. The listener is supervised: on a Redis error it logs,
-reconnects with backoff, re-subscribes every channel, and tells the hub that messages may have been lost,
-so every local subscriber catches up from the event log. Whatever else may have lost messages counts the same
+reconnects with backoff, re-subscribes every channel, and, once Redis has registered those subscriptions (not
+merely been sent them), tells the hub that messages may have been lost, so every local subscriber catches up
+from the event log. Whatever else may have lost messages counts the same
 (:class:`BusPubSub`): a reconnection redis-py made by itself inside a call, a (un)subscribe that failed, was
 cut short or was not confirmed in time, and a Redis that stopped answering the health check.
 
@@ -58,6 +59,8 @@ NODE_TIMEOUT = 5.0
 # The longest closing the bus waits for its background tasks, and for one client's close, before it moves on.
 CLOSE_TIMEOUT = 5.0
 HEALTH_CHECK_INTERVAL = 10  # an idle pub/sub connection PINGs its Redis this often (seconds)
+# What a listener PINGs its connection with after (re)subscribing every channel (:meth:`BusPubSub.resubscribed`).
+RESUBSCRIBED = b"chatsync-resubscribed"
 MAX_BACKOFF = 5.0
 MAX_UNSENT_BATCHES = 10_000
 STREAM_TTL_SECONDS = 24 * 3600  # a crashed replica's partial texts do not stay forever
@@ -145,6 +148,13 @@ class BusPubSub(PubSub):
         client's message dict, through the client's own handling, which keeps its record of subscriptions."""
         msg: dict[str, Any] | None = await self.handle_message(reply)  # type: ignore[no-untyped-call]
         return msg
+
+    async def resubscribed(self) -> None:
+        """Ask Redis to say when it has registered every (un)subscribe sent so far: it answers one
+        connection's commands in order, so the answer to this PING comes after their confirmations, and
+        :meth:`RedisBus.listen_to` then calls its ``resubscribed``. A subscriber that caught up from the log any
+        earlier could miss what was published between its read and Redis registering the subscription."""
+        await self.ping(RESUBSCRIBED)
 
     def mark_lost(self, why: str) -> None:
         if self.lost is None:
@@ -279,6 +289,7 @@ class RedisBus(Bus):
         self._retrier: asyncio.Task[None] | None = None
         self._closing = False  # disconnect() began: start no more background work
         self.reconnects = 0  # listener reconnections after an error (for tests and metrics)
+        self._catch_up_owed = False  # reconnected: the subscribers catch up once Redis confirms the subscribes
         self._sending: set[asyncio.Task[None]] = set()  # pipelines of stream deltas on their way (send_soon)
 
     @property
@@ -336,6 +347,7 @@ class RedisBus(Bus):
                     await pubsub.subscribe(*[session_channel(self.prefix, s) for s in added])
                 if gone:
                     await pubsub.unsubscribe(*[session_channel(self.prefix, s) for s in gone])
+            await pubsub.resubscribed()
         except BaseException:
             await close_quietly(pubsub)
             raise
@@ -428,26 +440,37 @@ class RedisBus(Bus):
                 attempt = 0
                 self.reconnects += 1
                 metrics.BUS_RECONNECTS.inc()
-                log.info("redis bus reconnected; subscribers catch up from the event log")
-                self._on_reconnect()
+                log.info("redis bus reconnected; subscribers catch up from the event log once it is subscribed")
+                self._catch_up_owed = True
 
     async def _listen(self) -> None:
         assert self._pubsub is not None
-        await self.listen_to(self._pubsub, self._confirm)
+        await self.listen_to(self._pubsub, self._confirm, self._resubscribed)
+
+    def _resubscribed(self) -> None:
+        if self._catch_up_owed:
+            self._catch_up_owed = False
+            self._on_reconnect()
 
     async def listen_to(
         self,
         pubsub: BusPubSub,
         confirm: dict[str, asyncio.Future[None]],
+        resubscribed: Callable[[], None],
         unsubscribed: Callable[[Any], bool] | None = None,
     ) -> None:
         """Hand what arrives on ``pubsub`` to the hub, and resolve the futures of confirmed subscriptions,
-        until the connection fails or counts as lost (:func:`read_replies`). ``unsubscribed``, given an
-        unsubscribe's channel, says whether it dealt with it (Redis Cluster: a shard channel whose slot moved)."""
+        until the connection fails or counts as lost (:func:`read_replies`). ``resubscribed`` is called when
+        Redis has registered every subscribe sent before :meth:`BusPubSub.resubscribed`. ``unsubscribed``, given
+        an unsubscribe's channel, says whether it dealt with it (Redis Cluster: a shard channel whose slot moved).
+        """
 
         async def other(reply: Any) -> None:
             msg = await pubsub.control(reply)
             if msg is None:
+                return
+            if msg["type"] == "pong" and msg["data"] == RESUBSCRIBED:
+                resubscribed()
                 return
             if unsubscribed is not None and msg["type"] == "sunsubscribe" and unsubscribed(msg["channel"]):
                 return

@@ -72,6 +72,7 @@ class _Shard:
         self.confirm: dict[str, asyncio.Future[None]] = {}
         self.connected = asyncio.Event()
         self.lost = False  # the node went away and the listener is reconnecting
+        self.catch_up_owed = False  # reconnected: the subscribers catch up once the node confirms the subscribes
         self.pubsub: BusPubSub | None = None
         self.client: aioredis.Redis | None = None
         self.task = asyncio.create_task(self._run(), name=f"redis-cluster-shard-{host}:{port}")
@@ -93,6 +94,7 @@ class _Shard:
         await pubsub.subscribe(control_channel(self.bus.prefix))
         for sid in self.sessions:  # one SSUBSCRIBE per channel: several slots in one would be CROSSSLOT
             await pubsub.ssubscribe(session_channel(self.bus.prefix, sid))
+        await pubsub.resubscribed()
         self.pubsub = pubsub
         self.connected.set()
 
@@ -119,9 +121,9 @@ class _Shard:
                             self.host,
                             self.port,
                         )
-                        self.bus.shard_reconnected()
+                        self.catch_up_owed = True
                 assert self.pubsub is not None
-                await self.bus.listen_to(self.pubsub, self.confirm, self._moved_away)
+                await self.bus.listen_to(self.pubsub, self.confirm, self._resubscribed, self._moved_away)
             except asyncio.CancelledError:
                 await self.close()
                 raise
@@ -133,6 +135,11 @@ class _Shard:
                 attempt += 1
                 await asyncio.sleep(min(MAX_BACKOFF, 0.05 * 2**attempt) * (0.5 + random.random() / 2))
                 await self.bus.rehome(self)
+
+    def _resubscribed(self) -> None:
+        if self.catch_up_owed:
+            self.catch_up_owed = False
+            self.bus.shard_reconnected()
 
     def _moved_away(self, channel: bytes | str) -> bool:
         """Redis unsubscribes a shard channel whose slot moved to another node: follow it there."""

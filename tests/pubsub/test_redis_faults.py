@@ -10,9 +10,11 @@ import orjson
 import pytest
 import redis.asyncio as aioredis
 from test_bus_contract import Recorder, ev
-from testkit import PrivateRedis
+from testkit import PrivateRedis, PrivateRedisCluster
 
+import server.pubsub.redis as redis_bus
 from server.pubsub import create_bus
+from server.pubsub.keys import DEFAULT_PREFIX, session_channel
 
 
 @pytest.fixture
@@ -217,8 +219,6 @@ async def test_an_idle_listener_notices_a_redis_that_stops_answering(private_red
     health check PING goes unanswered, the bus reports Redis lost, and once Redis answers again the listener
     reconnects and tells its subscribers to catch up. (The listener waits for replies without a timeout: its
     watchdog sends the PING and closes the silent connection.)"""
-    import server.pubsub.redis as redis_bus
-
     monkeypatch.setattr(redis_bus, "HEALTH_CHECK_INTERVAL", 1)
     monkeypatch.setattr(redis_bus, "NODE_TIMEOUT", 1.0)
     bus, rec = await open_recorded_bus(private_redis.url)
@@ -243,4 +243,84 @@ async def test_an_idle_listener_notices_a_redis_that_stops_answering(private_red
         await rec.wait_for(2, timeout=10)
         assert [seq for _s, seq, _j in rec.got][-1] == 2
     finally:
+        await bus.disconnect()
+
+
+class LaggingPubSubs:
+    """Once ``enabled``: pub/sub connections whose commands reach Redis late, in the order they were sent: each
+    call returns as if its command were on its way, and Redis gets them once ``arrive`` is set (a slow network
+    between the bus and Redis: a command written to the socket is not yet one Redis has run)."""
+
+    def __init__(self) -> None:
+        self.enabled = False
+        self.sent = asyncio.Event()
+        self.arrive = asyncio.Event()
+        self._last: asyncio.Task[None] | None = None
+
+    def open(self, client: Any) -> Any:
+        if not self.enabled:
+            return redis_bus.BusPubSub(client.connection_pool)
+        lag = self
+
+        class LaggingPubSub(redis_bus.BusPubSub):
+            async def execute_command(self, *args: Any) -> None:
+                await self.connect()
+                previous = lag._last
+
+                async def arrives() -> None:
+                    await lag.arrive.wait()
+                    if previous is not None:
+                        await previous
+                    await redis_bus.BusPubSub.execute_command(self, *args)
+
+                lag._last = asyncio.create_task(arrives())
+                lag.sent.set()
+
+        return LaggingPubSub(client.connection_pool)
+
+
+@pytest.fixture(params=["redis", "redis-cluster"])
+def lagging_bus(request, tmp_path, monkeypatch):
+    """A bus URL of the test's own; the Redis node that serves session ``s``; and the :class:`LaggingPubSubs`
+    that makes the bus's pub/sub connections."""
+    import server.pubsub.redis_cluster as cluster_bus
+
+    lag = LaggingPubSubs()
+    if request.param == "redis":
+        redis = PrivateRedis()
+        redis.start()
+        monkeypatch.setattr(redis_bus, "open_pubsub", lag.open)
+        yield redis.url, redis, lag
+        redis.kill()
+    else:
+        cluster = PrivateRedisCluster(str(tmp_path / "redis-cluster"))
+        cluster.start()
+        monkeypatch.setattr(cluster_bus, "open_pubsub", lag.open)
+        yield cluster.url, cluster.owner_of(session_channel(DEFAULT_PREFIX, "s")), lag
+        cluster.stop()
+
+
+async def test_subscribers_catch_up_only_once_redis_has_taken_the_resubscribe(lagging_bus):
+    """The bus reconnects its pub/sub connection and re-subscribes, and the subscribers are told to catch up
+    from the log only once Redis has registered the subscriptions: an event published after a subscriber's
+    log read and before Redis took the subscription would reach it neither way. Before, the catch-up began as
+    soon as the subscribes had been written to the connection."""
+    url, node, lag = lagging_bus
+    bus, rec = await open_recorded_bus(url)
+    admin = aioredis.Redis(port=node.port)
+    try:
+        await bus.subscribe("s")
+        lag.enabled = True
+        assert await admin.client_kill_filter(_type="pubsub") >= 1
+        await asyncio.wait_for(lag.sent.wait(), 30)  # the reconnection's subscribes are on their way
+        caught_up = rec.reconnects
+        await bus.publish("s", [ev("s", 1)])  # Redis has not taken the subscription yet: no one gets this
+        lag.arrive.set()
+
+        async def got_it() -> bool:  # from the log, in a catch-up that began after the publish
+            return rec.reconnects > caught_up or ("s", 1) in [(sid, seq) for sid, seq, _json in rec.got]
+
+        await until(got_it, "an event published before Redis took the subscription was missed", timeout=10)
+    finally:
+        await admin.aclose()
         await bus.disconnect()
