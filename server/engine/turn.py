@@ -14,7 +14,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 
 from ..llm import ChatRequest, ErrorEvent, Provider, ProviderError, TextDelta, TextDone, TurnEvent
-from ..llm.observe import observed
+from ..llm.observe import CallObserver
 
 log = logging.getLogger(__name__)
 
@@ -31,36 +31,41 @@ class Turn:
         self.streaming = streaming
         self.provider_id = provider_id  # for metrics and traces (``llm.observe``)
 
-    def events(self) -> AsyncIterator[TurnEvent]:
-        return observed(self._events(), self.provider_id, self.request.options.model)
-
-    async def _events(self) -> AsyncIterator[TurnEvent]:
+    async def events(self) -> AsyncIterator[TurnEvent]:
+        """The call's events, observed (``llm.observe``) in this one generator: between the provider's stream
+        and the run loop a token passes no other layer."""
+        watch = CallObserver(self.provider_id, self.request.options.model)
         try:
-            provider = self._provider()
-        except ProviderError as exc:
-            yield ErrorEvent(code=exc.code, message=exc.message, retryable=exc.retryable)
-            return
-        except KeyError as exc:
-            yield ErrorEvent(code="not_configured", message=str(exc.args[0] if exc.args else exc))
-            return
-        try:
-            if self.streaming:
-                stream = provider.stream(self.request)
-                try:
-                    async for event in stream:
-                        yield event
-                finally:
-                    # On abort (cancellation) close the provider's stream now, not when it is collected:
-                    # that is what closes the HTTP response and stops the provider generating.
-                    await stream.aclose()
-            else:
-                completion = await provider.complete(self.request)
-                for event in completion.events():
-                    if isinstance(event, TextDone):
-                        yield TextDelta(delta=event.text)
-                    yield event
-        except ProviderError as exc:
-            yield ErrorEvent(code=exc.code, message=exc.message, retryable=exc.retryable)
-        except Exception as exc:
-            log.exception("provider %s failed unexpectedly", getattr(provider, "provider_id", "?"))
-            yield ErrorEvent(code="unknown", message=f"{type(exc).__name__}: {exc}")
+            try:
+                provider = self._provider()
+            except ProviderError as exc:
+                yield watch.see(ErrorEvent(code=exc.code, message=exc.message, retryable=exc.retryable))
+                return
+            except KeyError as exc:
+                yield watch.see(ErrorEvent(code="not_configured", message=str(exc.args[0] if exc.args else exc)))
+                return
+            try:
+                if self.streaming:
+                    stream = provider.stream(self.request)
+                    try:
+                        async for event in stream:
+                            if watch.waiting or type(event) is not TextDelta:  # else: a token, nothing to record
+                                watch.see(event)
+                            yield event
+                    finally:
+                        # On abort (cancellation) close the provider's stream now, not when it is collected:
+                        # that is what closes the HTTP response and stops the provider generating.
+                        await stream.aclose()
+                else:
+                    completion = await provider.complete(self.request)
+                    for event in completion.events():
+                        if isinstance(event, TextDone):
+                            yield watch.see(TextDelta(delta=event.text))
+                        yield watch.see(event)
+            except ProviderError as exc:
+                yield watch.see(ErrorEvent(code=exc.code, message=exc.message, retryable=exc.retryable))
+            except Exception as exc:
+                log.exception("provider %s failed unexpectedly", getattr(provider, "provider_id", "?"))
+                yield watch.see(ErrorEvent(code="unknown", message=f"{type(exc).__name__}: {exc}"))
+        finally:
+            watch.end()
