@@ -21,8 +21,14 @@ What that costs, and how it is contained:
 * A long transaction (a megabyte of messages in one write) is many calls back to back, none of which would
   otherwise give the loop back until it commits: every other connection of the process would wait for it.
   :func:`share_loop` lets the loop run other work between two calls once the calls have held it for
-  ``SHARE_AFTER_S``, so the loop is never held for longer than that plus one call. Other writers still wait
-  for the commit (one writer at a time), but reads, pings and every byte in flight go on.
+  ``SHARE_AFTER_S`` (``SHARE_AFTER_WRITING_S`` inside a write transaction), so the loop is never held for
+  longer than that plus one call. Other writers still wait for the commit (one writer at a time), but reads,
+  pings and every byte in flight go on.
+* Giving the loop back inside a write transaction holds up every other writer of the process for a whole turn
+  of the loop (milliseconds, under load). So a write transaction's calls form a stretch of their own
+  (:func:`fresh_stretch`) with the longer ``SHARE_AFTER_WRITING_S``: an ordinary transaction (a send, a
+  step's end: a millisecond or two) never yields, and ``Database.write``'s turns (``WriteTurns``) let the
+  writers that queued meanwhile write one after another in the next turn.
 * A call must never *wait* on the loop. The busy timeout is therefore 0: a lock held by another process
   (``chatsync users create`` while the server runs) fails the statement with SQLITE_BUSY at once, and we
   retry it after an ``asyncio.sleep`` with backoff, for up to ``BUSY_TIMEOUT_S``. Retrying is safe: a
@@ -52,6 +58,8 @@ JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024  # what the write-ahead log is cut back to
 IDLE_TRUNCATE_BYTES = 4 * 1024 * 1024  # an idle database's log larger than this is emptied
 TRUNCATE_WAIT_MS = 100  # how long an idle truncation waits for readers (writers wait meanwhile) before giving up
 SHARE_AFTER_S = 0.002
+SHARE_AFTER_WRITING_S = 0.01
+_share_after = SHARE_AFTER_S  # SHARE_AFTER_WRITING_S while a write transaction is open
 _FIRST_BACKOFF_S = 0.002
 _MAX_BACKOFF_S = 0.1
 
@@ -72,12 +80,32 @@ async def share_loop() -> None:
     transaction costs one ``call_soon`` and never yields."""
     global _stretch_start, _turn_pending
     if _turn_pending:
-        if time.perf_counter() - _stretch_start <= SHARE_AFTER_S:
+        if time.perf_counter() - _stretch_start <= _share_after:
             return
         await asyncio.sleep(0)
     _stretch_start = time.perf_counter()
     _turn_pending = True
     asyncio.get_running_loop().call_soon(_loop_turned)
+
+
+def fresh_stretch() -> None:
+    """A write transaction begins (``Database.write``, holding the write lock): its calls form a stretch of
+    their own. Otherwise a transaction that begins after others ran in the same turn of the loop would find the
+    stretch already old and yield at its first call, holding the write lock for a whole turn while every other
+    writer queues behind it; each of those then waits a turn for its wake-up, and the queue never drains.
+    Each transaction still gives the loop back once its own calls have held it for ``SHARE_AFTER_S``."""
+    global _stretch_start, _turn_pending, _share_after
+    _stretch_start = time.perf_counter()
+    _share_after = SHARE_AFTER_WRITING_S
+    if not _turn_pending:
+        _turn_pending = True
+        asyncio.get_running_loop().call_soon(_loop_turned)
+
+
+def end_write_stretch() -> None:
+    """The write transaction ended: calls share the loop after ``SHARE_AFTER_S`` again."""
+    global _share_after
+    _share_after = SHARE_AFTER_S
 
 
 def _is_busy(error: sqlite3.OperationalError) -> bool:

@@ -196,6 +196,74 @@ async def test_a_long_sqlite_transaction_lets_the_loop_run_between_statements(tm
             assert (await s.execute(text("SELECT count(*) FROM users"))).scalar_one() == 3000
 
 
+async def test_sqlite_writers_queued_behind_a_transaction_all_write_in_the_turn_after_it(tmp_path):
+    """Writers that asked while a transaction was open all write right after it commits, one after another in
+    the same turn of the loop, rather than one per turn (each waiting for its own wake-up while holding the
+    turn); and a transaction that begins after others ran in that turn does not give the loop back at its first
+    statement, holding everyone else up for another turn."""
+    async with Database(f"sqlite+aiosqlite:///{tmp_path / 'turns.db'}") as db:
+        await migrate.upgrade(db)
+        turns = 0
+
+        async def spinner() -> None:
+            nonlocal turns
+            while True:
+                await asyncio.sleep(0)
+                turns += 1
+
+        opened, release = asyncio.Event(), asyncio.Event()
+        done_at: list[int] = []
+
+        async def holder() -> None:
+            async with db.write() as s:
+                await s.plain.execute(_MANY_USERS, {"id": "first", "name": "first"})
+                opened.set()
+                await release.wait()
+
+        async def writer(i: int) -> None:
+            async with db.write() as s:
+                await s.plain.execute(_MANY_USERS, {"id": f"u{i}", "name": f"user {i}"})
+            done_at.append(turns)
+
+        spin = asyncio.create_task(spinner())
+        first = asyncio.create_task(holder())
+        await opened.wait()
+        writers = [asyncio.create_task(writer(i)) for i in range(30)]
+        lock: Any = db._write_lock
+        while len(lock._waiters or ()) < len(writers):  # every writer is waiting for its turn
+            await asyncio.sleep(0)
+        released_at = turns
+        release.set()
+        await asyncio.gather(first, *writers)
+        spin.cancel()
+        assert max(done_at) - released_at <= 3, (released_at, done_at)
+        async with db.read() as s:
+            assert (await s.execute(text("SELECT count(*) FROM users"))).scalar_one() == 31
+
+
+async def test_a_writer_cancelled_while_waiting_for_its_turn_leaves_the_turn_to_the_others(tmp_path):
+    turns = db_module.WriteTurns()
+    await turns.acquire()
+    got: list[str] = []
+
+    async def wait_turn(name: str) -> None:
+        await turns.acquire()
+        got.append(name)
+        turns.release()
+
+    cancelled, other = asyncio.create_task(wait_turn("cancelled")), asyncio.create_task(wait_turn("other"))
+    while len(turns._waiters) < 2:
+        await asyncio.sleep(0)
+    cancelled.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await cancelled
+    assert len(turns._waiters) == 1
+    turns.release()
+    await asyncio.wait_for(other, 5)
+    assert got == ["other"]
+    await asyncio.wait_for(turns.acquire(), 5)  # free again
+
+
 # Run in a child process: closing a connection another thread is using crashes the interpreter.
 _CHECKPOINT_RACE = """
 import asyncio, os, sqlite3, sys, tempfile
