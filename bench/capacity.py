@@ -20,8 +20,9 @@ owns every session, with the per-user cap on runs raised to S; that user's rows 
 writes that touch them, which no real user's sessions would).
 
 Per S it prints: token latency p50/p99 (provider -> subscriber, text deltas), server CPU µs per delivered
-event (all frames a subscriber got: deltas, queue and run events), the server's RSS at the end, losses, and
-the host's steal. Each subscriber keeps its copy of the session as the TypeScript client does
+event (all frames a subscriber got: deltas, queue and run events), the server's RSS at the end, losses, the
+host's steal, and how long write transactions waited to begin (mean, and the share that waited over 100 ms,
+from the server's ``/metrics``). Each subscriber keeps its copy of the session as the TypeScript client does
 (``bench/follower.py``): it applies ``stream-snapshot`` (a subscriber that joins, or catches up, while an answer
 streams gets the text so far in one, then the deltas past it), so deltas a snapshot carried are not missing. A
 loss is what breaks the protocol's promise where a client sees it: an event id repeated or skipped, a text
@@ -245,6 +246,23 @@ def servers(
         yield [first, *rest], infra
 
 
+def write_waits(url: str) -> tuple[float, int, int]:
+    """How long the server's write transactions waited to begin (``chatsync_db_pool_wait_seconds``, kind
+    write: on SQLite their turn at the one writer, on PostgreSQL a pooled connection): the sum in seconds, the
+    count, and how many waited over 100 ms."""
+    import urllib.request
+
+    values: dict[str, float] = {}
+    with urllib.request.urlopen(url + "/metrics", timeout=10) as res:
+        for line in res.read().decode().splitlines():
+            if line.startswith("chatsync_db_pool_wait_seconds_") and 'kind="write"' in line:
+                name, _, value = line.rpartition(" ")
+                values[name] = float(value)
+    total = values.get('chatsync_db_pool_wait_seconds_count{kind="write"}', 0.0)
+    within = values.get('chatsync_db_pool_wait_seconds_bucket{kind="write",le="0.1"}', total)
+    return values.get('chatsync_db_pool_wait_seconds_sum{kind="write"}', 0.0), int(total), int(total - within)
+
+
 def one_run(
     args: argparse.Namespace, sessions: int, kind: str, profile: str | None = None, log_path: str | None = None
 ) -> dict:
@@ -298,6 +316,7 @@ def one_run(
         (cpu0, infra0), ticks0, load0, t0 = cpu(), machine_ticks(), os.getloadavg()[0], time.perf_counter()
         go.set()
         stats = [results.get(timeout=900) for _ in procs]
+        waits = [write_waits(s.url) for s in srvs] if kind != "reference" else []
         elapsed = time.perf_counter() - t0
         (cpu1, infra1), steal = cpu(), steal_share(ticks0, machine_ticks())
         load = max(load0, os.getloadavg()[0])
@@ -338,6 +357,8 @@ def one_run(
         "rate": events / elapsed,
         "span": elapsed,
         "rss_mib": rss / 1024,
+        "write_wait_ms": sum(w[0] for w in waits) * 1000 / max(sum(w[1] for w in waits), 1) if waits else None,
+        "write_wait_over_100ms": sum(w[2] for w in waits) / max(sum(w[1] for w in waits), 1) if waits else None,
         "steal": steal,
         "load": load,
     }
@@ -413,6 +434,12 @@ def main() -> None:
                     f"last answer at {r['span']:.1f}s p50={r['p50']:.2f}ms p99={r['p99']:.2f}ms "
                     f"cpu={r['cpu_us']:.1f}us/event{infra} rss={r['rss_mib']:.0f}MiB "
                     f"steal={r['steal'] * 100:.1f}% load={r['load']:.1f}"
+                    + (
+                        f" write wait mean={r['write_wait_ms']:.1f}ms"
+                        f" over 100ms={r['write_wait_over_100ms'] * 100:.0f}%"
+                        if r["write_wait_ms"] is not None
+                        else ""
+                    )
                     + (" (profiled)" if profile else "")
                     + (f" first send error: {r['first_error']}" if r["first_error"] else ""),
                     flush=True,
