@@ -81,13 +81,13 @@ async def test_a_close_request_that_a_call_swallowed_still_closes(server_factory
     identity check of its connectionParams, and that call swallows the cancellation: the connection closes."""
     live = await server_factory(sqlite_url, users=("alice",))
     entered = asyncio.Event()
-    identify = live.services.auth.identify
+    check_token = live.services.auth.check_token
 
-    async def slow_identify(token: str) -> Any:
-        principal = await identify(token)
+    async def slow_check(token: str) -> Any:
+        principal = await check_token(token)
         return await swallows_cancel(entered, principal)
 
-    monkeypatch.setattr(live.services.auth, "identify", slow_identify)
+    monkeypatch.setattr(live.services.auth, "check_token", slow_check)
     url = live.url.replace("http", "ws") + "/trpc?connectionParams=1"
     async with connect(url) as ws:
         await ws.send(orjson.dumps({"method": "connectionParams", "data": {"token": live.tokens["alice"]}}).decode())
