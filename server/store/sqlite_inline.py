@@ -93,7 +93,8 @@ def fresh_stretch() -> None:
     their own. Otherwise a transaction that begins after others ran in the same turn of the loop would find the
     stretch already old and yield at its first call, holding the write lock for a whole turn while every other
     writer queues behind it; each of those then waits a turn for its wake-up, and the queue never drains.
-    Each transaction still gives the loop back once its own calls have held it for ``SHARE_AFTER_S``."""
+    Each transaction still gives the loop back once its own calls have held it for ``SHARE_AFTER_WRITING_S``
+    (a megabyte-sized one does; a send or a step's end never does)."""
     global _stretch_start, _turn_pending, _share_after
     _stretch_start = time.perf_counter()
     _share_after = SHARE_AFTER_WRITING_S
