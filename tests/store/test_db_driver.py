@@ -164,6 +164,24 @@ async def test_sqlite_without_the_server_lifecycle_keeps_automatic_checkpoints(t
         await db.close()
 
 
+@asynccontextmanager
+async def counting_turns() -> AsyncIterator[list[int]]:
+    """Counts the turns of the event loop while the block runs (``turns[0]``)."""
+    turns = [0]
+
+    async def spin() -> None:
+        while True:
+            await asyncio.sleep(0)
+            turns[0] += 1
+
+    task = asyncio.create_task(spin())
+    await asyncio.sleep(0)
+    try:
+        yield turns
+    finally:
+        task.cancel()
+
+
 _MANY_USERS = text("INSERT INTO users (id, name, role, created_at) VALUES (:id, :name, 'user', '2026-01-01')")
 
 
@@ -173,24 +191,12 @@ async def test_a_long_sqlite_transaction_lets_the_loop_run_between_statements(tm
     loop back every few milliseconds: other connections' work goes on before it commits."""
     async with Database(f"sqlite+aiosqlite:///{tmp_path / 'long.db'}") as db:
         await migrate.upgrade(db)
-        turns = 0
-
-        async def spinner() -> None:
-            nonlocal turns
-            while True:
-                await asyncio.sleep(0)
-                turns += 1
-
-        spin = asyncio.create_task(spinner())
-        await asyncio.sleep(0)
-        try:
+        async with counting_turns() as turns:
             async with _write(db, writer) as s:
-                before = turns
+                before = turns[0]
                 for i in range(3000):
                     await s.execute(_MANY_USERS, {"id": f"u{i}", "name": f"user {i} " + "x" * 200})
-                during = turns - before
-        finally:
-            spin.cancel()
+                during = turns[0] - before
         assert during > 0
         async with db.read() as s:
             assert (await s.execute(text("SELECT count(*) FROM users"))).scalar_one() == 3000
@@ -203,14 +209,6 @@ async def test_sqlite_writers_queued_behind_a_transaction_all_write_in_the_turn_
     statement, holding everyone else up for another turn."""
     async with Database(f"sqlite+aiosqlite:///{tmp_path / 'turns.db'}") as db:
         await migrate.upgrade(db)
-        turns = 0
-
-        async def spinner() -> None:
-            nonlocal turns
-            while True:
-                await asyncio.sleep(0)
-                turns += 1
-
         opened, release = asyncio.Event(), asyncio.Event()
         done_at: list[int] = []
 
@@ -223,19 +221,18 @@ async def test_sqlite_writers_queued_behind_a_transaction_all_write_in_the_turn_
         async def writer(i: int) -> None:
             async with db.write() as s:
                 await s.plain.execute(_MANY_USERS, {"id": f"u{i}", "name": f"user {i}"})
-            done_at.append(turns)
+            done_at.append(turns[0])
 
-        spin = asyncio.create_task(spinner())
-        first = asyncio.create_task(holder())
-        await opened.wait()
-        writers = [asyncio.create_task(writer(i)) for i in range(30)]
-        lock: Any = db._write_lock
-        while len(lock._waiters or ()) < len(writers):  # every writer is waiting for its turn
-            await asyncio.sleep(0)
-        released_at = turns
-        release.set()
-        await asyncio.gather(first, *writers)
-        spin.cancel()
+        async with counting_turns() as turns:
+            first = asyncio.create_task(holder())
+            await opened.wait()
+            writers = [asyncio.create_task(writer(i)) for i in range(30)]
+            lock: Any = db._write_lock
+            while len(lock._waiters or ()) < len(writers):  # every writer is waiting for its turn
+                await asyncio.sleep(0)
+            released_at = turns[0]
+            release.set()
+            await asyncio.gather(first, *writers)
         assert max(done_at) - released_at <= 3, (released_at, done_at)
         async with db.read() as s:
             assert (await s.execute(text("SELECT count(*) FROM users"))).scalar_one() == 31
