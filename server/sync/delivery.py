@@ -19,8 +19,10 @@ offset. Because the subscriber is attached before the snapshot is read and every
 text before it is published, each character arrives exactly once: in the snapshot or as a delta. The
 snapshot is read before the log read that ends the catch-up: a message streams only once its
 ``message-created`` (or ``message-continued``) is committed, so that read delivers it ahead of the snapshot
-of its text, however long the snapshot took to read (a round trip to the shared stream buffer); a message
-completed by then gets no snapshot.
+of its text, however long the snapshot took to read (a round trip to the shared stream buffer). Once a
+subscriber got a message's ``message-completed`` (its final text), no snapshot or delta of that message
+reaches it: not the deltas held while the read that delivered the completion was in flight, nor one a bus
+delivers late.
 They are sent *tracked* with the id of the last durable event delivered, because ``@trpc/client``
 forgets its resume position on an untracked item; resuming from that id is exactly right.
 """
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -61,7 +64,12 @@ SnapshotSource = Callable[[str], Awaitable[list[dict[str, Any]]]]
 # so the page stays small enough that large events (up to max_content_chars each) cannot stall everyone else.
 CATCH_UP_PAGE = 100
 MAX_HELD_EPHEMERAL = 10_000
-_ENDING_TYPES = frozenset({"message-completed", "session-deleted"})
+# Durable events a delivery looks into (``_deliver``); fan-out's batch path leaves them to it.
+_MARKING_TYPES = frozenset({"message-completed", "message-continued", "session-deleted"})
+# In ``Delivery._stream_offsets``: the subscriber has this message's final text, so every delta of it is stale.
+COMPLETED = sys.maxsize
+# Completed messages a delivery remembers so (the newest): far more than complete during one catch-up's read.
+MAX_COMPLETED_MARKS = 64
 
 
 class ResyncRequired(Exception):
@@ -75,7 +83,6 @@ class Delivery:
     __slots__ = (
         "_catch_up_task",
         "_catching_up",
-        "_completed",
         "_done",
         "_finished",
         "_held",
@@ -122,10 +129,10 @@ class Delivery:
         self._finished = False  # no more deliveries (session deleted, resync sent, or failed)
         self._snapshots = snapshots
         self._pending: dict[int, EventEnvelope] = {}
-        self._stream_offsets: dict[str, int] = {}  # messageId -> offset the subscriber has text up to
+        # messageId -> offset the subscriber has text up to (from a snapshot), or COMPLETED
+        self._stream_offsets: dict[str, int] = {}
         self._held: list[EventEnvelope] = []  # ephemeral events that arrived while catching up
         self._catching_up = True
-        self._completed: set[str] | None = None  # messages completed while catching up: no snapshot for them
         self._catch_up_task: asyncio.Task[None] | None = None
         self._done: asyncio.Future[None] | None = None
         self.client = client
@@ -184,16 +191,20 @@ class Delivery:
         return writer
 
     def covers(self, env: EventEnvelope) -> bool:
-        """True when the stream-snapshot this subscriber got already contains this delta."""
+        """True when this subscriber already has what this delta carries: the stream-snapshot it got contains it,
+        or it got the message's final text."""
         if not self._stream_offsets:
             return False
-        mid, offset = env.message_id, env.offset
+        mid = env.message_id
+        known = None if mid is None else self._stream_offsets.get(mid)
+        if known is None:
+            return False
+        if known == COMPLETED:
+            return True
         # Only text deltas are positioned in the message text the snapshot covered; a tool-call delta's
         # offset is a position in that call's arguments.
-        if mid is None or offset is None or env.type != "text-delta":
-            return False
-        known = self._stream_offsets.get(mid)
-        return known is not None and offset < known
+        offset = env.offset
+        return env.type == "text-delta" and offset is not None and offset < known
 
     def request_catch_up(self) -> None:
         """Read the log from ``next_seq`` (after a gap or a bus reconnect)."""
@@ -210,19 +221,27 @@ class Delivery:
         else:
             self._send_item(env.event_id, env)
         self.next_seq = env.seq + 1  # type: ignore[operator]  # only durable events come here: seq is set
-        if env.type in _ENDING_TYPES:
+        if env.type in _MARKING_TYPES:
             if env.type == "message-completed":
-                # The snapshot filter for a finished message is no longer needed.
-                message_id = _completed_message_id(env)
+                message_id = _message_id(env)
                 if message_id is not None:
-                    self._stream_offsets.pop(message_id, None)
-                    if self._catching_up:
-                        if self._completed is None:
-                            self._completed = set()
-                        self._completed.add(message_id)
+                    self._mark_completed(message_id)
+            elif env.type == "message-continued":
+                message_id = _message_id(env)
+                if message_id is not None:
+                    self._stream_offsets.pop(message_id, None)  # it streams again, from its partial text
             elif env.type in self._log.ending_types and self._done is not None and not self._done.done():
                 self._finished = True
                 self._done.set_result(None)
+
+    def _mark_completed(self, message_id: str) -> None:
+        offsets = self._stream_offsets
+        offsets.pop(message_id, None)
+        offsets[message_id] = COMPLETED  # the newest mark: insertion order is age
+        if len(offsets) > MAX_COMPLETED_MARKS:
+            oldest = next((mid for mid, offset in offsets.items() if offset == COMPLETED), None)
+            if oldest is not None:
+                del offsets[oldest]
 
     def _deliver_ephemeral(self, env: EventEnvelope) -> None:
         if not self.covers(env):
@@ -241,7 +260,6 @@ class Delivery:
 
     async def _catch_up(self) -> None:
         first = self.next_seq - 1
-        self._completed = None
         try:
             while True:
                 async with gate(self.db):  # a place among the resume reads (``sync.admission``)
@@ -304,12 +322,12 @@ class Delivery:
 
     def _send_snapshots(self, snapshots: list[dict[str, Any]]) -> None:
         """Deltas were dropped while catching up: give the partial text of every live stream instead."""
-        completed, self._completed = self._completed or (), None
         if self._done is None or self._done.done():
             return
         for snap in snapshots:
             mid, offset = snap["messageId"], int(snap["offset"])
-            if self._stream_offsets.get(mid) == offset or mid in completed:
+            known = self._stream_offsets.get(mid)
+            if known == offset or known == COMPLETED:
                 continue  # nothing new since the snapshot this subscriber already has, or its final text came
             self._stream_offsets[mid] = offset
             self._send_item(str(self.next_seq - 1), stream_snapshot(self.session_id, mid, offset, snap["text"]))
@@ -365,7 +383,7 @@ def fan_out(deliveries: tuple[Delivery, ...], events: Sequence[EventEnvelope]) -
         if len(events) == 1:
             _fan_out_ephemeral(deliveries, events[0])
             return
-    elif all(env.seq == first + i and env.type not in _ENDING_TYPES for i, env in enumerate(events)):
+    elif all(env.seq == first + i and env.type not in _MARKING_TYPES for i, env in enumerate(events)):
         after = first + len(events)
         writers: list[SubscriptionWriter] = []
         for d in deliveries:
@@ -403,7 +421,7 @@ def _fan_out_ephemeral(deliveries: tuple[Delivery, ...], env: EventEnvelope) -> 
         targets[0][0].connection.send_tracked_many(targets, env)
 
 
-def _completed_message_id(env: EventEnvelope) -> str | None:
+def _message_id(env: EventEnvelope) -> str | None:
     try:
         message_id: str | None = orjson.loads(env.json).get("message", {}).get("id")
         return message_id

@@ -211,4 +211,8 @@ async def test_a_batch_that_is_not_a_plain_run_of_durable_events_keeps_the_full_
         ("2", "message-completed"),
         ("3", "queue-message-added"),
     ]
-    assert "m1" not in sub.delivery._stream_offsets  # the ending event's own rule ran
+    # The completion's own rule ran: no delta of m1 reaches the subscriber after its final text, not even one
+    # past the snapshot it had; another message's still does.
+    hub._on_message("s", (delta(5, "late", "m1"),))
+    hub._on_message("s", (delta(0, "new", "m2"),))
+    assert [g[2].get("messageId") for g in sub.received()[3:]] == ["m2"]
