@@ -136,7 +136,18 @@ async def main() -> None:
     ref = Reference()
     port = int(os.environ.get("CHATSYNC_PORT", "8787"))
     # Compression off, as for chatsync's frames (and as a broadcast server would choose for small frames).
-    async with serve(ref.handle, "127.0.0.1", port, process_request=ready, compression=None, max_size=None):
+    # Thousands of subscribers connect at once: uvicorn's listen backlog (2048), and no handshake timeout (the
+    # default 10 s closed a handshake queued behind 2,400 others at S = 800).
+    async with serve(
+        ref.handle,
+        "127.0.0.1",
+        port,
+        process_request=ready,
+        compression=None,
+        max_size=None,
+        backlog=2048,
+        open_timeout=None,
+    ):
         await asyncio.Future()
 
 
