@@ -14,7 +14,8 @@ Each session has 3 subscribers (raw WebSocket clients, ``bench/wsclient.py``), s
 generator processes. The first subscriber of each session is also its user: every ``--send-every`` seconds
 (jittered, first send at a random offset) it sends ``message.send`` on its own socket asking for ``--tokens``
 tokens. A send during an answer is queued and sent when the answer ends, so queue events, run events and
-text deltas mix. Each user sends ``seconds / send-every`` messages; a subscriber is done when it saw the
+text deltas mix. The load begins once every subscription has finished its first catch-up (the server's count
+of them, on ``/metrics``). Each user sends ``seconds / send-every`` messages; a subscriber is done when it saw the
 run of every one finish. Each session belongs to a user of its own, as S people would (``--users one``: one user
 owns every session, with the per-user cap on runs raised to S; that user's rows then serialise every session's
 writes that touch them, which no real user's sessions would).
@@ -246,18 +247,45 @@ def servers(
         yield [first, *rest], infra
 
 
-def write_waits(url: str) -> tuple[float, int, int]:
-    """How long the server's write transactions waited to begin (``chatsync_db_pool_wait_seconds``, kind
-    write: on SQLite their turn at the one writer, on PostgreSQL a pooled connection): the sum in seconds, the
-    count, and how many waited over 100 ms."""
+def metric_lines(url: str, prefix: str) -> dict[str, float]:
+    """The server's ``/metrics`` samples whose names start with ``prefix``: {name with labels: value}."""
     import urllib.request
 
     values: dict[str, float] = {}
     with urllib.request.urlopen(url + "/metrics", timeout=10) as res:
         for line in res.read().decode().splitlines():
-            if line.startswith("chatsync_db_pool_wait_seconds_") and 'kind="write"' in line:
+            if line.startswith(prefix):
                 name, _, value = line.rpartition(" ")
                 values[name] = float(value)
+    return values
+
+
+def wait_caught_up(srvs: list[Server], subscriptions: int, timeout: float = 300) -> None:
+    """Wait until the servers' subscriptions have all finished their first catch-up (the count of
+    ``chatsync_resume_catchup_seconds``). A subscription is started before its catch-up reads the log; with
+    thousands at once some reads would otherwise still be queued when the load begins, and such a subscriber
+    would get an answer it joined before as created and completed from the log, never streaming."""
+    deadline = time.monotonic() + timeout
+    while True:
+        done = sum(
+            metric_lines(s.url, "chatsync_resume_catchup_seconds_count").get(
+                "chatsync_resume_catchup_seconds_count", 0.0
+            )
+            for s in srvs
+        )
+        if done >= subscriptions:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"only {done:.0f} of {subscriptions} subscriptions caught up")
+        time.sleep(0.05)
+
+
+def write_waits(url: str) -> tuple[float, int, int]:
+    """How long the server's write transactions waited to begin (``chatsync_db_pool_wait_seconds``, kind
+    write: on SQLite their turn at the one writer, on PostgreSQL a pooled connection): the sum in seconds, the
+    count, and how many waited over 100 ms."""
+
+    values = {k: v for k, v in metric_lines(url, "chatsync_db_pool_wait_seconds_").items() if 'kind="write"' in k}
     total = values.get('chatsync_db_pool_wait_seconds_count{kind="write"}', 0.0)
     within = values.get('chatsync_db_pool_wait_seconds_bucket{kind="write",le="0.1"}', total)
     return values.get('chatsync_db_pool_wait_seconds_sum{kind="write"}', 0.0), int(total), int(total - within)
@@ -290,6 +318,8 @@ def one_run(
             p.start()
         for _ in range(sessions * SUBSCRIBERS_PER_SESSION):
             ready.get(timeout=300)
+        if kind != "reference":
+            wait_caught_up(srvs, sessions * SUBSCRIBERS_PER_SESSION)
         spy = None
         if profile:
             spy = subprocess.Popen(
