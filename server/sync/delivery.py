@@ -68,8 +68,9 @@ MAX_HELD_EPHEMERAL = 10_000
 _MARKING_TYPES = frozenset({"message-completed", "message-continued", "session-deleted"})
 # In ``Delivery._stream_offsets``: the subscriber has this message's final text, so every delta of it is stale.
 COMPLETED = sys.maxsize
-# Completed messages a delivery remembers so (the newest): far more than complete during one catch-up's read.
-MAX_COMPLETED_MARKS = 64
+# Completed messages a delivery remembers so (the newest). A session streams one answer at a time, so one or
+# two complete during a catch-up's read; a few ids per subscriber, not one per answer of a long chat.
+MAX_COMPLETED_MARKS = 4
 
 
 class ResyncRequired(Exception):

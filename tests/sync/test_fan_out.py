@@ -12,7 +12,7 @@ import pytest
 from server.domain.events import EventEnvelope
 from server.pubsub.memory import MemoryBus
 from server.rpc.uvicorn_ws import TransportWriter
-from server.sync.delivery import Delivery
+from server.sync.delivery import MAX_COMPLETED_MARKS, Delivery
 from server.sync.hub import Hub
 from server.sync.writer import SubscriptionWriter
 
@@ -216,3 +216,16 @@ async def test_a_batch_that_is_not_a_plain_run_of_durable_events_keeps_the_full_
     hub._on_message("s", (delta(5, "late", "m1"),))
     hub._on_message("s", (delta(0, "new", "m2"),))
     assert [g[2].get("messageId") for g in sub.received()[3:]] == ["m2"]
+
+
+async def test_a_subscriber_remembers_only_the_newest_completed_messages(hub: Hub) -> None:
+    """The marks that keep a completed message's late deltas out are bounded: a long chat's subscriber holds a
+    few message ids, not one per answer; the newest completion still keeps its late deltas out."""
+    sub = Subscriber(hub, 1)
+    await attach(hub, sub)
+    for n in range(1, 21):
+        hub._on_message("s", (EventEnvelope.build("s", n, "message-completed", {"message": {"id": f"m{n}"}}),))
+    assert len(sub.delivery._stream_offsets) <= MAX_COMPLETED_MARKS
+    hub._on_message("s", (delta(0, "late", "m20"),))
+    hub._on_message("s", (delta(0, "old", "m1"),))  # forgotten: delivered (a client ignores it, as before)
+    assert [g[2].get("messageId") for g in sub.received()[20:]] == ["m1"]
