@@ -33,7 +33,16 @@ LAYERS = [
     ("transport (rpc/: calls in, frames out)", r"server/rpc/"),
     ("provider (llm/, the bench's stamp provider, SDK)", r"server/llm/|^_attempt \(.*bench/streaming|openai/|httpx"),
     ("pydantic", r"pydantic"),
+    ("  the send (RunService.send)", r"^RunService\.send "),
+    ("  a step's end (RunLoop._finish_step)", r"^RunLoop\._finish_step "),
+    ("  the token path (RunLoop._consume: provider, partial text, delta, fan-out)", r"^RunLoop\._consume "),
+    ("  socket writes of frames (_write_fd)", r"^_write_fd "),
 ]
+
+# Samples that are not work: a thread pool's worker waiting for a job (py-spy shows it as running), and with
+# ``--native`` the event loop waiting in epoll.
+_IDLE_WORKER = re.compile(r"^_worker \(.*concurrent/futures/thread\.py")
+_IDLE_LEAF = re.compile(r"^epoll_p?wait ")
 
 
 def parse(path: str) -> Counter[tuple[str, ...]]:
@@ -44,8 +53,18 @@ def parse(path: str) -> Counter[tuple[str, ...]]:
             if not line:
                 continue
             frames, _, count = line.rpartition(" ")
-            stacks[tuple(frames.split(";"))] += int(count)
+            stack = tuple(frames.split(";"))
+            if _idle(stack):
+                continue
+            stacks[stack] += int(count)
     return stacks
+
+
+def _idle(stack: tuple[str, ...]) -> bool:
+    if _IDLE_LEAF.match(stack[-1]):
+        return True
+    in_pool = any(_IDLE_WORKER.match(f) for f in stack)
+    return in_pool and not any(f.startswith("_WorkItem.run ") for f in stack)
 
 
 def _short(frame: str) -> str:
@@ -63,7 +82,7 @@ def _short(frame: str) -> str:
 def summarize(path: str, top: int) -> str:
     stacks = parse(path)
     total = sum(stacks.values())
-    out = [f"{path}: {total} samples (busy time only)"]
+    out = [f"{path}: {total} samples (busy time only: idle pool workers and epoll waits left out)"]
     for name, pattern in LAYERS:
         rx = re.compile(pattern)
         n = sum(c for stack, c in stacks.items() if any(rx.search(f) for f in stack))
@@ -74,6 +93,12 @@ def summarize(path: str, top: int) -> str:
             inclusive[frame] += c
     out.append("  top frames (inclusive):")
     for frame, c in inclusive.most_common(top):
+        out.append(f"  {c / total * 100:5.1f}%  {frame}")
+    own: Counter[str] = Counter()
+    for stack, c in stacks.items():
+        own[_short(stack[-1])] += c
+    out.append("  top frames (self):")
+    for frame, c in own.most_common(top):
         out.append(f"  {c / total * 100:5.1f}%  {frame}")
     return "\n".join(out)
 
