@@ -118,8 +118,15 @@ class OpenAIProvider(Provider):
         try:
             # The SDK sends the request (auth, base URL, status errors, timeouts); its raw response is read here
             # as plain JSON: building its typed chunk objects cost ~100 µs a token, more than the rest of a turn.
+            # The body is already the wire's JSON (``to_openai_request``), so it goes as ``extra_body``, which the
+            # SDK merges into the request over the typed parameters, as is. As typed parameters the SDK would walk
+            # it to transform each field first: ~130 µs per message of the history, 13 ms a request at 100.
             async with self.client.chat.completions.with_streaming_response.create(
-                **body, stream=True, stream_options={"include_usage": True}
+                model=body["model"],
+                messages=(),
+                stream=True,
+                stream_options={"include_usage": True},
+                extra_body=body,
             ) as response:
                 async for chunk in sse_json(response.iter_lines()):
                     error = chunk.get("error")
