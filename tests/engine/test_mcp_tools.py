@@ -1,12 +1,15 @@
 """MCP tools in runs, against real MCP servers built with the SDK (``mcp_test_server.py``) over stdio and
 Streamable HTTP: names, results (text, structured, image), progress, approvals from another device, timeouts,
-Stop, a crashing server, a changed tool list, who may use which server, and secrets kept from clients."""
+Stop, a crashing server, a changed tool list, who may use which server, and secrets kept from clients. The SDK
+is loaded only once a session to an MCP server is opened, not with the server."""
 
 from __future__ import annotations
 
 import json
 import logging
 import re
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -34,6 +37,15 @@ from server.store import repo
 from server.store.models import User
 from server.tools.mcp import names
 from server.tools.mcp.names import exposed_name
+
+
+def test_the_server_imports_without_the_mcp_sdk() -> None:
+    """What ``chatsync serve`` imports does not load the SDK (about half of that import time otherwise): the
+    sessions to MCP servers load it when the first one opens (the tests below)."""
+    code = "import sys, server.cli, server.app, server.serve; print('mcp' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
 
 
 @pytest.fixture

@@ -19,17 +19,20 @@ import asyncio
 import logging
 import time
 from contextlib import AsyncExitStack, suppress
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.lowlevel
 import httpx2
-from mcp import Client, StdioServerParameters
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.dispatcher import ProgressFnT
-from mcp.types import Implementation, Tool
 
 from .config import ServerConfig
+
+if TYPE_CHECKING:
+    # The SDK is imported where a session is opened (``_client_for``): it is about half of the server's import
+    # time, and a process whose sessions enable no MCP server never needs it.
+    from mcp import Client
+    from mcp.shared.dispatcher import ProgressFnT as ProgressFn  # async (progress, total, message) -> None
+    from mcp.types import Tool
 
 log = logging.getLogger(__name__)
 
@@ -37,8 +40,6 @@ MAX_BACKOFF_SECONDS = 5.0
 CONNECT_TIMEOUT_SECONDS = 20.0
 MAX_TOOLS = 256
 MAX_LIST_PAGES = 10
-
-ProgressFn = ProgressFnT  # async (progress, total, message) -> None
 
 
 class McpUnavailable(Exception):
@@ -111,6 +112,10 @@ class Connection:
                 self._failures += 1
 
     async def _client_for(self, stack: AsyncExitStack) -> Client:
+        from mcp import Client, StdioServerParameters
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.types import Implementation
+
         cfg = self.config
         info = Implementation(name="chatsync", version="1")
         if cfg.command is not None:

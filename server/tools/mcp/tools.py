@@ -13,7 +13,7 @@ import logging
 import time
 from contextlib import suppress
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ... import metrics
 from ...domain.outputs import McpServerInfo
@@ -21,8 +21,11 @@ from ...protocol.errors import RpcError
 from ..registry import ToolResult, parse_arguments
 from . import results
 from .config import McpConfig, Policy, ServerConfig
-from .connections import Connection, McpUnavailable, ProgressFn
+from .connections import Connection, McpUnavailable
 from .names import SEPARATOR, description, exposed_name, provider_schema
+
+if TYPE_CHECKING:
+    from mcp.shared.dispatcher import ProgressFnT as ProgressFn  # the SDK only where a session opens (connections)
 
 log = logging.getLogger(__name__)
 
