@@ -219,6 +219,7 @@ class PrivateRedis:
                 return
             except OSError:
                 time.sleep(0.05)
+        self.kill()
         raise RuntimeError("redis-server did not start")
 
     def kill(self) -> None:
@@ -270,16 +271,21 @@ class PrivateRedisCluster:
             )
 
     def start(self) -> None:
-        for node in self.nodes:
-            node.start()
-        cli = shutil.which("redis-cli") or "/usr/bin/redis-cli"
-        subprocess.run(
-            [cli, "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in self.nodes), "--cluster-yes"],
-            check=True,
-            capture_output=True,
-            timeout=60,
-        )
-        self.wait_ok()
+        """Start the nodes and form the cluster; if that fails, the nodes started so far are killed."""
+        try:
+            for node in self.nodes:
+                node.start()
+            cli = shutil.which("redis-cli") or "/usr/bin/redis-cli"
+            subprocess.run(
+                [cli, "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in self.nodes), "--cluster-yes"],
+                check=True,
+                capture_output=True,
+                timeout=60,
+            )
+            self.wait_ok()
+        except BaseException:
+            self.stop()
+            raise
 
     def wait_ok(self, timeout: float = 30) -> None:
         """Until every node reports the cluster healthy (all slots served, every node known)."""

@@ -1,5 +1,6 @@
 """Redis Cluster specifics: a session's traffic stays on the shard that owns its slot, and the bus rides
-out the restart of one node."""
+out the restart of one node. Also: the tests' own cluster (``testkit.PrivateRedisCluster``) leaves no node
+running when it fails to form."""
 
 from __future__ import annotations
 
@@ -57,6 +58,18 @@ async def test_sessions_are_subscribed_only_on_their_owning_shard(redis_cluster,
         assert sorted(s for s, _q, _j in rec.got) == sorted(sids)
     finally:
         await bus.disconnect()
+
+
+def test_a_cluster_that_does_not_form_leaves_no_node_running(tmp_path, monkeypatch):
+    cluster = PrivateRedisCluster(str(tmp_path))
+
+    def never_ok(timeout: float = 30) -> None:
+        raise RuntimeError("redis cluster did not become ok")
+
+    monkeypatch.setattr(cluster, "wait_ok", never_ok)
+    with pytest.raises(RuntimeError):
+        cluster.start()
+    assert all(node.proc is not None and node.proc.poll() is not None for node in cluster.nodes)
 
 
 @pytest.fixture
