@@ -40,13 +40,27 @@ def classify_openai_error(exc: Exception) -> ProviderError:
     if isinstance(exc, openai.APIStatusError):
         return classify_http(exc.status_code, exc.message, exc.body, exc.response.headers)
     if isinstance(exc, openai.APITimeoutError):
-        return connection_error(str(exc), timeout=True)
+        return connection_error(str(exc), timeout=_timed_out(exc))
     if isinstance(exc, openai.APIConnectionError):
         return connection_error(str(exc))
     if isinstance(exc, openai.APIError):
         # Raised by the SDK for an `error` object inside a 200 stream: no status, the body says what failed.
         return classify_status(None, exc.message, exc.body)
     return classify_stream_failure(exc)
+
+
+def _timed_out(exc: BaseException) -> bool:
+    """Whether the failure under an ``APITimeoutError`` was a timeout. The SDK's aiohttp transport maps every
+    failure to connect (a refused connection too) to a connect *timeout*; its cause tells them apart: a timeout
+    is a ``TimeoutError`` (aiohttp's are), a refused or reset connection an ``OSError`` that is not."""
+    cause = exc.__cause__
+    while cause is not None:
+        if isinstance(cause, TimeoutError):
+            return True
+        if isinstance(cause, OSError):
+            return False
+        cause = cause.__cause__
+    return True
 
 
 async def sse_json(lines: AsyncIterator[str]) -> AsyncIterator[dict[str, Any]]:
@@ -99,8 +113,13 @@ class OpenAIProvider(Provider):
             if api_key is None and base_url is None:
                 raise ProviderError(ErrorCode.NOT_CONFIGURED, "OPENAI_API_KEY is not set")
             # Local OpenAI-compatible servers (llama.cpp, Ollama /v1) need no key, but the SDK insists on one.
+            # The SDK's aiohttp transport (``DefaultAioHttpClient``, its defaults otherwise) reads a stream for
+            # less CPU per chunk than its default HTTP client: see docs/performance.md.
             client = openai.AsyncOpenAI(
-                api_key=api_key or "not-needed", base_url=base_url, http_client=http_client, max_retries=0
+                api_key=api_key or "not-needed",
+                base_url=base_url,
+                http_client=http_client or openai.DefaultAioHttpClient(),
+                max_retries=0,
             )
         self.client = client
         if profile is None:
