@@ -168,6 +168,20 @@ def connection_error(message: str, *, timeout: bool = False) -> ProviderError:
     return ProviderError(ErrorCode.TIMEOUT if timeout else ErrorCode.CONNECTION_ERROR, message, retryable=True)
 
 
+def timed_out(exc: BaseException) -> bool:
+    """Whether the failure under an SDK's ``APITimeoutError`` was a timeout. The SDKs' aiohttp transport maps every
+    failure to connect (a refused connection too) to a connect *timeout*; the cause tells them apart: a timeout
+    is a ``TimeoutError`` (aiohttp's are), a refused or reset connection an ``OSError`` that is not."""
+    cause = exc.__cause__
+    while cause is not None:
+        if isinstance(cause, TimeoutError):
+            return True
+        if isinstance(cause, OSError):
+            return False
+        cause = cause.__cause__
+    return True
+
+
 def classify_stream_failure(exc: Exception) -> ProviderError:
     """The httpx2 errors an SDK lets through mid-stream (OpenAI, Anthropic), else ``UNKNOWN``."""
     import httpx2

@@ -19,7 +19,15 @@ from anthropic.types import RawMessageStreamEvent
 
 from ..assemble import TurnAssembler
 from ..convert.anthropic import to_anthropic_request
-from ..errors import ErrorCode, ProviderError, classify_http, classify_status, classify_stream_failure, connection_error
+from ..errors import (
+    ErrorCode,
+    ProviderError,
+    classify_http,
+    classify_status,
+    classify_stream_failure,
+    connection_error,
+    timed_out,
+)
 from ..retry import RetryPolicy
 from ..types import ChatRequest, FinishReason, TurnEvent
 from .base import Provider
@@ -44,7 +52,7 @@ def classify_anthropic_error(exc: Exception) -> ProviderError:
             return classify_status(None, exc.message, exc.body)
         return classify_http(exc.status_code, exc.message, exc.body, exc.response.headers)
     if isinstance(exc, anthropic.APITimeoutError):
-        return connection_error(str(exc), timeout=True)
+        return connection_error(str(exc), timeout=timed_out(exc))
     if isinstance(exc, anthropic.APIConnectionError):
         return connection_error(str(exc))
     if isinstance(exc, anthropic.APIError):
@@ -82,9 +90,14 @@ class AnthropicProvider(Provider):
             api_key = api_key or os.environ.get("ANTHROPIC_API_KEY") or None
             if api_key is None:
                 raise ProviderError(ErrorCode.NOT_CONFIGURED, "ANTHROPIC_API_KEY is not set")
-            # base_url=None lets the SDK read ANTHROPIC_BASE_URL itself.
+            # base_url=None lets the SDK read ANTHROPIC_BASE_URL itself. The SDK's aiohttp transport
+            # (``DefaultAioHttpClient``, its defaults otherwise) reads a stream for less CPU per chunk than its
+            # default HTTP client: see docs/performance.md.
             client = anthropic.AsyncAnthropic(
-                api_key=api_key, base_url=base_url, http_client=http_client, max_retries=0
+                api_key=api_key,
+                base_url=base_url,
+                http_client=http_client or anthropic.DefaultAioHttpClient(),
+                max_retries=0,
             )
         self.client = client
 

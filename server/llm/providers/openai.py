@@ -21,7 +21,15 @@ import orjson
 
 from ..assemble import TurnAssembler
 from ..convert.openai import COMPATIBLE, OPENAI, OpenAIProfile, to_openai_request
-from ..errors import ErrorCode, ProviderError, classify_http, classify_status, classify_stream_failure, connection_error
+from ..errors import (
+    ErrorCode,
+    ProviderError,
+    classify_http,
+    classify_status,
+    classify_stream_failure,
+    connection_error,
+    timed_out,
+)
 from ..retry import RetryPolicy
 from ..types import ChatRequest, FinishReason, TurnEvent
 from .base import Provider
@@ -40,27 +48,13 @@ def classify_openai_error(exc: Exception) -> ProviderError:
     if isinstance(exc, openai.APIStatusError):
         return classify_http(exc.status_code, exc.message, exc.body, exc.response.headers)
     if isinstance(exc, openai.APITimeoutError):
-        return connection_error(str(exc), timeout=_timed_out(exc))
+        return connection_error(str(exc), timeout=timed_out(exc))
     if isinstance(exc, openai.APIConnectionError):
         return connection_error(str(exc))
     if isinstance(exc, openai.APIError):
         # Raised by the SDK for an `error` object inside a 200 stream: no status, the body says what failed.
         return classify_status(None, exc.message, exc.body)
     return classify_stream_failure(exc)
-
-
-def _timed_out(exc: BaseException) -> bool:
-    """Whether the failure under an ``APITimeoutError`` was a timeout. The SDK's aiohttp transport maps every
-    failure to connect (a refused connection too) to a connect *timeout*; its cause tells them apart: a timeout
-    is a ``TimeoutError`` (aiohttp's are), a refused or reset connection an ``OSError`` that is not."""
-    cause = exc.__cause__
-    while cause is not None:
-        if isinstance(cause, TimeoutError):
-            return True
-        if isinstance(cause, OSError):
-            return False
-        cause = cause.__cause__
-    return True
 
 
 async def sse_json(lines: AsyncIterator[str]) -> AsyncIterator[dict[str, Any]]:
