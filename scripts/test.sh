@@ -14,6 +14,10 @@ if [ "${1:-}" = "--fast" ]; then
   exec .venv/bin/python -m pytest -q -p no:cacheprovider -m fast "${modules[@]}" "$@"
 fi
 bash scripts/setup.sh --with-node
+# The tests start many Python processes (`chatsync serve`, the `chatsync` command), each importing the
+# server again: compiled here once, its modules are read as bytecode instead of compiled at every start, also
+# where PYTHONDONTWRITEBYTECODE is set (Python then writes no bytecode of its own). Later runs compile only what changed.
+.venv/bin/python -m compileall -q -j 0 server chatsync_client tests || true
 set +e
 # Two workers by default (a module's tests stay on one worker, so module-scoped servers start once).
 # A worker that dies (a crash in native code) fails the run at once: replacing it under --dist loadscope can
