@@ -133,34 +133,51 @@ async def live(server_factory: Callable[..., Any], sqlite_url: str) -> LiveServe
     return await server_factory(sqlite_url, users=("alice", "bob", "admin"))
 
 
-# The modules that take longest, slowest first (a full run on two workers, each 30 s or more): they are handed
+# The modules that take longest, slowest first (a full run on two workers, each 10 s or more): they are handed
 # out before all others, so no worker is left running a long one while the other has nothing to do. xdist would
 # otherwise hand out modules by their number of tests, and these have few (``scripts/test.sh`` turns that off).
 SLOWEST_MODULES = (
-    "tests/llm/test_played_histories.py",  # one test, 10,000 histories on every core: the longest of all
-    "tests/test_static_checks.py",
     "tests/web/test_web_app.py",
     "tests/web/test_web_core.py",
-    "tests/files/test_upload_bounds.py",
-    "tests/engine/test_mcp_tools.py",
-    "tests/sync/test_admission.py",
-    "tests/cluster/test_faults.py",
+    "tests/web/test_web_attachments.py",
+    "tests/llm/test_played_histories.py",  # one test, 10,000 histories on every core
+    "tests/test_static_checks.py",
     "tests/web/test_web_settings.py",
+    "tests/engine/test_mcp_tools.py",
+    "tests/pubsub/test_redis_cluster.py",
+    "tests/files/test_upload_bounds.py",
     "tests/cluster/test_replicas.py",
-    "tests/rpc/test_auth.py",
-    "tests/files/test_memory.py",
-    "tests/files/test_upload.py",
-    "tests/multidevice/test_devices.py",
-    "tests/files/test_collect.py",
-    "tests/cli/test_mcp_cli.py",
-    "tests/cluster/test_devices_across_replicas.py",
-    "tests/chatsync_client/tui/test_chat_tui.py",
-    "tests/sessions/test_branches.py",
-    "tests/multidevice/test_send_now.py",
-    "tests/multidevice/test_presence_drafts_unread.py",
-    "tests/cluster/test_multidevice_replicas.py",
+    "tests/test_client_stores_js.py",
     "tests/web/test_web_organise.py",
-    "tests/engine/test_mcp_restarts.py",
+    "tests/multidevice/test_devices.py",
+    "tests/chatsync_client/tui/test_chat_tui.py",
+    "tests/sync/test_admission.py",
+    "tests/files/test_upload.py",
+    "tests/multidevice/test_send_now.py",
+    "tests/cluster/test_stream_across_replicas.py",
+    "tests/files/test_attach_race.py",
+    "tests/cluster/test_file_races.py",
+    "tests/multidevice/test_presence_drafts_unread.py",
+    "tests/cluster/test_faults.py",
+    "tests/pubsub/test_redis_faults.py",
+    "tests/multidevice/test_exactly_once.py",
+    "tests/files/test_collect.py",
+    "tests/web/test_web_versions.py",
+    "tests/files/test_memory.py",
+    "tests/sessions/test_branches.py",
+    "tests/engine/test_streaming.py",
+    "tests/test_conformance_js.py",
+    "tests/rpc/test_outbox.py",
+    "tests/multidevice/test_push.py",
+    "tests/cluster/test_resume_across_replicas.py",
+    "tests/sessions/test_purge.py",
+    "tests/test_slow_clients.py",
+    "tests/files/test_files_on_replicas.py",
+    "tests/cli/test_cli_link.py",
+    "tests/test_package.py",
+    "tests/rpc/test_http_connections.py",
+    "tests/rpc/test_nul_input.py",
+    "tests/cluster/test_runs_across_replicas.py",
 )
 
 
