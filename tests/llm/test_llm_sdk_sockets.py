@@ -191,7 +191,7 @@ async def test_a_stream_cut_off_mid_answer_is_an_error_after_what_arrived(
     assert events[-1].retryable and len(stand_in.bodies) == 1  # partial output: not retried
 
 
-async def test_a_server_that_never_answers_is_a_timeout(stand_in: StandIn, retry_policy: Any) -> None:
+async def test_a_server_that_never_answers_is_a_timeout(stand_in: StandIn, retry_policy: Any, sleeps: Any) -> None:
     async def silent(request: web.Request) -> web.StreamResponse:
         await stand_in.closing.wait()  # no answer while the client waits
         return web.Response(status=204)
@@ -204,4 +204,6 @@ async def test_a_server_that_never_answers_is_a_timeout(stand_in: StandIn, retry
     finally:
         await p.aclose()
     assert len(events) == 1 and isinstance(events[0], ErrorEvent), events
-    assert events[0].code == "timeout" and events[0].retryable and len(stand_in.bodies) == 3
+    # Retried as the policy says (two waits between three attempts); how many of the requests the stand-in read
+    # before the client gave up depends on the machine's load, so that is not counted.
+    assert events[0].code == "timeout" and events[0].retryable and len(sleeps.waits) == 2
