@@ -25,10 +25,11 @@ function Home() {
     // Not while "New chat" makes one: that chat opens when it exists (opening this one first raced with it).
     if (loaded && list.length > 0 && !creating) navigate(sessionPath(list[0].id), true);
   }, [loaded, list.length > 0, creating]);
-  // The sidebar's "New chat" is hidden behind "Chats" on a phone: the empty state has its own.
+  // The sidebar's "New chat" is hidden behind "Chats" on a phone: the empty state has its own. With chats in the
+  // list, "No chats yet." is never shown, not even for the frame before the effect above opens the newest one.
   return (
     <section class="chat">
-      {loaded ? (
+      {loaded && list.length === 0 ? (
         <div class="empty">
           <p>No chats yet.</p>
           <button type="button" class="primary" onClick={() => void newChat()}>New chat</button>
