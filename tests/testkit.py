@@ -198,29 +198,55 @@ def free_port() -> int:
 class PrivateRedis:
     """A redis-server of the test's own, so the test can kill it without touching anyone else's."""
 
-    def __init__(self, port: int | None = None, args: tuple[str, ...] = (), cwd: str | None = None) -> None:
+    def __init__(
+        self, port: int | None = None, args: tuple[str, ...] = (), cwd: str | None = None, cluster_bus: bool = False
+    ) -> None:
+        # A port chosen here may be taken by someone else (an outgoing connection's local port, say) between
+        # free_port() and redis-server's bind: then the first start tries new ports. A port given, or one a
+        # started node has used (a cluster node's nodes.conf records it), is kept.
+        self._ports_fixed = port is not None
         self.port = port or free_port()
+        self.bus_port = free_port() if cluster_bus else None
         self.args = args
         self.cwd = cwd
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
+        attempts = 1 if self._ports_fixed else 5
+        for _ in range(attempts):
+            if self._start_once():
+                self._ports_fixed = True
+                return
+            self.port = free_port()
+            if self.bus_port is not None:
+                self.bus_port = free_port()
+        raise RuntimeError(f"redis-server did not start on port {self.port}")
+
+    def _start_once(self) -> bool:
+        """Start redis-server; False if it exited (its port was taken) or did not listen within 10 s."""
         binary = shutil.which("redis-server") or "/usr/bin/redis-server"
+        bus = ("--cluster-port", str(self.bus_port)) if self.bus_port is not None else ()
+        base = (binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
         self.proc = subprocess.Popen(
-            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", *self.args],
+            [*base, *bus, *self.args],
             cwd=self.cwd,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and self.proc.poll() is None:
             try:
-                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
-                return
+                # A PING, not only a connect: what listens on the port must be this redis-server.
+                with socket.create_connection(("127.0.0.1", self.port), 0.2) as conn:
+                    conn.settimeout(2)
+                    conn.sendall(b"PING\r\n")
+                    if conn.recv(16).startswith(b"+PONG"):
+                        return True
             except OSError:
-                time.sleep(0.05)
+                pass
+            time.sleep(0.05)
         self.kill()
-        raise RuntimeError("redis-server did not start")
+        return False
 
     def kill(self) -> None:
         if self.proc and self.proc.poll() is None:
@@ -259,14 +285,13 @@ class PrivateRedisCluster:
                         "yes",
                         "--cluster-config-file",
                         "nodes.conf",
-                        "--cluster-port",
-                        str(free_port()),
                         "--cluster-node-timeout",
                         "1000",
                         "--cluster-require-full-coverage",
                         "no",
                     ),
                     cwd=folder,
+                    cluster_bus=True,
                 )
             )
 

@@ -1,10 +1,11 @@
 """Redis Cluster specifics: a session's traffic stays on the shard that owns its slot, and the bus rides
 out the restart of one node. Also: the tests' own cluster (``testkit.PrivateRedisCluster``) leaves no node
-running when it fails to form."""
+running when it fails to form, and a node whose port someone took meanwhile starts on another."""
 
 from __future__ import annotations
 
 import asyncio
+import socket
 from typing import Any
 
 import pytest
@@ -13,7 +14,7 @@ from redis.crc import key_slot
 from scenario_kit import session_log
 from test_bus_contract import Recorder, ev, open_bus
 from test_redis_faults import until
-from testkit import PrivateRedisCluster, collect, open_sockets_to
+from testkit import PrivateRedis, PrivateRedisCluster, collect, open_sockets_to
 
 from server.pubsub import create_bus
 from server.pubsub.keys import DEFAULT_PREFIX, session_channel, session_streams_key, stream_text_key
@@ -70,6 +71,26 @@ def test_a_cluster_that_does_not_form_leaves_no_node_running(tmp_path, monkeypat
     with pytest.raises(RuntimeError):
         cluster.start()
     assert all(node.proc is not None and node.proc.poll() is not None for node in cluster.nodes)
+
+
+def test_a_node_whose_ports_were_taken_meanwhile_starts_on_others(tmp_path):
+    node = PrivateRedis(cluster_bus=True, args=("--cluster-enabled", "yes"), cwd=str(tmp_path))
+    taken, bus_taken = node.port, node.bus_port
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", taken))  # as an outgoing connection's local port holds it: bound, not listening
+        node.start()
+        try:
+            assert node.port != taken and node.bus_port != bus_taken
+            with socket.create_connection(("127.0.0.1", node.port), 5) as conn:
+                conn.sendall(b"PING\r\n")
+                assert conn.recv(64) == b"+PONG\r\n"
+            # Started once, it keeps its ports: a node restarts where the cluster knows it.
+            node.kill()
+            port = node.port
+            node.start()
+            assert node.port == port
+        finally:
+            node.kill()
 
 
 @pytest.fixture
