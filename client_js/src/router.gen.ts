@@ -187,7 +187,11 @@ export type ForkInput = {
   /** min length 1; max length 500 */
   title?: string | null;
 };
-/** The session's sampling settings, sent with every request (unset: the provider's default). */
+/**
+ * The session's sampling settings (unset: the provider's default). `maxTokens` goes with every request;
+ * `temperature` and `topP` go to the providers that take them and are left out of Anthropic's requests, whose
+ * API version (2026-10-21) refuses them.
+ */
 export type GenerationDefaults = {
   /** min 0; max 2 */
   temperature?: number | null;

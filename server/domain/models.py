@@ -84,7 +84,9 @@ class McpServerChoice(StrictInput):
 
 
 class GenerationDefaults(StrictInput):
-    """The session's sampling settings, sent with every request (unset: the provider's default)."""
+    """The session's sampling settings (unset: the provider's default). ``maxTokens`` goes with every request;
+    ``temperature`` and ``topP`` go to the providers that take them and are left out of Anthropic's requests, whose
+    API version (2026-10-21) refuses them."""
 
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_tokens: int | None = Field(default=None, ge=1, le=2**31 - 1)

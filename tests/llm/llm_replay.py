@@ -21,6 +21,10 @@ JSON = {"content-type": "application/json"}
 
 Reply = tuple[int, bytes, dict[str, str]]
 
+# Body keys the Messages API answers with a 400 invalid_request_error ("Extra inputs are not permitted") in the
+# version the Anthropic SDK speaks (2026-10-21), whatever their value.
+ANTHROPIC_REFUSED = ("temperature", "top_p", "top_k")
+
 
 def fixture_bytes(name: str) -> bytes:
     """The raw bytes of a recorded stream under ``fixtures/``."""

@@ -79,7 +79,7 @@ def _session(owner_id: str, provider: str, model: str, system_prompt: str | None
         provider=provider,
         model=model,
         system_prompt=system_prompt,
-        defaults={},
+        defaults={"temperature": 0.7, "topP": 0.9},  # sampling options, which some targets refuse
         tools=TOOLS,
         tool_mode="parallel",
         busy_policy="enqueue",

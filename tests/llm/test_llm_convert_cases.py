@@ -206,3 +206,18 @@ def test_calls_only_turn_has_no_empty_text_anywhere():
     assert to_openai_request(r)["messages"][1]["content"] is None
     assert [b["type"] for b in to_anthropic_request(r)["messages"][1]["content"]] == ["tool_use"]
     assert all("text" not in p for p in to_google_request(r)["contents"][1]["parts"])
+
+
+def test_sampling_options_go_to_every_target_but_anthropic():
+    # Anthropic's API version (2026-10-21) refuses temperature, top_p and top_k with a 400.
+    r = ChatRequest(
+        messages=(user("hi"),), options=RequestOptions(model="m", temperature=0.7, top_p=0.9, max_tokens=50)
+    )
+    an = to_anthropic_request(r)
+    assert not {"temperature", "top_p", "top_k"} & set(an) and an["max_tokens"] == 50
+    oa = to_openai_request(r)
+    assert (oa["temperature"], oa["top_p"]) == (0.7, 0.9)
+    go = to_google_request(r)["config"]
+    assert (go["temperature"], go["top_p"]) == (0.7, 0.9)
+    ol = to_ollama_request(r)["options"]
+    assert (ol["temperature"], ol["top_p"]) == (0.7, 0.9)

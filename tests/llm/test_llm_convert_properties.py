@@ -18,6 +18,7 @@ import re
 from attachment_files import image_file, pdf, pdf_file, png, text_file
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from llm_replay import ANTHROPIC_REFUSED
 
 from server.llm import Attachment, ChatRequest, Message, ModelInputs, RequestOptions, ToolCall
 from server.llm.convert import (
@@ -190,6 +191,7 @@ def test_openai_requests_are_valid(history, system_prompt, inputs):
 
 
 def check_anthropic(body: dict) -> None:
+    assert not [k for k in ANTHROPIC_REFUSED if k in body], "no sampling options"
     messages = body["messages"]
     assert messages and messages[0]["role"] == "user"
     seen_ids: set[str] = set()

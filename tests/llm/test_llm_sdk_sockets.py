@@ -1,24 +1,29 @@
 """The OpenAI and Anthropic adapters with the HTTP client each makes itself (its SDK's aiohttp transport), against
 a local stand-in for the API's streaming endpoint over real sockets: what the recorded-reply tests cannot show is
-that the transport streams, that its errors are classified as the SDK's default client's were, and that a stream
-cut off mid-answer is an error, not a short answer."""
+that the transport streams, that its errors are classified as the SDK's default client's were, that a stream
+cut off mid-answer is an error, not a short answer, and (through a server) that a session's sampling options reach
+each API as it takes them."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import anthropic
 import pytest
 from aiohttp import web
-from llm_replay import collect, fixture_bytes, simple_request
+from llm_replay import ANTHROPIC_REFUSED, collect, fixture_bytes, simple_request
 
 from server.llm import ErrorEvent, Finished, TextDelta
+from server.llm.convert import to_anthropic_request
 from server.llm.providers.anthropic import AnthropicProvider
 from server.llm.providers.base import Provider
 from server.llm.providers.openai import OpenAIProvider
+from tests.engine.engine_helpers import idle
 
 Handler = Callable[[web.Request], Any]
 
@@ -35,6 +40,7 @@ class Api:
     text: str  # the answer it streams
     cut_after: int  # events sent before the connection drops: some text, not all
     rate_limited: dict[str, Any]  # a 429's body
+    refused: tuple[str, ...] = ()  # body keys the API answers with a 400 invalid_request_error
 
 
 OPENAI = Api(
@@ -57,13 +63,14 @@ ANTHROPIC = Api(
     "Hello!",
     4,
     {"type": "error", "error": {"type": "rate_limit_error", "message": "Number of request tokens has exceeded"}},
+    ANTHROPIC_REFUSED,
 )
 
 
 class StandIn:
     """The API's streaming endpoint on 127.0.0.1, answering each request with the next of ``replies`` (a
     handler) after checking it the way the service documents: its key header and a JSON body naming the model
-    and the messages."""
+    and the messages, with none of the keys the API refuses."""
 
     def __init__(self, api: Api) -> None:
         self.api = api
@@ -78,6 +85,10 @@ class StandIn:
         body = await request.json()
         if not isinstance(body.get("model"), str) or not body.get("messages") or body.get("stream") is not True:
             return web.json_response({"error": {"message": "bad body", "type": "invalid_request_error"}}, status=400)
+        extra = [k for k in self.api.refused if k in body]
+        if extra:
+            error = {"message": f"{extra[0]}: Extra inputs are not permitted", "type": "invalid_request_error"}
+            return web.json_response({"type": "error", "error": error}, status=400)
         self.bodies.append(body)
         result: web.StreamResponse = await self.replies.pop(0)(request)
         return result
@@ -86,9 +97,9 @@ class StandIn:
         return self.api.make(self.url, retry_policy)
 
 
-@pytest.fixture(params=[OPENAI, ANTHROPIC], ids=lambda api: api.name)
-async def stand_in(request: pytest.FixtureRequest) -> AsyncIterator[StandIn]:
-    server = StandIn(request.param)
+@contextlib.asynccontextmanager
+async def serving(api: Api) -> AsyncIterator[StandIn]:
+    server = StandIn(api)
     app = web.Application()
     app.router.add_post(server.api.path, server.handle)
     runner = web.AppRunner(app)
@@ -97,9 +108,17 @@ async def stand_in(request: pytest.FixtureRequest) -> AsyncIterator[StandIn]:
     await site.start()
     port = runner.addresses[0][1]
     server.url = f"http://127.0.0.1:{port}"
-    yield server
-    server.closing.set()
-    await runner.cleanup()
+    try:
+        yield server
+    finally:
+        server.closing.set()
+        await runner.cleanup()
+
+
+@pytest.fixture(params=[OPENAI, ANTHROPIC], ids=lambda api: api.name)
+async def stand_in(request: pytest.FixtureRequest) -> AsyncIterator[StandIn]:
+    async with serving(request.param) as server:
+        yield server
 
 
 def stream_of(name: str, *, cut_after: int | None = None) -> Handler:
@@ -207,3 +226,50 @@ async def test_a_server_that_never_answers_is_a_timeout(stand_in: StandIn, retry
     # Retried as the policy says (two waits between three attempts); how many of the requests the stand-in read
     # before the client gave up depends on the machine's load, so that is not counted.
     assert events[0].code == "timeout" and events[0].retryable and len(sleeps.waits) == 2
+
+
+# What makes a server's adapter talk to the stand-in at ``url``.
+SERVER_ENV = {
+    "openai": lambda url: {"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": url + "/v1"},
+    "anthropic": lambda url: {"ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": url},
+}
+
+
+async def test_a_session_with_temperature_and_top_p_gets_its_answer(
+    stand_in: StandIn, live: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through a server: the session's sampling options go to OpenAI and are left out of Anthropic's request,
+    which its API refuses with them."""
+    for name, value in SERVER_ENV[stand_in.api.name](stand_in.url).items():
+        monkeypatch.setenv(name, value)
+    stand_in.replies = [stream_of(stand_in.api.text_stream)]
+    async with live.client() as c:
+        s = await c.mutation(
+            "session.create",
+            {"provider": stand_in.api.name, "model": "test-model", "defaults": {"temperature": 0.7, "topP": 0.9}},
+        )
+        await c.mutation("message.send", {"sessionId": s["id"], "content": "hi"})
+        snap = await idle(c, s["id"])
+    answer = snap["messages"][-1]
+    assert (answer["status"], answer["content"], answer["error"]) == ("complete", stand_in.api.text, None), answer
+    body = stand_in.bodies[0]
+    sampling = {k: body[k] for k in ("temperature", "top_p") if k in body}
+    assert sampling == ({} if stand_in.api.refused else {"temperature": 0.7, "top_p": 0.9})
+
+
+async def test_the_anthropic_stand_in_refuses_sampling_options(retry_policy: Any) -> None:
+    """As the API does in the version the SDK speaks: a body with any of them is a 400 invalid_request_error,
+    whatever the value, so an adapter that sends one fails here."""
+    async with serving(ANTHROPIC) as server:
+        p: Any = server.provider(retry_policy)
+        try:
+            for key, value in (("temperature", 1.0), ("top_p", 0.9), ("top_k", 40)):
+                server.replies = [stream_of(ANTHROPIC.text_stream)]
+                body = {**to_anthropic_request(simple_request()), "stream": True}
+                with pytest.raises(anthropic.BadRequestError) as err:
+                    await p.client.messages.create(**body, extra_body={key: value})
+                assert err.value.body["error"]["type"] == "invalid_request_error"
+                assert key in err.value.body["error"]["message"]
+        finally:
+            await p.aclose()
+        assert server.bodies == []

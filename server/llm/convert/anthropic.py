@@ -8,7 +8,9 @@
 - tool results are ``tool_result`` blocks at the *start* of the next user message, text after them;
 - ids are sanitised to ``^[a-zA-Z0-9_-]+$`` with the same mapping on ``tool_use`` and ``tool_result``;
 - ``input`` is always an object (invalid/non-object JSON wrapped);
-- no empty text blocks, no empty messages; a final assistant prefill loses trailing whitespace.
+- no empty text blocks, no empty messages; a final assistant prefill loses trailing whitespace;
+- no sampling options: the API version the SDK speaks (``anthropic-version: 2026-10-21``) refuses ``temperature``,
+  ``top_p`` and ``top_k`` with a 400, so a session's ``temperature`` and ``topP`` are not sent here.
 """
 
 from __future__ import annotations
@@ -130,8 +132,4 @@ def to_anthropic_request(request: ChatRequest) -> dict[str, Any]:
         body["system"] = system
     if request.tools:
         body["tools"] = anthropic_tools(request.tools)
-    if opts.temperature is not None:
-        body["temperature"] = opts.temperature
-    if opts.top_p is not None:
-        body["top_p"] = opts.top_p
     return body
