@@ -1,21 +1,21 @@
 """Anthropic Messages adapter on ``anthropic.AsyncAnthropic`` (``ANTHROPIC_API_KEY``, ``ANTHROPIC_BASE_URL``).
 
-Stream parsing: blocks keyed by content-block ``index``; ``input_json_delta`` fragments are
-concatenated (the first may be ``""``) and parsed only when the message ends; ``ping`` is ignored; usage is
-``message_start`` input (+ cache reads/writes) and the *cumulative* ``message_delta`` output; an ``event: error``
-after HTTP 200 (e.g. ``overloaded_error``) ends the step with an error and any half-streamed call is not emitted.
-Thinking blocks are not requested and their deltas are ignored.
+Stream parsing (the SDK's raw response, each event's JSON read here): blocks keyed by content-block ``index``;
+``input_json_delta`` fragments are concatenated (the first may be ``""``) and parsed only when the message ends;
+``ping`` is ignored; usage is ``message_start`` input (+ cache reads/writes) and the *cumulative* ``message_delta``
+output; an ``event: error`` after HTTP 200 (e.g. ``overloaded_error``) ends the step with an error and any
+half-streamed call is not emitted. Thinking blocks are not requested and their deltas are ignored.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
 
 import anthropic
 import httpx2
-from anthropic.types import RawMessageStreamEvent
 
 from ..assemble import TurnAssembler
 from ..convert.anthropic import to_anthropic_request
@@ -29,6 +29,7 @@ from ..errors import (
     timed_out,
 )
 from ..retry import RetryPolicy
+from ..sse import sse_json
 from ..types import ChatRequest, FinishReason, TurnEvent
 from .base import Provider
 
@@ -47,9 +48,6 @@ STOP_REASONS: dict[str, FinishReason] = {
 def classify_anthropic_error(exc: Exception) -> ProviderError:
     """Translate an ``anthropic`` / transport exception into a ``ProviderError``."""
     if isinstance(exc, anthropic.APIStatusError):
-        if exc.status_code == 200:
-            # The SDK raises the SSE `error` event as a status error carrying the 200 of the stream.
-            return classify_status(None, exc.message, exc.body)
         return classify_http(exc.status_code, exc.message, exc.body, exc.response.headers)
     if isinstance(exc, anthropic.APITimeoutError):
         return connection_error(str(exc), timeout=timed_out(exc))
@@ -60,15 +58,12 @@ def classify_anthropic_error(exc: Exception) -> ProviderError:
     return classify_stream_failure(exc)
 
 
-def _input_tokens(usage: object) -> int | None:
+def _input_tokens(usage: Mapping[str, Any]) -> int | None:
     """Prompt tokens including cache reads and writes (Anthropic reports them separately)."""
-    base: int | None = getattr(usage, "input_tokens", None)
+    base: int | None = usage.get("input_tokens")
     if base is None:
         return None
-    cached = (getattr(usage, "cache_creation_input_tokens", None) or 0) + (
-        getattr(usage, "cache_read_input_tokens", None) or 0
-    )
-    return base + cached
+    return base + (usage.get("cache_creation_input_tokens") or 0) + (usage.get("cache_read_input_tokens") or 0)
 
 
 class AnthropicProvider(Provider):
@@ -105,46 +100,57 @@ class AnthropicProvider(Provider):
         body = await self.convert(to_anthropic_request, request)
         asm = TurnAssembler(self.provider_id)
         try:
-            stream = await self.client.messages.create(**body, stream=True)
+            # The SDK sends the request (auth, base URL, status errors, timeouts); its raw response is read here
+            # as plain JSON, as the OpenAI adapter does: the SDK's typed events and its running snapshot of the
+            # message cost more CPU per token than the rest of the turn. The body is already the wire's JSON
+            # (``to_anthropic_request``), so it goes as ``extra_body``, which the SDK merges over the typed
+            # parameters as is, instead of walking every field of the history to transform it first.
+            async with self.client.messages.with_streaming_response.create(
+                model=body["model"], max_tokens=body["max_tokens"], messages=(), stream=True, extra_body=body
+            ) as response:
+                async for event in sse_json(response.iter_lines()):
+                    for out in self._handle(asm, event):
+                        yield out
         except (anthropic.AnthropicError, httpx2.HTTPError) as exc:
             raise classify_anthropic_error(exc) from exc
-        try:
-            async for event in stream:
-                for out in self._handle(asm, event):
-                    yield out
-        except (anthropic.AnthropicError, httpx2.HTTPError) as exc:
-            raise classify_anthropic_error(exc) from exc
-        finally:
-            await stream.close()
+        except (ValueError, TypeError, AttributeError, KeyError) as exc:  # not JSON, or not the documented shape
+            raise classify_stream_failure(exc) from exc
         for out in asm.end():
             yield out
 
     @staticmethod
-    def _handle(asm: TurnAssembler, event: RawMessageStreamEvent) -> list[TurnEvent]:
-        if event.type == "message_start":
-            usage = event.message.usage
-            asm.set_usage(_input_tokens(usage), usage.output_tokens)
-        elif event.type == "content_block_start":
-            block = event.content_block
-            if block.type == "text":
-                return asm.text(block.text)
-            if block.type == "tool_use":
+    def _handle(asm: TurnAssembler, event: dict[str, Any]) -> list[TurnEvent]:
+        kind = event.get("type")
+        if kind == "content_block_delta":  # nearly every event: first
+            delta = event["delta"]
+            if delta.get("type") == "text_delta":
+                return asm.text(delta.get("text") or "")
+            if delta.get("type") == "input_json_delta":
+                return asm.tool_call(event.get("index", 0), arguments=delta.get("partial_json"))
+        elif kind == "message_start":
+            usage = event["message"].get("usage") or {}
+            asm.set_usage(_input_tokens(usage), usage.get("output_tokens"))
+        elif kind == "content_block_start":
+            block = event["content_block"]
+            if block.get("type") == "text":
+                return asm.text(block.get("text") or "")
+            if block.get("type") == "tool_use":
                 # `input` is `{}` at start and filled by deltas; a non-empty one means the call came whole.
-                initial = json.dumps(block.input) if block.input else None
-                return asm.tool_call(event.index, id=block.id, name=block.name, arguments=initial)
-        elif event.type == "content_block_delta":
-            delta = event.delta
-            if delta.type == "text_delta":
-                return asm.text(delta.text)
-            if delta.type == "input_json_delta":
-                return asm.tool_call(event.index, arguments=delta.partial_json)
-        elif event.type == "message_delta":
-            reason = event.delta.stop_reason
+                initial = json.dumps(block["input"]) if block.get("input") else None
+                return asm.tool_call(
+                    event.get("index", 0), id=block.get("id"), name=block.get("name"), arguments=initial
+                )
+        elif kind == "message_delta":
+            reason = (event.get("delta") or {}).get("stop_reason")
             if reason:
                 asm.finish_with(STOP_REASONS.get(reason, "error"))
-            delta_usage = event.usage
+            delta_usage = event.get("usage")
             if delta_usage is not None:
-                asm.set_usage(_input_tokens(delta_usage), delta_usage.output_tokens)
+                asm.set_usage(_input_tokens(delta_usage), delta_usage.get("output_tokens"))
+        elif kind == "error":  # after HTTP 200: the event says what failed
+            error = event.get("error")
+            message = error.get("message") if isinstance(error, dict) else None
+            raise classify_status(None, message or "An error occurred during streaming", event)
         return []
 
     async def aclose(self) -> None:

@@ -17,7 +17,6 @@ from typing import Any
 
 import httpx2
 import openai
-import orjson
 
 from ..assemble import TurnAssembler
 from ..convert.openai import COMPATIBLE, OPENAI, OpenAIProfile, to_openai_request
@@ -31,6 +30,7 @@ from ..errors import (
     timed_out,
 )
 from ..retry import RetryPolicy
+from ..sse import sse_json
 from ..types import ChatRequest, FinishReason, TurnEvent
 from .base import Provider
 
@@ -55,33 +55,6 @@ def classify_openai_error(exc: Exception) -> ProviderError:
         # Raised by the SDK for an `error` object inside a 200 stream: no status, the body says what failed.
         return classify_status(None, exc.message, exc.body)
     return classify_stream_failure(exc)
-
-
-async def sse_json(lines: AsyncIterator[str]) -> AsyncIterator[dict[str, Any]]:
-    """The JSON objects of a server-sent event stream's ``data`` fields, one per event, until ``[DONE]``.
-
-    Per the SSE format: an event ends at a blank line, its ``data:`` lines are joined with newlines, a line
-    starting with ``:`` is a comment, one space after the colon is not part of the value; other fields
-    (``event:``, ``id:``, ``retry:``) carry nothing Chat Completions uses."""
-    data: list[str] = []
-    async for line in lines:
-        if line:
-            if line.startswith("data:"):
-                value = line[5:]
-                data.append(value[1:] if value.startswith(" ") else value)
-            continue
-        if not data:
-            continue
-        payload, data = "\n".join(data), []
-        if payload.startswith("[DONE]"):
-            return
-        chunk = orjson.loads(payload)
-        if isinstance(chunk, dict):
-            yield chunk
-    if data and not data[0].startswith("[DONE]"):  # the last event, when the stream ended without a blank line
-        chunk = orjson.loads("\n".join(data))
-        if isinstance(chunk, dict):
-            yield chunk
 
 
 class OpenAIProvider(Provider):
