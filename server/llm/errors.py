@@ -171,12 +171,15 @@ def connection_error(message: str, *, timeout: bool = False) -> ProviderError:
 def timed_out(exc: BaseException) -> bool:
     """Whether the failure under an SDK's ``APITimeoutError`` was a timeout. The SDKs' aiohttp transport maps every
     failure to connect (a refused connection too) to a connect *timeout*; the cause tells them apart: a timeout
-    is a ``TimeoutError`` (aiohttp's are), a refused or reset connection an ``OSError`` that is not."""
+    is a ``TimeoutError`` (aiohttp's are), a refused or reset connection an ``OSError`` or an aiohttp connection
+    error that is not (``ServerDisconnectedError``: the connection closed before the answer)."""
+    import aiohttp
+
     cause = exc.__cause__
     while cause is not None:
         if isinstance(cause, TimeoutError):
             return True
-        if isinstance(cause, OSError):
+        if isinstance(cause, (OSError, aiohttp.ClientConnectionError)):
             return False
         cause = cause.__cause__
     return True

@@ -1,8 +1,8 @@
-"""The OpenAI and Anthropic adapters with the HTTP client each makes itself (its SDK's aiohttp transport), against
-a local stand-in for the API's streaming endpoint over real sockets: what the recorded-reply tests cannot show is
-that the transport streams, that its errors are classified as the SDK's default client's were, that a stream
-cut off mid-answer is an error, not a short answer, and (through a server) that a session's sampling options reach
-each API as it takes them."""
+"""The OpenAI, Anthropic and Gemini adapters with the HTTP client each makes itself (its SDK's aiohttp
+transport), against a local stand-in for the API's streaming endpoint over real sockets: what the recorded-reply
+tests cannot show is that the transport streams, that its errors are classified as those of the SDK's httpx
+client are, that each attempt of the retry policy is one request, that a stream cut off mid-answer is an error,
+not a short answer, and (through a server) that a session's sampling options reach each API as it takes them."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from server.llm import ErrorEvent, Finished, TextDelta
 from server.llm.convert import to_anthropic_request
 from server.llm.providers.anthropic import AnthropicProvider
 from server.llm.providers.base import Provider
+from server.llm.providers.google import GoogleProvider
 from server.llm.providers.openai import OpenAIProvider
 from tests.engine.engine_helpers import idle
 
@@ -36,6 +37,12 @@ class Api:
     path: str
     authorized: Callable[[web.Request], bool]
     make: Callable[[str, Any], Provider]  # (base URL, retry policy) -> the adapter, with the client it makes
+    # The model and the conversation of a streaming request as the API documents it, or None if it is not one.
+    conversation: Callable[[web.Request, dict[str, Any]], tuple[Any, Any] | None]
+    # Gives the adapter's client a timeout of that many seconds.
+    time_out: Callable[[Any, float], None]
+    # The sampling options of a request body, in OpenAI's names.
+    sampling: Callable[[dict[str, Any]], dict[str, Any]]
     text_stream: str  # a recorded fixture
     text: str  # the answer it streams
     cut_after: int  # events sent before the connection drops: some text, not all
@@ -43,11 +50,48 @@ class Api:
     refused: tuple[str, ...] = ()  # body keys the API answers with a 400 invalid_request_error
 
 
+def chat_conversation(request: web.Request, body: dict[str, Any]) -> tuple[Any, Any] | None:
+    """Chat Completions and Messages: the model and the messages in the body, ``stream: true``."""
+    return (body.get("model"), body.get("messages")) if body.get("stream") is True else None
+
+
+def gemini_conversation(request: web.Request, body: dict[str, Any]) -> tuple[Any, Any] | None:
+    """streamGenerateContent: the model in the path, server-sent events asked for with ``alt=sse``, and the
+    conversation in ``contents``, each turn a user's or the model's."""
+    contents = body.get("contents")
+    if request.query.get("alt") != "sse" or not isinstance(contents, list):
+        return None
+    if not all(isinstance(c, dict) and c.get("role") in ("user", "model") for c in contents):
+        return None
+    return request.match_info["model"], contents
+
+
+def sdk_time_out(p: Any, seconds: float) -> None:
+    p.client = p.client.with_options(timeout=seconds)
+
+
+def gemini_time_out(p: Any, seconds: float) -> None:
+    # genai.Client has no with_options; its HttpOptions.timeout (milliseconds) is read at each request.
+    p.client._api_client._http_options.timeout = int(seconds * 1000)
+
+
+def top_level_sampling(body: dict[str, Any]) -> dict[str, Any]:
+    return {k: body[k] for k in ("temperature", "top_p") if k in body}
+
+
+def gemini_sampling(body: dict[str, Any]) -> dict[str, Any]:
+    config = body.get("generationConfig", {})
+    return {k: config[g] for k, g in (("temperature", "temperature"), ("top_p", "topP")) if g in config}
+
+
 OPENAI = Api(
     "openai",
     "/v1/chat/completions",
     lambda r: r.headers.get("Authorization") == "Bearer sk-test",
     lambda url, policy: OpenAIProvider(api_key="sk-test", base_url=url + "/v1", retry_policy=policy),
+    chat_conversation,
+    sdk_time_out,
+    top_level_sampling,
     "openai_text.sse",
     "Hello, world!",
     2,
@@ -59,23 +103,41 @@ ANTHROPIC = Api(
     # The key in x-api-key, or as a bearer token (what this SDK version sends).
     lambda r: r.headers.get("x-api-key") == "sk-test" or r.headers.get("Authorization") == "Bearer sk-test",
     lambda url, policy: AnthropicProvider(api_key="sk-test", base_url=url, retry_policy=policy),
+    chat_conversation,
+    sdk_time_out,
+    top_level_sampling,
     "anthropic_text.sse",
     "Hello!",
     4,
     {"type": "error", "error": {"type": "rate_limit_error", "message": "Number of request tokens has exceeded"}},
     ANTHROPIC_REFUSED,
 )
+GOOGLE = Api(
+    "google",
+    "/v1/models/{model}:streamGenerateContent",  # v1: the API version the SDK speaks (google-genai 3.6's default)
+    lambda r: r.headers.get("x-goog-api-key") == "sk-test",
+    lambda url, policy: GoogleProvider(api_key="sk-test", base_url=url, retry_policy=policy),
+    gemini_conversation,
+    gemini_time_out,
+    gemini_sampling,
+    "google_text.sse",
+    "Hello, world!",
+    2,
+    {"code": 429, "message": "Resource has been exhausted (e.g. check quota).", "status": "RESOURCE_EXHAUSTED"},
+)
+APIS = [OPENAI, ANTHROPIC, GOOGLE]
 
 
 class StandIn:
     """The API's streaming endpoint on 127.0.0.1, answering each request with the next of ``replies`` (a
-    handler) after checking it the way the service documents: its key header and a JSON body naming the model
-    and the messages, with none of the keys the API refuses."""
+    handler) after checking it the way the service documents: its key header, a streaming request naming the
+    model and a conversation that is not empty, with none of the body keys the API refuses."""
 
     def __init__(self, api: Api) -> None:
         self.api = api
         self.replies: list[Handler] = []
         self.bodies: list[dict[str, Any]] = []
+        self.conversations: list[tuple[str, list[dict[str, Any]]]] = []  # (model, messages) of each body
         self.url = ""
         self.closing = asyncio.Event()  # set when the test is over: a handler that holds a request returns
 
@@ -83,13 +145,15 @@ class StandIn:
         if not self.api.authorized(request):
             return web.json_response({"error": {"message": "no key", "type": "authentication_error"}}, status=401)
         body = await request.json()
-        if not isinstance(body.get("model"), str) or not body.get("messages") or body.get("stream") is not True:
+        model, messages = self.api.conversation(request, body) or (None, None)
+        if not isinstance(model, str) or not isinstance(messages, list) or not messages:
             return web.json_response({"error": {"message": "bad body", "type": "invalid_request_error"}}, status=400)
         extra = [k for k in self.api.refused if k in body]
         if extra:
             error = {"message": f"{extra[0]}: Extra inputs are not permitted", "type": "invalid_request_error"}
             return web.json_response({"type": "error", "error": error}, status=400)
         self.bodies.append(body)
+        self.conversations.append((model, messages))
         result: web.StreamResponse = await self.replies.pop(0)(request)
         return result
 
@@ -115,7 +179,7 @@ async def serving(api: Api) -> AsyncIterator[StandIn]:
         await runner.cleanup()
 
 
-@pytest.fixture(params=[OPENAI, ANTHROPIC], ids=lambda api: api.name)
+@pytest.fixture(params=APIS, ids=lambda api: api.name)
 async def stand_in(request: pytest.FixtureRequest) -> AsyncIterator[StandIn]:
     async with serving(request.param) as server:
         yield server
@@ -159,10 +223,10 @@ async def test_an_answer_streams_over_the_default_client(stand_in: StandIn, retr
         await p.aclose()
     assert "".join(e.delta for e in events if isinstance(e, TextDelta)) == stand_in.api.text, events
     assert isinstance(events[-1], Finished) and events[-1].finish_reason == "stop"
-    body = stand_in.bodies[0]
-    assert body["model"] == "test-model"
-    assert body["messages"][-1]["role"] == "user"  # the history went, not the SDK's placeholder
-    assert len(body["messages"]) > 2
+    model, messages = stand_in.conversations[0]
+    assert model == "test-model"
+    assert messages[-1]["role"] == "user"  # the history went, not the SDK's placeholder
+    assert len(messages) > 2
 
 
 async def test_a_rate_limit_is_retried_after_the_time_the_server_asks(
@@ -181,7 +245,7 @@ async def test_a_rate_limit_is_retried_after_the_time_the_server_asks(
     assert len(stand_in.bodies) == 2 and sleeps.waits == [3.0]
 
 
-@pytest.mark.parametrize("api", [OPENAI, ANTHROPIC], ids=lambda api: api.name)
+@pytest.mark.parametrize("api", APIS, ids=lambda api: api.name)
 async def test_a_refused_connection_is_a_retryable_connection_error(api: Api, retry_policy: Any) -> None:
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
@@ -193,6 +257,28 @@ async def test_a_refused_connection_is_a_retryable_connection_error(api: Api, re
         await p.aclose()
     assert len(events) == 1 and isinstance(events[0], ErrorEvent)
     assert events[0].code == "connection_error" and events[0].retryable
+
+
+async def test_a_connection_dropped_before_the_answer_is_retried_by_the_policy_alone(
+    stand_in: StandIn, retry_policy: Any, sleeps: Any
+) -> None:
+    """Each attempt of the retry policy is one request: no SDK retries on its own (google-genai's aiohttp
+    transport does, after sleeping 1-10 s, unless the adapter sets its retry options)."""
+
+    async def drop(request: web.Request) -> web.StreamResponse:
+        assert request.transport is not None
+        request.transport.abort()  # the request was read; no answer comes
+        return web.Response(status=204)
+
+    stand_in.replies = [drop] * 3
+    p = stand_in.provider(retry_policy)
+    try:
+        events = await collect(p.stream(simple_request()))
+    finally:
+        await p.aclose()
+    assert len(events) == 1 and isinstance(events[0], ErrorEvent), events
+    assert events[0].code == "connection_error" and events[0].retryable
+    assert len(sleeps.waits) == 2 and len(stand_in.bodies) == 3
 
 
 async def test_a_stream_cut_off_mid_answer_is_an_error_after_what_arrived(
@@ -217,7 +303,7 @@ async def test_a_server_that_never_answers_is_a_timeout(stand_in: StandIn, retry
 
     stand_in.replies = [silent] * 3  # every attempt the retry policy makes (no output yet: retryable)
     p: Any = stand_in.provider(retry_policy)
-    p.client = p.client.with_options(timeout=0.2)
+    stand_in.api.time_out(p, 0.2)
     try:
         events = await collect(p.stream(simple_request()))
     finally:
@@ -232,14 +318,15 @@ async def test_a_server_that_never_answers_is_a_timeout(stand_in: StandIn, retry
 SERVER_ENV = {
     "openai": lambda url: {"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": url + "/v1"},
     "anthropic": lambda url: {"ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": url},
+    "google": lambda url: {"GOOGLE_API_KEY": "sk-test", "CHATSYNC_GOOGLE_BASE_URL": url},
 }
 
 
 async def test_a_session_with_temperature_and_top_p_gets_its_answer(
     stand_in: StandIn, live: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Through a server: the session's sampling options go to OpenAI and are left out of Anthropic's request,
-    which its API refuses with them."""
+    """Through a server: the session's sampling options go to OpenAI and Gemini and are left out of Anthropic's
+    request, which its API refuses with them."""
     for name, value in SERVER_ENV[stand_in.api.name](stand_in.url).items():
         monkeypatch.setenv(name, value)
     stand_in.replies = [stream_of(stand_in.api.text_stream)]
@@ -252,8 +339,7 @@ async def test_a_session_with_temperature_and_top_p_gets_its_answer(
         snap = await idle(c, s["id"])
     answer = snap["messages"][-1]
     assert (answer["status"], answer["content"], answer["error"]) == ("complete", stand_in.api.text, None), answer
-    body = stand_in.bodies[0]
-    sampling = {k: body[k] for k in ("temperature", "top_p") if k in body}
+    sampling = stand_in.api.sampling(stand_in.bodies[0])
     assert sampling == ({} if stand_in.api.refused else {"temperature": 0.7, "top_p": 0.9})
 
 

@@ -1,7 +1,10 @@
 """Gemini adapter on ``google.genai.Client(...).aio`` (``GEMINI_API_KEY``/``GOOGLE_API_KEY``).
 
 The SDK reads no base-URL variable, so ``CHATSYNC_GOOGLE_BASE_URL`` points it at a gateway or a local stand-in.
-google-genai retries only when ``HttpRetryOptions`` is set; we never set it, so ``RetryPolicy`` decides.
+With no ``http_client`` injected the SDK streams on aiohttp (installed with it), whose errors are classified with
+httpx's: a client error (refused, reset, a body cut off mid-stream) is a connection error, a ``TimeoutError`` a
+timeout. Without ``HttpRetryOptions`` the SDK retries a failed aiohttp connection once itself, after sleeping 1-10 s;
+``HttpRetryOptions(attempts=1)`` makes one attempt of every request, so ``RetryPolicy`` decides.
 
 Stream parsing: every ``data:`` line is a whole ``GenerateContentResponse``; text parts are
 deltas (``thought`` parts skipped), function calls arrive whole per part — often without an id, which the
@@ -18,6 +21,7 @@ import os
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any, cast
 
+import aiohttp
 import httpx
 import httpx2
 from google import genai
@@ -48,7 +52,9 @@ FINISH_REASONS: dict[str, FinishReason] = {
     # run must not treat it as a clean stop that auto-sends the next queued message.
 }
 
-_TRANSPORT_ERRORS = (httpx.HTTPError, httpx2.HTTPError)
+# aiohttp's timeouts are TimeoutErrors (asyncio's is the builtin); its other failures are ClientErrors.
+_TIMEOUTS = (httpx.TimeoutException, httpx2.TimeoutException, TimeoutError)
+_TRANSPORT_ERRORS = (httpx.HTTPError, httpx2.HTTPError, aiohttp.ClientError, TimeoutError)
 
 
 def classify_google_error(exc: Exception) -> ProviderError:
@@ -60,7 +66,7 @@ def classify_google_error(exc: Exception) -> ProviderError:
         except (AttributeError, TypeError):
             header_map = None  # response objects of other transports (aiohttp/requests) differ; the body suffices
         return classify_http(exc.code, exc.message or str(exc), exc.details, header_map)
-    if isinstance(exc, (httpx.TimeoutException, httpx2.TimeoutException)):
+    if isinstance(exc, _TIMEOUTS):
         return connection_error(f"request timed out: {exc}", timeout=True)
     if isinstance(exc, _TRANSPORT_ERRORS):
         return connection_error(f"connection failed: {exc}")
@@ -87,7 +93,7 @@ class GoogleProvider(Provider):
             api_key = api_key or os.environ.get("GOOGLE_API_KEY") or os.environ.get("GEMINI_API_KEY") or None
             if api_key is None:
                 raise ProviderError(ErrorCode.NOT_CONFIGURED, "GEMINI_API_KEY / GOOGLE_API_KEY is not set")
-            options: dict[str, Any] = {}
+            options: dict[str, Any] = {"retry_options": genai_types.HttpRetryOptions(attempts=1)}
             base_url = base_url or os.environ.get(BASE_URL_ENV) or None
             if base_url:
                 options["base_url"] = base_url
