@@ -44,6 +44,7 @@ async def test_the_feed_follows_changes_made_on_the_other_replica(cluster_factor
         listed = await phone.query("session.list", {})
         sub = await phone.subscribe("session.feed", {"lastEventId": listed["feedEventId"]})
         bob_sub = await bob.subscribe("session.feed", {})
+        await bob_sub.wait_started()  # "from now" is fixed when it starts: bob's changes come after
         s = await laptop.mutation("session.create", {"title": "one"})
         await laptop.mutation("session.setTitle", {"sessionId": s["id"], "title": "two"})
         await laptop.mutation("message.send", {"sessionId": s["id"], "content": "hello"})

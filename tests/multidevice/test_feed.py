@@ -18,6 +18,7 @@ async def test_changes_reach_the_other_device_in_order(md):
         assert listed["items"] == [] and listed["feedEventId"] == "0"
         sub = await phone.subscribe("session.feed", {"lastEventId": listed["feedEventId"]})
         bob_sub = await bob.subscribe("session.feed", {})
+        await bob_sub.wait_started()  # "from now" is fixed when it starts: bob's changes come after
         s = await laptop.mutation("session.create", {"title": "plans", "queuePaused": True})
         await laptop.mutation("session.setTitle", {"sessionId": s["id"], "title": "trip plans"})
         await laptop.mutation("message.enqueueMessage", {"sessionId": s["id"], "content": "first"})
@@ -54,6 +55,7 @@ async def test_resume_gives_exactly_the_missed_changes(md):
         phone = TrpcClient(md.url, md.tokens["alice"])
         await phone.connect()
         sub = await phone.subscribe("session.feed", {})
+        await sub.wait_started()  # "from now" is fixed when it starts: the laptop's change must come after it
         s = await laptop.mutation("session.create", {"title": "a"})
         first_id, _e = await sub.next(10)
         await phone.drop_connection()  # the socket dies; the client resubscribes with its last id
