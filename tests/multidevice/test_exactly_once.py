@@ -141,6 +141,7 @@ async def test_auto_sent_message_carries_its_enqueue_id(md):
         sid = (await c.mutation("session.create", {"queuePaused": True}))["id"]
         await c.mutation("message.enqueueMessage", {"sessionId": sid, "content": "later", "clientRequestId": "q-1"})
         sub = await c.subscribe("session.events", {"sessionId": sid})
+        await sub.wait_started()  # from now: the run must start after the subscription did
         await c.mutation("message.resumeQueue", {"sessionId": sid})
         started = await _next_of(sub, "run-started")
         assert started["trigger"] == "queue" and started["clientRequestId"] == "q-1"

@@ -20,7 +20,9 @@ async def org(db_url: str, server_factory: Callable[..., Any]) -> Any:
 
 async def answered(c: Any, session_id: str, text: str) -> None:
     """Send ``text`` and wait until the echo model's answer is stored (the run finished)."""
-    st = Stream(await c.subscribe("session.events", {"sessionId": session_id}))
+    sub = await c.subscribe("session.events", {"sessionId": session_id})
+    await sub.wait_started()  # from now: the send must come after the subscription started
+    st = Stream(sub)
     sent = await c.mutation("message.send", {"sessionId": session_id, "content": text})
     await st.until(lambda e: e["type"] == "run-finished" and e["runId"] == sent["runId"], timeout=30)
     await st.sub.close()

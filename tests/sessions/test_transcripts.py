@@ -27,7 +27,9 @@ def http(live: Any, user: str | None = "alice") -> httpx.AsyncClient:
 
 
 async def run_to_end(c: Any, session_id: str, text: str, attachments: list[Any] | None = None) -> None:
-    st = Stream(await c.subscribe("session.events", {"sessionId": session_id}))
+    sub = await c.subscribe("session.events", {"sessionId": session_id})
+    await sub.wait_started()  # from now: the send must come after the subscription started
+    st = Stream(sub)
     inp: dict[str, Any] = {"sessionId": session_id, "content": text}
     if attachments:
         inp["attachments"] = attachments
