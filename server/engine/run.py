@@ -149,6 +149,7 @@ class RunLoop:
         self.abort_requested = False
         self.done = asyncio.Event()
         self._inner: asyncio.Task[Any] | None = None
+        self._turn: Turn | None = None  # the model call in progress, for the idle limit (``_tick``)
         self._lease_lost = False
         self._streaming: str | None = None  # id of the message being streamed
         self._flushed = 0  # characters of it already written to its row
@@ -334,7 +335,11 @@ class RunLoop:
                 return
             result.notices = notices(request)
         turn = Turn(lambda: self.ctx.provider(provider_id), request, streaming=streaming, provider_id=provider_id)
-        await self._consume(turn, mid, result)
+        self._turn = turn
+        try:
+            await self._consume(turn, mid, result)
+        finally:
+            self._turn = None
 
     async def _consume(self, turn: Turn, mid: str, result: StepResult) -> None:
         sid, texts, publish = self.session_id, self.ctx.partial_texts, self.ctx.publish_ephemeral
@@ -528,7 +533,8 @@ class RunLoop:
 
     async def _tick(self) -> None:
         """Renew the lease and flush partial text every ``stream_flush_seconds``; between flushes, poll for an
-        abort requested on another replica (only when there can be other replicas: not on ``memory://``)."""
+        abort requested on another replica (only when there can be other replicas: not on ``memory://``). Every
+        tick, end a model call that has waited on its provider for ``provider_idle_timeout_seconds``."""
         settings = self.ctx.settings
         poll = settings.abort_poll_seconds if self.ctx.multi_replica else settings.stream_flush_seconds
         interval = min(poll, settings.stream_flush_seconds, settings.run_lease_seconds / 3)
@@ -538,6 +544,12 @@ class RunLoop:
             run_id = self.run_id
             if run_id is None:
                 continue
+            # A model call waiting on its provider past the idle limit ends with a ``timeout`` error, its step as a
+            # failed one (``Turn.expire``); not one an abort, a shutdown or a lost lease is stopping already.
+            turn, inner = self._turn, self._inner
+            if turn is not None and inner is not None and not inner.cancelling():
+                if turn.expire(settings.provider_idle_timeout_seconds):
+                    inner.cancel()
             try:
                 now = time.monotonic()
                 # Half a tick of slack: ticks land on the shared clock, so two of them can be a little under

@@ -2,7 +2,8 @@
 transport), against a local stand-in for the API's streaming endpoint over real sockets: what the recorded-reply
 tests cannot show is that the transport streams, that its errors are classified as those of the SDK's httpx
 client are, that each attempt of the retry policy is one request, that a stream cut off mid-answer is an error,
-not a short answer, and (through a server) that a session's sampling options reach each API as it takes them."""
+not a short answer, and (through a server) that a session's sampling options reach each API as it takes them and
+that a stream that goes silent ends its run with ``timeout`` (``CHATSYNC_PROVIDER_IDLE_TIMEOUT_SECONDS``)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from server.llm.providers.anthropic import AnthropicProvider
 from server.llm.providers.base import Provider
 from server.llm.providers.google import GoogleProvider
 from server.llm.providers.openai import OpenAIProvider
-from tests.engine.engine_helpers import idle
+from tests.engine.engine_helpers import FAST, idle, subscribe
 
 Handler = Callable[[web.Request], Any]
 
@@ -48,6 +49,7 @@ class Api:
     cut_after: int  # events sent before the connection drops: some text, not all
     rate_limited: dict[str, Any]  # a 429's body
     refused: tuple[str, ...] = ()  # body keys the API answers with a 400 invalid_request_error
+    filler: bytes = b""  # an event with the text "~" that may follow the first ``cut_after`` events of text_stream
 
 
 def chat_conversation(request: web.Request, body: dict[str, Any]) -> tuple[Any, Any] | None:
@@ -96,6 +98,8 @@ OPENAI = Api(
     "Hello, world!",
     2,
     {"error": {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}},
+    filler=b'data: {"id":"chatcmpl-9zTm2","object":"chat.completion.chunk","created":1724600000,"model":"gpt-4o",'
+    b'"choices":[{"index":0,"delta":{"content":"~"},"logprobs":null,"finish_reason":null}],"usage":null}',
 )
 ANTHROPIC = Api(
     "anthropic",
@@ -111,6 +115,8 @@ ANTHROPIC = Api(
     4,
     {"type": "error", "error": {"type": "rate_limit_error", "message": "Number of request tokens has exceeded"}},
     ANTHROPIC_REFUSED,
+    filler=b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'
+    b'"delta":{"type":"text_delta","text":"~"}}',
 )
 GOOGLE = Api(
     "google",
@@ -124,6 +130,7 @@ GOOGLE = Api(
     "Hello, world!",
     2,
     {"code": 429, "message": "Resource has been exhausted (e.g. check quota).", "status": "RESOURCE_EXHAUSTED"},
+    filler=b'data: {"candidates": [{"content": {"parts": [{"text": "~"}],"role": "model"},"index": 0}]}',
 )
 APIS = [OPENAI, ANTHROPIC, GOOGLE]
 
@@ -359,3 +366,140 @@ async def test_the_anthropic_stand_in_refuses_sampling_options(retry_policy: Any
         finally:
             await p.aclose()
         assert server.bodies == []
+
+
+def events_of(name: str) -> list[bytes]:
+    return [e + b"\n\n" for e in fixture_bytes(name).split(b"\n\n") if e.strip()]
+
+
+def closed(request: web.Request) -> bool:
+    return request.transport is None or request.transport.is_closing()
+
+
+def silent_after(stand_in: StandIn, hung_up: asyncio.Event) -> Handler:
+    """The first ``cut_after`` events of the text stream (some text), then nothing, the connection held open until
+    the client closes it (then ``hung_up`` is set) or the test ends."""
+
+    async def reply(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        for event in events_of(stand_in.api.text_stream)[: stand_in.api.cut_after]:
+            await response.write(event)
+        while not closed(request) and not stand_in.closing.is_set():
+            await asyncio.sleep(0.02)
+        if closed(request):
+            hung_up.set()
+        return response
+
+    return reply
+
+
+async def idle_limited(server_factory: Any, sqlite_url: str, api: Api, url: str, mp: Any, seconds: float) -> Any:
+    """A server whose adapters talk to the stand-in at ``url``, with an idle limit of ``seconds``."""
+    for name, value in SERVER_ENV[api.name](url).items():
+        mp.setenv(name, value)
+    return await server_factory(sqlite_url, provider_idle_timeout_seconds=seconds, **FAST)
+
+
+@contextlib.asynccontextmanager
+async def asking(live: Any, api: Api, **options: Any) -> AsyncIterator[tuple[Any, str, Any]]:
+    """A client of ``live`` that asked a new session on ``api``'s provider (with ``options``) a question: (client,
+    session id, the session's events)."""
+    async with live.client() as c:
+        s = await c.mutation("session.create", {"provider": api.name, "model": "test-model", **options})
+        st = await subscribe(c, s["id"])
+        await c.mutation("message.send", {"sessionId": s["id"], "content": "hi"})
+        yield c, s["id"], st
+
+
+async def test_a_stream_that_goes_silent_fails_its_run_with_a_timeout(
+    stand_in: StandIn, server_factory: Any, sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The provider sends some text, then nothing, keeping the connection open: after the idle limit the run fails
+    with a retryable ``timeout``, the text that came kept, the queue paused, and the stream's connection closed."""
+    live = await idle_limited(server_factory, sqlite_url, stand_in.api, stand_in.url, monkeypatch, 1)
+    hung_up = asyncio.Event()
+    stand_in.replies = [silent_after(stand_in, hung_up)]
+    async with asking(live, stand_in.api) as (c, sid, st):
+        await c.mutation("message.send", {"sessionId": sid, "content": "queued meanwhile"})
+        failed = await st.until(lambda e: e["type"] == "run-failed")
+        snap = await idle(c, sid)
+    error = {"code": "timeout", "message": failed["error"]["message"], "retryable": True}
+    assert failed["error"] == error, failed
+    answer = snap["messages"][-1]
+    assert (answer["status"], answer["finishReason"], answer["error"]) == ("error", "error", error), answer
+    partial = answer["content"]
+    assert partial and stand_in.api.text.startswith(partial) and partial != stand_in.api.text, partial
+    assert st.text_of(answer["id"]) == partial
+    assert snap["session"]["queuePaused"] is True and [q["content"] for q in snap["queue"]] == ["queued meanwhile"]
+    await asyncio.wait_for(hung_up.wait(), 10)  # the client closed the stream's connection
+    assert len(stand_in.bodies) == 1  # text came: not retried
+
+
+async def test_a_blocking_call_whose_provider_goes_silent_fails_with_a_timeout(
+    stand_in: StandIn, server_factory: Any, sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session with streaming disabled makes the same call and reads the same stream: the idle limit counts
+    the same events."""
+    live = await idle_limited(server_factory, sqlite_url, stand_in.api, stand_in.url, monkeypatch, 1)
+    hung_up = asyncio.Event()
+    stand_in.replies = [silent_after(stand_in, hung_up)]
+    async with asking(live, stand_in.api, disableStreaming=True) as (c, sid, st):
+        failed = await st.until(lambda e: e["type"] == "run-failed")
+        snap = await idle(c, sid)
+    assert (failed["error"]["code"], failed["error"]["retryable"]) == ("timeout", True), failed
+    answer = snap["messages"][-1]
+    assert (answer["status"], answer["content"], answer["error"]) == ("error", "", failed["error"]), answer
+    await asyncio.wait_for(hung_up.wait(), 10)
+
+
+async def test_a_stream_that_keeps_sending_is_not_cut_however_long(
+    stand_in: StandIn, server_factory: Any, sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each event comes within the idle limit, the whole answer takes longer than it: the answer completes."""
+    limit, gap, fillers = 1.5, 0.3, 8  # the fillers alone take 2.4 s, past the limit; each gap well within it
+    events = events_of(stand_in.api.text_stream)
+    head, tail = events[: stand_in.api.cut_after], events[stand_in.api.cut_after :]
+
+    async def slow(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        for event in head:
+            await response.write(event)
+        for _ in range(fillers):
+            await asyncio.sleep(gap)  # the provider generating the next token
+            await response.write(stand_in.api.filler + b"\n\n")
+        for event in tail:
+            await response.write(event)
+        await response.write_eof()
+        return response
+
+    live = await idle_limited(server_factory, sqlite_url, stand_in.api, stand_in.url, monkeypatch, limit)
+    stand_in.replies = [slow]
+    async with asking(live, stand_in.api) as (c, sid, st):
+        finished = await st.until(lambda e: e["type"] in ("run-finished", "run-failed"), timeout=30)
+        snap = await idle(c, sid)
+    assert finished["type"] == "run-finished" and finished["finishReason"] == "stop", finished
+    answer = snap["messages"][-1]
+    assert (answer["status"], answer["error"]) == ("complete", None), answer
+    assert "~" * fillers in answer["content"] and answer["content"].replace("~", "") == stand_in.api.text
+
+
+async def test_an_abort_while_the_provider_is_silent_is_an_abort(
+    stand_in: StandIn, server_factory: Any, sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    live = await idle_limited(server_factory, sqlite_url, stand_in.api, stand_in.url, monkeypatch, 30)
+    hung_up = asyncio.Event()
+    stand_in.replies = [silent_after(stand_in, hung_up)]
+    async with asking(live, stand_in.api) as (c, sid, st):
+        await st.until_type("text-delta")
+        assert (await c.mutation("run.abort", {"sessionId": sid})) == {"aborted": True}
+        ended = await st.until(lambda e: e["type"] in ("run-aborted", "run-failed"))
+        snap = await idle(c, sid)
+    assert ended["type"] == "run-aborted", ended
+    answer = snap["messages"][-1]
+    assert (answer["status"], answer["finishReason"], answer["error"]) == ("interrupted", "aborted", None), answer
+    assert answer["content"] and stand_in.api.text.startswith(answer["content"])
+    await asyncio.wait_for(hung_up.wait(), 10)

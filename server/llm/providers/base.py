@@ -59,21 +59,31 @@ class Provider(ABC):
         generator layer once, and this one would add nothing but the hop."""
         return with_retries(lambda: self._attempt(request), self.retry_policy)
 
-    async def complete(self, request: ChatRequest) -> Completion:
-        """Run one step to the end and return it whole (for sessions with streaming disabled)."""
+    async def complete(self, request: ChatRequest, *, progress: Callable[[], None] | None = None) -> Completion:
+        """Run one step to the end and return it whole (for sessions with streaming disabled); ``progress`` is
+        called after each event of the stream underneath (``engine.turn``'s idle limit counts from it)."""
         text: list[str] = []
         calls = []
-        async for event in self.stream(request):
-            if isinstance(event, TextDelta):
-                text.append(event.delta)
-            elif isinstance(event, ToolCallEvent):
-                calls.append(event.to_tool_call())
-            elif isinstance(event, Finished):
-                return Completion(
-                    text="".join(text), tool_calls=tuple(calls), finish_reason=event.finish_reason, usage=event.usage
-                )
-            elif isinstance(event, ErrorEvent):
-                return Completion(text="".join(text), tool_calls=tuple(calls), error=event)
+        stream = self.stream(request)
+        try:
+            async for event in stream:
+                if progress is not None:
+                    progress()
+                if isinstance(event, TextDelta):
+                    text.append(event.delta)
+                elif isinstance(event, ToolCallEvent):
+                    calls.append(event.to_tool_call())
+                elif isinstance(event, Finished):
+                    return Completion(
+                        text="".join(text),
+                        tool_calls=tuple(calls),
+                        finish_reason=event.finish_reason,
+                        usage=event.usage,
+                    )
+                elif isinstance(event, ErrorEvent):
+                    return Completion(text="".join(text), tool_calls=tuple(calls), error=event)
+        finally:
+            await stream.aclose()  # now, on cancellation too (an abort, the idle limit): closes the HTTP response
         raise RuntimeError("provider stream ended without a terminal event")  # a bug in an adapter, not a provider
 
     async def aclose(self) -> None:
