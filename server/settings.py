@@ -58,8 +58,9 @@ class Settings(BaseSettings):
     sweep_seconds: float = Field(default=2.0, gt=0)
     # A model call whose provider sends nothing for this long (no first event, or none since the last) ends with a
     # retryable ``timeout`` error and the run fails as on any provider error; a stream that keeps sending is never
-    # cut. Checked once a run-loop tick, so it fires up to a tick late.
-    provider_idle_timeout_seconds: float = Field(default=300.0, gt=0)
+    # cut. Checked once a run-loop tick, so it fires up to a tick late. 600 s: the wait between reads the OpenAI and
+    # Anthropic SDKs allow themselves, so a model that reasons silently before its first word is cut no sooner.
+    provider_idle_timeout_seconds: float = Field(default=600.0, gt=0)
     # A server tool that runs longer than this gets an error result.
     tool_timeout_seconds: float = Field(default=60.0, gt=0)
     # How sessions get their automatic title (docs/api.md "Titles"): ``truncate`` the first user message, or
