@@ -213,14 +213,23 @@ class TransportWriter(ConnectionWriter):
     @staticmethod
     def send_tracked_many(targets: list[tuple[SubscriptionWriter, str]], env: EventEnvelope) -> None:
         """Send one ephemeral event to many subscriptions, each tracked under its own ``event_id`` (the last
-        durable id that subscriber got); two passes, as ``send_event_many``."""
+        durable id that subscriber got); two passes, as ``send_event_many``. Subscribers that follow each other
+        with the same prefix and id (most: tRPC clients number subscriptions from 1, and live ones share the last
+        id) take the frame the one before them took, without looking it up again."""
         writes: list[tuple[TransportWriter, bytes]] = []
+        last_prefix: bytes | None = None
+        last_id: str | None = None
+        frame = b""
         for target, event_id in targets:
             conn = target.connection
             if type(conn) is not TransportWriter:
                 conn.send_event_as(target.prefix, env, event_id)
             elif conn.writable():
-                writes.append((conn, env.ws_frame_as(target.prefix, event_id, frame_header)))
+                prefix = target.prefix
+                if prefix != last_prefix or event_id != last_id:
+                    frame = env.ws_frame_as(prefix, event_id, frame_header)
+                    last_prefix, last_id = prefix, event_id
+                writes.append((conn, frame))
         _write_all(writes)
 
 

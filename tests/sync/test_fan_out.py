@@ -155,6 +155,21 @@ async def test_deltas_are_tracked_under_each_subscribers_last_durable_id(hub: Hu
     assert [(g[0], g[1], g[2]["delta"]) for g in b.received()] == [(2, "9", "Hel"), (2, "9", "lo")]
 
 
+async def test_a_delta_frame_is_shared_only_by_subscribers_with_the_same_id_and_position(hub: Hub) -> None:
+    # Subscription ids and last durable ids mixed, so that neighbours in any order differ in one, the other or
+    # neither: each subscriber still gets a frame with its own subscription id and its own tracked id.
+    shapes = [(1, 4), (1, 4), (2, 4), (1, 9), (2, 9), (1, 4), (2, 4), (1, 9)]
+    subs = [Subscriber(hub, sub_id, after_seq=seq) for sub_id, seq in shapes]
+    await attach(hub, *subs)
+    hub._on_message("s", (delta(0, "Hel"),))
+    hub._on_message("s", (delta(3, "lo"),))
+    for sub, (sub_id, seq) in zip(subs, shapes, strict=True):
+        assert [(g[0], g[1], g[2]["delta"]) for g in sub.received()] == [
+            (sub_id, str(seq), "Hel"),
+            (sub_id, str(seq), "lo"),
+        ]
+
+
 async def test_deltas_a_snapshot_already_covered_are_dropped(hub: Hub) -> None:
     fresh, joined = Subscriber(hub, 1), Subscriber(hub, 1)
     joined.delivery._stream_offsets["m1"] = 5  # its stream-snapshot held the first 5 characters of m1
