@@ -192,7 +192,7 @@ class ChatSession(Base):
     # Sequence number of the newest durable event; bumped under the row lock in every unit of work.
     last_seq: Mapped[int] = mapped_column(BigInteger, default=0)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
-    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     # Set by session.delete; the purge (``services.purge``) removes the row and everything of it a while later.
     deleted_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True, index=True)
     # The run in progress (running or requires-action), or None when idle. See server/services/lease.py.
