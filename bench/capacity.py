@@ -443,8 +443,9 @@ def main() -> None:
     for sessions in args.sessions:
         runs: dict[str, list[dict]] = {kind: [] for kind in args.server}
         for n in range(args.runs):
-            # Each run in a rotated order (the first server of one run goes last in the next): in one fixed order,
-            # a server read 5-8% more CPU per event when it ran first in each round than when it ran second.
+            # Each run in a rotated order (the first server of one run goes last in the next), so that no server
+            # always goes first: in sets run in one fixed order, the first server of each round read up to 5-8% more
+            # CPU per event than the one after it (docs/performance.md).
             shift = n % len(args.server)
             for kind in args.server[shift:] + args.server[:shift]:
                 profile = None
