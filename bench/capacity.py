@@ -6,6 +6,8 @@
     .venv/bin/python bench/capacity.py --provider openai ...    # the OpenAI SDK against bench/fake_openai.py
     .venv/bin/python bench/capacity.py --replicas 2 ...         # two servers on a private PostgreSQL + Redis
     .venv/bin/python bench/capacity.py --profile DIR ...        # py-spy each server once (bench/profile_summary.py)
+    .venv/bin/python bench/capacity.py --cpu-split ...          # chatsync's CPU per answer by part (bench/cpu_split.py)
+    .venv/bin/python bench/capacity.py --pin ...                # servers on core 0, load generators on the others
 
 The server is a real `chatsync serve` process (SQLite, in-process bus) with ``bench/streaming.py``'s ``stamp``
 provider at ``--pace`` tokens per second (30: the echo model's pace, a human-like one): it streams like the
@@ -37,6 +39,13 @@ same delivered rate, does not drift with the machine as the absolute figures do.
 run interleaved, run by run, the order rotating from one run to the next so that each server goes first as often as
 the others (``before``: the server of another checkout, e.g. a git worktree of older code).
 
+``--pin`` keeps the server on the first core and the load generators on the others, as a deployment's clients
+are on other machines (with the three sharing both cores, the server also shares its caches with the clients;
+docs/performance.md compares the two). ``--cpu-split`` prints, after each
+chatsync run, where its CPU went per answer by part of the run path (the send, the token path, a step's end,
+fan-out, the transactions' parts), timed inside the server (``bench/cpu_split.py``); the timing costs CPU itself,
+so runs with it are for the split, not for the CPU per event.
+
 ``--provider openai`` streams every answer through chatsync's OpenAI adapter (the official SDK and its HTTP
 client) from ``bench/fake_openai.py``, a local OpenAI-compatible server pacing the same stamped tokens: the
 adapter's parsing is part of a real run's cost. ``--replicas 2`` runs two servers on a PostgreSQL cluster and a
@@ -58,6 +67,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 
@@ -65,12 +75,19 @@ import orjson
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from bench import cpu_split
 from bench.common import ROOT, Server, cpu_seconds, machine_ticks, pct, run_server, steal_share, summary
 from bench.idle_connections import rss_kib
 from bench.infra import private_postgres, private_redis
 from chatsync_client import TrpcClient
 
 SUBSCRIBERS_PER_SESSION = 3
+# ``--pin``: the server on the first core, the load generators on the others.
+SERVER_CPUS = {0}
+
+
+def load_cpus() -> set[int]:
+    return (os.sched_getaffinity(0) - SERVER_CPUS) or set(SERVER_CPUS)
 
 
 def load_proc(
@@ -207,14 +224,17 @@ def fake_openai() -> Iterator[str]:
 
 @contextlib.contextmanager
 def servers(
-    args: argparse.Namespace, kind: str, sessions: int, log_path: str | None = None
+    args: argparse.Namespace, kind: str, sessions: int, log_path: str | None = None, split_path: str | None = None
 ) -> Iterator[tuple[list[Server], dict[str, Callable[[], float]]]]:
     """The servers of one run (``kind``: chatsync, before or reference) and the CPU readers of its database
     and bus when they are private (two replicas); ``log_path``: the first server's log, with its deliveries'
-    debug lines (catch-ups and stream-snapshots sent)."""
+    debug lines (catch-ups and stream-snapshots sent); ``split_path``: where the first server writes its CPU
+    split (``bench/cpu_split.py``)."""
     with contextlib.ExitStack() as stack:
+        cpus = SERVER_CPUS if args.pin else None
         if kind == "reference":
-            yield [stack.enter_context(run_server(token="reference", command=("bench/reference_broadcast.py",)))], {}
+            reference = run_server(token="reference", command=("bench/reference_broadcast.py",), cpus=cpus)
+            yield [stack.enter_context(reference)], {}
             return
         root = args.before_root if kind == "before" else ROOT
         env = {
@@ -236,8 +256,10 @@ def servers(
         command = ("-m", "bench.streaming", "--serve")
         if log_path:
             env["CHATSYNC_LOG_DEBUG"] = "server.sync.delivery"
+        if split_path:
+            env["BENCH_CPU_SPLIT"] = split_path
         first = stack.enter_context(
-            run_server(db_url, command=command, root=root, log_path=log_path, users=users, **env)
+            run_server(db_url, command=command, root=root, log_path=log_path, users=users, cpus=cpus, **env)
         )
         rest = [
             stack.enter_context(
@@ -295,7 +317,9 @@ def write_waits(url: str) -> tuple[float, int, int]:
 def one_run(
     args: argparse.Namespace, sessions: int, kind: str, profile: str | None = None, log_path: str | None = None
 ) -> dict:
-    with servers(args, kind, sessions, log_path) as (srvs, infra):
+    split_dir = tempfile.TemporaryDirectory() if args.cpu_split and kind == "chatsync" else None
+    split_path = os.path.join(split_dir.name, "split") if split_dir else None
+    with servers(args, kind, sessions, log_path, split_path) as (srvs, infra):
         tokens = srvs[0].tokens or [srvs[0].token] * sessions  # a user per session, or one for all
         provider = "stamp" if kind == "reference" or args.provider == "stamp" else args.provider
         sids = asyncio.run(create_sessions(srvs[0].url, tokens, provider, str(args.pace)))
@@ -317,6 +341,8 @@ def one_run(
         ]
         for p in procs:
             p.start()
+            if args.pin:
+                os.sched_setaffinity(p.pid, load_cpus())
         for _ in range(sessions * SUBSCRIBERS_PER_SESSION):
             ready.get(timeout=300)
         if kind != "reference":
@@ -344,18 +370,26 @@ def one_run(
         def cpu() -> tuple[float, dict[str, float]]:
             return sum(cpu_seconds(s.pid) for s in srvs), {k: f() for k, f in infra.items()}
 
+        splits = []
+        if split_path:
+            splits.append(cpu_split.take(srvs[0].pid, split_path, 0))
         (cpu0, infra0), ticks0, load0, t0 = cpu(), machine_ticks(), os.getloadavg()[0], time.perf_counter()
         go.set()
         stats = [results.get(timeout=900) for _ in procs]
-        waits = [write_waits(s.url) for s in srvs] if kind != "reference" else []
         elapsed = time.perf_counter() - t0
         (cpu1, infra1), steal = cpu(), steal_share(ticks0, machine_ticks())
+        if split_path:
+            splits.append(cpu_split.take(srvs[0].pid, split_path, 1))
+        # Read after the CPU: the scrape of /metrics is the benchmark's work, not the load's.
+        waits = [write_waits(s.url) for s in srvs] if kind != "reference" else []
         load = max(load0, os.getloadavg()[0])
         rss = sum(rss_kib(s.pid) for s in srvs)
         for p in procs:
             p.join(10)
         if spy is not None:
             spy.wait(args.profile_seconds + 60)
+    if split_dir is not None:
+        split_dir.cleanup()
     events = sum(s["events"] for s in stats)
     lat = [x for s in stats for x in s["lat"]]
     expected_deltas = sessions * messages * args.tokens * SUBSCRIBERS_PER_SESSION
@@ -392,6 +426,8 @@ def one_run(
         "write_wait_over_100ms": sum(w[2] for w in waits) / max(sum(w[1] for w in waits), 1) if waits else None,
         "steal": steal,
         "load": load,
+        "split": splits,
+        "answers": sessions * messages,
     }
 
 
@@ -423,6 +459,18 @@ def main() -> None:
     ap.add_argument("--replicas", type=int, default=1, help=">1: that many servers on a private PostgreSQL + Redis")
     ap.add_argument("--profile", metavar="DIR", help="py-spy each chatsync server's first run into DIR")
     ap.add_argument("--profile-seconds", type=int, default=30)
+    ap.add_argument(
+        "--cpu-split",
+        action="store_true",
+        help="print where chatsync's CPU went per answer, by part of the run path (bench/cpu_split.py; the timing "
+        "adds to the CPU it measures: leave it out of the runs whose CPU per event is reported)",
+    )
+    ap.add_argument(
+        "--pin",
+        action="store_true",
+        help="every server on the first core and the load generators on the others, as clients on other machines "
+        "would be (one replica only)",
+    )
     ap.add_argument("--print-losses", type=int, default=50, help="losses printed per run, each with its kind")
     ap.add_argument(
         "--log-deliveries",
@@ -433,11 +481,14 @@ def main() -> None:
     args = ap.parse_args()
     if "before" in args.server and not args.before_root:
         ap.error("--server before needs --before-root (or CHATSYNC_BENCH_BEFORE_ROOT)")
+    if args.pin and (args.replicas > 1 or len(os.sched_getaffinity(0)) < 2):
+        ap.error("--pin needs one replica and at least two cores")
     where = "1 process, SQLite" if args.replicas == 1 else f"{args.replicas} replicas, PostgreSQL + Redis"
     print(
         f"capacity: {' / '.join(args.server)} ({where}, provider {args.provider}), sessions {args.sessions} x "
         f"{SUBSCRIBERS_PER_SESSION} subscribers on {args.procs} processes, a send every {args.send_every:g} s for "
         f"{args.seconds:g} s, {args.tokens} tokens at {args.pace:g}/s per answer, {args.runs} runs interleaved"
+        + (f"; servers on CPU {sorted(SERVER_CPUS)}, load generators on CPUs {sorted(load_cpus())}" if args.pin else "")
     )
     best: dict[str, int | None] = dict.fromkeys(args.server)
     for sessions in args.sessions:
@@ -479,6 +530,8 @@ def main() -> None:
                     + (f" first send error: {r['first_error']}" if r["first_error"] else ""),
                     flush=True,
                 )
+                if r["split"]:
+                    cpu_split.report(r["split"][0], r["split"][1], r["answers"], lambda line: print(line, flush=True))
                 for line in r["loss_lines"][: args.print_losses]:
                     print(f"    loss: {line}", flush=True)
                 if len(r["loss_lines"]) > args.print_losses:

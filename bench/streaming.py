@@ -82,6 +82,10 @@ def serve() -> None:
     from server.llm import providers
 
     providers.register_provider("stamp", "bench.streaming", "StampProvider")
+    if os.environ.get("BENCH_CPU_SPLIT"):
+        from bench import cpu_split
+
+        cpu_split.install(os.environ["BENCH_CPU_SPLIT"])
     if os.environ.get("BENCH_TRACE_FILE"):
         trace_fan_out(os.environ["BENCH_TRACE_FILE"])
     main(["serve"])
