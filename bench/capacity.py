@@ -39,12 +39,12 @@ same delivered rate, does not drift with the machine as the absolute figures do.
 run interleaved, run by run, the order rotating from one run to the next so that each server goes first as often as
 the others (``before``: the server of another checkout, e.g. a git worktree of older code).
 
-``--pin`` keeps the server on the first core and the load generators on the others, as a deployment's clients
-are on other machines (with the three sharing both cores, the server also shares its caches with the clients;
-docs/performance.md compares the two). ``--cpu-split`` prints, after each
-chatsync run, where its CPU went per answer by part of the run path (the send, the token path, a step's end,
-fan-out, the transactions' parts), timed inside the server (``bench/cpu_split.py``); the timing costs CPU itself,
-so runs with it are for the split, not for the CPU per event.
+``--pin`` keeps the server on the first core and the load generators on the others, as a deployment's clients are on
+other machines (with the three sharing both cores, the server also shares its caches with the clients;
+docs/performance.md compares the two). ``--cpu-split`` prints, after each chatsync run, where its CPU went per
+answer by part of the run path (the send, the token path, a step's end, fan-out, the transactions' parts), timed
+inside the server (``bench/cpu_split.py``); the timing costs CPU itself, so runs with it are for the split, not for
+the CPU per event.
 
 ``--provider openai`` streams every answer through chatsync's OpenAI adapter (the official SDK and its HTTP
 client) from ``bench/fake_openai.py``, a local OpenAI-compatible server pacing the same stamped tokens: the
@@ -314,12 +314,23 @@ def write_waits(url: str) -> tuple[float, int, int]:
     return values.get('chatsync_db_pool_wait_seconds_sum{kind="write"}', 0.0), int(total), int(total - within)
 
 
+@contextlib.contextmanager
+def split_file(enabled: bool) -> Iterator[str | None]:
+    """Where a server writes its CPU split's snapshots, in a folder removed afterwards; None when not splitting."""
+    if not enabled:
+        yield None
+        return
+    with tempfile.TemporaryDirectory() as folder:
+        yield os.path.join(folder, "split")
+
+
 def one_run(
     args: argparse.Namespace, sessions: int, kind: str, profile: str | None = None, log_path: str | None = None
 ) -> dict:
-    split_dir = tempfile.TemporaryDirectory() if args.cpu_split and kind == "chatsync" else None
-    split_path = os.path.join(split_dir.name, "split") if split_dir else None
-    with servers(args, kind, sessions, log_path, split_path) as (srvs, infra):
+    with (
+        split_file(args.cpu_split and kind == "chatsync") as split_path,
+        servers(args, kind, sessions, log_path, split_path) as (srvs, infra),
+    ):
         tokens = srvs[0].tokens or [srvs[0].token] * sessions  # a user per session, or one for all
         provider = "stamp" if kind == "reference" or args.provider == "stamp" else args.provider
         sids = asyncio.run(create_sessions(srvs[0].url, tokens, provider, str(args.pace)))
@@ -388,8 +399,6 @@ def one_run(
             p.join(10)
         if spy is not None:
             spy.wait(args.profile_seconds + 60)
-    if split_dir is not None:
-        split_dir.cleanup()
     events = sum(s["events"] for s in stats)
     lat = [x for s in stats for x in s["lat"]]
     expected_deltas = sessions * messages * args.tokens * SUBSCRIBERS_PER_SESSION

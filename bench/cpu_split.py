@@ -119,6 +119,10 @@ def parts() -> list[tuple[str, Any, str, bool]]:
     ]
 
 
+def _collector_label(generation: int) -> str:
+    return f"the garbage collector, generation {generation}"
+
+
 def install(path: str) -> None:
     """Time every part of :func:`parts`, and write the totals to ``<path>.<n>`` on each ``SIGUSR1``."""
     labels = []
@@ -132,12 +136,12 @@ def install(path: str) -> None:
         if phase == "start":
             started.append(_cpu())
         elif started:
-            key = f"the garbage collector, generation {info['generation']}"
+            key = _collector_label(info["generation"])
             _totals[key] = _totals.get(key, 0.0) + _cpu() - started.pop()
             _calls[key] = _calls.get(key, 0) + 1
 
     gc.callbacks.append(collector)
-    labels += [f"the garbage collector, generation {generation}" for generation in range(3)]
+    labels += [_collector_label(generation) for generation in range(3)]
     snapshots = 0
 
     def snapshot(*_: Any) -> None:
