@@ -59,7 +59,11 @@ export async function devices(browser, url, specs, body) {
       try {
         await d.page.screenshot({ path: file, timeout: 5000 });
         const text = (await d.page.locator("body").innerText({ timeout: 5000 })).replace(/\s+/g, " ").slice(0, 400);
-        shown.push(`device ${i + 1} at ${d.page.url()}: screenshot ${file}; text: ${text}`);
+        // What the app announced (a failed action says why there) and what the device recorded.
+        const live = d.page.locator("[role=status], [role=alert], [aria-live]");
+        const said = (await live.allInnerTexts()).join(" | ").replace(/\s+/g, " ");
+        shown.push(`device ${i + 1} at ${d.page.url()}: screenshot ${file}; text: ${text}; announced: ${said}` +
+                   (d.problems.length ? `; problems: ${d.problems.join(" | ")}` : ""));
       } catch { shown.push(`device ${i + 1}: could not capture`); }
     }
     if (error instanceof Error && shown.length) error.stack = `${error.stack}\n${shown.join("\n")}`;

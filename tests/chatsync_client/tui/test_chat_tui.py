@@ -166,9 +166,10 @@ async def test_approve_a_tool_from_the_terminal(paced: Any) -> None:
                     and app.view.run is None
                     and app.view.messages[-1].status == "complete"
                     and app.view.messages[-1].role == "assistant"
+                    # the bar is redrawn on a later refresh than the view's state
+                    and not bar.has_class("pending")
                 ),
             )
-            assert not bar.has_class("pending")
         snap = await chat.get_session(s.id)
         tool = [m for m in snap.messages if m.role == "tool"]
         assert len(tool) == 1 and "denied" not in tool[0].content.lower()
