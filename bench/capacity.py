@@ -76,7 +76,17 @@ import orjson
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench import cpu_split
-from bench.common import ROOT, Server, cpu_seconds, machine_ticks, pct, run_server, steal_share, summary
+from bench.common import (
+    ROOT,
+    Server,
+    cpu_seconds,
+    interpreter,
+    machine_ticks,
+    pct,
+    run_server,
+    steal_share,
+    summary,
+)
 from bench.idle_connections import rss_kib
 from bench.infra import private_postgres, private_redis
 from chatsync_client import TrpcClient
@@ -498,6 +508,7 @@ def main() -> None:
         f"{SUBSCRIBERS_PER_SESSION} subscribers on {args.procs} processes, a send every {args.send_every:g} s for "
         f"{args.seconds:g} s, {args.tokens} tokens at {args.pace:g}/s per answer, {args.runs} runs interleaved"
         + (f"; servers on CPU {sorted(SERVER_CPUS)}, load generators on CPUs {sorted(load_cpus())}" if args.pin else "")
+        + f"; interpreter {interpreter()}"
     )
     best: dict[str, int | None] = dict.fromkeys(args.server)
     for sessions in args.sessions:

@@ -25,6 +25,20 @@ from testkit import free_port  # noqa: E402
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
+def interpreter() -> str:
+    """Which Python the servers run on (every server a benchmark starts runs on ``sys.executable``): its path,
+    version, and whether its interpreter is a shared ``libpython`` (pyenv's default build) or linked into the
+    executable (Debian's ``python3``). Absolute figures from different interpreters do not compare; ratios
+    against the bare broadcast, which runs on the same one, do (``docs/performance.md``)."""
+    try:
+        with open("/proc/self/maps") as maps:
+            shared = any("libpython" in line for line in maps)
+    except OSError:
+        return f"{sys.executable} (Python {sys.version.split()[0]})"
+    linked = "a shared libpython" if shared else "libpython linked in"
+    return f"{sys.executable} (Python {sys.version.split()[0]}, {linked})"
+
+
 def cpu_split(pid: int) -> tuple[float, float]:
     """(user, system) CPU seconds of a process, from /proc."""
     with open(f"/proc/{pid}/stat") as f:
