@@ -23,7 +23,9 @@ if [ -f client_js/package.json ]; then
     echo "setup: node (20+) and npm are required to build the web app and run the client_js suite" >&2
     exit 1
   fi
-  if [ ! -d client_js/node_modules ] || [ client_js/package-lock.json -nt client_js/node_modules ]; then
+  # npm records what it installed in node_modules/.package-lock.json when an install completes: without it the
+  # folder is missing, emptied or half made.
+  if [ ! -f client_js/node_modules/.package-lock.json ] || [ client_js/package-lock.json -nt client_js/node_modules ]; then
     (cd client_js && npm ci --no-audit --no-fund --loglevel=error)
     touch client_js/node_modules
   fi
