@@ -81,9 +81,12 @@ async def test_typing_while_streaming_is_queued_then_sent(
             await pilot.press(*"next")
             await pilot.press("enter")
             queue = app.query_one("#queue", QueueList)
-            await until(pilot, lambda: [q.content for q in queue.items] == ["next"])
+            title = app.query_one("#queue-title", Label)
+            # the widgets are redrawn on a later refresh than the view's state: wait for what is drawn too
+            await until(
+                pilot, lambda: [q.content for q in queue.items] == ["next"] and str(title.render()) == "Queue (1)"
+            )
             assert app.view is not None and app.view.run is not None, "the answer ended before the queueing"
-            assert str(app.query_one("#queue-title", Label).render()) == "Queue (1)"
             assert app.query_one("#prompt", Input).value == ""  # the input stayed usable
             for path in [tmp_path, *([Path(SHOTS)] if SHOTS else [])]:
                 app.save_screenshot("chat.svg", str(path))
@@ -126,8 +129,8 @@ async def test_queue_edit_move_remove_show_in_another_client(paced: Any) -> None
                 await watcher.wait_until(lambda v: [q.content for q in v.queue] == ["three", "two, edited"])
                 # another client's change appears live
                 await other.clear_queue(s.id)
-                await until(pilot, lambda: queue.items == [])
-                assert str(app.query_one("#queue-title", Label).render()) == "Queue (0) · paused"
+                title = app.query_one("#queue-title", Label)
+                await until(pilot, lambda: queue.items == [] and str(title.render()) == "Queue (0) · paused")
 
 
 async def test_connection_indicator_shows_reconnecting_then_resumed(paced: Any) -> None:
@@ -272,11 +275,14 @@ async def test_attach_a_file_then_send(live: Any, tmp_path: Path) -> None:
             await submit(pilot, "what is on this list?")
             await until(
                 pilot,
-                lambda: app.view is not None and any(m.role == "user" and m.attachments for m in app.view.messages),
+                lambda: (
+                    app.view is not None
+                    and any(m.role == "user" and m.attachments for m in app.view.messages)
+                    # the messages are drawn on a later refresh than the view's state
+                    and any("📎 notes.txt (text/plain, 18 bytes)" in str(w.render()) for w in app.query(MessageView))
+                ),
             )
             assert app.attached == [] and "notes.txt" not in str(prompt.placeholder)
-            drawn = [str(w.render()) for w in app.query(MessageView)]
-            assert any("📎 notes.txt (text/plain, 18 bytes)" in text for text in drawn)
         stored = await chat.get_session(s.id)
         sent = [m for m in stored.messages if m.role == "user"]
         assert [m.content for m in sent] == ["what is on this list?"]

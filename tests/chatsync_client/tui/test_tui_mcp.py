@@ -34,8 +34,12 @@ async def test_mcp_tool_approved_from_the_terminal_with_progress(
             prompt.value = '/tool tools__progress {"steps": 3, "delay": 0.5}'
             await pilot.press("enter")
             bar = app.query_one("#approval", ApprovalBar)
-            await until(pilot, lambda: bar.has_class("pending"), timeout=30)
-            assert "Tool wants to run: MCP tools · progress" in str(bar.render())
+            # the bar's class and its text may be drawn on different refreshes
+            await until(
+                pilot,
+                lambda: bar.has_class("pending") and "Tool wants to run: MCP tools · progress" in str(bar.render()),
+                timeout=30,
+            )
             assert log_lines(log) == []
             await pilot.press("ctrl+y")
             status = app.query_one("#status", StatusLine)
