@@ -282,7 +282,8 @@ export const scenarios = {
     });
   },
 
-  /** A long chat opens at its newest messages; "Load earlier messages" reads the older ones back to the start. */
+  /** A long chat opens at its newest messages; moving to "Load earlier messages" keeps the top of the log in view;
+   * the button reads the older ones back to the start. */
   async long_history({ browser, url, token, sessionId }) {
     return devices(browser, url, [{ token }], async ([d], problems) => {
       const { page } = d;
@@ -290,6 +291,19 @@ export const scenarios = {
       const notes = () => log(page).locator("[data-role=system]").allTextContents();
       const earlier = page.getByRole("button", { name: "Load earlier messages" });
       const first = await until(notes, (t) => t.length === 200, { what: "the newest 200 messages" });
+      // Moving to the button (as a keyboard or a screen reader does) brings the top of the log into view, where
+      // it stays while the messages there are laid out; the log does not jump back to its end.
+      await earlier.focus();
+      // Ten frames after the focus, the button is still inside the log's box on every one.
+      const focusKept = await page.evaluate(async () => {
+        for (let i = 0; i < 10; i++) {
+          await new Promise((r) => requestAnimationFrame(() => r()));
+          const b = document.querySelector("[role=log] button.earlier").getBoundingClientRect();
+          const box = document.querySelector("[role=log]").getBoundingClientRect();
+          if (b.top < box.top || b.bottom > box.bottom) return false;
+        }
+        return true;
+      });
       let clicks = 0;
       while (await earlier.count()) {
         await earlier.click();
@@ -297,7 +311,7 @@ export const scenarios = {
         await until(notes, (t) => t.length > first.length + (clicks - 1) * 200, { what: "an earlier page" });
         await earlier.or(log(page).getByText("note 0", { exact: true })).first().waitFor();
       }
-      return { first, all: await notes(), clicks, problems: problems() };
+      return { first, all: await notes(), clicks, focusKept, problems: problems() };
     });
   },
 

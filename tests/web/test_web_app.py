@@ -115,6 +115,7 @@ def test_a_long_chat_opens_at_its_end_and_reads_back(web_server: WebServer, brow
     seen = browser.run("long_history", token=web_server.tokens["alice"], sessionId=sid)
     no_problems(seen)
     assert seen["first"] == notes[250:]  # session.get's newest page
+    assert seen["focusKept"] is True  # focusing the button does not send the log back to its end
     assert seen["clicks"] == 2 and seen["all"] == notes  # two pages of message.list, each message once
 
 

@@ -8,6 +8,7 @@ import { MessageItem } from "./MessageItem";
 import { PendingMessages } from "./PendingMessages";
 import { plural } from "../lib/plural";
 import { $sends } from "../stores/actions";
+import { act } from "../stores/call";
 
 // A long history is shown newest first: the last messages at once, older ones added in slices between
 // frames, so opening a chat of a thousand messages never holds the page for long.
@@ -54,7 +55,7 @@ export function MessageLog() {
   const [loading, setLoading] = useState(false);
   const earlier = () => {
     setLoading(true);
-    loadEarlier().catch(() => undefined).finally(() => setLoading(false));
+    void act("Loading earlier messages", loadEarlier).finally(() => setLoading(false));
   };
   const ref = useRef<HTMLDivElement>(null);
   // Following the end; false only after the reader scrolled up themselves.
@@ -115,6 +116,14 @@ export function MessageLog() {
     lastTop.current = top;
   };
   const byUser = () => { userInput.current = performance.now(); };
+  // A reader who moves to "Load earlier messages" (a pointer on it, or the focus: a key or a screen reader)
+  // has gone back to the start: the log stops following, or the top's messages laid out as they come into
+  // view would send it back to its end, the button with it.
+  const readBack = () => {
+    if (!follow.current) return;
+    follow.current = false;
+    setAway(new Set($messages.get().map((m) => m.id)));
+  };
   const fresh = countNew(messages, away);
   const pendingHere = outbox.some((o) => o.sessionId === $sessionId.get());
   return (
@@ -124,7 +133,8 @@ export function MessageLog() {
            onKeyDown={(e) => { if (USER_KEYS.has(e.key)) byUser(); }}>
         <div class="log-content">
           {hasEarlier && from === 0 && (
-            <button type="button" class="earlier" onClick={earlier} disabled={loading} aria-busy={loading}>
+            <button type="button" class="earlier" onClick={earlier} onFocus={readBack} onPointerDown={readBack}
+                    disabled={loading} aria-busy={loading}>
               Load earlier messages
             </button>
           )}
