@@ -164,7 +164,8 @@ def test_code_blocks_copy_and_are_highlighted_once_loaded(web_server: WebServer,
     code = api.mutate("session.create", {"title": "Code chat"})["id"]
     answered(api, code, CODE)
     stream = api.mutate("session.create", {"title": "Streaming code"})["id"]
-    words = " ".join(f"w{i}" for i in range(80))
+    # 10 s of answer: the highlighter loads while it streams, also on a busy host
+    words = " ".join(f"w{i}" for i in range(200))
     stream_text = f"```js\nconst a = 1;\n```\n\n{words}"
 
     seen = browser.run(
