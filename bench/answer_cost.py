@@ -4,13 +4,16 @@
     .venv/bin/python bench/answer_cost.py --before-root ../older-checkout     # interleaved with another checkout
     .venv/bin/python bench/answer_cost.py --tools [--before-root ...]          # each answer makes a tool round
     .venv/bin/python bench/answer_cost.py --per-round 2 [--before-root ...]    # a second message, auto-sent
+    .venv/bin/python bench/answer_cost.py --history 400 [--before-root ...]    # in chats of 400 messages
 
 Every service is wired as the server wires them (``open_services``) on a SQLite file with the in-process bus and
 the offline echo model; S sessions each get a message per round, all sent at once, and the round ends when every
 run has finished. Nobody subscribes, so what is measured is the run's own work — the send, its transactions,
 the token path, what observes commits — not the fan-out (``bench/fanout.py``) or the socket writes. With
 ``--per-round 2`` each session gets a second message right after its first, which waits in the queue and is sent
-by the end of the first answer (the auto-send); every figure is then per answer of either kind.
+by the end of the first answer (the auto-send); every figure is then per answer of either kind. With
+``--history N`` each session first holds N messages (N/2 one-word questions and their answers), so the answers
+measured are in a conversation that long: every step reads and converts the whole conversation.
 
 It prints, per checkout, the CPU per answer (process CPU over a round ÷ answers) for a short answer (60 words)
 and a long one (600 words), the per-token cost the two imply (their difference ÷ 540), and per answer: write
@@ -109,7 +112,9 @@ async def run_path_settings(sessions: int, echo_delay: float) -> tuple[Any, str]
     return settings, path
 
 
-async def _measure(sessions: int, rounds: int, words: int, tools: bool = False, per_round: int = 1) -> dict[str, Any]:
+async def _measure(
+    sessions: int, rounds: int, words: int, tools: bool = False, per_round: int = 1, history: int = 0
+) -> dict[str, Any]:
     """One checkout's figures (runs in a child process whose working directory is that checkout)."""
     from sqlalchemy import event
     from sqlalchemy.ext.asyncio import AsyncEngine
@@ -176,6 +181,10 @@ async def _measure(sessions: int, rounds: int, words: int, tools: bool = False, 
             if tools and _statuses(path) != Counter({"idle": sessions}):
                 raise RuntimeError(f"a round ended with sessions not idle: {_statuses(path)}")
 
+        for _ in range(history // 2):  # the conversation so far: one-word questions and their answers
+            for sid in ids:
+                await services.runs.send(user, sid, "earlier", [], [], None)
+            await settled()
         await one_round()  # warm: statements compiled, caches filled
         db = services.db
         write, read = db.write, db.read
@@ -232,9 +241,9 @@ async def _measure(sessions: int, rounds: int, words: int, tools: bool = False, 
 
 
 def _child(
-    root: str, sessions: int, rounds: int, words: int, tools: bool = False, per_round: int = 1
+    root: str, sessions: int, rounds: int, words: int, tools: bool = False, per_round: int = 1, history: int = 0
 ) -> dict[str, Any]:
-    return run_child("answer_cost.py", root, sessions, rounds, words, int(tools), per_round)
+    return run_child("answer_cost.py", root, sessions, rounds, words, int(tools), per_round, history)
 
 
 def run_child(script: str, root: str, *args: object) -> dict[str, Any]:
@@ -271,15 +280,21 @@ def checkouts(args: argparse.Namespace) -> dict[str, str]:
 
 
 def main() -> None:
-    if len(sys.argv) == 7 and sys.argv[1] == "--child":
+    if len(sys.argv) == 8 and sys.argv[1] == "--child":
         sys.path.insert(0, os.getcwd())
-        sessions, rounds, words, tools, per_round = (int(v) for v in sys.argv[2:])
-        print(json.dumps(asyncio.run(_measure(sessions, rounds, words, bool(tools), per_round))))
+        sessions, rounds, words, tools, per_round, history = (int(v) for v in sys.argv[2:])
+        print(json.dumps(asyncio.run(_measure(sessions, rounds, words, bool(tools), per_round, history))))
         return
     ap = run_path_arguments(__doc__)
     ap.add_argument("--tools", action="store_true", help="each answer goes through a round of tool calls")
     ap.add_argument(
         "--per-round", type=int, choices=(1, 2), default=1, help="messages per session per round (2: one auto-sent)"
+    )
+    ap.add_argument(
+        "--history",
+        type=int,
+        default=0,
+        help="messages each session holds before the measured answers (one-word exchanges, half of them answers)",
     )
     args = ap.parse_args()
     if args.tools and args.per_round != 1:
@@ -291,8 +306,8 @@ def main() -> None:
     phases: dict[str, dict[str, list[float]]] = {name: {p: [] for p in PHASES} for name in roots}
     for run in range(args.runs):
         for name, root in roots.items():
-            s = _child(root, args.sessions, args.rounds, 60, args.tools, args.per_round)
-            lg = _child(root, args.sessions, args.rounds, 600, args.tools, args.per_round)
+            s = _child(root, args.sessions, args.rounds, 60, args.tools, args.per_round, args.history)
+            lg = _child(root, args.sessions, args.rounds, 600, args.tools, args.per_round, args.history)
             short[name].append(s["cpu_ms"])
             long[name].append(lg["cpu_ms"])
             counted[name] = s["per_answer"]

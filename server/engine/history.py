@@ -18,13 +18,17 @@ Choices made here:
 from __future__ import annotations
 
 import base64
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple, cast
 
+from ..domain.models import MessageStatus, Role
 from ..llm import Attachment, ChatRequest, Message, ModelInputs, RequestOptions, ToolCall, ToolDefinition
 from ..llm.convert.files import NO_IMAGES, OVER_BUDGET, UNSUPPORTED, kind_of
 from ..protocol.errors import RpcError
+from ..store.prepared import json_value
 from ..store.repo import HistoryRow as MessageRow
+from ..store.repo import StoredRow
 from ..store.session_row import SessionFields
 
 # Bytes of uploaded files held for one request (each file is bounded by CHATSYNC_MAX_FILE_BYTES); files of older
@@ -82,6 +86,14 @@ def tool_definitions(session: SessionFields) -> tuple[ToolDefinition, ...]:
     )
 
 
+def converted(row: MessageRow) -> tuple[Message, ...]:
+    """What one stored message is in a request: its message, and for a tool result with images the user message
+    holding them (:func:`tool_images`)."""
+    if row.role == "tool" and row.attachments:
+        return (to_message(row), tool_images(row))
+    return (to_message(row),)
+
+
 def build_request(
     session: SessionFields,
     rows: Sequence[MessageRow],
@@ -95,6 +107,36 @@ def build_request(
     session's model takes, when the caller decided it (else the converters apply the documented rule).
     ``model``: another model than the session's (a regenerate's); ``continuation``: the last row is an answer
     that goes on."""
+    messages: list[Message] = []
+    for row in rows:
+        if row.id != exclude and (row.role != "tool" or row.tool_call_id):
+            messages.extend(converted(row))
+    return _request(session, messages, inputs, model, continuation)
+
+
+def build_stored_request(
+    session: SessionFields,
+    rows: Sequence[StoredRow],
+    *,
+    exclude: str | None = None,
+    inputs: ModelInputs | None = None,
+    model: str | None = None,
+    continuation: bool = False,
+    cache: ConvertedMessages | None = None,
+) -> ChatRequest:
+    """:func:`build_request` for the rows of ``repo.stored_history`` (what a run's step reads), each converted
+    once per process: the messages of a row seen before come from ``cache`` (the process's by default)."""
+    of = (CONVERTED if cache is None else cache).of
+    messages: list[Message] = []
+    for row in rows:
+        if row[0] != exclude and (row[1] != "tool" or row[5]):
+            messages.extend(of(row))
+    return _request(session, messages, inputs, model, continuation)
+
+
+def _request(
+    session: SessionFields, messages: list[Message], inputs: ModelInputs | None, model: str | None, continuation: bool
+) -> ChatRequest:
     defaults: dict[str, Any] = session.defaults or {}
     options = RequestOptions(
         model=model or session.model,
@@ -105,14 +147,81 @@ def build_request(
         system_prompt=session.system_prompt,
         inputs=inputs,
     )
-    messages: list[Message] = []
-    for row in rows:
-        if row.id == exclude or (row.role == "tool" and not row.tool_call_id):
-            continue
-        messages.append(to_message(row))
-        if row.role == "tool" and row.attachments:
-            messages.append(tool_images(row))
     return ChatRequest(messages=tuple(messages), options=options, tools=tool_definitions(session))
+
+
+class _Stored(NamedTuple):
+    """A :data:`StoredRow` with its JSON read (a ``repo.HistoryRow``)."""
+
+    id: str
+    role: Role
+    content: str
+    attachments: list[dict[str, Any]]
+    tool_calls: list[dict[str, Any]] | None
+    tool_call_id: str | None
+    status: MessageStatus
+    is_error: bool
+
+
+class ConvertedMessages:
+    """Stored messages -> what they are in a request (:func:`converted`), remembered by the whole stored row.
+
+    Every step of a run reads its whole conversation, and converting a message (its JSON read, the request's
+    models built) costs far more than finding it again: a step of a 400-message chat would convert 400 messages
+    to add one. The key is every column the conversion reads, so a message whose row changed (an answer that went
+    on, a status) is simply another key, and nothing is ever invalidated; the messages are immutable, so steps
+    of any session share them. Bounded by ``budget`` (characters of the rows held, about their bytes); the
+    messages used least recently go first.
+    """
+
+    __slots__ = ("_entries", "_held", "budget")
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self._entries: OrderedDict[StoredRow, tuple[tuple[Message, ...], int]] = OrderedDict()
+        self._held = 0
+
+    def of(self, row: StoredRow) -> tuple[Message, ...]:
+        entries = self._entries
+        found = entries.get(row)
+        if found is not None:
+            entries.move_to_end(row)
+            return found[0]
+        mid, role, content, attachments, tool_calls, call_id, status, is_error = row
+        messages = converted(
+            _Stored(
+                mid,
+                cast(Role, role),
+                content,
+                json_value(attachments) or [],
+                json_value(tool_calls),
+                call_id,
+                cast(MessageStatus, status),
+                bool(is_error),
+            )
+        )
+        # An image a tool returned is held twice (its base64 text in the key, its bytes in the message).
+        size = ENTRY_OVERHEAD + len(content) + 2 * len(attachments or "") + len(tool_calls or "")
+        if size <= self.budget:
+            entries[row] = (messages, size)
+            self._held += size
+            while self._held > self.budget:
+                self._held -= entries.popitem(last=False)[1][1]
+        return messages
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @property
+    def held(self) -> int:
+        """Characters of the rows held (the bound's measure)."""
+        return self._held
+
+
+# What an entry costs besides its text (the key's tuple, the message objects), counted as characters.
+ENTRY_OVERHEAD = 512
+# The process's converted messages: 32 Mi characters of conversation, some thousands of chats' recent history.
+CONVERTED = ConvertedMessages(32 * 1024 * 1024)
 
 
 def tool_images(row: MessageRow) -> Message:

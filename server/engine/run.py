@@ -58,7 +58,7 @@ from ..services.uow import SessionTx
 from ..store import repo
 from ..store.run_rows import CallRow, MessageRow, RunRow
 from . import mcp_tools
-from .history import build_request, has_files, load_files, notices
+from .history import build_stored_request, has_files, load_files, notices
 from .turn import Turn
 
 if TYPE_CHECKING:
@@ -111,8 +111,8 @@ async def start_step(ctx: RunContext, tx: SessionTx, run: RunRow, after: Message
     else:
         message = await transitions.add_message(tx, "assistant", "", status="streaming", run_id=run.id, after=after)
         mid, exclude, initial = message.id, message.id, ""
-    rows = await repo.history(await tx.plain(), session.id)
-    request = build_request(
+    rows = await repo.stored_history(await tx.plain(), session.id)
+    request = build_stored_request(
         session,
         rows,
         exclude=exclude,

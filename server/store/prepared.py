@@ -16,6 +16,7 @@ Statements must be built once (module constants with ``bindparam``): each is com
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
@@ -141,6 +142,20 @@ def _json_text(none_as_null: bool, sqlalchemys: Callable[[Any], Any]) -> Callabl
             return sqlalchemys(value)
 
     return process
+
+
+def json_value(text: str | None) -> Any:
+    """The value of a JSON column read as its text (SQL NULL: None), parsed as :func:`result_processor` parses
+    it on SQLite: ``orjson``, and stdlib ``json`` (SQLAlchemy's default) for text with a long number or that
+    orjson refuses."""
+    if text is None:
+        return None
+    if _long_number(text) is None:
+        try:
+            return orjson.loads(text)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(text)
 
 
 def result_processor(type_: TypeEngine[Any], dialect: Dialect) -> Callable[[Any], Any] | None:

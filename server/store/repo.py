@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, NamedTuple, Protocol, TypeVar
 
-from sqlalchemy import Row, bindparam, delete, func, insert, or_, select, update
+from sqlalchemy import Integer, Row, Text, bindparam, cast, delete, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased, make_transient_to_detached
 
@@ -349,8 +349,8 @@ async def list_messages(
 
 
 class HistoryRow(Protocol):
-    """What a model request is made from, of one message (``engine.history``): a :class:`Message`, or a row of
-    :func:`history` (no ORM object per message)."""
+    """What a model request is made from, of one message (``engine.history``): a :class:`Message`, or a
+    :data:`StoredRow` once its JSON is read."""
 
     @property
     def id(self) -> str: ...
@@ -370,37 +370,32 @@ class HistoryRow(Protocol):
     def is_error(self) -> bool: ...
 
 
-_HISTORY = (
+StoredRow = tuple[str, str, str, str | None, str | None, str | None, str, int]
+"""One message of the active path as a model request reads it, as stored: (id, role, content, attachments as JSON
+text, tool calls as JSON text or None, tool call id, status, is_error as 0 or 1). Plain values only, so a row is its
+own key (``engine.history.ConvertedMessages``)."""
+
+_STORED_HISTORY = (
     select(
         Message.id,
         Message.role,
         Message.content,
-        Message.attachments,
-        Message.tool_calls,
+        cast(Message.attachments, Text),
+        cast(Message.tool_calls, Text),
         Message.tool_call_id,
         Message.status,
-        Message.is_error,
+        cast(Message.is_error, Integer),
     )
     .where(Message.session_id == bindparam("sid"), Message.active.is_(True))
     .order_by(Message.ordinal)
 )
 
 
-class _History(NamedTuple):
-    id: str
-    role: wire.Role
-    content: str
-    attachments: list[dict[str, Any]]
-    tool_calls: list[dict[str, Any]] | None
-    tool_call_id: str | None
-    status: wire.MessageStatus
-    is_error: bool
-
-
-async def history(db: Executor, session_id: str) -> list[HistoryRow]:
-    """The active path in order, as a model request reads it: the columns it needs, no ORM objects (every step
-    of a run reads the whole conversation)."""
-    return [_History(*row) for row in (await db.execute(_HISTORY, {"sid": session_id})).all()]
+async def stored_history(db: Executor, session_id: str) -> list[StoredRow]:
+    """The active path in order, as stored (:data:`StoredRow`): no column is converted on the way (every step
+    of a run reads the whole conversation; ``engine.history`` converts only the messages it has not seen)."""
+    rows = (await db.execute(_STORED_HISTORY, {"sid": session_id})).all()
+    return [row if type(row) is tuple else tuple(row) for row in rows]
 
 
 TreeNode = tuple[str, str | None, int, bool, int]
