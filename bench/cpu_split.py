@@ -115,7 +115,7 @@ def parts() -> list[tuple[str, Any, str, bool]]:
         ("a transaction: commit", sqlite_inline.InlineConnection, "commit", True),
         ("a transaction: publish", UnitOfWork, "publish_tx", True),
         ("a message inserted", transitions, "add_message", True),
-        ("a step's history read", repo, "history", True),
+        ("a step's history read", repo, "stored_history", True),
     ]
 
 
