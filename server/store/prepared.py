@@ -144,18 +144,20 @@ def _json_text(none_as_null: bool, sqlalchemys: Callable[[Any], Any]) -> Callabl
     return process
 
 
-def json_value(text: str | None) -> Any:
-    """The value of a JSON column read as its text (SQL NULL: None), parsed as :func:`result_processor` parses
-    it on SQLite: ``orjson``, and stdlib ``json`` (SQLAlchemy's default) for text with a long number or that
-    orjson refuses."""
-    if text is None:
-        return None
+def _parsed(text: str, otherwise: Callable[[str], Any]) -> Any:
+    """JSON text parsed by ``orjson``, or by ``otherwise`` when it holds a long number or orjson refuses it."""
     if _long_number(text) is None:
         try:
             return orjson.loads(text)
         except orjson.JSONDecodeError:
             pass
-    return json.loads(text)
+    return otherwise(text)
+
+
+def json_value(text: str | None) -> Any:
+    """The value of a JSON column read as its text (SQL NULL: None), parsed as :func:`result_processor` parses
+    it on SQLite (stdlib ``json``, SQLAlchemy's default, where orjson would not read it exactly)."""
+    return None if text is None else _parsed(text, json.loads)
 
 
 def result_processor(type_: TypeEngine[Any], dialect: Dialect) -> Callable[[Any], Any] | None:
@@ -173,17 +175,9 @@ def result_processor(type_: TypeEngine[Any], dialect: Dialect) -> Callable[[Any]
         or dialect._json_deserializer is not None  # noqa: SLF001
     ):
         return sqlalchemys
-    loads, refused = orjson.loads, orjson.JSONDecodeError
 
     def process(value: Any) -> Any:
-        if value is None:
-            return None
-        if _long_number(value) is None:
-            try:
-                return loads(value)
-            except refused:
-                pass
-        return sqlalchemys(value)
+        return None if value is None else _parsed(value, sqlalchemys)
 
     return process
 
