@@ -19,11 +19,13 @@ bash scripts/setup.sh --with-node
 # where PYTHONDONTWRITEBYTECODE is set (Python then writes no bytecode of its own). Later runs compile only what changed.
 .venv/bin/python -m compileall -q -j 0 server chatsync_client tests || true
 set +e
-# Two workers by default (a module's tests stay on one worker, so module-scoped servers start once).
+# Three workers by default (a module's tests stay on one worker, so module-scoped servers start once): most of
+# a test's time is spent waiting on the servers, browsers and child processes it started, so on two cores a
+# third worker fills time the other two leave idle.
 # A worker that dies (a crash in native code) fails the run at once: replacing it under --dist loadscope can
 # leave the controller waiting for tests no worker holds. Modules are handed out in collection order, which
 # tests/conftest.py makes slowest first (--no-loadscope-reorder: not by their number of tests).
-workers=${CHATSYNC_TEST_WORKERS:-2}
+workers=${CHATSYNC_TEST_WORKERS:-3}
 if [ "$workers" -gt 1 ]; then
   .venv/bin/python -m pytest -q -p no:cacheprovider -n "$workers" --dist loadscope --no-loadscope-reorder \
     --max-worker-restart 0 "$@"
