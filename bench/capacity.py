@@ -8,6 +8,7 @@
     .venv/bin/python bench/capacity.py --profile DIR ...        # py-spy each server once (bench/profile_summary.py)
     .venv/bin/python bench/capacity.py --cpu-split ...          # chatsync's CPU per answer by part (bench/cpu_split.py)
     .venv/bin/python bench/capacity.py --pin ...                # servers on core 0, load generators on the others
+    .venv/bin/python bench/capacity.py --history 400 ...        # in chats that already hold 400 messages
 
 The server is a real `chatsync serve` process (SQLite, in-process bus) with ``bench/streaming.py``'s ``stamp``
 provider at ``--pace`` tokens per second (30: the echo model's pace, a human-like one): it streams like the
@@ -45,6 +46,10 @@ docs/performance.md compares the two). ``--cpu-split`` prints, after each chatsy
 answer by part of the run path (the send, the token path, a step's end, fan-out, the transactions' parts), timed
 inside the server (``bench/cpu_split.py``); the timing costs CPU itself, so runs with it are for the split, not for
 the CPU per event.
+
+``--history N`` gives each chatsync session N messages before the load (one-token questions and answers, sent
+through the server and queued as a user's would be; not counted): every step of a run then reads and converts a
+conversation that long, as in the chats people keep. The bare broadcast keeps no history, so its runs are the same.
 
 ``--provider openai`` streams every answer through chatsync's OpenAI adapter (the official SDK and its HTTP
 client) from ``bench/fake_openai.py``, a local OpenAI-compatible server pacing the same stamped tokens: the
@@ -199,14 +204,59 @@ def load_proc(
     asyncio.run(main())
 
 
-async def create_sessions(url: str, tokens: list[str], provider: str, pace: str) -> list[tuple[str, int]]:
-    """A new session for each token (its user's), each with its last seq (where its subscribers' copies start)."""
+async def create_sessions(
+    url: str, tokens: list[str], provider: str, pace: str, history: int = 0
+) -> list[tuple[str, int]]:
+    """A new session for each token (its user's), each with its last seq (where its subscribers' copies start).
+    ``history``: each session first holds that many messages (see :func:`prefill`)."""
     out = []
     for token in tokens:
         async with TrpcClient(url, token) as c:
             sid = (await c.mutation("session.create", {"provider": provider, "model": pace}))["id"]
-            out.append((sid, int((await c.query("session.get", {"sessionId": sid}))["lastEventId"])))
-    return out
+            out.append((sid, token))
+    if history:
+        await prefill(url, out, history)
+    last: list[tuple[str, int]] = []
+    for sid, token in out:
+        async with TrpcClient(url, token) as c:
+            last.append((sid, int((await c.query("session.get", {"sessionId": sid}))["lastEventId"])))
+    return last
+
+
+PREFILL_AT_ONCE = 50  # sessions filled at the same time
+PREFILL_BATCH = 100  # messages sent to a session before waiting for its queue to empty (the bench's cap is 1000)
+
+
+async def prefill(url: str, sessions: list[tuple[str, str]], history: int) -> None:
+    """Give every session ``history`` messages before the load: ``history // 2`` one-token questions ("1") and
+    their one-token answers, through the server as a user would (sent while a run goes on, they queue and are
+    sent in turn). A session is done when it is idle with an empty queue and holds every message."""
+    gate = asyncio.Semaphore(PREFILL_AT_ONCE)
+
+    async def fill(sid: str, token: str) -> None:
+        async with gate, TrpcClient(url, token) as c:
+            left = history // 2
+            while left:
+                batch = min(left, PREFILL_BATCH)
+                for _ in range(batch):
+                    await c.mutation("message.send", {"sessionId": sid, "content": "1"})
+                left -= batch
+                while True:
+                    state = await c.query("session.get", {"sessionId": sid, "messageLimit": 1})
+                    if state["session"]["status"] == "idle" and not state["queue"]:
+                        break
+                    await asyncio.sleep(0.05)
+            held, before = 0, None
+            while True:  # count the conversation, a page at a time
+                page = await c.query("message.list", {"sessionId": sid, "limit": 100, "before": before})
+                held += len(page["items"])
+                before = page["nextCursor"]
+                if before is None:
+                    break
+            if held != history // 2 * 2:
+                raise RuntimeError(f"session {sid} holds {held} messages, not {history // 2 * 2}")
+
+    await asyncio.gather(*(fill(sid, token) for sid, token in sessions))
 
 
 @contextlib.contextmanager
@@ -343,7 +393,8 @@ def one_run(
     ):
         tokens = srvs[0].tokens or [srvs[0].token] * sessions  # a user per session, or one for all
         provider = "stamp" if kind == "reference" or args.provider == "stamp" else args.provider
-        sids = asyncio.run(create_sessions(srvs[0].url, tokens, provider, str(args.pace)))
+        history = args.history if kind != "reference" else 0  # the bare broadcast keeps nothing
+        sids = asyncio.run(create_sessions(srvs[0].url, tokens, provider, str(args.pace), history))
         messages = max(1, round(args.seconds / args.send_every))
         per_proc: list[list[tuple[str, str, int, int | None, str]]] = [[] for _ in range(args.procs)]
         for i, (sid, last_seq) in enumerate(sids):
@@ -457,6 +508,12 @@ def main() -> None:
     ap.add_argument("--send-every", type=float, default=4.0, help="seconds between a user's messages (±25%%)")
     ap.add_argument("--tokens", type=int, default=60, help="tokens per answer")
     ap.add_argument(
+        "--history",
+        type=int,
+        default=0,
+        help="messages each chatsync session holds before the load (one-token questions and answers)",
+    )
+    ap.add_argument(
         "--users",
         choices=("per-session", "one"),
         default="per-session",
@@ -507,6 +564,7 @@ def main() -> None:
         f"capacity: {' / '.join(args.server)} ({where}, provider {args.provider}), sessions {args.sessions} x "
         f"{SUBSCRIBERS_PER_SESSION} subscribers on {args.procs} processes, a send every {args.send_every:g} s for "
         f"{args.seconds:g} s, {args.tokens} tokens at {args.pace:g}/s per answer, {args.runs} runs interleaved"
+        + (f", chats of {args.history} messages before the load" if args.history else "")
         + (f"; servers on CPU {sorted(SERVER_CPUS)}, load generators on CPUs {sorted(load_cpus())}" if args.pin else "")
         + f"; interpreter {interpreter()}"
     )
