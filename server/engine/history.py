@@ -172,14 +172,22 @@ class ConvertedMessages:
     on, a status) is simply another key, and nothing is ever invalidated; the messages are immutable, so steps
     of any session share them. Bounded by ``budget`` (characters of the rows held, about their bytes); the
     messages used least recently go first.
+
+    While the cache is full, a new row goes in at the end that leaves first, and only one in
+    ``FULL_INSERT_EVERY`` at the other: the steps of a process may together read more conversations than fit,
+    each conversation in full at every step, and with every new row going in as the most recent each step would
+    push out what the next one needs (every row a miss, and the collector busy with messages made and dropped).
+    So the rows that are found again stay, the ones that are not leave first, and a new working set still takes
+    over, a row in ``FULL_INSERT_EVERY`` at a time.
     """
 
-    __slots__ = ("_entries", "_held", "budget")
+    __slots__ = ("_entries", "_held", "_inserts", "budget")
 
     def __init__(self, budget: int) -> None:
         self.budget = budget
         self._entries: OrderedDict[StoredRow, tuple[tuple[Message, ...], int]] = OrderedDict()
         self._held = 0
+        self._inserts = 0  # rows put in while the cache was full
 
     def of(self, row: StoredRow) -> tuple[Message, ...]:
         entries = self._entries
@@ -203,10 +211,16 @@ class ConvertedMessages:
         # An image a tool returned is held twice (its base64 text in the key, its bytes in the message).
         size = ENTRY_OVERHEAD + len(content) + 2 * len(attachments or "") + len(tool_calls or "")
         if size <= self.budget:
+            full = False
+            while self._held + size > self.budget:
+                self._held -= entries.popitem(last=False)[1][1]
+                full = True
             entries[row] = (messages, size)
             self._held += size
-            while self._held > self.budget:
-                self._held -= entries.popitem(last=False)[1][1]
+            if full:
+                self._inserts += 1
+                if self._inserts % FULL_INSERT_EVERY:
+                    entries.move_to_end(row, last=False)  # the next to leave, unless found again first
         return messages
 
     def __len__(self) -> int:
@@ -220,6 +234,8 @@ class ConvertedMessages:
 
 # What an entry costs besides its text (the key's tuple, the message objects), counted as characters.
 ENTRY_OVERHEAD = 512
+# While the cache is full, one new row in this many goes in as the most recently used (the others as the least).
+FULL_INSERT_EVERY = 32
 # The process's converted messages: 32 Mi characters of conversation, some thousands of chats' recent history.
 CONVERTED = ConvertedMessages(32 * 1024 * 1024)
 

@@ -123,3 +123,45 @@ def test_the_cache_keeps_within_its_bound_and_drops_the_least_recently_used() ->
     big = _row("big", "x" * 4 * size)
     assert cache.of(big)[0].content == "x" * 4 * size
     assert len(cache) == 3 and cache.held <= cache.budget
+
+
+def _entry_size(text: str) -> int:
+    return 512 + len(text) + 2 * 2
+
+
+def test_conversations_that_do_not_all_fit_keep_those_that_do() -> None:
+    """Steps read whole conversations in turn; when together they are more than the cache holds, the rows found
+    again stay (plain least-recently-used would push out every row just before it is wanted: no hit at all)."""
+    rows = [_row(f"m{i}", f"{i:04d}") for i in range(20)]
+    cache = ConvertedMessages(10 * _entry_size("0000"))
+    held: dict[str, object] = {}
+    for _ in range(10):
+        hits = 0
+        for row in rows:
+            message = cache.of(row)[0]
+            hits += held.get(row[0]) is message
+            held[row[0]] = message
+    assert hits >= 8  # of the 10 rows the cache can hold, in the last pass over all 20
+    assert cache.held <= cache.budget
+
+
+def test_a_new_working_set_still_takes_the_cache_over() -> None:
+    """Rows put in while the cache is full go in as the next to leave, but one in FULL_INSERT_EVERY as the most
+    recent: rows nobody reads any more leave in the end, and the ones read now stay."""
+    cache = ConvertedMessages(10 * _entry_size("0000"))
+    for i in range(10):  # a cache full of rows nobody will read again
+        cache.of(_row(f"old{i}", f"{i:04d}"))
+    wanted = [_row(f"new{i}", f"{i:04d}") for i in range(8)]
+    held: dict[str, object] = {}
+    passes = 0
+    while True:
+        passes += 1
+        hits = 0
+        for row in wanted:
+            message = cache.of(row)[0]
+            hits += held.get(row[0]) is message
+            held[row[0]] = message
+        if hits == len(wanted):
+            break
+        assert passes < 500, "the rows read now never all stayed"
+    assert passes > 1
