@@ -20,11 +20,14 @@ from __future__ import annotations
 import base64
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
+from itertools import chain
+from operator import attrgetter
 from typing import Any, NamedTuple, cast
 
 from ..domain.models import MessageStatus, Role
 from ..llm import Attachment, ChatRequest, Message, ModelInputs, RequestOptions, ToolCall, ToolDefinition
 from ..llm.convert.files import NO_IMAGES, OVER_BUDGET, UNSUPPORTED, kind_of
+from ..llm.convert.history import ResumePoint, resume_point
 from ..protocol.errors import RpcError
 from ..store.prepared import json_value
 from ..store.repo import HistoryRow as MessageRow
@@ -122,20 +125,21 @@ def build_stored_request(
     inputs: ModelInputs | None = None,
     model: str | None = None,
     continuation: bool = False,
-    cache: ConvertedMessages | None = None,
+    cache: Conversations | None = None,
 ) -> ChatRequest:
-    """:func:`build_request` for the rows of ``repo.stored_history`` (what a run's step reads), each converted
-    once per process: the messages of a row seen before come from ``cache`` (the process's by default)."""
-    of = (CONVERTED if cache is None else cache).of
-    messages: list[Message] = []
-    for row in rows:
-        if row[0] != exclude and (row[1] != "tool" or row[5]):
-            messages.extend(of(row))
+    """:func:`build_request` for the rows of ``repo.stored_history`` (what a run's step reads): the part of the
+    conversation the session's last step converted comes from ``cache`` (the process's by default), and only the
+    rows after it are converted."""
+    messages = (CONVERSATIONS if cache is None else cache).messages(session.id, rows, exclude)
     return _request(session, messages, inputs, model, continuation)
 
 
 def _request(
-    session: SessionFields, messages: list[Message], inputs: ModelInputs | None, model: str | None, continuation: bool
+    session: SessionFields,
+    messages: Sequence[Message],
+    inputs: ModelInputs | None,
+    model: str | None,
+    continuation: bool,
 ) -> ChatRequest:
     defaults: dict[str, Any] = session.defaults or {}
     options = RequestOptions(
@@ -147,7 +151,9 @@ def _request(
         system_prompt=session.system_prompt,
         inputs=inputs,
     )
-    return ChatRequest(messages=tuple(messages), options=options, tools=tool_definitions(session))
+    # Every part is a model already validated (the messages when converted): constructing the request does not
+    # validate them all again, which for a long chat cost more than finding its messages.
+    return ChatRequest.model_construct(messages=tuple(messages), options=options, tools=tool_definitions(session))
 
 
 class _Stored(NamedTuple):
@@ -163,65 +169,142 @@ class _Stored(NamedTuple):
     is_error: bool
 
 
-class ConvertedMessages:
-    """Stored messages -> what they are in a request (:func:`converted`), remembered by the whole stored row.
+def _stored_messages(row: StoredRow) -> tuple[Message, ...]:
+    """What one stored row is in a request: nothing for a tool result without a call id, else :func:`converted`."""
+    mid, role, content, attachments, tool_calls, call_id, status, is_error = row
+    if role == "tool" and not call_id:
+        return ()
+    return converted(
+        _Stored(
+            mid,
+            cast(Role, role),
+            content,
+            json_value(attachments) or [],
+            json_value(tool_calls),
+            call_id,
+            cast(MessageStatus, status),
+            bool(is_error),
+        )
+    )
 
-    Every step of a run reads its whole conversation, and converting a message (its JSON read, the request's
-    models built) costs far more than finding it again: a step of a 400-message chat would convert 400 messages
-    to add one. The key is every column the conversion reads, so a message whose row changed (an answer that went
-    on, a status) is simply another key, and nothing is ever invalidated; the messages are immutable, so steps
-    of any session share them. Bounded by ``budget`` (characters of the rows held, about their bytes); the
-    messages used least recently go first.
 
-    While the cache is full, a new row goes in at the end that leaves first, and only one in
-    ``FULL_INSERT_EVERY`` at the other: the steps of a process may together read more conversations than fit,
-    each conversation in full at every step, and with every new row going in as the most recent each step would
-    push out what the next one needs (every row a miss, and the collector busy with messages made and dropped).
-    So the rows that are found again stay, the ones that are not leave first, and a new working set still takes
-    over, a row in ``FULL_INSERT_EVERY`` at a time.
+def _size(row: StoredRow) -> int:
+    """What a row counts for against the bound: its text and an entry's overhead (an image a tool returned is
+    held twice: its base64 text in the row, its bytes in the message)."""
+    return ENTRY_OVERHEAD + len(row[2]) + 2 * len(row[3] or "") + len(row[4] or "")
+
+
+def _common_prefix(old: Sequence[StoredRow], new: Sequence[StoredRow]) -> int:
+    """How many rows ``old`` and ``new`` begin with alike. Slices are compared whole (in C): a step usually finds
+    everything the last one read, its last row (the answer then being written) changed, and rows after it."""
+    n = min(len(old), len(new))
+    if old[:n] == new[:n]:
+        return n
+    if old[: n - 1] == new[: n - 1]:
+        return n - 1
+    alike, differs = 0, n - 1  # old[:alike] == new[:alike], old[:differs] != new[:differs]
+    while differs - alike > 1:
+        mid = (alike + differs) // 2
+        if old[:mid] == new[:mid]:
+            alike = mid
+        else:
+            differs = mid
+    return alike
+
+
+class _Conversation:
+    """What a session's last step read (its rows as stored) and the messages made of them, in order: row ``i``
+    made ``messages[starts[i]:starts[i + 1]]``, and the first ``i`` rows count ``sizes[i]`` against the bound;
+    and where the providers' normalization of those messages can resume (held here, so it lives as long)."""
+
+    __slots__ = ("messages", "point", "rows", "sizes", "starts")
+
+    def __init__(self, rows: list[StoredRow], messages: list[Message], starts: list[int], sizes: list[int]) -> None:
+        self.rows, self.messages, self.starts, self.sizes = rows, messages, starts, sizes
+        self.point: ResumePoint | None = None
+
+
+class Conversations:
+    """Stored conversations -> the messages of their requests, kept per session between steps.
+
+    Every step of a run reads its whole conversation (``repo.stored_history``), and a step of a long chat would
+    otherwise convert every message again to add one or two (their JSON read, the request's models built). So the
+    messages the session's last step made are kept with the rows they came from; the next step compares what it
+    read with those rows (whole slices, in C), takes the messages of the rows that are alike and converts only the
+    rest: new messages, the answer that was being written, everything after a branch point or an edited message.
+    Nothing is ever invalidated: a row that changed in any column is simply not alike. The messages are immutable.
+
+    Bounded by ``budget`` (characters of the rows held, about their bytes, plus ``ENTRY_OVERHEAD`` a row); the
+    sessions whose steps came least recently go first. While the cache is full, a conversation that was not held
+    is not kept, but one in ``FULL_INSERT_EVERY`` goes in as the most recent. The steps of a process may together
+    read more conversations than fit, each in turn: with every conversation going in, each step would push out
+    the one the next step needs (every step a miss), and a conversation kept only until the next miss would live
+    just long enough for the collector to move its thousands of objects into its older generations. So the
+    conversations that are found again stay, the others are dropped as soon as their step is done, and a new
+    working set still takes over, a conversation in ``FULL_INSERT_EVERY`` at a time.
     """
 
     __slots__ = ("_entries", "_held", "_inserts", "budget")
 
     def __init__(self, budget: int) -> None:
         self.budget = budget
-        self._entries: OrderedDict[StoredRow, tuple[tuple[Message, ...], int]] = OrderedDict()
+        self._entries: OrderedDict[str, _Conversation] = OrderedDict()
         self._held = 0
-        self._inserts = 0  # rows put in while the cache was full
+        self._inserts = 0  # conversations not held met while the cache was full
 
-    def of(self, row: StoredRow) -> tuple[Message, ...]:
-        entries = self._entries
-        found = entries.get(row)
-        if found is not None:
-            entries.move_to_end(row)
-            return found[0]
-        mid, role, content, attachments, tool_calls, call_id, status, is_error = row
-        messages = converted(
-            _Stored(
-                mid,
-                cast(Role, role),
-                content,
-                json_value(attachments) or [],
-                json_value(tool_calls),
-                call_id,
-                cast(MessageStatus, status),
-                bool(is_error),
+    def messages(self, session_id: str, rows: Sequence[StoredRow], exclude: str | None = None) -> tuple[Message, ...]:
+        """The request's messages for ``rows`` (the session's active path as stored), without the row ``exclude``
+        (the answer being written)."""
+        end = len(rows)
+        if exclude is not None:
+            # The answer being written is the path's last row; anywhere else it is looked for from the end. It is
+            # neither converted nor kept: its next step reads it changed, or not left out.
+            for index in range(len(rows) - 1, -1, -1):
+                if rows[index][0] == exclude:
+                    end = index
+                    break
+        held = self._entries.pop(session_id, None)
+        if held is None:
+            alike, kept, messages, starts, sizes = 0, [], [], [0], [0]
+        else:
+            self._held -= held.sizes[-1]
+            alike = min(_common_prefix(held.rows, rows), end)
+            # The rows held are kept (the ones just read are equal): one copy of each text in the process.
+            kept, starts, sizes = held.rows[:alike], held.starts[: alike + 1], held.sizes[: alike + 1]
+            messages = held.messages[: starts[-1]]
+        total = sizes[-1]
+        for row in rows[alike:end]:
+            messages.extend(_stored_messages(row))
+            starts.append(len(messages))
+            total += _size(row)
+            sizes.append(total)
+        kept.extend(rows[alike:end])
+        conversation = _Conversation(kept, messages, starts, sizes)
+        if self._keep(session_id, conversation, held is not None) and messages:
+            # The normalization every adapter makes of the request resumes where the last one stopped
+            # (``llm.convert.history.normalize``), for as long as the conversation is kept.
+            point = None if held is None else held.point
+            conversation.point = (
+                point if point is not None and point.first is messages[0] else resume_point(messages[0])
             )
-        )
-        # An image a tool returned is held twice (its base64 text in the key, its bytes in the message).
-        size = ENTRY_OVERHEAD + len(content) + 2 * len(attachments or "") + len(tool_calls or "")
-        if size <= self.budget:
-            full = False
-            while self._held + size > self.budget:
-                self._held -= entries.popitem(last=False)[1][1]
-                full = True
-            entries[row] = (messages, size)
-            self._held += size
-            if full:
-                self._inserts += 1
-                if self._inserts % FULL_INSERT_EVERY:
-                    entries.move_to_end(row, last=False)  # the next to leave, unless found again first
-        return messages
+        if end + 1 < len(rows):  # rows after the one left out: converted, not kept
+            return (*messages, *chain.from_iterable(map(_stored_messages, rows[end + 1 :])))
+        return tuple(messages)
+
+    def _keep(self, session_id: str, conversation: _Conversation, was_held: bool) -> bool:
+        size = conversation.sizes[-1]
+        if size > self.budget:
+            return False
+        entries = self._entries
+        if not was_held and self._held + size > self.budget:
+            self._inserts += 1
+            if self._inserts % FULL_INSERT_EVERY:
+                return False  # not kept: its next step reads it in full, as it would after it had been pushed out
+        while entries and self._held + size > self.budget:
+            self._held -= entries.popitem(last=False)[1].sizes[-1]
+        entries[session_id] = conversation
+        self._held += size
+        return True
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -232,12 +315,13 @@ class ConvertedMessages:
         return self._held
 
 
-# What an entry costs besides its text (the key's tuple, the message objects), counted as characters.
+# What a row costs besides its text (its tuple, the message objects, the turn normalizing made of it), counted
+# as characters.
 ENTRY_OVERHEAD = 512
-# While the cache is full, one new row in this many goes in as the most recently used (the others as the least).
+# While the cache is full, one conversation in this many not held goes in (as the most recently used).
 FULL_INSERT_EVERY = 32
-# The process's converted messages: 32 Mi characters of conversation, some thousands of chats' recent history.
-CONVERTED = ConvertedMessages(32 * 1024 * 1024)
+# The process's conversations: 32 Mi characters of them, some thousands of chats' recent history.
+CONVERSATIONS = Conversations(32 * 1024 * 1024)
 
 
 def tool_images(row: MessageRow) -> Message:
@@ -257,7 +341,10 @@ Reader = Callable[[str], Awaitable[bytes]]
 
 
 def has_files(request: ChatRequest) -> bool:
-    return any(m.attachments for m in request.messages)
+    return any(map(_ATTACHMENTS, request.messages))
+
+
+_ATTACHMENTS = attrgetter("attachments")
 
 
 async def load_files(request: ChatRequest, read: Reader | None, cache: dict[str, bytes] | None = None) -> ChatRequest:

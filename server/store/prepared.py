@@ -213,7 +213,9 @@ class PreparedResult:
         return self._cursor.fetchone(), self._results
 
     def all(self) -> list[tuple[Any, ...]]:
-        return [self._typed(row) for row in self._cursor.fetchall()]
+        rows: list[tuple[Any, ...]] = self._cursor.fetchall()
+        results = self._results
+        return rows if results is None else [_typed(results, row) for row in rows]
 
     def one(self) -> tuple[Any, ...]:
         row: tuple[Any, ...] | None = self._cursor.fetchone()

@@ -372,8 +372,8 @@ class HistoryRow(Protocol):
 
 StoredRow = tuple[str, str, str, str | None, str | None, str | None, str, int]
 """One message of the active path as a model request reads it, as stored: (id, role, content, attachments as JSON
-text, tool calls as JSON text or None, tool call id, status, is_error as 0 or 1). Plain values only, so a row is its
-own key (``engine.history.ConvertedMessages``)."""
+text, tool calls as JSON text or None, tool call id, status, is_error as 0 or 1). Plain values only, so rows read
+by two steps compare as values (``engine.history.Conversations``)."""
 
 _STORED_HISTORY = (
     select(

@@ -1,6 +1,6 @@
 """The request a run's step builds from the stored history (``repo.stored_history`` and
 ``engine.history.build_stored_request``): the same request as from the ORM's rows on both databases, each message
-converted once per process and found again by its whole row, within the cache's bound."""
+converted once and found again by the session's next step, within the cache's bound."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 from attachment_files import png
 
-from server.engine.history import ConvertedMessages, build_request, build_stored_request
+from server.engine.history import ENTRY_OVERHEAD, Conversations, build_request, build_stored_request
 from server.llm import ModelInputs
 from server.store import repo
 from server.store.db import Database
@@ -71,7 +71,7 @@ async def test_the_stored_history_makes_the_request_the_orm_rows_make(migrated_d
         stored = await repo.stored_history(s.plain, session.id)
         inputs = ModelInputs(images=True, documents=False)
         expected = build_request(session, orm, exclude=answer, inputs=inputs)
-        cache = ConvertedMessages(10**6)
+        cache = Conversations(10**6)
         first = build_stored_request(session, stored, exclude=answer, inputs=inputs, cache=cache)
         again = build_stored_request(session, stored, exclude=answer, inputs=inputs, cache=cache)
     assert first == expected
@@ -88,80 +88,131 @@ async def test_the_stored_history_makes_the_request_the_orm_rows_make(migrated_d
     assert first.messages[1].content == "see these\n\n[Attached file: notes.txt]"
     assert first.messages[3].is_error is True and first.messages[5].attachments[0].data == png(4, 4)
     assert first.messages[6].status == "interrupted"  # the answer cut off mid-stream
-    assert len(cache) == len(stored) - 2  # every row but the orphan result and the excluded answer
+    assert len(cache) == 1
     assert all(a is b for a, b in zip(first.messages, again.messages, strict=True))  # found again, not redone
     # The JSON columns read as the ORM reads them, the long number exact.
     assert orm[1].attachments[0]["size"] == HUGE and first.messages[1].attachments[0].file_id == "f1"
 
 
-def _row(mid: str, content: str, status: str = "complete") -> StoredRow:
-    return (mid, "assistant", content, "[]", None, None, status, 0)
+def _row(mid: str, content: str, status: str = "complete", role: str = "assistant") -> StoredRow:
+    return (mid, role, content, "[]", None, None, status, 0)
 
 
-def test_a_row_that_changed_is_converted_again() -> None:
-    cache = ConvertedMessages(10**6)
-    (before,) = cache.of(_row("m", "half an answ", "streaming"))
-    (after,) = cache.of(_row("m", "half an answer, then the rest"))
-    assert (before.content, before.status) == ("half an answ", "interrupted")
-    assert (after.content, after.status) == ("half an answer, then the rest", "complete")
-    assert cache.of(_row("m", "half an answ", "streaming"))[0] is before
+def _size(text: str) -> int:
+    return ENTRY_OVERHEAD + len(text) + 2 * 2  # an entry's overhead, its text and its attachments (twice "[]")
+
+
+def _chat(n: int, prefix: str = "m") -> list[StoredRow]:
+    return [_row(f"{prefix}{i}", f"text {i}", role="user" if i % 2 == 0 else "assistant") for i in range(n)]
+
+
+def test_a_step_converts_only_the_rows_the_last_step_did_not_read() -> None:
+    cache = Conversations(10**6)
+    rows = [*_chat(6), _row("a", "", "streaming")]
+    first = cache.messages("s", rows, exclude="a")
+    assert [m.content for m in first] == [f"text {i}" for i in range(6)]  # the answer being written left out
+    # The answer was written, a question and a new answer came: the six rows before are found, the rest converted.
+    rows = [*_chat(6), _row("a", "the answer"), _row("q", "and then?", role="user"), _row("b", "", "streaming")]
+    second = cache.messages("s", [tuple(r) for r in rows], exclude="b")  # rows read anew: equal, not the same
+    assert all(a is b for a, b in zip(first, second[:6], strict=True))
+    assert [(m.content, m.status) for m in second[6:]] == [("the answer", "complete"), ("and then?", "complete")]
+    # A continued answer is the path's last row, not left out (exclude None): it is there as it stands.
+    third = cache.messages("s", [*rows[:-1], _row("b", "half", "streaming")])
+    assert all(a is b for a, b in zip(second, third[:8], strict=True))
+    assert (third[-1].content, third[-1].status) == ("half", "interrupted")
+
+
+def test_an_edit_or_a_branch_switch_converts_from_where_the_paths_part() -> None:
+    cache = Conversations(10**6)
+    rows = _chat(10)
+    first = cache.messages("s", rows)
+    edited = [*rows[:4], _row("m4b", "text 4, edited", role="user"), _row("m5b", "another answer")]
+    second = cache.messages("s", edited)
+    assert all(a is b for a, b in zip(first[:4], second[:4], strict=True))
+    assert [m.content for m in second[4:]] == ["text 4, edited", "another answer"]
+    # A row changed in the middle of the path (a status, any column): converted again, and everything after it.
+    changed = [*rows[:3], _row("m3", "text 3", "streaming"), *rows[4:]]
+    third = cache.messages("s", changed)
+    assert third[3].status == "interrupted" and third[:3] == first[:3] and third[4:] == first[4:]
+    assert all(a is b for a, b in zip(first[:3], third[:3], strict=True))
+    # Back to the first path: equal to a conversion of every row.
+    assert cache.messages("s", rows) == Conversations(0).messages("s", rows) == first
+
+
+def test_a_row_left_out_in_the_middle_is_neither_sent_nor_kept() -> None:
+    cache = Conversations(10**6)
+    rows = _chat(6)
+    left_out = cache.messages("s", rows, exclude="m2")
+    assert [m.content for m in left_out] == ["text 0", "text 1", "text 3", "text 4", "text 5"]
+    # Read again with nothing left out: the rows before it are found, the rest converted.
+    again = cache.messages("s", rows)
+    assert [m.content for m in again] == [f"text {i}" for i in range(6)]
+    assert all(a is b for a, b in zip(left_out[:2], again[:2], strict=True)) and again[3] is not left_out[2]
+
+
+def test_a_tool_result_without_its_call_id_is_left_out() -> None:
+    orphan: StoredRow = ("t", "tool", "lost", "[]", None, None, "complete", 0)
+    assert [m.content for m in Conversations(10**6).messages("s", [*_chat(2), orphan, *_chat(1, "n")])] == [
+        "text 0",
+        "text 1",
+        "text 0",
+    ]
 
 
 def test_the_cache_keeps_within_its_bound_and_drops_the_least_recently_used() -> None:
-    size = 512 + 1000 + 2 * 2  # an entry's overhead, its text and its attachments (twice "[]")
-    cache = ConvertedMessages(3 * size)
-    rows = [_row(f"m{i}", str(i) * 1000) for i in range(4)]
-    first = [cache.of(row)[0] for row in rows[:3]]
-    assert cache.of(rows[0])[0] is first[0]  # used again: now the most recent
-    cache.of(rows[3])  # over the bound: the least recently used (m1) goes
-    assert len(cache) == 3 and cache.held == 3 * size
-    assert cache.of(rows[0])[0] is first[0] and cache.of(rows[2])[0] is first[2]
-    again = cache.of(rows[1])[0]  # dropped: converted anew
-    assert again is not first[1] and again == first[1]
-    assert cache.held <= cache.budget
-    # A row larger than the whole bound is converted and not kept.
-    big = _row("big", "x" * 4 * size)
-    assert cache.of(big)[0].content == "x" * 4 * size
-    assert len(cache) == 3 and cache.held <= cache.budget
-
-
-def _entry_size(text: str) -> int:
-    return 512 + len(text) + 2 * 2
+    size = 2 * _size("x" * 1000)  # a conversation of two rows
+    cache = Conversations(3 * size)
+    chats = {f"s{i}": [_row(f"s{i}-q", "x" * 1000, role="user"), _row(f"s{i}-a", "x" * 1000)] for i in range(4)}
+    first = {sid: cache.messages(sid, rows)[0] for sid, rows in list(chats.items())[:3]}
+    assert cache.messages("s0", chats["s0"])[0] is first["s0"]  # found again: now the most recent
+    # Not held while the cache is full: converted, and not kept.
+    assert cache.messages("s3", chats["s3"])[0].content == "x" * 1000
+    assert len(cache) == 3 and cache.held == 3 * size and "s3" not in cache._entries
+    # A conversation held that grows stays: the least recently used (s2; s1 is now the most recent) goes.
+    grown = cache.messages("s1", [*chats["s1"], _row("s1-q2", "y", role="user")])
+    assert grown[0] is first["s1"] and set(cache._entries) == {"s0", "s1"} and cache.held <= cache.budget
+    again = cache.messages("s2", chats["s2"])[0]  # dropped: converted anew
+    assert again is not first["s2"] and again == first["s2"]
+    # A conversation larger than the whole bound is converted and not kept.
+    big = [_row("big", "x" * 4 * size)]
+    assert cache.messages("big", big)[0].content == "x" * 4 * size
+    assert "big" not in cache._entries and cache.held <= cache.budget
 
 
 def test_conversations_that_do_not_all_fit_keep_those_that_do() -> None:
-    """Steps read whole conversations in turn; when together they are more than the cache holds, the rows found
-    again stay (plain least-recently-used would push out every row just before it is wanted: no hit at all)."""
-    rows = [_row(f"m{i}", f"{i:04d}") for i in range(20)]
-    cache = ConvertedMessages(10 * _entry_size("0000"))
+    """Steps read whole conversations in turn; when together they are more than the cache holds, the
+    conversations found again stay (plain least-recently-used would push out each one just before it is wanted:
+    no hit at all)."""
+    chats = {f"s{i}": [_row(f"s{i}", f"{i:04d}")] for i in range(20)}
+    cache = Conversations(10 * _size("0000"))
     held: dict[str, object] = {}
     for _ in range(10):
         hits = 0
-        for row in rows:
-            message = cache.of(row)[0]
-            hits += held.get(row[0]) is message
-            held[row[0]] = message
-    assert hits >= 8  # of the 10 rows the cache can hold, in the last pass over all 20
+        for sid, rows in chats.items():
+            message = cache.messages(sid, rows)[0]
+            hits += held.get(sid) is message
+            held[sid] = message
+    assert hits >= 8  # of the 10 conversations the cache can hold, in the last pass over all 20
     assert cache.held <= cache.budget
 
 
 def test_a_new_working_set_still_takes_the_cache_over() -> None:
-    """Rows put in while the cache is full go in as the next to leave, but one in FULL_INSERT_EVERY as the most
-    recent: rows nobody reads any more leave in the end, and the ones read now stay."""
-    cache = ConvertedMessages(10 * _entry_size("0000"))
-    for i in range(10):  # a cache full of rows nobody will read again
-        cache.of(_row(f"old{i}", f"{i:04d}"))
-    wanted = [_row(f"new{i}", f"{i:04d}") for i in range(8)]
+    """Conversations put in while the cache is full go in as the next to leave, but one in FULL_INSERT_EVERY as
+    the most recent: conversations nobody reads any more leave in the end, and the ones read now stay."""
+    cache = Conversations(10 * _size("0000"))
+    for i in range(10):  # a cache full of conversations nobody will read again
+        cache.messages(f"old{i}", [_row(f"old{i}", f"{i:04d}")])
+    wanted = {f"new{i}": [_row(f"new{i}", f"{i:04d}")] for i in range(8)}
     held: dict[str, object] = {}
     passes = 0
     while True:
         passes += 1
         hits = 0
-        for row in wanted:
-            message = cache.of(row)[0]
-            hits += held.get(row[0]) is message
-            held[row[0]] = message
+        for sid, rows in wanted.items():
+            message = cache.messages(sid, rows)[0]
+            hits += held.get(sid) is message
+            held[sid] = message
         if hits == len(wanted):
             break
-        assert passes < 500, "the rows read now never all stayed"
+        assert passes < 500, "the conversations read now never all stayed"
     assert passes > 1

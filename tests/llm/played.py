@@ -8,9 +8,10 @@ answer (by another provider), continues after a ``length`` stop, answers taken o
 switches to any branch, and forks into new sessions (whose history is checked too).
 
 Every time the model would be asked (the start of each step, and at the end), the stored history is turned into
-the canonical request exactly as the run loop does (``engine.history.build_stored_request``) and converted for every
-target, then checked against that target's rules (``test_llm_convert_properties``). Used by the property test
-(``test_played_histories.py``) and by ``bench/played_histories.py``.
+the canonical request exactly as the run loop does (``engine.history.build_stored_request``, checked against one
+converted from every row anew) and converted for every target, then checked against that target's rules
+(``test_llm_convert_properties``). Used by the property test (``test_played_histories.py``) and by
+``bench/played_histories.py``.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 from attachment_files import pdf, png
 
 from server.domain.models import ToolOutcome
-from server.engine.history import build_stored_request, load_files
+from server.engine.history import Conversations, build_stored_request, load_files
 from server.llm import ChatRequest, ModelInputs, ToolCallEvent
 from server.protocol.errors import RpcError
 from server.services import branches, queue, transitions
@@ -122,6 +123,12 @@ async def play(
             await db.flush()
             rows = await repo.stored_history(db.plain, session.id)
             request = build_stored_request(session, rows, exclude=exclude, inputs=inputs, continuation=continuation)
+            # What the session's earlier steps left in the process's conversations (forks and rollbacks included)
+            # must make the request a conversion of every row makes.
+            fresh = build_stored_request(
+                session, rows, exclude=exclude, inputs=inputs, continuation=continuation, cache=Conversations(0)
+            )
+            assert request == fresh
             check(await load_files(request, read_file))
             checked += 1
 

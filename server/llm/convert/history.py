@@ -21,8 +21,10 @@ Rules, in the order a message is met:
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..types import Attachment, ChatRequest, Message, ToolCall
 
@@ -84,6 +86,7 @@ class _Normalizer:
         self.original_ids: list[str] = []  # the stored id of each open call (what results refer to)
         self.results: dict[int, ToolResult] = {}  # position in open_calls -> result
         self.seen_ids: set[str] = set()
+        self.seen_order: list[str] = []  # seen_ids in the order they were given
 
     def _unique_id(self, raw: str, msg_index: int, call_index: int) -> str:
         base = raw.strip() or f"call_{msg_index}_{call_index}"
@@ -92,6 +95,7 @@ class _Normalizer:
             n += 1
             candidate = f"{base}_{n}"
         self.seen_ids.add(candidate)
+        self.seen_order.append(candidate)
         return candidate
 
     def close_calls(self) -> None:
@@ -142,11 +146,75 @@ class _Normalizer:
         self._emit(SystemTurn(msg.content) if msg.role == "system" else UserTurn(msg.content))
 
 
+class _Resumable(NamedTuple):
+    """Where normalizing some messages stood after the first ``len(messages)`` of them, with no call open: the
+    turns so far and the call ids given. Everything the rest of a normalization depends on (the turns already
+    made are never changed)."""
+
+    messages: tuple[Message, ...]
+    turns: tuple[Turn, ...]
+    seen_ids: frozenset[str]
+
+
+class ResumePoint:
+    """Where the last normalization of messages beginning with ``first`` can be resumed, for as long as its
+    owner holds it (:func:`resume_point`).
+
+    A conversation's requests grow by a few messages a step and share their messages' objects
+    (``engine.history.Conversations``, which holds one of these with each conversation it keeps), so a request's
+    normalization resumes where the one before stopped: the messages before are compared (whole tuples, in C;
+    identical objects compare at once) and only the new ones are added. The point lives exactly as long as its
+    owner keeps the conversation: nothing here holds it."""
+
+    __slots__ = ("__weakref__", "first", "state")
+
+    def __init__(self, first: Message) -> None:
+        self.first = first  # held, so that no other object can have its id while the point is registered
+        self.state: _Resumable | None = None
+
+
+_POINTS: dict[int, weakref.ref[ResumePoint]] = {}
+
+
+def resume_point(first: Message) -> ResumePoint:
+    """The point normalizations of messages beginning with the object ``first`` resume from (a new one, or the
+    one registered for it while someone holds that). Registered by ``first``'s identity, weakly."""
+    key = id(first)
+    found = _POINTS.get(key)
+    point = None if found is None else found()
+    if point is None:
+        point = ResumePoint(first)
+
+        def gone(ref: weakref.ref[ResumePoint], key: int = key) -> None:
+            if _POINTS.get(key) is ref:
+                del _POINTS[key]
+
+        _POINTS[key] = weakref.ref(point, gone)
+    return point
+
+
 def normalize(messages: Sequence[Message]) -> list[Turn]:
-    """Repair ``messages`` into a pairing-valid turn sequence (see the module docstring for the rules)."""
+    """Repair ``messages`` into a pairing-valid turn sequence (see the module docstring for the rules).
+
+    Where someone holds a :class:`ResumePoint` for the first message, the normalization resumes from it and
+    leaves its own point there: the result is the same, and a step of a long chat adds only its new messages."""
+    messages = tuple(messages)
     norm = _Normalizer()
-    for index, msg in enumerate(messages):
-        norm.add(index, msg)
+    start = 0
+    found = _POINTS.get(id(messages[0])) if messages else None
+    point = None if found is None else found()
+    resumed = None if point is None or point.first is not messages[0] else point.state
+    if resumed is not None and messages[: len(resumed.messages)] == resumed.messages:
+        start = len(resumed.messages)
+        norm.out, norm.seen_ids, norm.seen_order = list(resumed.turns), set(resumed.seen_ids), list(resumed.seen_ids)
+    at = None  # (messages added, turns, call ids) after the last message with no call open after it
+    for index in range(start, len(messages)):
+        norm.add(index, messages[index])
+        if not norm.open_calls:
+            at = (index + 1, len(norm.out), len(norm.seen_order))
+    if point is not None and point.first is messages[0] and at is not None:
+        added, turns, ids = at
+        point.state = _Resumable(messages[:added], tuple(norm.out[:turns]), frozenset(norm.seen_order[:ids]))
     norm.close_calls()
     return norm.out
 
