@@ -196,7 +196,7 @@ def _size(row: StoredRow) -> int:
 
 def _common_prefix(old: Sequence[StoredRow], new: Sequence[StoredRow]) -> int:
     """How many rows ``old`` and ``new`` begin with alike. Slices are compared whole (in C): a step usually finds
-    everything the last one read, its last row (the answer then being written) changed, and rows after it."""
+    everything the last one kept and rows after it, or (an answer that goes on) all but the last row."""
     n = min(len(old), len(new))
     if old[:n] == new[:n]:
         return n

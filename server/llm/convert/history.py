@@ -176,12 +176,17 @@ class ResumePoint:
 _POINTS: dict[int, weakref.ref[ResumePoint]] = {}
 
 
+def _registered(first: Message) -> ResumePoint | None:
+    """The point someone holds for the object ``first``, if any (it holds ``first``: its id is no other's)."""
+    found = _POINTS.get(id(first))
+    return None if found is None else found()
+
+
 def resume_point(first: Message) -> ResumePoint:
     """The point normalizations of messages beginning with the object ``first`` resume from (a new one, or the
     one registered for it while someone holds that). Registered by ``first``'s identity, weakly."""
     key = id(first)
-    found = _POINTS.get(key)
-    point = None if found is None else found()
+    point = _registered(first)
     if point is None:
         point = ResumePoint(first)
 
@@ -201,9 +206,8 @@ def normalize(messages: Sequence[Message]) -> list[Turn]:
     messages = tuple(messages)
     norm = _Normalizer()
     start = 0
-    found = _POINTS.get(id(messages[0])) if messages else None
-    point = None if found is None else found()
-    resumed = None if point is None or point.first is not messages[0] else point.state
+    point = _registered(messages[0]) if messages else None
+    resumed = None if point is None else point.state
     if resumed is not None and messages[: len(resumed.messages)] == resumed.messages:
         start = len(resumed.messages)
         norm.out, norm.seen_ids, norm.seen_order = list(resumed.turns), set(resumed.seen_ids), list(resumed.seen_ids)
@@ -212,7 +216,7 @@ def normalize(messages: Sequence[Message]) -> list[Turn]:
         norm.add(index, messages[index])
         if not norm.open_calls:
             at = (index + 1, len(norm.out), len(norm.seen_order))
-    if point is not None and point.first is messages[0] and at is not None:
+    if point is not None and at is not None:
         added, turns, ids = at
         point.state = _Resumable(messages[:added], tuple(norm.out[:turns]), frozenset(norm.seen_order[:ids]))
     norm.close_calls()
