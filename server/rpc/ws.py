@@ -81,6 +81,10 @@ class WsConnection:
         self._mutation_runner: asyncio.Task[None] | None = None
         self._awaiting_params = False
         self._checking_token = False
+        # Closes a socket that has not signed in in time: a timer, not a task, cancelled at sign-in (a task
+        # sleeping out the deadline of every signed-in socket would be a task and a coroutine per connection,
+        # for the collector to walk, in every reconnect storm).
+        self._auth_timer: asyncio.TimerHandle | None = None
         self._close_code: int | None = None
         self._closing = False
         self._task: asyncio.Task[Any] | None = None
@@ -111,7 +115,9 @@ class WsConnection:
         metrics.CONNECTIONS_OPENED.labels(transport="ws").inc()
         self._task = asyncio.current_task()
         if self.ctx.user is None:
-            self._spawn(self._auth_deadline())
+            self._auth_timer = asyncio.get_running_loop().call_later(
+                self.settings.auth_timeout_seconds, self._auth_deadline
+            )
         try:
             await self._read()
         except asyncio.CancelledError:
@@ -123,6 +129,7 @@ class WsConnection:
                     self._task.uncancel()
         finally:
             self._task = None
+            self._stop_auth_timer()
             self.registry.discard(self)
             if self.ctx.device_id is not None:
                 self.services.devices.discard(self.ctx.device_id, self._revoked)
@@ -181,18 +188,25 @@ class WsConnection:
 
         self._spawn(_finish())
 
-    async def _auth_deadline(self) -> None:
+    def _auth_deadline(self) -> None:
         """A socket that has not signed in after ``auth_timeout_seconds`` is closed: an unauthenticated socket
         can do nothing, and kept open forever a few hundred of them would use up the file descriptors."""
-        await asyncio.sleep(self.settings.auth_timeout_seconds)
+        self._auth_timer = None
         # Not while its token is being checked: it sent it in time, and the check may be waiting for the
         # database in a reconnect storm (``sync.admission``).
         if self.ctx.user is None and not self._checking_token:
             self._close_code = close_codes.AUTH_TIMEOUT
             self._request_close()
 
+    def _stop_auth_timer(self) -> None:
+        if self._auth_timer is not None:
+            self._auth_timer.cancel()
+            self._auth_timer = None
+
     def _sign_in(self, principal: Any) -> None:
         self.ctx.sign_in(principal)
+        if self.ctx.user is not None:
+            self._stop_auth_timer()
         if self.ctx.device_id is not None:
             self.services.devices.add(self.ctx.device_id, self._revoked)
 

@@ -44,15 +44,23 @@ async def test_a_socket_that_never_signs_in_is_closed(server_factory, sqlite_url
     live = await server_factory(sqlite_url, users=("alice",), auth_timeout_seconds=0.5)
     ws_url = live.url.replace("http", "ws") + "/trpc"
     signed_in = await connect(ws_url, additional_headers={"Authorization": f"Bearer {live.tokens['alice']}"})
+    # Signed in by connectionParams: its deadline is gone from the moment it signed in, not slept out.
+    by_params = await connect(ws_url + "?connectionParams=1")
+    await by_params.send(orjson.dumps({"method": "connectionParams", "data": {"token": live.tokens["alice"]}}).decode())
+    await by_params.send("PING")
+    assert await asyncio.wait_for(by_params.recv(), 5) == "PONG"  # frames are read in order: it signed in
+    assert len(live.services.connections) == 2
+    assert all(conn.ctx.user is not None and conn._auth_timer is None for conn in live.services.connections)
     for url in (ws_url + "?connectionParams=1", ws_url):  # params never sent; no token at all
         async with connect(url) as ws:
             with pytest.raises(websockets.ConnectionClosed) as closed:
                 while True:
                     await asyncio.wait_for(ws.recv(), 10)
             assert closed.value.rcvd.code == 4504
-    await signed_in.send("PING")
-    assert await asyncio.wait_for(signed_in.recv(), 5) == "PONG"  # signed in: never timed out
-    await signed_in.close()
+    for ws in (signed_in, by_params):  # signed in: past the deadline (the closes above), never timed out
+        await ws.send("PING")
+        assert await asyncio.wait_for(ws.recv(), 5) == "PONG"
+        await ws.close()
 
 
 async def test_sessions_per_user(server_factory, sqlite_url):
