@@ -45,16 +45,22 @@ class Stream:
         return self.of(type_)[:count]
 
     def text_of(self, message_id: str) -> str:
-        """The text a UI shows for a message from this stream's events: snapshot + deltas, or the final text."""
-        text = ""
+        """The text a UI shows for a message from this stream's events: snapshot + deltas, then the final text.
+
+        Where the stream gave text of the message, the final text must agree with it. A subscriber whose catch-up
+        read was in flight for the whole answer gets no snapshot or delta of it, only its final text (docs/sync.md):
+        that is what it shows."""
+        text, streamed = "", False
         for e in self.events:
             if e["type"] == "stream-snapshot" and e["messageId"] == message_id:
-                text = e["text"]
+                text, streamed = e["text"], True
             elif e["type"] == "text-delta" and e["messageId"] == message_id:
                 assert e["offset"] == len(text), (e["offset"], len(text))
-                text += e["delta"]
+                text, streamed = text + e["delta"], True
             elif e["type"] == "message-completed" and e["message"]["id"] == message_id:
-                assert e["message"]["content"] == text, "deltas disagree with the stored final text"
+                final = e["message"]["content"]
+                assert final == text or not streamed, "deltas disagree with the stored final text"
+                text = final
         return text
 
 

@@ -179,6 +179,7 @@ async def test_no_snapshot_of_an_answer_that_completed_while_the_subscriber_caug
     # Its final text came in the log read; a snapshot after it would set a client's text back to a partial one.
     assert late.of("stream-snapshot") == []
     assert [e["message"]["content"] for e in late.of("message-completed") if e["message"]["id"] == mid] == [text]
+    assert late.of("text-delta") == [] and late.text_of(mid) == text  # what it shows: the final text, once
 
 
 async def test_session_get_mid_stream_shows_the_partial_text(server_factory, sqlite_url):
