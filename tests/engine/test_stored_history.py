@@ -5,6 +5,8 @@ converted once and found again by the session's next step, within the cache's bo
 from __future__ import annotations
 
 import base64
+import gc
+import tracemalloc
 import uuid
 from typing import Any
 
@@ -12,6 +14,7 @@ from attachment_files import png
 
 from server.engine.history import ENTRY_OVERHEAD, Conversations, build_request, build_stored_request
 from server.llm import ModelInputs
+from server.llm.convert.history import normalize
 from server.store import repo
 from server.store.db import Database
 from server.store.models import ChatSession, Message, User
@@ -216,3 +219,42 @@ def test_a_new_working_set_still_takes_the_cache_over() -> None:
             break
         assert passes < 500, "the conversations read now never all stayed"
     assert passes > 1
+
+
+def _fresh(*parts: str) -> str:
+    """A new string object, as each row SQLite returns holds its own (no interned or shared literal)."""
+    return "".join(parts)
+
+
+def test_the_bound_counts_at_least_the_memory_a_conversation_holds() -> None:
+    """``budget`` bounds the process's memory: what a kept conversation holds (the rows read, their messages,
+    the normalization a provider resumes from) is no more than what it counts for, for short and long rows."""
+    for text_length in (0, 10, 2000):
+        gc.collect()
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            cache = Conversations(10**12)
+            for chat in range(10):
+                rows = [
+                    (
+                        str(uuid.uuid4()),
+                        _fresh("us", "er") if i % 2 == 0 else _fresh("assis", "tant"),
+                        _fresh("x" * text_length, ""),
+                        _fresh("[", "]"),
+                        None,
+                        None,
+                        _fresh("comp", "lete"),
+                        0,
+                    )
+                    for i in range(200)
+                ]
+                normalize(cache.messages(f"s{chat}", rows))  # as every adapter does with the request's messages
+                del rows
+            gc.collect()
+            held = tracemalloc.get_traced_memory()[0] - before
+        finally:
+            tracemalloc.stop()
+        assert len(cache) == 10
+        assert held <= cache.held, (text_length, held / 2000, cache.held / 2000)  # bytes a row: real, counted
+        assert cache.held <= 2 * held  # and not so far over that the cache holds a fraction of what it could
