@@ -321,8 +321,8 @@ class Conversations:
 ENTRY_OVERHEAD = 2048
 # While the cache is full, one conversation in this many not held goes in (as the most recently used).
 FULL_INSERT_EVERY = 32
-# The process's conversations: 32 MiB of them, about 16,000 short messages (or 10,000 of a page of text each).
-CONVERSATIONS = Conversations(32 * 1024 * 1024)
+# The process's conversations: 64 MiB of them, about 32,000 short messages (or 20,000 of a page of text each).
+CONVERSATIONS = Conversations(64 * 1024 * 1024)
 
 
 def tool_images(row: MessageRow) -> Message:
