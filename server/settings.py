@@ -99,6 +99,9 @@ class Settings(BaseSettings):
     max_sessions_per_user: int = Field(default=10_000, ge=1)
     # Sessions one ``session.list`` with a ``search`` examines (titles and message texts) before it answers.
     search_scan_sessions: int = Field(default=200, ge=1, le=10_000)
+    # Bytes of converted conversations a process keeps between the steps of their runs (``engine.history``: a
+    # row counts its text and 2 KiB besides); 0 keeps none, and every step converts its whole conversation.
+    conversation_cache_bytes: int = Field(default=64 * 1024 * 1024, ge=0)
     # The largest body ``POST /sessions/import`` takes (a JSON export).
     max_import_bytes: int = Field(default=20 * 1024 * 1024, ge=1024)
     # Runs in progress (streaming, or waiting for tool outputs or approvals) one user may have at once, over

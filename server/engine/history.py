@@ -125,12 +125,12 @@ def build_stored_request(
     inputs: ModelInputs | None = None,
     model: str | None = None,
     continuation: bool = False,
-    cache: Conversations | None = None,
+    cache: Conversations,
 ) -> ChatRequest:
     """:func:`build_request` for the rows of ``repo.stored_history`` (what a run's step reads): the part of the
-    conversation the session's last step converted comes from ``cache`` (the process's by default), and only the
-    rows after it are converted."""
-    messages = (CONVERSATIONS if cache is None else cache).messages(session.id, rows, exclude)
+    conversation the session's last step converted comes from ``cache`` (the process's, ``RunContext``), and only
+    the rows after it are converted."""
+    messages = cache.messages(session.id, rows, exclude)
     return _request(session, messages, inputs, model, continuation)
 
 
@@ -321,8 +321,6 @@ class Conversations:
 ENTRY_OVERHEAD = 2048
 # While the cache is full, one conversation in this many not held goes in (as the most recently used).
 FULL_INSERT_EVERY = 32
-# The process's conversations: 64 MiB of them, about 32,000 short messages (or 20,000 of a page of text each).
-CONVERSATIONS = Conversations(64 * 1024 * 1024)
 
 
 def tool_images(row: MessageRow) -> Message:

@@ -40,6 +40,7 @@ from ..tools import ToolRegistry
 from ..tools.mcp import McpTools
 from .abort_poll import AbortPolls
 from .buffer import PartialTexts
+from .history import Conversations
 from .run import RunLoop, StepStart, start_step
 from .run_context import FileReader, RunContext
 
@@ -108,6 +109,7 @@ class Orchestrator:
             owner=self.owner,
             multi_replica=self.multi_replica,
             partial_texts=partial_texts,
+            conversations=Conversations(settings.conversation_cache_bytes),
             shared_texts=self.shared_streams,
             files=files,
             tools=tools,

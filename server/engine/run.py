@@ -119,6 +119,7 @@ async def start_step(ctx: RunContext, tx: SessionTx, run: RunRow, after: Message
         inputs=ctx.model_inputs(provider_id, model),
         model=model,
         continuation=exclude is None,
+        cache=ctx.conversations,
     )
     mcp = await mcp_tools.context(await tx.plain(), session)
     return StepStart(request, session.owner_id, provider_id, not session.disable_streaming, mid, initial, mcp)

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from ..tools import ToolRegistry
     from ..tools.mcp import McpTools
     from .buffer import PartialTexts
+    from .history import Conversations
     from .run import RunLoop
 
 
@@ -43,6 +44,8 @@ class RunContext:
     """Other processes may drive this deployment's sessions (a networked bus): poll for their aborts."""
     partial_texts: PartialTexts
     """This process's partial text of each message it streams."""
+    conversations: Conversations
+    """The conversations this process's steps converted, kept for their next steps (``conversation_cache_bytes``)."""
     shared_texts: SharedStreamTexts
     """The same texts where every replica reads them; ``append`` also publishes the delta."""
     files: FileReader | None

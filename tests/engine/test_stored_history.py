@@ -10,11 +10,14 @@ import tracemalloc
 import uuid
 from typing import Any
 
+import pytest
 from attachment_files import png
+from engine_helpers import FAST, idle
 
 from server.engine.history import ENTRY_OVERHEAD, Conversations, build_request, build_stored_request
 from server.llm import ModelInputs
 from server.llm.convert.history import normalize
+from server.settings import Settings
 from server.store import repo
 from server.store.db import Database
 from server.store.models import ChatSession, Message, User
@@ -258,3 +261,24 @@ def test_the_bound_counts_at_least_the_memory_a_conversation_holds() -> None:
         assert len(cache) == 10
         assert held <= cache.held, (text_length, held / 2000, cache.held / 2000)  # bytes a row: real, counted
         assert cache.held <= 2 * held  # and not so far over that the cache holds a fraction of what it could
+
+
+@pytest.mark.parametrize("budget", [0, None], ids=["none kept", "the default"])
+async def test_a_server_keeps_the_conversations_its_setting_allows(
+    server_factory: Any, sqlite_url: str, budget: int | None
+) -> None:
+    """``CHATSYNC_CONVERSATION_CACHE_BYTES`` bounds the server's conversations: 0 keeps none (every step converts
+    its whole conversation), the default keeps the one just answered."""
+    overrides = {} if budget is None else {"conversation_cache_bytes": budget}
+    live = await server_factory(sqlite_url, **FAST, **overrides)
+    async with live.client() as c:
+        s = await c.mutation("session.create", {})
+        await c.mutation("message.send", {"sessionId": s["id"], "content": "hello there"})
+        snap = await idle(c, s["id"])
+    assert [m["status"] for m in snap["messages"]] == ["complete", "complete"]
+    cache = live.services.orchestrator.run_context.conversations
+    if budget == 0:
+        assert (cache.budget, len(cache), cache.held) == (0, 0, 0)
+    else:
+        assert cache.budget == Settings.model_fields["conversation_cache_bytes"].default == 64 * 1024 * 1024
+        assert len(cache) == 1 and cache.held > 0

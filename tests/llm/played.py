@@ -28,10 +28,14 @@ from server.llm import ChatRequest, ModelInputs, ToolCallEvent
 from server.protocol.errors import RpcError
 from server.services import branches, queue, transitions
 from server.services.uow import SessionTx, UnitOfWork
+from server.settings import Settings
 from server.store import repo, session_row
 from server.store.models import ChatSession, Message, User, utcnow
 
 OWNER = "player"
+# The conversations a server keeps between steps, as large as a server's by default: shared by every history
+# played in this process, as a server's are by every session it runs.
+CONVERSATIONS = Conversations(Settings.model_fields["conversation_cache_bytes"].default)
 LEASE = 60.0
 TOOLS = [
     {"name": "srv", "executor": "server", "requiresApproval": False},
@@ -122,7 +126,9 @@ async def play(
             nonlocal checked
             await db.flush()
             rows = await repo.stored_history(db.plain, session.id)
-            request = build_stored_request(session, rows, exclude=exclude, inputs=inputs, continuation=continuation)
+            request = build_stored_request(
+                session, rows, exclude=exclude, inputs=inputs, continuation=continuation, cache=CONVERSATIONS
+            )
             # What the session's earlier steps left in the process's conversations (forks and rollbacks included)
             # must make the request a conversion of every row makes.
             fresh = build_stored_request(
