@@ -575,7 +575,10 @@ class RunLoop:
                     abort = await self.ctx.abort_flag(self.session_id)
                 else:  # one process: an abort reaches this loop directly (``Orchestrator.abort_local``)
                     continue
-                if abort:
+                # The flag was read for ``run_id``; when this loop has moved on to the queue's next run meanwhile
+                # (the abort it asked for ended that run), it is not the new run's: one asked of the new run is
+                # on the row, read again at the next tick or step.
+                if abort and run_id == self.run_id:
                     self.request_abort()
             except LeaseLost:
                 # The heartbeat names the run it read before awaiting; the loop may have moved on to the

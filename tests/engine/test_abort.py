@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 import pytest
 from engine_helpers import FAST, idle, subscribe
 from sqlalchemy import update
 
 from chatsync_client import TrpcError
+from server.engine import run as run_module
 from server.store.models import ChatSession
 
 LONG = " ".join(f"z{i}" for i in range(2000))
@@ -82,3 +86,47 @@ async def test_abort_while_waiting_for_a_client_tool(engine):
         await st.until(lambda e: e["type"] == "run-finished")
         snap = await idle(a, s["id"])
         assert snap["messages"][-1]["content"] == "go on"
+
+
+async def test_a_heartbeat_that_saw_the_last_runs_abort_does_not_stop_the_next(server_factory, sqlite_url, monkeypatch):
+    """ "Send now" aborts the answer in progress and the queue's head goes at once, in the abort's transaction. A
+    heartbeat that read the session's abort flag for the run before and answers only after the loop moved on to
+    the new run must not stop the new one: the message sent now is answered, and the queue keeps going."""
+    live = await server_factory(sqlite_url, **{**FAST, "echo_delay": 0.01})
+    orchestrator = live.services.orchestrator
+    real = run_module.heartbeat
+    armed, holding = asyncio.Event(), asyncio.Event()
+    stale: list[str] = []
+
+    async def late(uow: Any, session_id: str, run_id: str, *args: Any) -> bool:
+        asked = await real(uow, session_id, run_id, *args)
+        if not armed.is_set() or stale:
+            return asked
+        # Once: a heartbeat of the run in progress whose read comes after the send-now's commit (it says abort)
+        # and whose answer comes after the loop went on to the next run.
+        holding.set()
+        loop = orchestrator.local_loop(session_id)
+        while loop is not None and loop.run_id == run_id:
+            await asyncio.sleep(0.01)
+        stale.append(run_id)
+        return True
+
+    monkeypatch.setattr(run_module, "heartbeat", late)
+    async with live.client() as c:
+        s = await c.mutation("session.create", {})
+        st = await subscribe(c, s["id"])
+        first = await c.mutation("message.send", {"sessionId": s["id"], "content": LONG})
+        queued = await c.mutation("message.enqueueMessage", {"sessionId": s["id"], "content": "now please"})
+        await st.until_type("text-delta", 5)
+        armed.set()
+        await holding.wait()
+        sent = await c.mutation(
+            "message.sendQueuedNow", {"sessionId": s["id"], "messageId": queued["id"], "mode": "interrupt"}
+        )
+        assert sent["status"] == "interrupting"
+        snap = await idle(c, s["id"])
+    assert stale and stale[0] == first["runId"]  # a heartbeat of the aborted run answered after the next began
+    answers = [m for m in snap["messages"] if m["role"] == "assistant"]
+    assert [m["status"] for m in answers] == ["interrupted", "complete"], answers
+    assert snap["messages"][-2]["content"] == "now please" and answers[-1]["content"] == "now please"
+    assert snap["session"]["queuePaused"] is False and snap["queue"] == []
