@@ -183,6 +183,41 @@ export const settingsScenarios = {
     });
   },
 
+  /** "New chat" on its way (the server has not made it yet) while the person writes and presses Enter: the
+   * message goes to the new chat once it opens, never to the chat still on screen. A second press meanwhile
+   * opens the same new chat. */
+  async send_while_new_chat_is_made({ browser, url, token, sessionId }) {
+    return devices(browser, url, [{ token }], async ([d], problems) => {
+      const { page } = d;
+      const held = [];
+      let holding = true;
+      await page.routeWebSocket(/\/trpc/, (ws) => {
+        const server = ws.connectToServer();
+        ws.onMessage((m) => {
+          if (holding && String(m).includes('"session.create"')) held.push(() => server.send(m));
+          else server.send(m);
+        });
+      });
+      await openApp(page, `/s/${sessionId}`);
+      const old = page.url();
+      await log(page).getByText("already here").first().waitFor();
+      const nav = page.getByRole("navigation", { name: "Sessions" });
+      await nav.getByRole("button", { name: "New chat" }).click();
+      await until(async () => held.length, (n) => n === 1, { what: "the new chat asked for" });
+      await nav.getByRole("button", { name: "New chat" }).click(); // again, while the first is on its way
+      await messageBox(page).fill("written before the chat existed");
+      await messageBox(page).press("Enter");
+      const boxWhileHeld = await messageBox(page).inputValue();
+      const urlWhileHeld = page.url();
+      holding = false;
+      for (const release of held.splice(0)) release();
+      await page.waitForURL((u) => u.href !== old);
+      await log(page).getByText("written before the chat existed").first().waitFor();
+      await page.getByRole("status", { name: "Answer status" }).getByText("Answer finished").waitFor();
+      return { old, urlWhileHeld, boxWhileHeld, opened: page.url(), problems: problems() };
+    });
+  },
+
   /** A phone, a user with no chats yet: the empty state has its own "New chat" (the sidebar's is hidden); New
    * chat again reuses the empty chat; only the open chat's row shows its actions; the status line does not
    * carry "Answer finished" into another chat; an empty queue shows no panel. */

@@ -122,6 +122,24 @@ def test_first_chats_on_a_phone(web_server: WebServer, browser: Driver) -> None:
     assert sorted((r["current"], r["rename"]) for r in seen["renameVisible"]) == [(False, False), (True, True)]
 
 
+def test_a_message_sent_while_new_chat_is_made_goes_to_the_new_chat(web_server: WebServer, browser: Driver) -> None:
+    api = web_server.api("bob")
+    sid = api.mutate("session.create", {"title": f"Old chat {uuid.uuid4().hex[:6]}"})["id"]
+    api.mutate("message.send", {"sessionId": sid, "content": "already here"})
+    answered(web_server, "bob", sid, 1)
+    before = {s["id"] for s in api.query("session.list", {"limit": 200})["items"]}
+    seen = browser.run("send_while_new_chat_is_made", token=web_server.tokens["bob"], sessionId=sid)
+    assert seen["problems"] == [], seen["problems"]
+    assert seen["urlWhileHeld"] == seen["old"]  # the new chat was not made yet when Enter was pressed
+    assert seen["boxWhileHeld"] == ""  # the message left the box at once, as any send does
+    new = {s["id"] for s in api.query("session.list", {"limit": 200})["items"]} - before
+    assert len(new) == 1  # the second press opened the same chat, not another one
+    (made,) = new
+    assert seen["opened"].endswith(f"/s/{made}")
+    assert [m["content"] for m in api.messages(sid) if m["role"] == "user"] == ["already here"]
+    assert [m["content"] for m in api.messages(made) if m["role"] == "user"] == ["written before the chat existed"]
+
+
 def test_a_hidden_tab_without_push_shows_a_notification(web_server: WebServer, browser: Driver) -> None:
     api = web_server.api("carol")
     sid = api.mutate("session.create", {"title": f"Hidden {uuid.uuid4().hex[:6]}"})["id"]

@@ -7,6 +7,7 @@ import { act } from "../stores/call";
 import { AttachmentChips } from "./AttachmentChips";
 import { DraftOffer } from "./DraftOffer";
 import { composerChanged, draftSent } from "../stores/presence";
+import { chatBeingMade } from "../stores/sessions";
 
 const WHILE_BUSY: Record<string, string> = {
   enqueue: "The model is answering: Enter adds your message to the queue.",
@@ -55,11 +56,24 @@ export function Composer({ sessionId }: { sessionId: string }) {
     setText("");
     draftSent();
     const attachments = files.map((f) => f.uploaded!);
-    void act("Sending", () => send(sessionId, content, attachments).catch((err) => {
+    const putBack = () => {
       setText((t) => t || content);
       restore(files);
-      throw err;
-    }));
+    };
+    // Sent while "New chat" is on its way, it belongs to the chat that opens, not to the one still on screen.
+    const making = chatBeingMade();
+    void act("Sending", async () => {
+      let target = sessionId;
+      if (making) {
+        const made = await making.catch(() => null);
+        if (made === null) return putBack(); // no new chat: the message stays here, unsent (the error is shown)
+        target = made;
+      }
+      await send(target, content, attachments).catch((err) => {
+        putBack();
+        throw err;
+      });
+    });
     box.current?.focus();
   };
   const onKeyDown = (e: KeyboardEvent) => {

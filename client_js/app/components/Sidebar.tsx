@@ -2,7 +2,7 @@ import { useStore } from "@nanostores/preact";
 import { useEffect, useRef } from "preact/hooks";
 import {
   $searchHasMore, $searchLoaded, $searchResults, $searchText, $sessionList, $sessionsLoaded, $showArchived,
-  $creatingChat, emptyOrNewSession, importSession, loadMoreResults, setSearch, showArchived,
+  importSession, makeNewChat, loadMoreResults, setSearch, showArchived,
 } from "../stores/sessions";
 import { $route, navigate, sessionPath } from "../stores/route";
 import { act } from "../stores/call";
@@ -18,12 +18,7 @@ export const SEARCH_KEYS = "Control+K Meta+K";
 
 export function newChat(): Promise<void> {
   return act("Creating a chat", async () => {
-    $creatingChat.set(true);
-    try {
-      navigate(sessionPath(await emptyOrNewSession()));
-    } finally {
-      $creatingChat.set(false);
-    }
+    await makeNewChat((id) => navigate(sessionPath(id)));
     document.getElementById("message")?.focus();
   });
 }

@@ -125,20 +125,58 @@ function madeHere(): string[] {
 
 /** The chat "New chat" opens: one this browser made with "New chat" that is still empty (no message, nothing
  * queued), else a new one, so pressing it again and again does not pile up empty "New chat" sessions. Chats
- * made elsewhere are left alone: an empty one may be a script's, about to be written to. */
+ * made elsewhere are left alone: an empty one may be a script's, about to be written to. A chat made here a
+ * moment ago counts before the live list shows it. */
 export async function emptyOrNewSession(): Promise<string> {
   const made = madeHere();
-  const candidates = $sessionList.get().filter((s) => made.includes(s.id) &&
-    s.titleSource === "none" && !s.title && !s.queueLength && s.status === "idle" && !s.archived);
-  for (const s of candidates.slice(0, 3)) {
+  const listed = new Map($sessionList.get().map((s) => [s.id, s]));
+  const candidates = made.filter((id) => {
+    const s = listed.get(id);
+    if (!s) return id === made[0]; // the newest one made here, not in the list yet
+    return s.titleSource === "none" && !s.title && !s.queueLength && s.status === "idle" && !s.archived;
+  });
+  for (const id of candidates.slice(0, 3)) {
     // The list has no message counts: one read makes sure (a cleared title may hide a conversation).
-    const state = await client().requests.query("session.get", { sessionId: s.id, messageLimit: 1 });
-    if (state.messages.length === 0 && state.queue.length === 0) return s.id;
+    const state = await client().requests.query("session.get", { sessionId: id, messageLimit: 1 })
+      .catch(() => null); // deleted meanwhile
+    if (!state) continue;
+    const s = state.session;
+    if (state.messages.length === 0 && state.queue.length === 0 && s.titleSource === "none" && !s.title &&
+        s.status === "idle" && !s.archived) return id;
   }
   const id = (await createSession()).id;
   const live = new Set($sessionList.get().map((s) => s.id));
   localStorage.setItem(MADE_KEY, JSON.stringify([id, ...made.filter((x) => live.has(x))].slice(0, 10)));
   return id;
+}
+
+let beingMade: Promise<string> | null = null;
+
+/** The chat a "New chat" in progress opens, or null when none is being made: a message sent meanwhile goes
+ * there (the person asked for a new chat and wrote in it), not to the chat still on screen. */
+export function chatBeingMade(): Promise<string> | null {
+  return beingMade;
+}
+
+/** "New chat": finds or makes the chat and hands it to `open`. Pressed again while one is being made, it waits
+ * for that one. */
+export async function makeNewChat(open: (sessionId: string) => void): Promise<void> {
+  if (beingMade) {
+    await beingMade;
+    return;
+  }
+  $creatingChat.set(true);
+  const made = emptyOrNewSession().then((id) => {
+    open(id);
+    return id;
+  });
+  beingMade = made;
+  try {
+    await made;
+  } finally {
+    beingMade = null;
+    $creatingChat.set(false);
+  }
 }
 
 export async function renameSession(sessionId: string, title: string): Promise<void> {
