@@ -16,6 +16,14 @@ heavy user keeps 150 sessions streaming (each sends a 120-word message to the ec
 as the answer ends), runs 6 uploads of 20 MiB in parallel, back to back, while 4 connections flood
 ``POST /auth/link`` with wrong codes. A light user reads its session list (``session.list``, 20 sessions) every
 20 ms. Printed: the light user's read p50/p99/max with and without the mix, and what the mix got done.
+
+    .venv/bin/python bench/fairness.py --long-chat 10000 [--cache-bytes N] [--before-root DIR] [--seconds 10]
+
+``--long-chat N`` is a heavy user with one chat of N messages (imported), sending to it one message after
+another: every step of it reads the whole active path and makes its request. The light user measures a PING and
+an enqueue as above. ``--cache-bytes 0`` keeps no converted conversation (every step converts the whole chat, as
+the first step after a restart does); ``--before-root`` runs the same with another checkout's server,
+interleaved, to compare two versions.
 """
 
 from __future__ import annotations
@@ -254,13 +262,105 @@ def mix_main(args: argparse.Namespace) -> None:
             print(f"  {name:22s}{unit} {summary(values)}")
 
 
+async def long_chat(url: str, token: str, n: int, stop: asyncio.Event, ready: asyncio.Event) -> int:
+    """One chat of ``n`` messages, answered one message after another until ``stop``; returns the answers."""
+    # About 250 characters a message, in one word: the echo model counts the prompt's words by splitting every
+    # message (its own usage figures), which for 10,000 messages of 40 words would cost it more than the server's
+    # read and conversion of them do.
+    line = "x" * 240
+    transcript = {
+        "format": "chatsync.session",
+        "version": 1,
+        "session": {"title": "long chat"},
+        "messages": [
+            {"role": "user" if i % 2 == 0 else "assistant", "content": f"{i} {line}", "status": "complete"}
+            for i in range(n)
+        ],
+    }
+    async with httpx.AsyncClient(base_url=url, timeout=120) as http:
+        r = await http.post(
+            "/sessions/import", content=orjson.dumps(transcript), headers={"Authorization": f"Bearer {token}"}
+        )
+        r.raise_for_status()
+        sid = r.json()["id"]
+    answers = 0
+    async with TrpcClient(url, token) as c:
+        sub = await c.subscribe("session.events", {"sessionId": sid})
+        while not stop.is_set():
+            await c.mutation("message.send", {"sessionId": sid, "content": f"next {answers}"})
+            while True:
+                _id, event = await sub.next(timeout=120)
+                if isinstance(event, dict) and event.get("type") in ("run-finished", "run-failed", "run-aborted"):
+                    break
+            answers += 1
+            ready.set()
+    return answers
+
+
+def long_chat_main(args: argparse.Namespace) -> None:
+    roots = [("this checkout", None)] + ([("before", args.before_root)] if args.before_root else [])
+    cache = {} if args.cache_bytes is None else {"CHATSYNC_CONVERSATION_CACHE_BYTES": str(args.cache_bytes)}
+    print(
+        f"light user's round trips while a heavy user answers in a chat of {args.long_chat} messages, one message "
+        f"after another ({args.db}, {args.seconds:.0f} s per run, {args.runs} runs, conversation cache "
+        f"{'default' if args.cache_bytes is None else args.cache_bytes}; reference: the light user alone)"
+    )
+    rows: dict[str, dict[str, list[float]]] = {}
+
+    async def measure(url: str, heavy_token: str, light_token: str, with_heavy: bool) -> tuple[Any, ...]:
+        stop, heavy_stop, ready = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        heavy_task = None
+        if with_heavy:
+            heavy_task = asyncio.create_task(long_chat(url, heavy_token, args.long_chat, heavy_stop, ready))
+            await ready.wait()  # imported and answering before the light user measures
+        light_task = asyncio.create_task(light(url, light_token, stop))
+        await asyncio.sleep(args.seconds)
+        stop.set()
+        pings, enqueues = await light_task
+        heavy_stop.set()
+        answers = await heavy_task if heavy_task else 0
+        return pings, enqueues, answers
+
+    for run in range(args.runs):
+        order = roots if run % 2 == 0 else roots[::-1]
+        for label, root in [("alone (reference)", None), *order]:
+            with tempfile.TemporaryDirectory() as tmp:
+                db_url = f"sqlite+aiosqlite:///{tmp}/fair.db"
+                env = {**os.environ, "CHATSYNC_DATABASE_URL": db_url}
+                light_token = create_user(env, "light", root)
+                with run_server(db_url, root=root, **cache) as srv:
+                    pings, enqueues, answers = asyncio.run(
+                        measure(srv.url, srv.token, light_token, label != "alone (reference)")
+                    )
+            row = rows.setdefault(label, defaultdict(list))
+            row["ping p50"].append(pct(pings, 50))
+            row["ping p99"].append(pct(pings, 99))
+            row["ping max"].append(max(pings))
+            row["enqueue p50"].append(pct(enqueues, 50))
+            row["enqueue p99"].append(pct(enqueues, 99))
+            row["enqueue max"].append(max(enqueues))
+            if label != "alone (reference)":
+                row["long-chat answers"].append(float(answers))
+    for key, row in rows.items():
+        print(key)
+        for name, values in row.items():
+            unit = "" if name == "long-chat answers" else " ms"
+            print(f"  {name:17s}{unit} {summary(values)}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--db", choices=("sqlite", "postgres"), default="sqlite")
     ap.add_argument("--mix", action="store_true", help="the mixed load: streams, uploads and link guesses")
+    ap.add_argument("--long-chat", type=int, default=0, metavar="N", help="a heavy user answering in a chat of N")
+    ap.add_argument("--cache-bytes", type=int, default=None, help="the server's conversation cache (--long-chat)")
+    ap.add_argument("--before-root", default=None, help="another checkout to compare with (--long-chat)")
     args = ap.parse_args()
+    if args.long_chat:
+        long_chat_main(args)
+        return
     if args.mix:
         mix_main(args)
         return

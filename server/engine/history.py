@@ -17,9 +17,10 @@ Choices made here:
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from itertools import chain
 from operator import attrgetter
 from typing import Any, NamedTuple, cast
@@ -129,9 +130,39 @@ def build_stored_request(
 ) -> ChatRequest:
     """:func:`build_request` for the rows of ``repo.stored_history`` (what a run's step reads): the part of the
     conversation the session's last step converted comes from ``cache`` (the process's, ``RunContext``), and only
-    the rows after it are converted."""
+    the rows after it are converted. In one go: a step does the same in two parts (:func:`request_frame` in its
+    transaction, :func:`with_history` after it)."""
     messages = cache.messages(session.id, rows, exclude)
     return _request(session, messages, inputs, model, continuation)
+
+
+class StoredHistory(NamedTuple):
+    """What a step read of its conversation (``repo.stored_history``) in the transaction that started it: the
+    request's messages are made of it once that transaction is over (:func:`with_history`)."""
+
+    session_id: str
+    rows: Sequence[StoredRow]
+    exclude: str | None  # the answer being written, left out
+
+
+def request_frame(
+    session: SessionFields,
+    *,
+    inputs: ModelInputs | None = None,
+    model: str | None = None,
+    continuation: bool = False,
+) -> ChatRequest:
+    """The request of a step without its messages (:func:`with_history` adds them): what the session's row says,
+    taken while the transaction that read it is open."""
+    return _request(session, (), inputs, model, continuation)
+
+
+async def with_history(request: ChatRequest, history: StoredHistory, cache: Conversations) -> ChatRequest:
+    """``request`` with the messages of ``history``, converted as :func:`build_stored_request` does but giving the
+    event loop back every ``CONVERT_SLICE`` rows: the first step of a long chat after a restart converts
+    thousands of messages, and every other session of the process streams meanwhile."""
+    messages = await cache.messages_sharing_loop(history.session_id, history.rows, history.exclude)
+    return ChatRequest.model_construct(messages=messages, options=request.options, tools=request.tools)
 
 
 def _request(
@@ -255,6 +286,30 @@ class Conversations:
     def messages(self, session_id: str, rows: Sequence[StoredRow], exclude: str | None = None) -> tuple[Message, ...]:
         """The request's messages for ``rows`` (the session's active path as stored), without the row ``exclude``
         (the answer being written)."""
+        steps = self._messages(session_id, rows, exclude)
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                return cast(tuple[Message, ...], done.value)
+
+    async def messages_sharing_loop(
+        self, session_id: str, rows: Sequence[StoredRow], exclude: str | None = None
+    ) -> tuple[Message, ...]:
+        """:meth:`messages`, letting the event loop run other work every ``CONVERT_SLICE`` rows converted. The
+        session's conversation is out of the cache meanwhile (its steps come one after another)."""
+        steps = self._messages(session_id, rows, exclude)
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                return cast(tuple[Message, ...], done.value)
+            await asyncio.sleep(0)
+
+    def _messages(
+        self, session_id: str, rows: Sequence[StoredRow], exclude: str | None
+    ) -> Generator[None, None, tuple[Message, ...]]:
+        """:meth:`messages`, pausing (a ``yield``) after every ``CONVERT_SLICE`` rows it converts."""
         end = len(rows)
         if exclude is not None:
             # The answer being written is the path's last row; anywhere else it is looked for from the end. It is
@@ -273,11 +328,13 @@ class Conversations:
             kept, starts, sizes = held.rows[:alike], held.starts[: alike + 1], held.sizes[: alike + 1]
             messages = held.messages[: starts[-1]]
         total = sizes[-1]
-        for row in rows[alike:end]:
+        for count, row in enumerate(rows[alike:end], 1):
             messages.extend(_stored_messages(row))
             starts.append(len(messages))
             total += _size(row)
             sizes.append(total)
+            if not count % CONVERT_SLICE:
+                yield
         kept.extend(rows[alike:end])
         conversation = _Conversation(kept, messages, starts, sizes)
         if self._keep(session_id, conversation, held is not None) and messages:
@@ -321,6 +378,8 @@ class Conversations:
 ENTRY_OVERHEAD = 2048
 # While the cache is full, one conversation in this many not held goes in (as the most recently used).
 FULL_INSERT_EVERY = 32
+# Rows a step converts before it lets the event loop run other work (about 2 ms of conversion).
+CONVERT_SLICE = 256
 
 
 def tool_images(row: MessageRow) -> Message:

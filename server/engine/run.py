@@ -58,7 +58,7 @@ from ..services.uow import SessionTx
 from ..store import repo
 from ..store.run_rows import CallRow, MessageRow, RunRow
 from . import mcp_tools
-from .history import build_stored_request, has_files, load_files, notices
+from .history import StoredHistory, has_files, load_files, notices, request_frame, with_history
 from .turn import Turn
 
 if TYPE_CHECKING:
@@ -83,7 +83,8 @@ class StepResult:
 class StepStart:
     """A model call as the transaction that started it left it: what to ask, and where the answer goes."""
 
-    request: ChatRequest
+    request: ChatRequest  # without its messages: they are made of ``history`` outside the transaction
+    history: StoredHistory
     owner_id: str
     provider_id: str
     streaming: bool
@@ -111,18 +112,14 @@ async def start_step(ctx: RunContext, tx: SessionTx, run: RunRow, after: Message
     else:
         message = await transitions.add_message(tx, "assistant", "", status="streaming", run_id=run.id, after=after)
         mid, exclude, initial = message.id, message.id, ""
-    rows = await repo.stored_history(await tx.plain(), session.id)
-    request = build_stored_request(
-        session,
-        rows,
-        exclude=exclude,
-        inputs=ctx.model_inputs(provider_id, model),
-        model=model,
-        continuation=exclude is None,
-        cache=ctx.conversations,
+    # The conversation is read here, as this transaction leaves it; converting it waits until the transaction is
+    # over (``RunLoop._prepare_and_consume``): for a long chat that is many milliseconds no writer must wait for.
+    history = StoredHistory(session.id, await repo.stored_history(await tx.plain(), session.id), exclude)
+    request = request_frame(
+        session, inputs=ctx.model_inputs(provider_id, model), model=model, continuation=exclude is None
     )
     mcp = await mcp_tools.context(await tx.plain(), session)
-    return StepStart(request, session.owner_id, provider_id, not session.disable_streaming, mid, initial, mcp)
+    return StepStart(request, history, session.owner_id, provider_id, not session.disable_streaming, mid, initial, mcp)
 
 
 async def _continued(tx: SessionTx, run: RunRow) -> MessageRow | None:
@@ -300,7 +297,9 @@ class RunLoop:
         self._streaming, self._flushed = mid, len(initial)
         result = StepResult()
         try:
-            await self._inner_run(self._prepare_and_consume(request, owner_id, provider_id, streaming, mid, result))
+            await self._inner_run(
+                self._prepare_and_consume(request, start.history, owner_id, provider_id, streaming, mid, result)
+            )
             if self.abort_requested:
                 await self._finish_aborted(mid)
             else:
@@ -312,9 +311,18 @@ class RunLoop:
             await self.ctx.shared_texts.ended(self.session_id, mid)
 
     async def _prepare_and_consume(
-        self, request: ChatRequest, owner_id: str, provider_id: str, streaming: bool, mid: str, result: StepResult
+        self,
+        request: ChatRequest,
+        history: StoredHistory,
+        owner_id: str,
+        provider_id: str,
+        streaming: bool,
+        mid: str,
+        result: StepResult,
     ) -> None:
-        """Load the request's uploaded files (outside any transaction, abortable), then run the model call."""
+        """Make the request's messages and load its uploaded files (outside any transaction, abortable), then run
+        the model call."""
+        request = await with_history(request, history, self.ctx.conversations)
         offered = [
             t for t in await mcp_tools.offer(self.ctx, self._mcp) if t.name not in {d.name for d in request.tools}
         ]

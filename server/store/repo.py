@@ -375,6 +375,9 @@ StoredRow = tuple[str, str, str, str | None, str | None, str | None, str, int]
 text, tool calls as JSON text or None, tool call id, status, is_error as 0 or 1). Plain values only, so rows read
 by two steps compare as values (``engine.history.Conversations``)."""
 
+# Rows of the active path read by one statement. A step of a long chat reads it in pages, so that a SQLite
+# transaction on the event loop can give the loop back between two of them (``sqlite_inline.share_loop``).
+STORED_PAGE = 1000
 _STORED_HISTORY = (
     select(
         Message.id,
@@ -388,14 +391,23 @@ _STORED_HISTORY = (
     )
     .where(Message.session_id == bindparam("sid"), Message.active.is_(True))
     .order_by(Message.ordinal)
+    .limit(STORED_PAGE)
+)
+_PAGE_END = aliased(Message, name="page_end")
+_STORED_HISTORY_AFTER = _STORED_HISTORY.where(
+    Message.ordinal > select(_PAGE_END.ordinal).where(_PAGE_END.id == bindparam("after")).scalar_subquery()
 )
 
 
 async def stored_history(db: Executor, session_id: str) -> list[StoredRow]:
     """The active path in order, as stored (:data:`StoredRow`): no column is converted on the way (every step
     of a run reads the whole conversation; ``engine.history`` converts only the messages it has not seen)."""
-    rows = (await db.execute(_STORED_HISTORY, {"sid": session_id})).all()
-    return [row if type(row) is tuple else tuple(row) for row in rows]
+    page = (await db.execute(_STORED_HISTORY, {"sid": session_id})).all()
+    rows = [row if type(row) is tuple else tuple(row) for row in page]
+    while len(page) == STORED_PAGE:
+        page = (await db.execute(_STORED_HISTORY_AFTER, {"sid": session_id, "after": rows[-1][0]})).all()
+        rows.extend(row if type(row) is tuple else tuple(row) for row in page)
+    return rows
 
 
 TreeNode = tuple[str, str | None, int, bool, int]

@@ -4,6 +4,7 @@ converted once and found again by the session's next step, within the cache's bo
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import gc
 import tracemalloc
@@ -14,7 +15,13 @@ import pytest
 from attachment_files import png
 from engine_helpers import FAST, idle
 
-from server.engine.history import ENTRY_OVERHEAD, Conversations, build_request, build_stored_request
+from server.engine.history import (
+    CONVERT_SLICE,
+    ENTRY_OVERHEAD,
+    Conversations,
+    build_request,
+    build_stored_request,
+)
 from server.llm import ModelInputs
 from server.llm.convert.history import normalize
 from server.settings import Settings
@@ -110,6 +117,67 @@ def _size(text: str) -> int:
 
 def _chat(n: int, prefix: str = "m") -> list[StoredRow]:
     return [_row(f"{prefix}{i}", f"text {i}", role="user" if i % 2 == 0 else "assistant") for i in range(n)]
+
+
+async def test_a_long_path_is_read_whole_in_pages(migrated_db: Database) -> None:
+    """The active path of a chat longer than a page, with messages off it between, comes back whole and in order."""
+    db = migrated_db
+    n = 2 * repo.STORED_PAGE + 7
+    async with db.write() as s:
+        user = User(id=str(uuid.uuid4()), name=f"u-{uuid.uuid4().hex[:8]}")
+        s.add(user)
+        await s.flush()
+        session = ChatSession(id=str(uuid.uuid4()), owner_id=user.id)
+        s.add(session)
+        await s.flush()
+        await s.execute(
+            Message.__table__.insert(),
+            [
+                {
+                    "id": str(uuid.uuid4()),
+                    "session_id": session.id,
+                    "ordinal": i + 1,
+                    "role": "user",
+                    "content": f"m{i}",
+                    "attachments": [],
+                    "active": i % 3 != 1,  # every third one an older version, off the path
+                }
+                for i in range(n)
+            ],
+        )
+        stored = await repo.stored_history(s.plain, session.id)
+        orm = await repo.list_messages(s, session.id)
+    assert len(stored) > repo.STORED_PAGE * 1.3
+    assert [r[0] for r in stored] == [m.id for m in orm]
+    assert [r[2] for r in stored] == [f"m{i}" for i in range(n) if i % 3 != 1]
+
+
+async def test_converting_a_long_conversation_lets_other_work_run() -> None:
+    """A step makes its messages outside its transaction, a slice of rows at a time: another session's work runs
+    between two slices, and the messages are those made in one go (kept for the next step the same way)."""
+    rows = _chat(5 * CONVERT_SLICE + 3)
+    last = rows[-1][0]  # the answer being written
+    turns = 0
+    converting = True
+
+    async def other_work() -> None:
+        nonlocal turns
+        while converting:
+            turns += 1
+            await asyncio.sleep(0)
+
+    other = asyncio.create_task(other_work())
+    await asyncio.sleep(0)  # it runs once before the conversion starts
+    before = turns
+    cache = Conversations(10**9)
+    shared = await cache.messages_sharing_loop("s", rows, exclude=last)
+    converting = False
+    await other
+    assert turns - before >= 5  # a turn of the loop after every slice, not one stretch for the whole chat
+    assert shared == Conversations(10**9).messages("s", rows, exclude=last)
+    assert len(cache) == 1
+    again = await cache.messages_sharing_loop("s", rows, exclude=last)
+    assert all(a is b for a, b in zip(shared, again, strict=True))  # the next step finds them all
 
 
 def test_a_step_converts_only_the_rows_the_last_step_did_not_read() -> None:
