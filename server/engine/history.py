@@ -17,10 +17,9 @@ Choices made here:
 
 from __future__ import annotations
 
-import asyncio
 import base64
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Generator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from itertools import chain
 from operator import attrgetter
 from typing import Any, NamedTuple, cast
@@ -29,6 +28,7 @@ from ..domain.models import MessageStatus, Role
 from ..llm import Attachment, ChatRequest, Message, ModelInputs, RequestOptions, ToolCall, ToolDefinition
 from ..llm.convert.files import NO_IMAGES, OVER_BUDGET, UNSUPPORTED, kind_of
 from ..llm.convert.history import ResumePoint, resume_point
+from ..llm.convert.slices import Sliced, at_once, sharing_loop
 from ..protocol.errors import RpcError
 from ..store.prepared import json_value
 from ..store.repo import HistoryRow as MessageRow
@@ -286,29 +286,16 @@ class Conversations:
     def messages(self, session_id: str, rows: Sequence[StoredRow], exclude: str | None = None) -> tuple[Message, ...]:
         """The request's messages for ``rows`` (the session's active path as stored), without the row ``exclude``
         (the answer being written)."""
-        steps = self._messages(session_id, rows, exclude)
-        while True:
-            try:
-                next(steps)
-            except StopIteration as done:
-                return cast(tuple[Message, ...], done.value)
+        return at_once(self._messages(session_id, rows, exclude))
 
     async def messages_sharing_loop(
         self, session_id: str, rows: Sequence[StoredRow], exclude: str | None = None
     ) -> tuple[Message, ...]:
         """:meth:`messages`, letting the event loop run other work every ``CONVERT_SLICE`` rows converted. The
         session's conversation is out of the cache meanwhile (its steps come one after another)."""
-        steps = self._messages(session_id, rows, exclude)
-        while True:
-            try:
-                next(steps)
-            except StopIteration as done:
-                return cast(tuple[Message, ...], done.value)
-            await asyncio.sleep(0)
+        return await sharing_loop(self._messages(session_id, rows, exclude))
 
-    def _messages(
-        self, session_id: str, rows: Sequence[StoredRow], exclude: str | None
-    ) -> Generator[None, None, tuple[Message, ...]]:
+    def _messages(self, session_id: str, rows: Sequence[StoredRow], exclude: str | None) -> Sliced[tuple[Message, ...]]:
         """:meth:`messages`, pausing (a ``yield``) after every ``CONVERT_SLICE`` rows it converts."""
         end = len(rows)
         if exclude is not None:
@@ -378,7 +365,7 @@ class Conversations:
 ENTRY_OVERHEAD = 2048
 # While the cache is full, one conversation in this many not held goes in (as the most recently used).
 FULL_INSERT_EVERY = 32
-# Rows a step converts before it lets the event loop run other work (about 2 ms of conversion).
+# Rows a step converts before it lets the event loop run other work (a few milliseconds of conversion).
 CONVERT_SLICE = 256
 
 

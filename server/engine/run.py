@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 from .. import tracing
 from ..domain import events
 from ..llm import ChatRequest, ErrorEvent, Finished, TextDelta, ToolCallDelta, ToolCallEvent, ToolCallStart
+from ..llm.convert.history import normalize_ahead
 from ..llm.errors import ErrorCode
 from ..services import transitions
 from ..services.lease import LeaseLost, fenced_tx, heartbeat, next_tick, release
@@ -343,12 +344,16 @@ class RunLoop:
                 )
                 return
             result.notices = notices(request)
+        # Held until the model call is over: the adapter's repair of the conversation resumes where this one
+        # stopped, instead of repairing thousands of messages in one stretch of the event loop.
+        ahead = await normalize_ahead(request.messages)
         turn = Turn(lambda: self.ctx.provider(provider_id), request, streaming=streaming, provider_id=provider_id)
         self._turn = turn
         try:
             await self._consume(turn, mid, result)
         finally:
             self._turn = None
+            del ahead
 
     async def _consume(self, turn: Turn, mid: str, result: StepResult) -> None:
         sid, texts, publish = self.session_id, self.ctx.partial_texts, self.ctx.publish_ephemeral

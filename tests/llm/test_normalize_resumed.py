@@ -4,6 +4,7 @@ change a message in the middle; and the point it resumes from lives only as long
 
 from __future__ import annotations
 
+import asyncio
 import gc
 
 from hypothesis import given
@@ -76,3 +77,41 @@ def test_a_point_lives_as_long_as_its_owner_holds_it() -> None:
     assert key not in conv._POINTS  # nothing else held it: gone, and no normalization keeps a state for it
     normalize(messages)
     assert key not in conv._POINTS
+
+
+async def test_a_long_conversation_is_normalized_ahead_a_slice_at_a_time() -> None:
+    """``normalize_ahead`` repairs a long conversation with turns of the event loop between slices, and the
+    adapter's normalization then resumes at its end: the same turns as from the start."""
+    messages: list[Message] = []
+    for i in range(3 * conv.NORMALIZE_SLICE // 4 + 2):  # four messages a round
+        call = ToolCall(id=f"c{i % 7}", name="lookup")  # ids reused: made unique, which depends on all before
+        messages += [
+            Message(role="user", content=f"q{i}"),
+            Message(role="assistant", content="", tool_calls=(call,)),
+            Message(role="tool", tool_call_id=call.id, content=f"r{i}"),
+            Message(role="assistant", content=f"a{i}"),
+        ]
+    turns = 0
+    going = True
+
+    async def other_work() -> None:
+        nonlocal turns
+        while going:
+            turns += 1
+            await asyncio.sleep(0)
+
+    other = asyncio.create_task(other_work())
+    await asyncio.sleep(0)
+    before = turns
+    point = await conv.normalize_ahead(messages)
+    going = False
+    await other
+    assert turns - before >= 3  # one turn of the loop after each slice
+    assert point is not None and point.state is not None
+    assert len(point.state.messages) == len(messages)  # the adapter has nothing left to add
+    assert normalize(messages) == from_the_start(messages)
+    # A short conversation is left to the adapter; one already normalized is not normalized again.
+    assert await conv.normalize_ahead(messages[:8]) is None
+    done = point.state
+    assert await conv.normalize_ahead([*messages, Message(role="user", content="more")]) is point
+    assert point.state is done

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from ..types import Attachment, ChatRequest, Message, ToolCall
+from .slices import Sliced, at_once, sharing_loop
 
 INTERRUPTED_RESULT = "The tool call was interrupted before a result was produced."
 # A non-empty user turn where a target requires one (a history that starts with the assistant, or is empty).
@@ -203,7 +204,31 @@ def normalize(messages: Sequence[Message]) -> list[Turn]:
 
     Where someone holds a :class:`ResumePoint` for the first message, the normalization resumes from it and
     leaves its own point there: the result is the same, and a step of a long chat adds only its new messages."""
+    return at_once(_normalizing(tuple(messages)))
+
+
+async def normalize_ahead(messages: Sequence[Message]) -> ResumePoint | None:
+    """Normalize ``messages`` ahead of the provider's adapter, ``NORMALIZE_SLICE`` messages at a time with a turn
+    of the event loop between, when the adapter's :func:`normalize` would otherwise add that many or more in one
+    stretch (a long conversation's first step after a restart, or one no cache holds). Returns the point the
+    adapter's normalization then resumes from: the caller holds it until the request is sent (nothing else may)."""
     messages = tuple(messages)
+    if len(messages) < NORMALIZE_SLICE:
+        return None
+    point = resume_point(messages[0])
+    done = point.state
+    if (
+        done is not None
+        and len(messages) - len(done.messages) < NORMALIZE_SLICE
+        and messages[: len(done.messages)] == done.messages
+    ):
+        return point  # the adapter's normalization has little left to add
+    await sharing_loop(_normalizing(messages))
+    return point
+
+
+def _normalizing(messages: tuple[Message, ...]) -> Sliced[list[Turn]]:
+    """:func:`normalize`, pausing (a ``yield``) after every ``NORMALIZE_SLICE`` messages it adds."""
     norm = _Normalizer()
     start = 0
     point = _registered(messages[0]) if messages else None
@@ -216,11 +241,17 @@ def normalize(messages: Sequence[Message]) -> list[Turn]:
         norm.add(index, messages[index])
         if not norm.open_calls:
             at = (index + 1, len(norm.out), len(norm.seen_order))
+        if not (index - start + 1) % NORMALIZE_SLICE:
+            yield
     if point is not None and at is not None:
         added, turns, ids = at
         point.state = _Resumable(messages[:added], tuple(norm.out[:turns]), frozenset(norm.seen_order[:ids]))
     norm.close_calls()
     return norm.out
+
+
+# Messages normalized between two turns of the event loop by :func:`normalize_ahead`.
+NORMALIZE_SLICE = 256
 
 
 CONTINUE_TEXT = "Continue your previous answer exactly where it stopped, without repeating any of it."
