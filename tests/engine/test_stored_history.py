@@ -4,7 +4,6 @@ converted once and found again by the session's next step, within the cache's bo
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import gc
 import tracemalloc
@@ -14,6 +13,7 @@ from typing import Any
 import pytest
 from attachment_files import png
 from engine_helpers import FAST, idle
+from loop_turns import LoopTurns
 
 from server.engine.history import (
     CONVERT_SLICE,
@@ -157,23 +157,10 @@ async def test_converting_a_long_conversation_lets_other_work_run() -> None:
     between two slices, and the messages are those made in one go (kept for the next step the same way)."""
     rows = _chat(5 * CONVERT_SLICE + 3)
     last = rows[-1][0]  # the answer being written
-    turns = 0
-    converting = True
-
-    async def other_work() -> None:
-        nonlocal turns
-        while converting:
-            turns += 1
-            await asyncio.sleep(0)
-
-    other = asyncio.create_task(other_work())
-    await asyncio.sleep(0)  # it runs once before the conversion starts
-    before = turns
     cache = Conversations(10**9)
-    shared = await cache.messages_sharing_loop("s", rows, exclude=last)
-    converting = False
-    await other
-    assert turns - before >= 5  # a turn of the loop after every slice, not one stretch for the whole chat
+    async with LoopTurns() as turns:
+        shared = await cache.messages_sharing_loop("s", rows, exclude=last)
+    assert turns.count >= 5  # a turn of the loop after every slice, not one stretch for the whole chat
     assert shared == Conversations(10**9).messages("s", rows, exclude=last)
     assert len(cache) == 1
     again = await cache.messages_sharing_loop("s", rows, exclude=last)

@@ -4,11 +4,11 @@ change a message in the middle; and the point it resumes from lives only as long
 
 from __future__ import annotations
 
-import asyncio
 import gc
 
 from hypothesis import given
 from hypothesis import strategies as st
+from loop_turns import LoopTurns
 from test_llm_convert_properties import SETTINGS, histories
 
 from server.llm import Message, ToolCall
@@ -91,22 +91,9 @@ async def test_a_long_conversation_is_normalized_ahead_a_slice_at_a_time() -> No
             Message(role="tool", tool_call_id=call.id, content=f"r{i}"),
             Message(role="assistant", content=f"a{i}"),
         ]
-    turns = 0
-    going = True
-
-    async def other_work() -> None:
-        nonlocal turns
-        while going:
-            turns += 1
-            await asyncio.sleep(0)
-
-    other = asyncio.create_task(other_work())
-    await asyncio.sleep(0)
-    before = turns
-    point = await conv.normalize_ahead(messages)
-    going = False
-    await other
-    assert turns - before >= 3  # one turn of the loop after each slice
+    async with LoopTurns() as turns:
+        point = await conv.normalize_ahead(messages)
+    assert turns.count >= 3  # one turn of the loop after each slice
     assert point is not None and point.state is not None
     assert len(point.state.messages) == len(messages)  # the adapter has nothing left to add
     assert normalize(messages) == from_the_start(messages)

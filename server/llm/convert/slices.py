@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Generator
-from typing import TypeVar
+from typing import TypeVar, cast
 
 T = TypeVar("T")
 
@@ -18,19 +18,24 @@ Sliced = Generator[None, None, T]
 def at_once(work: Sliced[T]) -> T:
     """``work``'s result, run through without a pause."""
     while True:
-        try:
-            next(work)
-        except StopIteration as done:
-            result: T = done.value
+        finished, result = _advance(work)
+        if finished:
             return result
 
 
 async def sharing_loop(work: Sliced[T]) -> T:
     """``work``'s result, with a turn of the event loop at each of its pauses."""
     while True:
-        try:
-            next(work)
-        except StopIteration as done:
-            result: T = done.value
+        finished, result = _advance(work)
+        if finished:
             return result
         await asyncio.sleep(0)
+
+
+def _advance(work: Sliced[T]) -> tuple[bool, T]:
+    """Runs ``work`` to its next pause (False) or to its end (True, with its result)."""
+    try:
+        next(work)
+    except StopIteration as done:
+        return True, done.value
+    return False, cast(T, None)
