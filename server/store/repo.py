@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from collections.abc import Sequence
 from datetime import datetime
@@ -375,8 +376,8 @@ StoredRow = tuple[str, str, str, str | None, str | None, str | None, str, int]
 text, tool calls as JSON text or None, tool call id, status, is_error as 0 or 1). Plain values only, so rows read
 by two steps compare as values (``engine.history.Conversations``)."""
 
-# Rows of the active path read by one statement. A step of a long chat reads it in pages, so that a SQLite
-# transaction on the event loop can give the loop back between two of them (``sqlite_inline.share_loop``).
+# Rows of the active path read by one statement. A step of a long chat reads it in pages and gives the event loop
+# back between two of them (on SQLite the read runs on the loop, inside the step's write transaction).
 STORED_PAGE = 1000
 _STORED_HISTORY = (
     select(
@@ -405,6 +406,9 @@ async def stored_history(db: Executor, session_id: str) -> list[StoredRow]:
     page = (await db.execute(_STORED_HISTORY, {"sid": session_id})).all()
     rows = [row if type(row) is tuple else tuple(row) for row in page]
     while len(page) == STORED_PAGE:
+        # Each page gives the event loop back: on SQLite the read runs on the loop, and a long chat's path
+        # would otherwise hold it for several pages at a time.
+        await asyncio.sleep(0)
         page = (await db.execute(_STORED_HISTORY_AFTER, {"sid": session_id, "after": rows[-1][0]})).all()
         rows.extend(row if type(row) is tuple else tuple(row) for row in page)
     return rows
