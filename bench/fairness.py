@@ -332,20 +332,10 @@ def long_chat_main(args: argparse.Namespace) -> None:
                     pings, enqueues, answers = asyncio.run(
                         measure(srv.url, srv.token, light_token, label != "alone (reference)")
                     )
-            row = rows.setdefault(label, defaultdict(list))
-            row["ping p50"].append(pct(pings, 50))
-            row["ping p99"].append(pct(pings, 99))
-            row["ping max"].append(max(pings))
-            row["enqueue p50"].append(pct(enqueues, 50))
-            row["enqueue p99"].append(pct(enqueues, 99))
-            row["enqueue max"].append(max(enqueues))
+            row = round_trips(rows, label, pings, enqueues)
             if label != "alone (reference)":
                 row["long-chat answers"].append(float(answers))
-    for key, row in rows.items():
-        print(key)
-        for name, values in row.items():
-            unit = "" if name == "long-chat answers" else " ms"
-            print(f"  {name:17s}{unit} {summary(values)}")
+    print_rows(rows)
 
 
 def main() -> None:
@@ -381,33 +371,29 @@ def main() -> None:
                         one_run(srv.url, srv.token, light_token, args.seconds, with_heavy)
                     )
             key = "with heavy user" if with_heavy else "alone (reference)"
-            row = rows.setdefault(
-                key,
-                {
-                    k: []
-                    for k in (
-                        "ping p50",
-                        "ping p99",
-                        "ping max",
-                        "enqueue p50",
-                        "enqueue p99",
-                        "enqueue max",
-                        "heavy requests",
-                    )
-                },
-            )
-            row["ping p50"].append(pct(pings, 50))
-            row["ping p99"].append(pct(pings, 99))
-            row["ping max"].append(max(pings))
-            row["enqueue p50"].append(pct(enqueues, 50))
-            row["enqueue p99"].append(pct(enqueues, 99))
-            row["enqueue max"].append(max(enqueues))
-            row["heavy requests"].append(float(sent))
+            round_trips(rows, key, pings, enqueues)["heavy requests"].append(float(sent))
+    print_rows(rows)
+
+
+def round_trips(
+    rows: dict[str, dict[str, list[float]]], key: str, pings: list[float], enqueues: list[float]
+) -> dict[str, list[float]]:
+    """Adds one run's light-user figures (ms) to the row ``key``; returns the row."""
+    row = rows.setdefault(key, defaultdict(list))
+    for name, times in (("ping", pings), ("enqueue", enqueues)):
+        row[f"{name} p50"].append(pct(times, 50))
+        row[f"{name} p99"].append(pct(times, 99))
+        row[f"{name} max"].append(max(times))
+    return row
+
+
+def print_rows(rows: dict[str, dict[str, list[float]]]) -> None:
+    """Each row's figures, median and spread over the runs: round trips in ms, counts as they are."""
     for key, row in rows.items():
         print(key)
         for name, values in row.items():
-            unit = "" if name == "heavy requests" else " ms"
-            print(f"  {name:15s}{unit} {summary(values)}")
+            unit = " ms" if name.startswith(("ping", "enqueue")) else ""
+            print(f"  {name:17s}{unit} {summary(values)}")
 
 
 if __name__ == "__main__":

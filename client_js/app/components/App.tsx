@@ -4,7 +4,7 @@ import { $client, $token, signOutHere } from "../stores/auth";
 import { $linkPrompt } from "../stores/link";
 import { forgetOtherChats } from "../stores/announcer";
 import { $route, navigate, sessionPath } from "../stores/route";
-import { $creatingChat, $sessionList, $sessionsLoaded, startSessions, stopSessions } from "../stores/sessions";
+import { $chatBeingMade, $sessionList, $sessionsLoaded, startSessions, stopSessions } from "../stores/sessions";
 import { close as closeConversation } from "../stores/conversation";
 import { SignIn } from "./SignIn";
 import { LinkPrompt } from "./LinkPrompt";
@@ -20,7 +20,7 @@ import { RunStatus } from "./RunStatus";
 function Home() {
   const loaded = useStore($sessionsLoaded);
   const list = useStore($sessionList);
-  const creating = useStore($creatingChat);
+  const creating = useStore($chatBeingMade) !== null;
   useEffect(() => {
     // Not while "New chat" makes one: that chat opens when it exists (opening this one first raced with it).
     if (loaded && list.length > 0 && !creating) navigate(sessionPath(list[0].id), true);

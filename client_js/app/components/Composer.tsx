@@ -7,7 +7,7 @@ import { act } from "../stores/call";
 import { AttachmentChips } from "./AttachmentChips";
 import { DraftOffer } from "./DraftOffer";
 import { composerChanged, draftSent } from "../stores/presence";
-import { chatBeingMade } from "../stores/sessions";
+import { $chatBeingMade } from "../stores/sessions";
 
 const WHILE_BUSY: Record<string, string> = {
   enqueue: "The model is answering: Enter adds your message to the queue.",
@@ -61,7 +61,7 @@ export function Composer({ sessionId }: { sessionId: string }) {
       restore(files);
     };
     // Sent while "New chat" is on its way, it belongs to the chat that opens, not to the one still on screen.
-    const making = chatBeingMade();
+    const making = $chatBeingMade.get();
     void act("Sending", async () => {
       let target = sessionId;
       if (making) {

@@ -105,8 +105,10 @@ function client() {
   return c;
 }
 
-/** A chat is being made ("New chat") and opened: `/` must not open another one meanwhile. */
-export const $creatingChat = atom(false);
+/** The chat a "New chat" in progress opens (null: none is being made). `/` must not open another chat
+ * meanwhile, and a message sent meanwhile goes there (the person asked for a new chat and wrote in it), not to
+ * the chat still on screen. */
+export const $chatBeingMade = atom<Promise<string> | null>(null);
 
 export function createSession(): Promise<Session> {
   return client().createSession({});
@@ -132,17 +134,13 @@ export async function emptyOrNewSession(): Promise<string> {
   const listed = new Map($sessionList.get().map((s) => [s.id, s]));
   const candidates = made.filter((id) => {
     const s = listed.get(id);
-    if (!s) return id === made[0]; // the newest one made here, not in the list yet
-    return s.titleSource === "none" && !s.title && !s.queueLength && s.status === "idle" && !s.archived;
+    return s ? untouched(s) && !s.queueLength : id === made[0]; // the newest one may not be listed yet
   });
   for (const id of candidates.slice(0, 3)) {
     // The list has no message counts: one read makes sure (a cleared title may hide a conversation).
     const state = await client().requests.query("session.get", { sessionId: id, messageLimit: 1 })
       .catch(() => null); // deleted meanwhile
-    if (!state) continue;
-    const s = state.session;
-    if (state.messages.length === 0 && state.queue.length === 0 && s.titleSource === "none" && !s.title &&
-        s.status === "idle" && !s.archived) return id;
+    if (state && untouched(state.session) && !state.messages.length && !state.queue.length) return id;
   }
   const id = (await createSession()).id;
   const live = new Set($sessionList.get().map((s) => s.id));
@@ -150,32 +148,28 @@ export async function emptyOrNewSession(): Promise<string> {
   return id;
 }
 
-let beingMade: Promise<string> | null = null;
-
-/** The chat a "New chat" in progress opens, or null when none is being made: a message sent meanwhile goes
- * there (the person asked for a new chat and wrote in it), not to the chat still on screen. */
-export function chatBeingMade(): Promise<string> | null {
-  return beingMade;
+/** Nothing was done to the chat since it was made: no title, not answering, not archived. */
+function untouched(s: { titleSource: string; title: string; status: string; archived: boolean }): boolean {
+  return s.titleSource === "none" && !s.title && s.status === "idle" && !s.archived;
 }
 
 /** "New chat": finds or makes the chat and hands it to `open`. Pressed again while one is being made, it waits
  * for that one. */
 export async function makeNewChat(open: (sessionId: string) => void): Promise<void> {
-  if (beingMade) {
-    await beingMade;
+  const pending = $chatBeingMade.get();
+  if (pending) {
+    await pending;
     return;
   }
-  $creatingChat.set(true);
   const made = emptyOrNewSession().then((id) => {
     open(id);
     return id;
   });
-  beingMade = made;
+  $chatBeingMade.set(made);
   try {
     await made;
   } finally {
-    beingMade = null;
-    $creatingChat.set(false);
+    $chatBeingMade.set(null);
   }
 }
 
